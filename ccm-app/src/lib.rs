@@ -1,0 +1,1 @@
+//! The cloud controller manager runtime: flags, leader election, admin server, controller wiring.

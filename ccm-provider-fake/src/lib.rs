@@ -1,0 +1,1 @@
+//! An in-memory cloud implementing every ccm-core provider trait.

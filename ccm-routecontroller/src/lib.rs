@@ -1,0 +1,1 @@
+//! Kubernetes cloud controller manager: ccm-routecontroller.

@@ -1,0 +1,1 @@
+//! Test support: a real local kube-apiserver and etcd for integration tests.

@@ -1,0 +1,1 @@
+//! Example cloud controller managers built with the SDK.
