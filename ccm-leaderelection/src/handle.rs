@@ -1,0 +1,301 @@
+//! What a running election hands back: state, step-down notification, health.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::Error;
+
+/// The name of the health check, as in client-go's `HealthzAdaptor` (`/healthz/leaderElection`).
+pub const HEALTH_CHECK_NAME: &str = "leaderElection";
+
+/// This replica's view of the election, published through a [`watch`] channel.
+///
+/// The life cycle is `Unknown → Following* → Leading → Stopped`, or `… → Stopped` without ever
+/// leading. An elector never returns to `Leading` after it stopped leading: build and run a new
+/// one (the reference CCM exits the process instead).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeaderState {
+    /// Nothing observed yet (the first read has not completed).
+    Unknown,
+    /// Another replica holds an unexpired lease.
+    Following {
+        /// The holder's identity.
+        holder: String,
+    },
+    /// This replica holds the lease and may act as leader.
+    Leading,
+    /// The election loop has ended for `reason`; this replica does not lead.
+    Stopped {
+        /// Why it ended.
+        reason: StepDownReason,
+    },
+}
+
+impl LeaderState {
+    /// Whether this state allows acting as leader.
+    pub fn is_leading(&self) -> bool {
+        matches!(self, Self::Leading)
+    }
+}
+
+/// Why an elector stopped leading (or stopped before it ever led).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StepDownReason {
+    /// The lease could not be renewed within the renew deadline (API errors, timeouts or
+    /// conflicts); the lease is left to expire, it is not released.
+    RenewDeadlineExceeded,
+    /// A read of the Lease showed another holder: somebody else took over.
+    HolderChanged {
+        /// The new holder, empty if the lease was cleared.
+        holder: String,
+    },
+    /// The cancellation token was cancelled (graceful shutdown); the lease was released
+    /// afterwards if release-on-cancel is enabled.
+    Cancelled,
+    /// The election task was aborted or panicked.
+    Aborted,
+}
+
+impl fmt::Display for StepDownReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::RenewDeadlineExceeded => {
+                f.write_str("failed to renew the lease within the renew deadline")
+            }
+            Self::HolderChanged { holder } => write!(f, "the lease is now held by {holder:?}"),
+            Self::Cancelled => f.write_str("leader election was cancelled"),
+            Self::Aborted => f.write_str("the leader election task was aborted"),
+        }
+    }
+}
+
+/// A cheap, clonable health check implementing client-go's `HealthzAdaptor` rule: it fails only
+/// when this replica believes it leads but its last successful renewal is older than the lease
+/// duration plus a tolerance (20 s by default, as in the reference CCM). This catches an election
+/// loop that is stuck; a follower is always healthy.
+///
+/// ```no_run
+/// # async fn doc(handle: ccm_leaderelection::LeaderHandle) {
+/// let health = handle.health();
+/// // in the admin server's /healthz handler:
+/// match health.check() {
+///     Ok(()) => { /* ok */ }
+///     Err(err) => eprintln!("[-]{} failed: {err}", health.name()),
+/// }
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct LeaderHealth {
+    inner: Arc<HealthInner>,
+}
+
+#[derive(Debug)]
+struct HealthInner {
+    lease: String,
+    limit: Duration,
+    /// `Some(instant of the last successful acquire/renew)` while leading.
+    last_renewal: Mutex<Option<Instant>>,
+}
+
+impl LeaderHealth {
+    pub(crate) fn new(lease: String, lease_duration: Duration, tolerance: Duration) -> Self {
+        Self {
+            inner: Arc::new(HealthInner {
+                lease,
+                limit: lease_duration.saturating_add(tolerance),
+                last_renewal: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The check's name, [`HEALTH_CHECK_NAME`].
+    pub fn name(&self) -> &'static str {
+        HEALTH_CHECK_NAME
+    }
+
+    /// Runs the check.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RenewalOverdue`] if this replica leads and has not renewed for longer than the
+    /// lease duration plus the tolerance.
+    pub fn check(&self) -> Result<(), Error> {
+        let last = *self
+            .inner
+            .last_renewal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match last {
+            Some(at) => {
+                let elapsed = at.elapsed();
+                if elapsed > self.inner.limit {
+                    Err(Error::RenewalOverdue {
+                        lease: self.inner.lease.clone(),
+                        elapsed,
+                        limit: self.inner.limit,
+                    })
+                } else {
+                    Ok(())
+                }
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// `check().is_ok()`.
+    pub fn is_healthy(&self) -> bool {
+        self.check().is_ok()
+    }
+
+    pub(crate) fn renewed(&self, at: Instant) {
+        *self
+            .inner
+            .last_renewal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(at);
+    }
+
+    pub(crate) fn not_leading(&self) {
+        *self
+            .inner
+            .last_renewal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+    }
+}
+
+/// The handle of a running election, returned by [`LeaderElector::run`](crate::LeaderElector::run).
+///
+/// Dropping the handle does not stop the election; cancel the token passed to `run` for that.
+#[derive(Debug)]
+pub struct LeaderHandle {
+    pub(crate) identity: String,
+    pub(crate) state: watch::Receiver<LeaderState>,
+    pub(crate) health: LeaderHealth,
+    pub(crate) task: JoinHandle<StepDownReason>,
+}
+
+impl LeaderHandle {
+    /// This replica's holder identity.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// A receiver of the election state; `borrow()` gives the current value, `changed()` waits
+    /// for the next one.
+    pub fn state(&self) -> watch::Receiver<LeaderState> {
+        self.state.clone()
+    }
+
+    /// Whether this replica currently leads.
+    pub fn is_leading(&self) -> bool {
+        self.state.borrow().is_leading()
+    }
+
+    /// Waits until this replica leads.
+    ///
+    /// # Errors
+    ///
+    /// The reason the election stopped if it ended before this replica became leader (e.g.
+    /// [`StepDownReason::Cancelled`]).
+    pub async fn wait_leading(&self) -> Result<(), StepDownReason> {
+        let mut rx = self.state.clone();
+        let result = rx
+            .wait_for(|s| matches!(s, LeaderState::Leading | LeaderState::Stopped { .. }))
+            .await
+            .map(|s| s.clone());
+        match result {
+            Ok(LeaderState::Leading) => Ok(()),
+            Ok(LeaderState::Stopped { reason }) => Err(reason),
+            Ok(_) | Err(_) => Err(StepDownReason::Aborted),
+        }
+    }
+
+    /// Waits until the election has stopped and returns why: after leading, this resolves as
+    /// soon as leadership is lost (before any release of the lease), so that leader-only work can
+    /// be stopped at once. A follower resolves when it is cancelled.
+    pub async fn lost(&self) -> StepDownReason {
+        let mut rx = self.state.clone();
+        let result = rx
+            .wait_for(|s| matches!(s, LeaderState::Stopped { .. }))
+            .await
+            .map(|s| s.clone());
+        match result {
+            Ok(LeaderState::Stopped { reason }) => reason,
+            Ok(_) | Err(_) => StepDownReason::Aborted,
+        }
+    }
+
+    /// The health check for the admin server.
+    pub fn health(&self) -> LeaderHealth {
+        self.health.clone()
+    }
+
+    /// Stops the election task immediately, without releasing the lease (it expires after the
+    /// lease duration), like a crash or `SIGKILL`. Prefer cancelling the token.
+    pub fn abort(&self) {
+        self.task.abort();
+    }
+
+    /// Waits for the election task to finish (after cancellation this includes the release of
+    /// the lease) and returns why it stopped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Task`] if the task panicked or was aborted.
+    pub async fn join(self) -> Result<StepDownReason, Error> {
+        self.task.await.map_err(Error::Task)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn health_follows_the_healthz_adaptor_rule() {
+        let health = LeaderHealth::new(
+            "kube-system/ccm".into(),
+            Duration::from_secs(15),
+            Duration::from_secs(20),
+        );
+        assert_eq!(health.name(), "leaderElection");
+        assert!(health.is_healthy(), "a follower is healthy");
+        health.renewed(Instant::now());
+        tokio::time::advance(Duration::from_secs(35)).await;
+        assert!(
+            health.is_healthy(),
+            "exactly lease + tolerance is still healthy"
+        );
+        tokio::time::advance(Duration::from_millis(1)).await;
+        let err = health.check().unwrap_err();
+        assert!(matches!(err, Error::RenewalOverdue { .. }));
+        assert!(
+            err.to_string()
+                .starts_with("failed election to renew leadership on lease kube-system/ccm"),
+            "{err}"
+        );
+        health.renewed(Instant::now());
+        assert!(health.is_healthy());
+        tokio::time::advance(Duration::from_secs(100)).await;
+        health.not_leading();
+        assert!(health.is_healthy(), "no longer leading: healthy again");
+    }
+
+    #[test]
+    fn reasons_display() {
+        assert_eq!(
+            StepDownReason::HolderChanged { holder: "b".into() }.to_string(),
+            "the lease is now held by \"b\""
+        );
+        assert!(LeaderState::Leading.is_leading());
+        assert!(!LeaderState::Following { holder: "b".into() }.is_leading());
+    }
+}
