@@ -495,7 +495,7 @@ impl Runner {
         self.health.renewed(Instant::now());
         self.set_metric(true);
         self.state.send_replace(LeaderState::Leading);
-        self.record_event("became leader");
+        self.record_event("BecameLeader", "became leader");
     }
 
     async fn finish(
@@ -518,7 +518,7 @@ impl Runner {
                     tracing::error!(lease = %self.lease, reason = %other, "leader election lost");
                 }
             }
-            self.record_event("stopped leading");
+            self.record_event("StoppedLeading", "stopped leading");
         }
         let cancelled = matches!(reason, StepDownReason::Cancelled) && token.is_cancelled();
         if cancelled && self.elector.release_on_cancel && (led || self.maybe_holding) {
@@ -583,7 +583,10 @@ impl Runner {
                     ..cached.clone()
                 };
                 match self.write("update", lease, false).await {
-                    Ok(written) => return Ok(written),
+                    Ok(Attempt::Holding) => return Ok(Attempt::Holding),
+                    Ok(_) => {
+                        tracing::debug!(lease = %self.lease, "optimistic renewal conflicted, falling back to reading the lease");
+                    }
                     Err(error) => {
                         tracing::debug!(lease = %self.lease, error = %error, "optimistic renewal failed, falling back to reading the lease");
                     }
@@ -720,8 +723,9 @@ impl Runner {
     }
 
     /// Publishes a `LeaderElection` event on the Lease in the background (best effort, bounded
-    /// by the API timeout; awaited before the loop ends).
-    fn record_event(&self, what: &str) {
+    /// by the API timeout; awaited before the loop ends). The `action` differs per kind of event
+    /// because kube's recorder folds events with equal reason and action into one series.
+    fn record_event(&self, action: &'static str, what: &str) {
         let Some(recorder) = self.elector.recorder.clone() else {
             return;
         };
@@ -734,7 +738,7 @@ impl Runner {
                 type_: EventType::Normal,
                 reason: EVENT_REASON.to_owned(),
                 note: Some(note),
-                action: EVENT_REASON.to_owned(),
+                action: action.to_owned(),
                 secondary: None,
             };
             match tokio::time::timeout(timeout, recorder.publish(&event, &reference)).await {
