@@ -653,10 +653,10 @@ async fn cancelling_releases_the_lease_like_client_go() {
     assert_eq!(released.lease_transitions, before.lease_transitions);
     assert!(released.renew_time.is_some() && released.acquire_time == released.renew_time);
     assert_eq!(
-        fake.event_notes(),
+        fake.events(),
         [
-            format!("{ME} became leader"),
-            format!("{ME} stopped leading")
+            ("BecameLeader".to_owned(), format!("{ME} became leader")),
+            ("StoppedLeading".to_owned(), format!("{ME} stopped leading"))
         ]
     );
 }
