@@ -339,7 +339,7 @@ async fn the_leader_renews_every_retry_period_with_optimistic_updates() {
         "acquireTime is kept"
     );
     assert_eq!(renewed.lease_transitions, Some(0));
-    assert!(renewed.renew_time > acquired.renew_time || renewed.renew_time == acquired.renew_time);
+    assert!(renewed.renew_time > acquired.renew_time, "renewTime moves");
     assert!(handle.health().is_healthy());
     token.cancel();
     handle.join().await.unwrap();
