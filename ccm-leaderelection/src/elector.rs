@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
@@ -389,12 +389,16 @@ struct Runner {
 impl Runner {
     async fn run(mut self, token: CancellationToken) -> StepDownReason {
         self.set_metric(false);
-        tracing::info!(lease = %self.lease, identity = %self.elector.identity, "attempting to acquire leader lease");
+        tracing::info!(
+            lease = %self.lease,
+            identity = %self.elector.identity,
+            "attempting to acquire leader lease"
+        );
         let (reason, led) = match self.acquire(&token).await {
             Some(acquired_at) => (self.lead(&token, acquired_at).await, true),
             None => (StepDownReason::Cancelled, false),
         };
-        self.finish(reason, led, &token).await
+        self.finish(reason, led).await
     }
 
     /// client-go's `acquire`: try, then wait a jittered retry period, until we hold the lease.
@@ -410,7 +414,11 @@ impl Runner {
             match result {
                 Ok(Attempt::Holding) => return Some(started),
                 Ok(Attempt::HeldBy(holder)) => {
-                    tracing::debug!(lease = %self.lease, %holder, "lease is held by another replica and has not yet expired");
+                    tracing::debug!(
+                        lease = %self.lease,
+                        %holder,
+                        "lease is held by another replica and has not yet expired"
+                    );
                     self.state.send_if_modified(|state| {
                         let next = LeaderState::Following { holder };
                         let changed = *state != next;
@@ -422,14 +430,11 @@ impl Runner {
                     tracing::debug!(lease = %self.lease, "lost the race to acquire the lease");
                 }
                 Err(error) => {
-                    tracing::warn!(lease = %self.lease, error = %error, "failed to acquire the lease");
+                    tracing::warn!(lease = %self.lease, %error, "failed to acquire the lease");
                 }
             }
-            let pause = jittered(
-                self.elector.timing.retry_period,
-                JITTER_FACTOR,
-                rand::random(),
-            );
+            let retry = self.elector.timing.retry_period;
+            let pause = jittered(retry, JITTER_FACTOR, rand::random());
             tokio::select! {
                 biased;
                 () = token.cancelled() => return None,
@@ -457,10 +462,11 @@ impl Runner {
                 if started >= deadline {
                     return StepDownReason::RenewDeadlineExceeded;
                 }
+                let attempt = tokio::time::timeout_at(deadline, self.try_acquire_or_renew());
                 let result = tokio::select! {
                     biased;
                     () = token.cancelled() => return StepDownReason::Cancelled,
-                    result = tokio::time::timeout_at(deadline, self.try_acquire_or_renew()) => result,
+                    result = attempt => result,
                 };
                 match result {
                     Err(_elapsed) => return StepDownReason::RenewDeadlineExceeded,
@@ -474,10 +480,17 @@ impl Runner {
                         return StepDownReason::HolderChanged { holder };
                     }
                     Ok(Ok(Attempt::Conflict)) => {
-                        tracing::debug!(lease = %self.lease, "conflict while renewing the lease, retrying");
+                        tracing::debug!(
+                            lease = %self.lease,
+                            "conflict while renewing the lease, retrying"
+                        );
                     }
                     Ok(Err(error)) => {
-                        tracing::warn!(lease = %self.lease, error = %error, "failed to renew the lease, retrying");
+                        tracing::warn!(
+                            lease = %self.lease,
+                            %error,
+                            "failed to renew the lease, retrying"
+                        );
                     }
                 }
                 let next = (Instant::now() + timing.retry_period).min(deadline);
@@ -491,36 +504,33 @@ impl Runner {
     }
 
     fn became_leader(&mut self) {
-        tracing::info!(lease = %self.lease, identity = %self.elector.identity, "successfully acquired lease, leading");
+        tracing::info!(
+            lease = %self.lease,
+            identity = %self.elector.identity,
+            "successfully acquired lease, leading"
+        );
         self.health.renewed(Instant::now());
         self.set_metric(true);
         self.state.send_replace(LeaderState::Leading);
         self.record_event("BecameLeader", "became leader");
     }
 
-    async fn finish(
-        mut self,
-        reason: StepDownReason,
-        led: bool,
-        token: &CancellationToken,
-    ) -> StepDownReason {
+    /// Publishes the end of the election, then releases the lease after a cancellation.
+    async fn finish(mut self, reason: StepDownReason, led: bool) -> StepDownReason {
         self.health.not_leading();
         self.set_metric(false);
         self.state.send_replace(LeaderState::Stopped {
             reason: reason.clone(),
         });
+        let cancelled = reason == StepDownReason::Cancelled;
         if led {
-            match &reason {
-                StepDownReason::Cancelled => {
-                    tracing::info!(lease = %self.lease, "leader election cancelled, stopped leading");
-                }
-                other => {
-                    tracing::error!(lease = %self.lease, reason = %other, "leader election lost");
-                }
+            if cancelled {
+                tracing::info!(lease = %self.lease, "leader election cancelled, stopped leading");
+            } else {
+                tracing::error!(lease = %self.lease, %reason, "leader election lost");
             }
             self.record_event("StoppedLeading", "stopped leading");
         }
-        let cancelled = matches!(reason, StepDownReason::Cancelled) && token.is_cancelled();
         if cancelled && self.elector.release_on_cancel && (led || self.maybe_holding) {
             self.release().await;
         }
@@ -533,39 +543,47 @@ impl Runner {
     /// `leaseDurationSeconds: 1`; retried on conflict, bounded by the renew deadline.
     async fn release(&mut self) {
         let deadline = Instant::now() + self.elector.timing.renew_deadline;
-        let result = tokio::time::timeout_at(deadline, async {
-            loop {
-                let Some(current) = self.call("get", self.elector.api.get_opt(&self.elector.name)).await? else {
-                    return Ok(false);
-                };
-                let spec = current.spec.clone().unwrap_or_default();
-                let Some(released) = self.election.release_spec(&spec, Timestamp::now()) else {
-                    return Ok(false);
-                };
-                let lease = Lease { spec: Some(released), ..current };
-                match self.call("update", self.elector.api.replace(&self.elector.name, &self.elector.post_params, &lease)).await {
-                    Ok(written) => {
-                        self.election.wrote(&written.spec.clone().unwrap_or_default(), Instant::now());
-                        return Ok(true);
-                    }
-                    Err(error) if is_conflict(&error) => {
-                        tracing::debug!(lease = %self.lease, "conflict while releasing the lease, retrying");
-                    }
-                    Err(error) => return Err(error),
-                }
-            }
-        })
-        .await;
-        match result {
+        match tokio::time::timeout_at(deadline, self.try_release()).await {
             Ok(Ok(true)) => tracing::info!(lease = %self.lease, "released the lease"),
             Ok(Ok(false)) => {
-                tracing::debug!(lease = %self.lease, "lease not held by this replica, nothing to release")
+                tracing::debug!(lease = %self.lease, "lease not held by this replica");
             }
             Ok(Err(error)) => {
-                tracing::warn!(lease = %self.lease, error = %error, "failed to release the lease")
+                tracing::warn!(lease = %self.lease, %error, "failed to release the lease");
             }
             Err(_) => {
-                tracing::warn!(lease = %self.lease, "failed to release the lease within the renew deadline")
+                tracing::warn!(
+                    lease = %self.lease,
+                    "failed to release the lease within the renew deadline"
+                );
+            }
+        }
+    }
+
+    /// One release: `Ok(false)` if the lease is absent or not ours.
+    async fn try_release(&mut self) -> Result<bool, Error> {
+        loop {
+            let Some(current) = self.get_lease().await? else {
+                return Ok(false);
+            };
+            let spec = current.spec.clone().unwrap_or_default();
+            let Some(released) = self.election.release_spec(&spec, Timestamp::now()) else {
+                return Ok(false);
+            };
+            let lease = Lease {
+                spec: Some(released),
+                ..current
+            };
+            match self.replace_lease(&lease).await {
+                Ok(written) => {
+                    self.election.wrote(&spec_of(&written), Instant::now());
+                    return Ok(true);
+                }
+                Err(error) if is_conflict(&error) => {
+                    // Typically an in-flight renewal of ours landed first: read again.
+                    tracing::debug!(lease = %self.lease, "conflict while releasing the lease");
+                }
+                Err(error) => return Err(error),
             }
         }
     }
@@ -573,41 +591,42 @@ impl Runner {
     /// client-go's `tryAcquireOrRenew`, with its optimistic fast path for the leader.
     async fn try_acquire_or_renew(&mut self) -> Result<Attempt, Error> {
         if let Some(cached) = &self.cached {
-            let spec = cached.spec.clone().unwrap_or_default();
+            let now = Instant::now();
             if let Some(renewed) = self
                 .election
-                .fast_renew(&spec, Instant::now(), Timestamp::now())
+                .fast_renew(&spec_of(cached), now, Timestamp::now())
             {
                 let lease = Lease {
                     spec: Some(renewed),
                     ..cached.clone()
                 };
-                match self.write("update", lease, false).await {
+                match self.write(Write::Replace, lease, false).await {
                     Ok(Attempt::Holding) => return Ok(Attempt::Holding),
                     Ok(_) => {
-                        tracing::debug!(lease = %self.lease, "optimistic renewal conflicted, falling back to reading the lease");
+                        tracing::debug!(
+                            lease = %self.lease,
+                            "optimistic renewal conflicted, reading the lease"
+                        );
                     }
                     Err(error) => {
-                        tracing::debug!(lease = %self.lease, error = %error, "optimistic renewal failed, falling back to reading the lease");
+                        tracing::debug!(
+                            lease = %self.lease,
+                            %error,
+                            "optimistic renewal failed, reading the lease"
+                        );
                     }
                 }
             }
         }
 
-        let current = self
-            .call("get", self.elector.api.get_opt(&self.elector.name))
-            .await?;
+        let current = self.get_lease().await?;
         self.maybe_holding = false;
         let was_leader = self.election.is_leader();
-        let action = self.election.step(
-            current
-                .as_ref()
-                .map(|l| l.spec.clone().unwrap_or_default())
-                .as_ref(),
-            Instant::now(),
-            Timestamp::now(),
-        );
-        match action {
+        let spec = current.as_ref().map(spec_of);
+        match self
+            .election
+            .step(spec.as_ref(), Instant::now(), Timestamp::now())
+        {
             Action::Create(spec) => {
                 self.election.forget();
                 self.cached = None;
@@ -619,22 +638,24 @@ impl Runner {
                     },
                     spec: Some(spec),
                 };
-                self.write("create", lease, true).await
+                self.write(Write::Create, lease, true).await
             }
             Action::Acquire(spec) | Action::Renew(spec) => {
+                let Some(current) = current else {
+                    // `step` answers Create for an absent Lease; nothing to update.
+                    return Ok(Attempt::Conflict);
+                };
                 if was_leader && self.election.is_leader() {
                     self.slowpath_exercised();
                 }
-                let Some(current) = current else {
-                    // `step` only answers Acquire/Renew for an existing Lease.
-                    return Ok(Attempt::Conflict);
-                };
                 let lease = Lease {
                     spec: Some(spec),
-                    ..current
+                    ..current.clone()
                 };
+                // Remember the latest resourceVersion even if this write loses a race.
+                self.cached = Some(current);
                 let acquiring = !self.election.is_leader();
-                self.write("update", lease, acquiring).await
+                self.write(Write::Replace, lease, acquiring).await
             }
             Action::Wait { holder, .. } => {
                 self.cached = current;
@@ -646,26 +667,24 @@ impl Runner {
     /// Creates or replaces the Lease. A 409 is a lost race, not an error.
     async fn write(
         &mut self,
-        operation: &'static str,
+        kind: Write,
         lease: Lease,
         acquiring: bool,
     ) -> Result<Attempt, Error> {
         if acquiring {
             self.maybe_holding = true;
         }
-        let api = &self.elector.api;
-        let pp = &self.elector.post_params;
-        let result = if operation == "create" {
-            self.call(operation, api.create(pp, &lease)).await
-        } else {
-            self.call(operation, api.replace(&self.elector.name, pp, &lease))
-                .await
+        let result = match kind {
+            Write::Create => {
+                let request = self.elector.api.create(&self.elector.post_params, &lease);
+                self.call("create", request).await
+            }
+            Write::Replace => self.replace_lease(&lease).await,
         };
         match result {
             Ok(written) => {
                 self.maybe_holding = false;
-                self.election
-                    .wrote(&written.spec.clone().unwrap_or_default(), Instant::now());
+                self.election.wrote(&spec_of(&written), Instant::now());
                 self.cached = Some(written);
                 Ok(Attempt::Holding)
             }
@@ -674,13 +693,11 @@ impl Runner {
                 Ok(Attempt::Conflict)
             }
             Err(error) => {
-                if matches!(
-                    error,
-                    Error::Api {
-                        source: kube::Error::Api(_),
-                        ..
-                    }
-                ) {
+                if let Error::Api {
+                    source: kube::Error::Api(_),
+                    ..
+                } = &error
+                {
                     // A definite refusal from the apiserver: nothing was written.
                     self.maybe_holding = false;
                 }
@@ -689,13 +706,27 @@ impl Runner {
         }
     }
 
+    async fn get_lease(&self) -> Result<Option<Lease>, Error> {
+        self.call("get", self.elector.api.get_opt(&self.elector.name))
+            .await
+    }
+
+    async fn replace_lease(&self, lease: &Lease) -> Result<Lease, Error> {
+        let request =
+            self.elector
+                .api
+                .replace(&self.elector.name, &self.elector.post_params, lease);
+        self.call("update", request).await
+    }
+
     /// Runs one API call bounded by the API timeout.
     async fn call<T>(
         &self,
         operation: &'static str,
         request: impl Future<Output = Result<T, kube::Error>>,
     ) -> Result<T, Error> {
-        match tokio::time::timeout(self.elector.api_timeout, request).await {
+        let timeout = self.elector.api_timeout;
+        match tokio::time::timeout(timeout, request).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(source)) => Err(Error::Api {
                 operation,
@@ -705,7 +736,7 @@ impl Runner {
             Err(_) => Err(Error::Timeout {
                 operation,
                 lease: self.lease.clone(),
-                timeout: self.elector.api_timeout,
+                timeout,
             }),
         }
     }
@@ -730,24 +761,23 @@ impl Runner {
             return;
         };
         let reference = self.lease_reference();
-        let note = format!("{} {what}", self.elector.identity);
+        let event = Event {
+            type_: EventType::Normal,
+            reason: EVENT_REASON.to_owned(),
+            note: Some(format!("{} {what}", self.elector.identity)),
+            action: action.to_owned(),
+            secondary: None,
+        };
         let timeout = self.elector.api_timeout;
         let lease = self.lease.clone();
         self.events.spawn(async move {
-            let event = Event {
-                type_: EventType::Normal,
-                reason: EVENT_REASON.to_owned(),
-                note: Some(note),
-                action: action.to_owned(),
-                secondary: None,
-            };
             match tokio::time::timeout(timeout, recorder.publish(&event, &reference)).await {
                 Ok(Ok(())) => {}
                 Ok(Err(error)) => {
-                    tracing::warn!(%lease, error = %error, "failed to record leader election event")
+                    tracing::warn!(%lease, %error, "failed to record leader election event");
                 }
                 Err(_) => {
-                    tracing::warn!(%lease, ?timeout, "timed out recording leader election event")
+                    tracing::warn!(%lease, ?timeout, "timed out recording leader election event");
                 }
             }
         });
@@ -765,6 +795,17 @@ impl Runner {
             },
         }
     }
+}
+
+/// The two kinds of Lease writes.
+#[derive(Clone, Copy, Debug)]
+enum Write {
+    Create,
+    Replace,
+}
+
+fn spec_of(lease: &Lease) -> LeaseSpec {
+    lease.spec.clone().unwrap_or_default()
 }
 
 fn is_conflict(error: &Error) -> bool {
