@@ -5,8 +5,8 @@ use std::time::Duration;
 /// Everything that can go wrong while configuring or running leader election.
 ///
 /// Configuration problems are reported by
-/// [`LeaderElectorBuilder::build`](crate::LeaderElectorBuilder::build); API failures inside the election loop are retried and only logged, but they are exposed here so
-/// that callers driving single steps (and the logs) can name them precisely.
+/// [`LeaderElectorBuilder::build`](crate::LeaderElectorBuilder::build). API failures inside the
+/// election loop are retried and only logged; their variants give the log lines precise messages.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
