@@ -1,1 +1,128 @@
-fn main() {}
+//! Project automation, run as `cargo xtask <command>` (see `.cargo/config.toml`).
+//!
+//! - `controlplane build|start|stop`: the local kube-apiserver + etcd for tests
+//!   (docs/control-plane.md).
+//! - `test`: the workspace's tests against one shared control plane.
+//! - `ci`: everything CI checks (fmt, clippy, docs, control-plane build, tests).
+//!
+//! Each command lives in its own module; add new ones (benchmarks, manifests, ...) the same way:
+//! an `Args` struct, an async `run`, and a variant in [`Command`].
+
+mod ci;
+mod controlplane;
+mod gobuild;
+mod paths;
+mod process;
+mod test;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+use crate::process::{INTERRUPTED_EXIT_CODE, Interrupt, Interrupted};
+
+/// Project automation for the CCM SDK workspace.
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Build, start or stop the local control plane (kube-apiserver + etcd).
+    Controlplane(controlplane::ControlPlaneArgs),
+    /// Run the workspace's tests against one shared local control plane.
+    Test(test::TestArgs),
+    /// Run every CI check: fmt, clippy, docs, control-plane build, tests.
+    Ci(ci::CiArgs),
+}
+
+async fn dispatch(command: Command, interrupt: &Interrupt) -> anyhow::Result<()> {
+    match command {
+        Command::Controlplane(args) => controlplane::run(args, interrupt).await,
+        Command::Test(args) => test::run(&args, interrupt).await,
+        Command::Ci(args) => ci::run(&args, interrupt).await,
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            // kube's client logs every refused connection while the API server starts up.
+            EnvFilter::try_from_env("XTASK_LOG")
+                .unwrap_or_else(|_| EnvFilter::new("warn,kube_client=off")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("xtask: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        let interrupt = Interrupt::install();
+        match dispatch(cli.command, &interrupt).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) if err.is::<Interrupted>() => {
+                eprintln!("xtask: interrupted");
+                ExitCode::from(INTERRUPTED_EXIT_CODE)
+            }
+            Err(err) => {
+                eprintln!("xtask: error: {err:#}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory as _;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn test_arguments_are_passed_through() {
+        let cli = Cli::try_parse_from(["xtask", "test", "-p", "ccm-core", "--", "--nocapture"])
+            .expect("parses");
+        let Command::Test(args) = cli.command else {
+            panic!("not the test command");
+        };
+        assert!(!args.no_doc);
+        assert_eq!(args.cargo_args, ["-p", "ccm-core", "--", "--nocapture"]);
+
+        let cli = Cli::try_parse_from(["xtask", "test", "--no-doc"]).expect("parses");
+        let Command::Test(args) = cli.command else {
+            panic!("not the test command");
+        };
+        assert!(args.no_doc);
+        assert!(args.cargo_args.is_empty());
+    }
+
+    #[test]
+    fn controlplane_subcommands_parse() {
+        for argv in [
+            &["xtask", "controlplane", "build"][..],
+            &["xtask", "controlplane", "build", "--go-ccm", "--force"],
+            &["xtask", "controlplane", "start", "--dir", "x"],
+            &["xtask", "controlplane", "stop"],
+            &["xtask", "ci", "--fail-fast"],
+        ] {
+            Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+        }
+    }
+}

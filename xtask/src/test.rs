@@ -1,0 +1,203 @@
+//! `cargo xtask test`: run the workspace's tests against one shared local control plane.
+
+use std::ffi::OsString;
+
+use anyhow::bail;
+use ccm_testenv::controlplane::Supervision;
+use ccm_testenv::envfile;
+use clap::Args;
+
+use crate::controlplane::{self, BuildArgs};
+use crate::process::{self, Interrupt};
+
+/// Arguments of `cargo xtask test`.
+#[derive(Debug, Args, Default)]
+pub struct TestArgs {
+    /// Skip the doctest run (`cargo test --doc`).
+    #[arg(long)]
+    pub no_doc: bool,
+    /// Arguments for `cargo test` (e.g. `-p ccm-core`, `-- --nocapture`). `--workspace` is
+    /// added unless a package is selected; `--all-targets` unless targets are selected.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CARGO_TEST_ARGS"
+    )]
+    pub cargo_args: Vec<OsString>,
+}
+
+/// Flags of `cargo test` that select targets; with any of them the doctest run is skipped.
+const TARGET_FLAGS: &[&str] = &[
+    "--lib",
+    "--bin",
+    "--bins",
+    "--example",
+    "--examples",
+    "--test",
+    "--tests",
+    "--bench",
+    "--benches",
+    "--all-targets",
+    "--doc",
+];
+
+/// The `cargo test` invocations (argument lists after `cargo`) for the given user arguments.
+pub fn cargo_test_invocations(user: &[OsString], no_doc: bool) -> Vec<Vec<OsString>> {
+    // Only arguments before a `--` are cargo's; the rest go to the test binaries.
+    let cargo_part = user
+        .iter()
+        .take_while(|a| a.as_os_str() != "--")
+        .filter_map(|a| a.to_str())
+        .collect::<Vec<_>>();
+    let selects_package = cargo_part.iter().any(|a| {
+        *a == "-p" || *a == "--package" || a.starts_with("--package=") || a.starts_with("-p")
+    }) || cargo_part.contains(&"--workspace");
+    let selects_targets = cargo_part.iter().any(|a| {
+        TARGET_FLAGS
+            .iter()
+            .any(|f| a == f || a.starts_with(&format!("{f}=")))
+    });
+
+    let scope: Vec<OsString> = if selects_package {
+        Vec::new()
+    } else {
+        vec!["--workspace".into()]
+    };
+    let invocation = |extra: &str| {
+        let mut args: Vec<OsString> = vec!["test".into()];
+        args.extend(scope.iter().cloned());
+        if !extra.is_empty() {
+            args.push(extra.into());
+        }
+        args.extend(user.iter().cloned());
+        args
+    };
+    if selects_targets {
+        vec![invocation("")]
+    } else if no_doc {
+        vec![invocation("--all-targets")]
+    } else {
+        vec![invocation("--all-targets"), invocation("--doc")]
+    }
+}
+
+/// Runs `cargo xtask test`: builds the binaries if needed, starts a control plane, runs the
+/// tests with `CCM_TESTENV` pointing at it, and stops it again, also on failure and Ctrl-C.
+///
+/// # Errors
+/// If the control plane cannot be started, or any test run fails.
+pub async fn run(args: &TestArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
+    controlplane::build(&BuildArgs::default(), interrupt).await?;
+    run_tests(args, interrupt).await
+}
+
+/// Like [`run`] without the build step (for `ci`, which builds in its own step).
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_tests(args: &TestArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
+    let dir = tempfile_dir()?;
+    // Watchdog supervision: even if xtask is killed, the servers and the directory go away.
+    let control_plane = controlplane::launch(&dir, Supervision::Watchdog, interrupt).await?;
+    let env_path = control_plane.env_file_path();
+    let mut failures = Vec::new();
+    for invocation in cargo_test_invocations(&args.cargo_args, args.no_doc) {
+        let mut command = process::cargo();
+        command.args(&invocation).env(envfile::ENV_VAR, &env_path);
+        let shown = process::display_command(&command);
+        match process::run_status(command, interrupt, "").await {
+            Ok(status) if status.success() => {}
+            Ok(status) => failures.push(format!("`{shown}` failed with {status}")),
+            Err(err) => {
+                stop_quietly(control_plane);
+                return Err(err);
+            }
+        }
+    }
+    stop_quietly(control_plane);
+    if !failures.is_empty() {
+        bail!("{}", failures.join("; "));
+    }
+    Ok(())
+}
+
+fn stop_quietly(control_plane: ccm_testenv::controlplane::ControlPlane) {
+    match control_plane.stop() {
+        Ok(()) => eprintln!("stopped the control plane"),
+        Err(err) => eprintln!("warning: failed to clean up the control plane: {err}"),
+    }
+}
+
+/// A fresh directory for the control plane of a test run (removed when it stops).
+fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
+    let base = crate::paths::target_dir().join("controlplane");
+    std::fs::create_dir_all(&base)?;
+    let dir = base.join(format!("test-run-{}", std::process::id()));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<OsString> {
+        list.iter().map(OsString::from).collect()
+    }
+
+    fn strings(invocations: Vec<Vec<OsString>>) -> Vec<String> {
+        invocations
+            .into_iter()
+            .map(|inv| {
+                inv.iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn default_runs_all_targets_and_doctests_of_the_workspace() {
+        assert_eq!(
+            strings(cargo_test_invocations(&[], false)),
+            ["test --workspace --all-targets", "test --workspace --doc"]
+        );
+    }
+
+    #[test]
+    fn package_selection_replaces_workspace() {
+        assert_eq!(
+            strings(cargo_test_invocations(&args(&["-p", "ccm-core"]), false)),
+            ["test --all-targets -p ccm-core", "test --doc -p ccm-core"]
+        );
+        assert_eq!(
+            strings(cargo_test_invocations(&args(&["--package=x"]), true)),
+            ["test --all-targets --package=x"]
+        );
+    }
+
+    #[test]
+    fn target_selection_disables_the_doc_run() {
+        assert_eq!(
+            strings(cargo_test_invocations(&args(&["--test", "api"]), false)),
+            ["test --workspace --test api"]
+        );
+    }
+
+    #[test]
+    fn test_binary_arguments_are_passed_through() {
+        assert_eq!(
+            strings(cargo_test_invocations(
+                &args(&["--", "--nocapture", "--lib"]),
+                false
+            )),
+            [
+                "test --workspace --all-targets -- --nocapture --lib",
+                "test --workspace --doc -- --nocapture --lib"
+            ]
+        );
+    }
+}
