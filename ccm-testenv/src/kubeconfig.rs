@@ -30,7 +30,7 @@ pub struct KubeconfigSpec<'a> {
 ///     client_cert_pem: "cert",
 ///     client_key_pem: "key",
 /// });
-/// assert!(yaml.contains("current-context: ccm-testenv"));
+/// assert!(yaml.contains("current-context: \"ccm-testenv\""));
 /// ```
 pub fn render(spec: &KubeconfigSpec<'_>) -> String {
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());

@@ -190,11 +190,11 @@ mod tests {
         ];
         let text = summary(&results);
         assert!(
-            text.contains("ok           1.5 s  cargo fmt --all -- --check"),
+            text.contains("ok         1.5 s  cargo fmt --all -- --check"),
             "{text}"
         );
         assert!(
-            text.contains("FAILED       3.0 s  cargo xtask controlplane build"),
+            text.contains("FAILED     3.0 s  cargo xtask controlplane build"),
             "{text}"
         );
         assert!(text.contains("skipped"), "{text}");

@@ -20,7 +20,7 @@ pub struct ControlPlaneArgs {
 
 #[derive(Debug, Subcommand)]
 enum ControlPlaneCommand {
-    /// Build kube-apiserver and etcd from xtask/go into <target>/controlplane/bin (cached).
+    /// Build kube-apiserver and etcd from xtask/go into `<target dir>/controlplane/bin` (cached).
     Build(BuildArgs),
     /// Start etcd + kube-apiserver on free loopback ports and print `export` lines.
     Start(DirArgs),
@@ -42,7 +42,7 @@ pub struct BuildArgs {
 
 #[derive(Debug, Args)]
 struct DirArgs {
-    /// Directory of the control plane [default: <target>/controlplane/run].
+    /// Directory of the control plane (default: `<target dir>/controlplane/run`).
     #[arg(long)]
     dir: Option<PathBuf>,
 }

@@ -85,6 +85,7 @@ fn check_go_mod_for(go_mod: &str, kubernetes: &str) -> anyhow::Result<()> {
     let staging = staging_version_of(kubernetes);
     let mut required = None;
     let mut replaces = 0;
+    let mut bad_replace = None;
     for line in go_mod.lines() {
         let line = line.split("//").next().unwrap_or_default().trim();
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -96,12 +97,12 @@ fn check_go_mod_for(go_mod: &str, kubernetes: &str) -> anyhow::Result<()> {
         match words {
             ["k8s.io/kubernetes", version] => required = Some(*version),
             [module, "=>", target, version] if module.starts_with("k8s.io/") => {
-                if module != target || *version != staging {
-                    bail!(
+                if (module != target || *version != staging) && bad_replace.is_none() {
+                    bad_replace = Some(format!(
                         "xtask/go/go.mod replaces {module} with {target} {version}, expected \
                          {module} {staging} to match Kubernetes {kubernetes} \
                          (KUBERNETES_VERSION in xtask/src/gobuild.rs)"
-                    );
+                    ));
                 }
                 replaces += 1;
             }
@@ -115,6 +116,9 @@ fn check_go_mod_for(go_mod: &str, kubernetes: &str) -> anyhow::Result<()> {
              xtask/src/gobuild.rs is {kubernetes}: change both together"
         ),
         None => bail!("xtask/go/go.mod does not require k8s.io/kubernetes"),
+    }
+    if let Some(message) = bad_replace {
+        bail!("{message}");
     }
     if replaces == 0 {
         bail!(
