@@ -1,1 +1,36 @@
-//! Provider traits, errors, well-known names and controller runtime primitives for Kubernetes cloud controller managers.
+//! # ccm-core
+//!
+//! The foundation of the SDK for Kubernetes cloud controller managers (CCMs):
+//!
+//! - [`provider`]: the traits a cloud vendor implements ([`CloudProvider`], [`InstancesV2`], [`Instances`],
+//!   [`Zones`], [`LoadBalancer`], [`Routes`], [`Clusters`]); with the `mock` feature, mockall mocks of each;
+//! - [`error`]: [`CloudError`], whose kinds (instance not found, not implemented, implemented elsewhere,
+//!   retry-after, ...) survive any amount of wrapping;
+//! - [`types`]: [`InstanceMetadata`], [`Zone`], [`Route`];
+//! - [`registry`]: [`ProviderRegistry`], provider names mapped to factories;
+//! - [`names`]: every label, taint, annotation, finalizer, condition, event reason, controller name, lease
+//!   and port the Go reference uses, spelled the same way;
+//! - [`helpers`]: load-balancer names, source ranges, health checks, providerIDs, node conditions;
+//! - [`runtime`]: shared informers, the work queue, events, metrics and the controller interface.
+//!
+//! See `docs/architecture.md` in the repository for how the crates fit together.
+
+pub mod error;
+pub mod helpers;
+pub mod names;
+pub mod provider;
+pub mod registry;
+pub mod runtime;
+pub mod types;
+
+pub use error::{BoxError, CloudError, ErrorKind, error_kind, find_cloud_error};
+pub use provider::{
+    CloudProvider, Clusters, InitializeContext, Instances, InstancesV2, LoadBalancer, Routes, Zones,
+};
+#[cfg(feature = "mock")]
+pub use provider::{
+    MockCloudProvider, MockClusters, MockInstances, MockInstancesV2, MockLoadBalancer, MockRoutes,
+    MockZones,
+};
+pub use registry::{ProviderFactory, ProviderRegistry, RegistryError};
+pub use types::{InstanceMetadata, Route, Zone};

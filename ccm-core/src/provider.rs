@@ -1,0 +1,271 @@
+//! The provider traits a cloud vendor implements: the Rust shape of Go's `cloudprovider.Interface`.
+//!
+//! [`CloudProvider`] is the root; each capability ([`LoadBalancer`], [`Instances`], [`InstancesV2`], [`Zones`],
+//! [`Clusters`], [`Routes`]) is optional and reported through an accessor returning `None` when unsupported.
+//! Every trait is async, object-safe and `Send + Sync`, so controllers hold them as `Arc<dyn ...>`.
+//!
+//! With the `mock` feature, mockall mocks (`MockCloudProvider`, `MockLoadBalancer`, ...) are generated for
+//! downstream tests.
+//!
+//! A minimal provider that only supports `InstancesV2`:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use async_trait::async_trait;
+//! use ccm_core::{CloudError, CloudProvider, InstanceMetadata, InstancesV2};
+//! use k8s_openapi::api::core::v1::Node;
+//!
+//! struct Acme;
+//!
+//! #[async_trait]
+//! impl InstancesV2 for Acme {
+//!     async fn instance_exists(&self, _node: &Node) -> Result<bool, CloudError> {
+//!         Ok(true)
+//!     }
+//!     async fn instance_shutdown(&self, _node: &Node) -> Result<bool, CloudError> {
+//!         Ok(false)
+//!     }
+//!     async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError> {
+//!         let name = node.metadata.name.clone().unwrap_or_default();
+//!         Ok(Some(InstanceMetadata::new(format!("acme://{name}")).with_zone("zone-a")))
+//!     }
+//! }
+//!
+//! struct AcmeCloud(Arc<Acme>);
+//!
+//! impl CloudProvider for AcmeCloud {
+//!     fn provider_name(&self) -> &str {
+//!         "acme"
+//!     }
+//!     fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>> {
+//!         Some(self.0.clone())
+//!     }
+//! }
+//!
+//! let cloud: Arc<dyn CloudProvider> = Arc::new(AcmeCloud(Arc::new(Acme)));
+//! assert!(cloud.instances_v2().is_some());
+//! assert!(cloud.load_balancer().is_none());
+//! ```
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::CloudError;
+use crate::types::{InstanceMetadata, Route, Zone};
+
+/// What [`CloudProvider::initialize`] receives: a Kubernetes client and the process's shutdown signal.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct InitializeContext {
+    /// A client for the cluster, with the CCM's identity.
+    pub client: kube::Client,
+    /// Cancelled when the CCM stops or loses leadership; background tasks started by the provider must stop then.
+    pub shutdown: CancellationToken,
+}
+
+impl InitializeContext {
+    /// A context from a client and a shutdown token.
+    pub fn new(client: kube::Client, shutdown: CancellationToken) -> Self {
+        InitializeContext { client, shutdown }
+    }
+}
+
+impl std::fmt::Debug for InitializeContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InitializeContext").finish_non_exhaustive()
+    }
+}
+
+/// The root provider trait (Go: `cloudprovider.Interface`).
+///
+/// Every capability accessor defaults to `None` ("unsupported"); a provider overrides the ones it has.
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait CloudProvider: Send + Sync + 'static {
+    /// The provider's name, used as the `<name>://` providerID prefix and in logs.
+    fn provider_name(&self) -> &str;
+
+    /// Called once, after this replica becomes leader and before any controller starts.
+    ///
+    /// A provider may start background work here; it must stop when `ctx.shutdown` is cancelled. Unlike Go, an
+    /// error is returned to the runtime, which stops the CCM with that error.
+    async fn initialize(&self, ctx: InitializeContext) -> Result<(), CloudError> {
+        let _ = ctx;
+        Ok(())
+    }
+
+    /// Load balancers for `type: LoadBalancer` Services, if supported.
+    fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>> {
+        None
+    }
+
+    /// The legacy V1 instance API, if supported. Not used when [`instances_v2`](Self::instances_v2) is supported.
+    fn instances(&self) -> Option<Arc<dyn Instances>> {
+        None
+    }
+
+    /// The preferred instance API, if supported. When supported, `instances` and `zones` are never called.
+    fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>> {
+        None
+    }
+
+    /// Zones (deprecated; used only with the V1 instance API), if supported.
+    fn zones(&self) -> Option<Arc<dyn Zones>> {
+        None
+    }
+
+    /// Cluster listing (no controller uses it), if supported.
+    fn clusters(&self) -> Option<Arc<dyn Clusters>> {
+        None
+    }
+
+    /// Pod-CIDR routes, if supported.
+    fn routes(&self) -> Option<Arc<dyn Routes>> {
+        None
+    }
+
+    /// Whether the provider has a cluster ID (the framework never calls it; vendors' initializers may).
+    fn has_cluster_id(&self) -> bool {
+        true
+    }
+}
+
+/// Cloud load balancers (Go: `cloudprovider.LoadBalancer`).
+///
+/// Every method receives the Service read-only. `cluster_name` is `--cluster-name` (default `kubernetes`).
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait LoadBalancer: Send + Sync + 'static {
+    /// The load balancer's status if it exists, `None` if it does not.
+    ///
+    /// For Services whose load balancer is implemented elsewhere, report `Some` only for load balancers this
+    /// provider created.
+    async fn get_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+    ) -> Result<Option<LoadBalancerStatus>, CloudError>;
+
+    /// The cloud name of the Service's load balancer; not used by the controllers.
+    fn get_load_balancer_name(&self, cluster_name: &str, service: &Service) -> String {
+        let _ = cluster_name;
+        crate::helpers::default_load_balancer_name(service)
+    }
+
+    /// Create or update the load balancer so it serves `service` through `nodes`, and return its status.
+    ///
+    /// The status must contain at least one ingress entry: an empty status is treated as an error. While the
+    /// load balancer is still being built, return [`CloudError::Retry`]. Return
+    /// [`CloudError::ImplementedElsewhere`] for Services another controller serves.
+    async fn ensure_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<LoadBalancerStatus, CloudError>;
+
+    /// Replace the load balancer's backend hosts with `nodes`.
+    async fn update_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<(), CloudError>;
+
+    /// Delete the load balancer. Idempotent: succeeds if it does not exist. Must not return
+    /// [`CloudError::ImplementedElsewhere`].
+    async fn ensure_load_balancer_deleted(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+    ) -> Result<(), CloudError>;
+}
+
+/// The legacy V1 instance API (Go: `cloudprovider.Instances`).
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait Instances: Send + Sync + 'static {
+    /// The addresses of the named node (the fallback when the by-providerID call fails).
+    async fn node_addresses(&self, node_name: &str) -> Result<Vec<NodeAddress>, CloudError>;
+    /// The addresses of the instance with this providerID; must not depend on local metadata.
+    async fn node_addresses_by_provider_id(
+        &self,
+        provider_id: &str,
+    ) -> Result<Vec<NodeAddress>, CloudError>;
+    /// The cloud's instance ID of the named node; [`CloudError::InstanceNotFound`] if it is gone (never for a
+    /// stopped instance).
+    async fn instance_id(&self, node_name: &str) -> Result<String, CloudError>;
+    /// The instance type of the named node.
+    async fn instance_type(&self, node_name: &str) -> Result<String, CloudError>;
+    /// The instance type of the instance with this providerID.
+    async fn instance_type_by_provider_id(&self, provider_id: &str) -> Result<String, CloudError>;
+    /// Legacy; never called by the controllers.
+    async fn add_ssh_key_to_all_instances(&self, user: &str, key: &[u8]) -> Result<(), CloudError> {
+        let _ = (user, key);
+        Err(CloudError::NotImplemented)
+    }
+    /// Legacy; never called by the controllers.
+    async fn current_node_name(&self, hostname: &str) -> Result<String, CloudError> {
+        Ok(hostname.to_owned())
+    }
+    /// Whether the instance exists; `false` with no error means the Node is deleted. True for stopped instances.
+    async fn instance_exists_by_provider_id(&self, provider_id: &str) -> Result<bool, CloudError>;
+    /// Whether the instance is shut down; [`CloudError::NotImplemented`] counts as "not shut down".
+    async fn instance_shutdown_by_provider_id(&self, provider_id: &str)
+    -> Result<bool, CloudError>;
+}
+
+/// The preferred instance API (Go: `cloudprovider.InstancesV2`); every call receives the whole Node.
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait InstancesV2: Send + Sync + 'static {
+    /// Whether the node's instance exists (look it up by `spec.providerID`, or by name). `false` with no error
+    /// means the Node may be deleted; stopped instances exist.
+    async fn instance_exists(&self, node: &Node) -> Result<bool, CloudError>;
+    /// Whether the node's instance is shut down.
+    async fn instance_shutdown(&self, node: &Node) -> Result<bool, CloudError>;
+    /// The instance's metadata; `None` makes the node controller skip the node without error.
+    async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError>;
+}
+
+/// Zones (Go: `cloudprovider.Zones`, deprecated); used only with the V1 instance API.
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait Zones: Send + Sync + 'static {
+    /// The zone of the machine this code runs on (for kubelets; never used by the CCM).
+    async fn get_zone(&self) -> Result<Zone, CloudError>;
+    /// The zone of the instance with this providerID.
+    async fn get_zone_by_provider_id(&self, provider_id: &str) -> Result<Zone, CloudError>;
+    /// The zone of the named node (the fallback when the by-providerID call fails).
+    async fn get_zone_by_node_name(&self, node_name: &str) -> Result<Zone, CloudError>;
+}
+
+/// Clusters (Go: `cloudprovider.Clusters`); no controller calls it.
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait Clusters: Send + Sync + 'static {
+    /// The names of all clusters.
+    async fn list_clusters(&self) -> Result<Vec<String>, CloudError>;
+    /// The address of the named cluster's control plane.
+    async fn master(&self, cluster_name: &str) -> Result<String, CloudError>;
+}
+
+/// Pod-CIDR routes (Go: `cloudprovider.Routes`).
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait Routes: Send + Sync + 'static {
+    /// Every route this cluster manages.
+    async fn list_routes(&self, cluster_name: &str) -> Result<Vec<Route>, CloudError>;
+    /// Create a route; `route.name` is ignored and `name_hint` (the node UID) may be used to name it.
+    async fn create_route(
+        &self,
+        cluster_name: &str,
+        name_hint: &str,
+        route: &Route,
+    ) -> Result<(), CloudError>;
+    /// Delete a route previously returned by [`list_routes`](Self::list_routes).
+    async fn delete_route(&self, cluster_name: &str, route: &Route) -> Result<(), CloudError>;
+}

@@ -1,0 +1,187 @@
+//! What the runtime gives a controller, and how a controller is described to the runtime.
+//!
+//! The runtime (crate `ccm-app`) builds one [`ControllerContext`] for the whole process and calls each enabled
+//! [`ControllerDescriptor`]'s init function with it; the [`Controller`] it returns is then run until shutdown.
+//! Vendors register their own controllers the same way.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use async_trait::async_trait;
+//! use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
+//! use ccm_core::BoxError;
+//! use tokio_util::sync::CancellationToken;
+//!
+//! struct TagSync;
+//!
+//! #[async_trait]
+//! impl Controller for TagSync {
+//!     async fn run(self: Box<Self>, shutdown: CancellationToken) -> Result<(), BoxError> {
+//!         shutdown.cancelled().await;
+//!         Ok(())
+//!     }
+//! }
+//!
+//! let descriptor = ControllerDescriptor::new("tagging-controller", |_ctx: &ControllerContext| {
+//!     Ok(Some(Box::new(TagSync) as Box<dyn Controller>))
+//! })
+//! .with_aliases(&["tagging"])
+//! .disabled_by_default();
+//! assert_eq!(descriptor.name, "tagging-controller");
+//! ```
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::BoxError;
+use crate::provider::CloudProvider;
+use crate::runtime::events::EventRecorder;
+use crate::runtime::informer::SharedInformers;
+use crate::runtime::metrics::{SharedRegistry, WorkqueueMetrics};
+
+/// A running controller.
+#[async_trait]
+pub trait Controller: Send + 'static {
+    /// Run until `shutdown` is cancelled, then finish in-flight work and return. An error stops the CCM.
+    async fn run(self: Box<Self>, shutdown: CancellationToken) -> Result<(), BoxError>;
+
+    /// A health check for `/healthz/<name>`; by default the controller is healthy while it runs.
+    fn health_check(&self) -> Option<HealthCheck> {
+        None
+    }
+}
+
+/// A health check: `Ok(())` when healthy, otherwise the reason.
+pub type HealthCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// Everything a controller needs from the process, shared by all controllers.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct ControllerContext {
+    /// A client for the cluster.
+    pub client: kube::Client,
+    /// The cloud provider.
+    pub provider: Arc<dyn CloudProvider>,
+    /// The shared Node and Service caches.
+    pub informers: SharedInformers,
+    /// The process's metrics registry.
+    pub metrics: SharedRegistry,
+    /// The `workqueue_*` metric families, shared by every queue.
+    pub workqueue_metrics: WorkqueueMetrics,
+    /// `--cluster-name`, passed to every load-balancer and route call.
+    pub cluster_name: String,
+    /// This replica's identity (pod name or host name), the `reportingInstance` of events.
+    pub instance: Option<String>,
+}
+
+impl std::fmt::Debug for ControllerContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControllerContext")
+            .field("provider", &self.provider.provider_name())
+            .field("cluster_name", &self.cluster_name)
+            .field("instance", &self.instance)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ControllerContext {
+    /// A context; registers the shared workqueue metrics into `metrics`.
+    pub fn new(
+        client: kube::Client,
+        provider: Arc<dyn CloudProvider>,
+        informers: SharedInformers,
+        metrics: SharedRegistry,
+        cluster_name: impl Into<String>,
+    ) -> Self {
+        let workqueue_metrics = WorkqueueMetrics::register(&metrics);
+        ControllerContext {
+            client,
+            provider,
+            informers,
+            metrics,
+            workqueue_metrics,
+            cluster_name: cluster_name.into(),
+            instance: None,
+        }
+    }
+
+    /// Set the replica identity used in events.
+    pub fn with_instance(mut self, instance: impl Into<String>) -> Self {
+        self.instance = Some(instance.into());
+        self
+    }
+
+    /// An event recorder for `component`.
+    pub fn recorder(&self, component: &str) -> EventRecorder {
+        EventRecorder::new(self.client.clone(), component, self.instance.clone())
+    }
+}
+
+/// Builds a controller from the context: `Ok(None)` means "not started" (for example the provider lacks the
+/// capability), which the runtime logs and skips; an error stops the CCM.
+pub type ControllerInitFn =
+    Arc<dyn Fn(&ControllerContext) -> Result<Option<Box<dyn Controller>>, BoxError> + Send + Sync>;
+
+/// A named controller the runtime can enable with `--controllers`.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct ControllerDescriptor {
+    /// The canonical name (for example `service-lb-controller`).
+    pub name: String,
+    /// Other names accepted by `--controllers` (for example `service`); the first is the short name used by
+    /// `running_managed_controllers`.
+    pub aliases: Vec<String>,
+    /// Whether `*` leaves it off (it must then be named explicitly).
+    pub disabled_by_default: bool,
+    /// Builds the controller.
+    pub init: ControllerInitFn,
+}
+
+impl std::fmt::Debug for ControllerDescriptor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControllerDescriptor")
+            .field("name", &self.name)
+            .field("aliases", &self.aliases)
+            .field("disabled_by_default", &self.disabled_by_default)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ControllerDescriptor {
+    /// A controller named `name`, enabled by `*`, built by `init`.
+    pub fn new<F>(name: impl Into<String>, init: F) -> Self
+    where
+        F: Fn(&ControllerContext) -> Result<Option<Box<dyn Controller>>, BoxError>
+            + Send
+            + Sync
+            + 'static,
+    {
+        ControllerDescriptor {
+            name: name.into(),
+            aliases: Vec::new(),
+            disabled_by_default: false,
+            init: Arc::new(init),
+        }
+    }
+
+    /// Add aliases.
+    pub fn with_aliases(mut self, aliases: &[&str]) -> Self {
+        self.aliases.extend(aliases.iter().map(|a| (*a).to_owned()));
+        self
+    }
+
+    /// Leave the controller off unless `--controllers` names it.
+    pub fn disabled_by_default(mut self) -> Self {
+        self.disabled_by_default = true;
+        self
+    }
+
+    /// The short name used in `running_managed_controllers` (the first alias, else the name).
+    pub fn short_name(&self) -> &str {
+        self.aliases
+            .first()
+            .map(String::as_str)
+            .unwrap_or(&self.name)
+    }
+}

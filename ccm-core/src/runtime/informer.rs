@@ -1,0 +1,535 @@
+//! Shared informers: one watch and one cache per resource kind, fanned out to every controller.
+//!
+//! An [`Informer`] lists and watches one kind (with kube's `watcher`, which re-lists after errors with backoff),
+//! keeps every object in a [`Store`], and broadcasts what changed as [`InformerEvent`]s carrying the old and the
+//! new object, so controllers can apply the Go reference's update filters (`needsUpdate(old, new)`, ...).
+//!
+//! A subscriber that falls behind the broadcast buffer receives [`InformerEvent::Resync`]: it must then re-read
+//! the [`Store`] instead of relying on the events it missed.
+//!
+//! ```no_run
+//! use ccm_core::runtime::informer::{Informer, InformerEvent};
+//! use k8s_openapi::api::core::v1::Node;
+//! use kube::{Api, runtime::watcher};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # async fn demo(client: kube::Client) {
+//! let nodes: Informer<Node> = Informer::new(Api::all(client), watcher::Config::default());
+//! let mut events = nodes.subscribe();
+//! let shutdown = CancellationToken::new();
+//! tokio::spawn(nodes.clone().run(shutdown.clone()));
+//! nodes.wait_synced().await;
+//! println!("{} nodes", nodes.store().len());
+//! while let Some(event) = events.recv().await {
+//!     if let InformerEvent::Updated { old, new } = event {
+//!         println!("{:?} -> {:?}", old.metadata.resource_version, new.metadata.resource_version);
+//!     }
+//! }
+//! # }
+//! ```
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Debug;
+use std::sync::{Arc, RwLock};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::helpers::object_key;
+
+/// How many events a slow subscriber may fall behind before it gets [`InformerEvent::Resync`].
+pub const EVENT_BUFFER: usize = 16 * 1024;
+
+/// A change seen by an informer.
+#[derive(Debug)]
+pub enum InformerEvent<K> {
+    /// A new object.
+    Added(Arc<K>),
+    /// An object changed (its resourceVersion differs).
+    Updated {
+        /// The object as it was.
+        old: Arc<K>,
+        /// The object as it is now.
+        new: Arc<K>,
+    },
+    /// An object was deleted (its last known state).
+    Deleted(Arc<K>),
+    /// Events were missed: re-read the whole [`Store`].
+    Resync,
+}
+
+impl<K> Clone for InformerEvent<K> {
+    fn clone(&self) -> Self {
+        match self {
+            InformerEvent::Added(o) => InformerEvent::Added(o.clone()),
+            InformerEvent::Updated { old, new } => InformerEvent::Updated {
+                old: old.clone(),
+                new: new.clone(),
+            },
+            InformerEvent::Deleted(o) => InformerEvent::Deleted(o.clone()),
+            InformerEvent::Resync => InformerEvent::Resync,
+        }
+    }
+}
+
+/// A read-only view of an informer's cache. Cheap to clone.
+pub struct Store<K> {
+    objects: Arc<RwLock<HashMap<String, Arc<K>>>>,
+}
+
+impl<K> Clone for Store<K> {
+    fn clone(&self) -> Self {
+        Store {
+            objects: self.objects.clone(),
+        }
+    }
+}
+
+impl<K> Debug for Store<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("len", &self.len()).finish()
+    }
+}
+
+impl<K> Default for Store<K> {
+    fn default() -> Self {
+        Store {
+            objects: Arc::new(RwLock::new(HashMap::new())),
+        }
+    }
+}
+
+impl<K> Store<K> {
+    /// An empty store (for tests of code that reads stores).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The object with key `namespace/name` (or `name` for cluster-scoped kinds).
+    pub fn get(&self, key: &str) -> Option<Arc<K>> {
+        self.objects
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    /// Every cached object, in no particular order.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.objects
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Every cached key.
+    pub fn keys(&self) -> Vec<String> {
+        self.objects
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// How many objects are cached.
+    pub fn len(&self) -> usize {
+        self.objects.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// True if nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Insert or replace an object under `key` (for tests and for informers), returning the previous one.
+    pub fn insert(&self, key: String, object: Arc<K>) -> Option<Arc<K>> {
+        self.objects
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, object)
+    }
+
+    /// Remove the object under `key`, returning it.
+    pub fn remove(&self, key: &str) -> Option<Arc<K>> {
+        self.objects
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key)
+    }
+}
+
+/// A subscription to an informer's events.
+#[derive(Debug)]
+pub struct Subscription<K> {
+    rx: broadcast::Receiver<InformerEvent<K>>,
+}
+
+impl<K: Clone> Subscription<K> {
+    /// The next event; [`InformerEvent::Resync`] if events were missed; `None` once the informer is gone.
+    pub async fn recv(&mut self) -> Option<InformerEvent<K>> {
+        match self.rx.recv().await {
+            Ok(event) => Some(event),
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                tracing::warn!(
+                    missed,
+                    "informer subscriber fell behind; resyncing from the cache"
+                );
+                Some(InformerEvent::Resync)
+            }
+            Err(broadcast::error::RecvError::Closed) => None,
+        }
+    }
+}
+
+struct Inner<K: Resource + Clone> {
+    api: Api<K>,
+    config: watcher::Config,
+    store: Store<K>,
+    events: broadcast::Sender<InformerEvent<K>>,
+    synced: watch::Sender<bool>,
+}
+
+/// A shared list-watch cache of one resource kind. Cheap to clone; clones share the cache.
+pub struct Informer<K: Resource + Clone> {
+    inner: Arc<Inner<K>>,
+}
+
+impl<K: Resource + Clone> Clone for Informer<K> {
+    fn clone(&self) -> Self {
+        Informer {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<K: Resource + Clone> Debug for Informer<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Informer")
+            .field("store", &self.inner.store)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K> Informer<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    /// An informer over `api` with the watch settings `config` (label or field selectors). Not started.
+    pub fn new(api: Api<K>, config: watcher::Config) -> Self {
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let (synced, _) = watch::channel(false);
+        Informer {
+            inner: Arc::new(Inner {
+                api,
+                config,
+                store: Store::new(),
+                events,
+                synced,
+            }),
+        }
+    }
+
+    /// The cache.
+    pub fn store(&self) -> Store<K> {
+        self.inner.store.clone()
+    }
+
+    /// Subscribe to changes from now on (the objects already cached are in the [`Store`]).
+    pub fn subscribe(&self) -> Subscription<K> {
+        Subscription {
+            rx: self.inner.events.subscribe(),
+        }
+    }
+
+    /// True once the first full list has been cached.
+    pub fn has_synced(&self) -> bool {
+        *self.inner.synced.borrow()
+    }
+
+    /// Wait until the first full list has been cached.
+    pub async fn wait_synced(&self) {
+        let mut rx = self.inner.synced.subscribe();
+        // The sender lives in `self`, so the channel cannot close while we wait.
+        let _ = rx.wait_for(|synced| *synced).await;
+    }
+
+    /// List and watch until `shutdown` is cancelled, re-listing with backoff after errors.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let stream = watcher(self.inner.api.clone(), self.inner.config.clone()).default_backoff();
+        futures::pin_mut!(stream);
+        let mut init_keys: Option<HashSet<String>> = None;
+        loop {
+            let next = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                next = stream.next() => next,
+            };
+            match next {
+                None => break,
+                Some(Err(err)) => {
+                    tracing::warn!(kind = %K::kind(&Default::default()), error = %err, "watch failed; retrying with backoff");
+                }
+                Some(Ok(event)) => self.apply(event, &mut init_keys),
+            }
+        }
+    }
+
+    fn apply(&self, event: watcher::Event<K>, init_keys: &mut Option<HashSet<String>>) {
+        match event {
+            watcher::Event::Init => *init_keys = Some(HashSet::new()),
+            watcher::Event::InitApply(obj) => {
+                let key = key_of(&obj);
+                if let Some(keys) = init_keys.as_mut() {
+                    keys.insert(key.clone());
+                }
+                self.upsert(key, obj);
+            }
+            watcher::Event::InitDone => {
+                if let Some(seen) = init_keys.take() {
+                    for key in self.inner.store.keys() {
+                        if seen.contains(&key) {
+                            continue;
+                        }
+                        if let Some(old) = self.inner.store.remove(&key) {
+                            let _ = self.inner.events.send(InformerEvent::Deleted(old));
+                        }
+                    }
+                }
+                self.inner.synced.send_replace(true);
+            }
+            watcher::Event::Apply(obj) => self.upsert(key_of(&obj), obj),
+            watcher::Event::Delete(obj) => {
+                let key = key_of(&obj);
+                let last = self
+                    .inner
+                    .store
+                    .remove(&key)
+                    .unwrap_or_else(|| Arc::new(obj));
+                let _ = self.inner.events.send(InformerEvent::Deleted(last));
+            }
+        }
+    }
+
+    fn upsert(&self, key: String, obj: K) {
+        let new = Arc::new(obj);
+        match self.inner.store.insert(key, new.clone()) {
+            None => {
+                let _ = self.inner.events.send(InformerEvent::Added(new));
+            }
+            Some(old) => {
+                if old.meta().resource_version != new.meta().resource_version {
+                    let _ = self.inner.events.send(InformerEvent::Updated { old, new });
+                }
+            }
+        }
+    }
+}
+
+fn key_of<K: Resource>(obj: &K) -> String {
+    let meta = obj.meta();
+    object_key(
+        meta.namespace.as_deref(),
+        meta.name.as_deref().unwrap_or_default(),
+    )
+}
+
+/// Which objects the shared informers watch. By default: every Node and every Service.
+///
+/// Selectors let several CCMs (or test cases) share one cluster without touching each other's objects.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InformerScope {
+    /// A label selector for Nodes (for example `ccm.example.com/shard=a`).
+    pub node_selector: Option<String>,
+    /// A label selector for Services.
+    pub service_selector: Option<String>,
+    /// Watch Services in this namespace only.
+    pub service_namespace: Option<String>,
+}
+
+impl InformerScope {
+    /// Every Node and Service.
+    pub fn all() -> Self {
+        Self::default()
+    }
+    /// Restrict Nodes to a label selector.
+    pub fn with_node_selector(mut self, selector: impl Into<String>) -> Self {
+        self.node_selector = Some(selector.into());
+        self
+    }
+    /// Restrict Services to a label selector.
+    pub fn with_service_selector(mut self, selector: impl Into<String>) -> Self {
+        self.service_selector = Some(selector.into());
+        self
+    }
+    /// Restrict Services to a namespace.
+    pub fn with_service_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.service_namespace = Some(namespace.into());
+        self
+    }
+}
+
+/// The informers every controller shares: one for Nodes and one for Services.
+#[derive(Clone, Debug)]
+pub struct SharedInformers {
+    nodes: Informer<Node>,
+    services: Informer<Service>,
+}
+
+impl SharedInformers {
+    /// Informers over `client` limited to `scope`. Not started: call [`run`](Self::run).
+    ///
+    /// ```no_run
+    /// use ccm_core::runtime::informer::{InformerScope, SharedInformers};
+    /// # async fn demo(client: kube::Client) {
+    /// let informers = SharedInformers::new(client, &InformerScope::all());
+    /// let token = tokio_util::sync::CancellationToken::new();
+    /// tokio::spawn(informers.clone().run(token));
+    /// informers.wait_synced().await;
+    /// # }
+    /// ```
+    pub fn new(client: kube::Client, scope: &InformerScope) -> Self {
+        let mut node_cfg = watcher::Config::default();
+        if let Some(sel) = &scope.node_selector {
+            node_cfg = node_cfg.labels(sel);
+        }
+        let mut svc_cfg = watcher::Config::default();
+        if let Some(sel) = &scope.service_selector {
+            svc_cfg = svc_cfg.labels(sel);
+        }
+        let services_api = match &scope.service_namespace {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
+        SharedInformers {
+            nodes: Informer::new(Api::all(client), node_cfg),
+            services: Informer::new(services_api, svc_cfg),
+        }
+    }
+
+    /// The Node informer.
+    pub fn nodes(&self) -> &Informer<Node> {
+        &self.nodes
+    }
+
+    /// The Service informer.
+    pub fn services(&self) -> &Informer<Service> {
+        &self.services
+    }
+
+    /// Run both informers until `shutdown` is cancelled.
+    pub async fn run(self, shutdown: CancellationToken) {
+        tokio::join!(
+            self.nodes.run(shutdown.clone()),
+            self.services.run(shutdown)
+        );
+    }
+
+    /// Wait until both informers have synced.
+    pub async fn wait_synced(&self) {
+        tokio::join!(self.nodes.wait_synced(), self.services.wait_synced());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn node(name: &str, rv: &str) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                resource_version: Some(rv.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn informer() -> Informer<Node> {
+        // The api is never used: events are applied directly.
+        let client = kube::Client::new(
+            tower::service_fn(|_req: http::Request<kube::client::Body>| async {
+                Err::<http::Response<kube::client::Body>, std::io::Error>(std::io::Error::other(
+                    "offline",
+                ))
+            }),
+            "default",
+        );
+        Informer::new(Api::all(client), watcher::Config::default())
+    }
+
+    #[tokio::test]
+    async fn events_carry_old_and_new_and_relist_deletes_missing() {
+        let inf = informer();
+        let mut sub = inf.subscribe();
+        let mut init = None;
+        inf.apply(watcher::Event::Init, &mut init);
+        inf.apply(watcher::Event::InitApply(node("a", "1")), &mut init);
+        inf.apply(watcher::Event::InitApply(node("b", "1")), &mut init);
+        assert!(!inf.has_synced());
+        inf.apply(watcher::Event::InitDone, &mut init);
+        assert!(inf.has_synced());
+        assert_eq!(inf.store().len(), 2);
+
+        inf.apply(watcher::Event::Apply(node("a", "2")), &mut init);
+        inf.apply(watcher::Event::Apply(node("a", "2")), &mut init); // same version: no event
+        // relist without b
+        inf.apply(watcher::Event::Init, &mut init);
+        inf.apply(watcher::Event::InitApply(node("a", "2")), &mut init);
+        inf.apply(watcher::Event::InitDone, &mut init);
+        inf.apply(watcher::Event::Delete(node("a", "3")), &mut init);
+
+        let mut seen = Vec::new();
+        while let Ok(ev) = sub.rx.try_recv() {
+            seen.push(match ev {
+                InformerEvent::Added(n) => format!("add {}", n.metadata.name.as_deref().unwrap()),
+                InformerEvent::Updated { old, new } => format!(
+                    "update {} {}->{}",
+                    new.metadata.name.as_deref().unwrap(),
+                    old.metadata.resource_version.as_deref().unwrap(),
+                    new.metadata.resource_version.as_deref().unwrap()
+                ),
+                InformerEvent::Deleted(n) => {
+                    format!("delete {}", n.metadata.name.as_deref().unwrap())
+                }
+                InformerEvent::Resync => "resync".into(),
+            });
+        }
+        assert_eq!(
+            seen,
+            vec!["add a", "add b", "update a 1->2", "delete b", "delete a"]
+        );
+        assert!(inf.store().is_empty());
+    }
+
+    #[tokio::test]
+    async fn lagging_subscriber_gets_resync() {
+        let inf = informer();
+        let mut sub = inf.subscribe();
+        let mut init = None;
+        for i in 0..(EVENT_BUFFER + 5) {
+            inf.apply(watcher::Event::Apply(node("a", &i.to_string())), &mut init);
+        }
+        assert!(matches!(sub.recv().await, Some(InformerEvent::Resync)));
+    }
+
+    #[test]
+    fn scope_builders() {
+        let s = InformerScope::all()
+            .with_node_selector("a=b")
+            .with_service_namespace("ns");
+        assert_eq!(s.node_selector.as_deref(), Some("a=b"));
+        assert_eq!(s.service_namespace.as_deref(), Some("ns"));
+        assert_eq!(s.service_selector, None);
+    }
+}

@@ -1,0 +1,220 @@
+//! Metrics: one shared Prometheus registry per process, and the framework metrics under the Go names.
+//!
+//! Controllers register their own metrics into the [`SharedRegistry`] they receive. Note that
+//! `prometheus-client` appends `_total` to counter names: register `service_controller_loadbalancer_sync` to
+//! expose `service_controller_loadbalancer_sync_total`.
+//!
+//! ```
+//! use ccm_core::runtime::metrics::SharedRegistry;
+//! use prometheus_client::metrics::counter::Counter;
+//!
+//! let registry = SharedRegistry::new();
+//! let syncs = Counter::<u64>::default();
+//! registry.register("route_controller_route_sync", "Route syncs", syncs.clone());
+//! syncs.inc();
+//! assert!(registry.encode().contains("route_controller_route_sync_total 1"));
+//! ```
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Metric, Registry};
+
+/// A clonable handle to one Prometheus registry.
+#[derive(Clone, Default)]
+pub struct SharedRegistry {
+    inner: Arc<Mutex<Registry>>,
+}
+
+impl std::fmt::Debug for SharedRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedRegistry").finish_non_exhaustive()
+    }
+}
+
+impl SharedRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Register one metric.
+    pub fn register(&self, name: &str, help: &str, metric: impl Metric) {
+        self.with(|r| r.register(name, help, metric));
+    }
+
+    /// Run `f` with the registry locked.
+    pub fn with<R>(&self, f: impl FnOnce(&mut Registry) -> R) -> R {
+        let mut registry = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut registry)
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        self.with(|r| encode(&mut out, r))
+            .expect("writing to a String cannot fail");
+        out
+    }
+}
+
+type NameLabel = Vec<(String, String)>;
+
+fn name_label(name: &str) -> NameLabel {
+    vec![("name".to_owned(), name.to_owned())]
+}
+
+/// The `workqueue_*` metrics (label `name` = the queue name, as in client-go).
+#[derive(Clone, Debug)]
+pub struct WorkqueueMetrics {
+    depth: Family<NameLabel, Gauge>,
+    adds: Family<NameLabel, Counter>,
+    retries: Family<NameLabel, Counter>,
+    queue_duration: Family<NameLabel, Histogram>,
+}
+
+impl WorkqueueMetrics {
+    /// Create the families and register them into `registry`.
+    pub fn register(registry: &SharedRegistry) -> Self {
+        let metrics = WorkqueueMetrics {
+            depth: Family::default(),
+            adds: Family::default(),
+            retries: Family::default(),
+            queue_duration: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(10e-9, 10.0, 12))
+            }),
+        };
+        registry.register(
+            "workqueue_depth",
+            "Current depth of workqueue",
+            metrics.depth.clone(),
+        );
+        registry.register(
+            "workqueue_adds",
+            "Total number of adds handled by workqueue",
+            metrics.adds.clone(),
+        );
+        registry.register(
+            "workqueue_retries",
+            "Total number of retries handled by workqueue",
+            metrics.retries.clone(),
+        );
+        registry.register(
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested",
+            metrics.queue_duration.clone(),
+        );
+        metrics
+    }
+
+    pub(crate) fn add(&self, name: &str) {
+        self.adds.get_or_create(&name_label(name)).inc();
+    }
+    pub(crate) fn retry(&self, name: &str) {
+        self.retries.get_or_create(&name_label(name)).inc();
+    }
+    pub(crate) fn set_depth(&self, name: &str, depth: usize) {
+        self.depth
+            .get_or_create(&name_label(name))
+            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+    pub(crate) fn queued_for(&self, name: &str, waited: Duration) {
+        self.queue_duration
+            .get_or_create(&name_label(name))
+            .observe(waited.as_secs_f64());
+    }
+}
+
+/// `running_managed_controllers{name, manager}`: 1 while a controller runs, 0 after it stops.
+#[derive(Clone, Debug)]
+pub struct ControllerManagerMetrics {
+    running: Family<Vec<(String, String)>, Gauge>,
+    manager: String,
+}
+
+impl ControllerManagerMetrics {
+    /// Register the gauge family for the manager `manager` (Go: `cloud-controller-manager`).
+    pub fn register(registry: &SharedRegistry, manager: &str) -> Self {
+        let running = Family::default();
+        registry.register(
+            "running_managed_controllers",
+            "Indicates where instances of a controller are currently running",
+            running.clone(),
+        );
+        ControllerManagerMetrics {
+            running,
+            manager: manager.to_owned(),
+        }
+    }
+
+    /// Mark the controller `name` as started.
+    pub fn controller_started(&self, name: &str) {
+        self.gauge(name).set(1);
+    }
+
+    /// Mark the controller `name` as stopped.
+    pub fn controller_stopped(&self, name: &str) {
+        self.gauge(name).set(0);
+    }
+
+    fn gauge(&self, name: &str) -> Gauge {
+        self.running
+            .get_or_create(&vec![
+                ("manager".to_owned(), self.manager.clone()),
+                ("name".to_owned(), name.to_owned()),
+            ])
+            .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::workqueue::{ItemExponentialBackoff, WorkQueue};
+
+    #[tokio::test(start_paused = true)]
+    async fn workqueue_metrics_are_exposed_under_go_names() {
+        let registry = SharedRegistry::new();
+        let metrics = WorkqueueMetrics::register(&registry);
+        let q: WorkQueue<String> = WorkQueue::with_metrics(
+            "service",
+            ItemExponentialBackoff::new(Duration::from_secs(5), Duration::from_secs(300)),
+            &metrics,
+        );
+        q.add("a".into());
+        q.add("b".into());
+        q.add_rate_limited("c".into());
+        let text = registry.encode();
+        assert!(
+            text.contains("workqueue_depth{name=\"service\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("workqueue_adds_total{name=\"service\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("workqueue_retries_total{name=\"service\"} 1"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn running_managed_controllers() {
+        let registry = SharedRegistry::new();
+        let m = ControllerManagerMetrics::register(&registry, "cloud-controller-manager");
+        m.controller_started("service");
+        assert!(registry.encode().contains(
+            "running_managed_controllers{manager=\"cloud-controller-manager\",name=\"service\"} 1"
+        ));
+        m.controller_stopped("service");
+        assert!(registry.encode().contains(
+            "running_managed_controllers{manager=\"cloud-controller-manager\",name=\"service\"} 0"
+        ));
+    }
+}

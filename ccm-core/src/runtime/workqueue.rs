@@ -1,0 +1,582 @@
+//! A rate-limited work queue with the semantics of client-go's `workqueue`, on tokio time.
+//!
+//! - An item added several times before a worker takes it is processed once ("dirty" set).
+//! - An item is never handed to two workers at once: one added while being processed is queued again when the
+//!   worker calls [`WorkQueue::done`].
+//! - [`WorkQueue::add_after`] keeps only the earliest pending deadline per item.
+//! - [`WorkQueue::add_rate_limited`] asks the queue's [`RateLimiter`] how long to wait; [`WorkQueue::forget`]
+//!   resets the item's failure count.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use ccm_core::runtime::workqueue::{ItemExponentialBackoff, WorkQueue};
+//!
+//! # async fn demo() {
+//! let queue = WorkQueue::new("service", ItemExponentialBackoff::new(Duration::from_secs(5), Duration::from_secs(300)));
+//! queue.add("default/web".to_string());
+//! while let Some(key) = queue.get().await {
+//!     let ok = true; // process `key`
+//!     if ok { queue.forget(&key) } else { queue.add_rate_limited(key.clone()) }
+//!     queue.done(&key);
+//! }
+//! # }
+//! ```
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::metrics::WorkqueueMetrics;
+
+/// Decides how long an item waits before it is retried.
+pub trait RateLimiter<K>: Send + Sync + 'static {
+    /// The delay before `item` is retried now; records one more failure.
+    fn when(&self, item: &K) -> Duration;
+    /// Reset the failure count of `item`.
+    fn forget(&self, item: &K);
+    /// How many times `item` has failed since it was last forgotten.
+    fn num_requeues(&self, item: &K) -> u32;
+}
+
+/// Per-item exponential backoff: `base × 2^failures`, capped at `max`.
+#[derive(Debug)]
+pub struct ItemExponentialBackoff<K> {
+    base: Duration,
+    max: Duration,
+    failures: Mutex<HashMap<K, u32>>,
+}
+
+impl<K> ItemExponentialBackoff<K> {
+    /// Backoff from `base` to `max`.
+    pub fn new(base: Duration, max: Duration) -> Self {
+        ItemExponentialBackoff {
+            base,
+            max,
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The delay after `failures` previous failures.
+    pub fn delay_for(&self, failures: u32) -> Duration {
+        let factor = 2u32.checked_pow(failures).unwrap_or(u32::MAX);
+        self.base
+            .checked_mul(factor)
+            .map_or(self.max, |d| d.min(self.max))
+    }
+}
+
+impl<K: Eq + Hash + Clone + Send + Sync + 'static> RateLimiter<K> for ItemExponentialBackoff<K> {
+    fn when(&self, item: &K) -> Duration {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let count = failures.entry(item.clone()).or_insert(0);
+        let delay = self.delay_for(*count);
+        *count = count.saturating_add(1);
+        delay
+    }
+    fn forget(&self, item: &K) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(item);
+    }
+    fn num_requeues(&self, item: &K) -> u32 {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(item)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// An overall token bucket (`qps`, `burst`) shared by all items.
+#[derive(Debug)]
+pub struct BucketRateLimiter {
+    qps: f64,
+    burst: f64,
+    state: Mutex<(f64, Instant)>,
+}
+
+impl BucketRateLimiter {
+    /// A bucket refilled at `qps` tokens per second, holding at most `burst`.
+    pub fn new(qps: f64, burst: u32) -> Self {
+        let burst = f64::from(burst.max(1));
+        BucketRateLimiter {
+            qps: qps.max(f64::MIN_POSITIVE),
+            burst,
+            state: Mutex::new((burst, Instant::now())),
+        }
+    }
+
+    /// Reserve one token and return how long to wait for it.
+    pub fn reserve(&self) -> Duration {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let elapsed = now.saturating_duration_since(state.1).as_secs_f64();
+        state.0 = (state.0 + elapsed * self.qps).min(self.burst);
+        state.1 = now;
+        state.0 -= 1.0;
+        if state.0 >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-state.0 / self.qps)
+        }
+    }
+}
+
+impl<K> RateLimiter<K> for BucketRateLimiter {
+    fn when(&self, _item: &K) -> Duration {
+        self.reserve()
+    }
+    fn forget(&self, _item: &K) {}
+    fn num_requeues(&self, _item: &K) -> u32 {
+        0
+    }
+}
+
+/// The longest delay of several limiters (Go: `MaxOfRateLimiter`).
+pub struct MaxOf<K>(Vec<Box<dyn RateLimiter<K>>>);
+
+impl<K> MaxOf<K> {
+    /// Combine limiters.
+    pub fn new(limiters: Vec<Box<dyn RateLimiter<K>>>) -> Self {
+        MaxOf(limiters)
+    }
+}
+
+impl<K> std::fmt::Debug for MaxOf<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("MaxOf").field(&self.0.len()).finish()
+    }
+}
+
+impl<K: 'static> RateLimiter<K> for MaxOf<K> {
+    fn when(&self, item: &K) -> Duration {
+        self.0
+            .iter()
+            .map(|l| l.when(item))
+            .max()
+            .unwrap_or_default()
+    }
+    fn forget(&self, item: &K) {
+        self.0.iter().for_each(|l| l.forget(item));
+    }
+    fn num_requeues(&self, item: &K) -> u32 {
+        self.0
+            .iter()
+            .map(|l| l.num_requeues(item))
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// client-go's `DefaultControllerRateLimiter`: per-item exponential 5 ms → 1000 s, combined with an overall
+/// 10 qps / burst 100 bucket.
+pub fn default_controller_rate_limiter<K: Eq + Hash + Clone + Send + Sync + 'static>() -> MaxOf<K> {
+    MaxOf::new(vec![
+        Box::new(ItemExponentialBackoff::new(
+            Duration::from_millis(5),
+            Duration::from_secs(1000),
+        )),
+        Box::new(BucketRateLimiter::new(10.0, 100)),
+    ])
+}
+
+struct State<K> {
+    queue: VecDeque<K>,
+    dirty: HashSet<K>,
+    processing: HashSet<K>,
+    waiting: HashMap<K, Instant>,
+    added_at: HashMap<K, Instant>,
+    shutting_down: bool,
+}
+
+struct Inner<K> {
+    name: String,
+    state: Mutex<State<K>>,
+    notify: Notify,
+    limiter: Box<dyn RateLimiter<K>>,
+    metrics: Option<WorkqueueMetrics>,
+}
+
+/// A de-duplicating, rate-limited work queue. Cheap to clone; clones share the queue.
+pub struct WorkQueue<K> {
+    inner: Arc<Inner<K>>,
+}
+
+impl<K> Clone for WorkQueue<K> {
+    fn clone(&self) -> Self {
+        WorkQueue {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for WorkQueue<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkQueue")
+            .field("name", &self.inner.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
+    /// A queue named `name` (the `name` label of the `workqueue_*` metrics) using `limiter` for retries.
+    pub fn new(name: impl Into<String>, limiter: impl RateLimiter<K>) -> Self {
+        Self::build(name.into(), Box::new(limiter), None)
+    }
+
+    /// Like [`new`](Self::new), recording the `workqueue_*` metrics.
+    pub fn with_metrics(
+        name: impl Into<String>,
+        limiter: impl RateLimiter<K>,
+        metrics: &WorkqueueMetrics,
+    ) -> Self {
+        Self::build(name.into(), Box::new(limiter), Some(metrics.clone()))
+    }
+
+    fn build(
+        name: String,
+        limiter: Box<dyn RateLimiter<K>>,
+        metrics: Option<WorkqueueMetrics>,
+    ) -> Self {
+        WorkQueue {
+            inner: Arc::new(Inner {
+                name,
+                state: Mutex::new(State {
+                    queue: VecDeque::new(),
+                    dirty: HashSet::new(),
+                    processing: HashSet::new(),
+                    waiting: HashMap::new(),
+                    added_at: HashMap::new(),
+                    shutting_down: false,
+                }),
+                notify: Notify::new(),
+                limiter,
+                metrics,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State<K>> {
+        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Queue `item` now (no-op if it is already queued, or after shutdown).
+    pub fn add(&self, item: K) {
+        let mut state = self.lock();
+        if state.shutting_down || state.dirty.contains(&item) {
+            return;
+        }
+        if let Some(m) = &self.inner.metrics {
+            m.add(&self.inner.name);
+        }
+        state.dirty.insert(item.clone());
+        if state.processing.contains(&item) {
+            return;
+        }
+        state.added_at.insert(item.clone(), Instant::now());
+        state.queue.push_back(item);
+        self.set_depth(&state);
+        drop(state);
+        self.inner.notify.notify_one();
+    }
+
+    /// Queue `item` after `delay`; if it is already waiting with an earlier deadline, nothing changes.
+    pub fn add_after(&self, item: K, delay: Duration) {
+        if delay.is_zero() {
+            self.add(item);
+            return;
+        }
+        let deadline = Instant::now() + delay;
+        {
+            let mut state = self.lock();
+            if state.shutting_down {
+                return;
+            }
+            match state.waiting.get(&item) {
+                Some(existing) if *existing <= deadline => return,
+                _ => {
+                    state.waiting.insert(item.clone(), deadline);
+                }
+            }
+        }
+        let queue = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(deadline).await;
+            let due = {
+                let mut state = queue.lock();
+                if state.waiting.get(&item) == Some(&deadline) {
+                    state.waiting.remove(&item);
+                    true
+                } else {
+                    false
+                }
+            };
+            if due {
+                queue.add(item);
+            }
+        });
+    }
+
+    /// Queue `item` after the delay its rate limiter gives (one more failure).
+    pub fn add_rate_limited(&self, item: K) {
+        if let Some(m) = &self.inner.metrics {
+            m.retry(&self.inner.name);
+        }
+        let delay = self.inner.limiter.when(&item);
+        self.add_after(item, delay);
+    }
+
+    /// Reset the failure count of `item`.
+    pub fn forget(&self, item: &K) {
+        self.inner.limiter.forget(item);
+    }
+
+    /// How many times `item` has been retried since it was last forgotten.
+    pub fn num_requeues(&self, item: &K) -> u32 {
+        self.inner.limiter.num_requeues(item)
+    }
+
+    /// Wait for the next item; `None` once the queue is shut down and drained of queued work.
+    pub async fn get(&self) -> Option<K> {
+        loop {
+            let notified = self.inner.notify.notified();
+            {
+                let mut state = self.lock();
+                if let Some(item) = state.queue.pop_front() {
+                    state.dirty.remove(&item);
+                    state.processing.insert(item.clone());
+                    if let (Some(m), Some(added)) =
+                        (&self.inner.metrics, state.added_at.remove(&item))
+                    {
+                        m.queued_for(&self.inner.name, added.elapsed());
+                    }
+                    self.set_depth(&state);
+                    if !state.queue.is_empty() {
+                        self.inner.notify.notify_one();
+                    }
+                    return Some(item);
+                }
+                if state.shutting_down {
+                    self.inner.notify.notify_one();
+                    return None;
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Mark `item` as processed; if it was added meanwhile, it is queued again.
+    pub fn done(&self, item: &K) {
+        let mut state = self.lock();
+        state.processing.remove(item);
+        if state.dirty.contains(item) && !state.shutting_down {
+            state.added_at.insert(item.clone(), Instant::now());
+            state.queue.push_back(item.clone());
+            self.set_depth(&state);
+            drop(state);
+            self.inner.notify.notify_one();
+        }
+    }
+
+    /// Stop handing out items: [`get`](Self::get) returns `None` from now on; delayed adds are dropped.
+    pub fn shut_down(&self) {
+        let mut state = self.lock();
+        state.shutting_down = true;
+        state.queue.clear();
+        state.dirty.clear();
+        state.waiting.clear();
+        self.set_depth(&state);
+        drop(state);
+        self.inner.notify.notify_waiters();
+        self.inner.notify.notify_one();
+    }
+
+    /// Whether [`shut_down`](Self::shut_down) was called.
+    pub fn is_shutting_down(&self) -> bool {
+        self.lock().shutting_down
+    }
+
+    /// Items queued and not yet handed out.
+    pub fn len(&self) -> usize {
+        self.lock().queue.len()
+    }
+
+    /// True if no item is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Items waiting for a delayed add.
+    pub fn waiting_len(&self) -> usize {
+        self.lock().waiting.len()
+    }
+
+    /// The pending deadline of `item`, if it waits for a delayed add.
+    pub fn waiting_deadline(&self, item: &K) -> Option<Instant> {
+        self.lock().waiting.get(item).copied()
+    }
+
+    fn set_depth(&self, state: &State<K>) {
+        if let Some(m) = &self.inner.metrics {
+            m.set_depth(&self.inner.name, state.queue.len());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue() -> WorkQueue<String> {
+        WorkQueue::new(
+            "test",
+            ItemExponentialBackoff::new(Duration::from_secs(5), Duration::from_secs(300)),
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dedupes_and_orders() {
+        let q = queue();
+        q.add("a".into());
+        q.add("b".into());
+        q.add("a".into());
+        assert_eq!(q.len(), 2);
+        assert_eq!(q.get().await.as_deref(), Some("a"));
+        assert_eq!(q.get().await.as_deref(), Some("b"));
+        assert!(q.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn item_added_while_processing_is_requeued_on_done() {
+        let q = queue();
+        q.add("a".into());
+        let item = q.get().await.unwrap();
+        q.add("a".into());
+        assert_eq!(q.len(), 0, "not handed out twice concurrently");
+        q.done(&item);
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.get().await.as_deref(), Some("a"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn add_after_keeps_earliest_deadline() {
+        let q = queue();
+        q.add_after("a".into(), Duration::from_secs(10));
+        q.add_after("a".into(), Duration::from_secs(20));
+        q.add_after("a".into(), Duration::from_secs(3));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(q.is_empty());
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(q.len(), 1);
+        q.get().await.unwrap();
+        q.done(&"a".to_string());
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert!(q.is_empty(), "superseded deadlines do not fire");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rate_limited_backoff_grows_and_forget_resets() {
+        let q = queue();
+        let start = Instant::now();
+        q.add_rate_limited("a".into());
+        assert_eq!(
+            q.waiting_deadline(&"a".into()),
+            Some(start + Duration::from_secs(5))
+        );
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let item = q.get().await.unwrap();
+        q.add_rate_limited(item.clone());
+        q.done(&item);
+        assert_eq!(q.num_requeues(&item), 2);
+        assert_eq!(
+            q.waiting_deadline(&item),
+            Some(Instant::now() + Duration::from_secs(10))
+        );
+        q.forget(&item);
+        assert_eq!(q.num_requeues(&item), 0);
+    }
+
+    #[test]
+    fn exponential_caps() {
+        let b: ItemExponentialBackoff<u8> =
+            ItemExponentialBackoff::new(Duration::from_secs(5), Duration::from_secs(300));
+        let delays: Vec<_> = (0..10).map(|_| b.when(&1).as_secs()).collect();
+        assert_eq!(delays, vec![5, 10, 20, 40, 80, 160, 300, 300, 300, 300]);
+        assert_eq!(b.delay_for(200), Duration::from_secs(300));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn bucket_allows_burst_then_paces() {
+        let b = BucketRateLimiter::new(10.0, 2);
+        assert_eq!(b.reserve(), Duration::ZERO);
+        assert_eq!(b.reserve(), Duration::ZERO);
+        assert_eq!(b.reserve(), Duration::from_millis(100));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(b.reserve(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn max_of_takes_longest() {
+        let l: MaxOf<u8> = default_controller_rate_limiter();
+        assert_eq!(l.when(&1), Duration::from_millis(5));
+        assert_eq!(l.when(&1), Duration::from_millis(10));
+        assert_eq!(l.num_requeues(&1), 2);
+        l.forget(&1);
+        assert_eq!(l.num_requeues(&1), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_wakes_workers() {
+        let q = queue();
+        let worker = {
+            let q = q.clone();
+            tokio::spawn(async move { q.get().await })
+        };
+        tokio::task::yield_now().await;
+        q.shut_down();
+        assert_eq!(worker.await.unwrap(), None);
+        q.add("late".into());
+        assert!(q.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn many_workers_each_get_distinct_items() {
+        let q = queue();
+        for i in 0..50 {
+            q.add(format!("k{i}"));
+        }
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut handles = Vec::new();
+        for _ in 0..4 {
+            let (q, tx) = (q.clone(), tx.clone());
+            handles.push(tokio::spawn(async move {
+                while let Some(k) = q.get().await {
+                    tx.send(k.clone()).unwrap();
+                    q.done(&k);
+                }
+            }));
+        }
+        let mut all = Vec::new();
+        while all.len() < 50 {
+            all.push(rx.recv().await.unwrap());
+        }
+        q.shut_down();
+        for h in handles {
+            h.await.unwrap();
+        }
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), 50);
+    }
+}
