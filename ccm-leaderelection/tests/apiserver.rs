@@ -32,11 +32,22 @@ struct Replica {
 }
 
 fn start(client: Client, ns: &str, name: &str, identity: &str, lease: Duration) -> Replica {
+    start_with(client, ns, name, identity, lease, RENEW)
+}
+
+fn start_with(
+    client: Client,
+    ns: &str,
+    name: &str,
+    identity: &str,
+    lease: Duration,
+    renew: Duration,
+) -> Replica {
     let token = CancellationToken::new();
     let handle = LeaderElector::builder(client, ns, name)
         .identity(identity)
         .lease_duration(lease)
-        .renew_deadline(RENEW)
+        .renew_deadline(renew)
         .retry_period(RETRY)
         .build()
         .expect("valid test configuration")
@@ -95,12 +106,20 @@ async fn exactly_one_of_three_leads() {
     let env = TestEnv::shared().await;
     let ns = env.namespace("le-one").await;
     let name = env.unique_name("lease");
-    let replicas = three(env, &ns, &name, LEASE);
+    // A roomier renew deadline than the other tests: this one asserts that nothing changes
+    // hands, which a slow apiserver on a loaded machine must not break.
+    let replicas: Vec<Replica> = ["a", "b", "c"]
+        .into_iter()
+        .map(|id| {
+            let identity = format!("replica-{id}");
+            start_with(env.client(), &ns, &name, &identity, 2 * LEASE, 2 * RENEW)
+        })
+        .collect();
     let leader = the_leader(&replicas, Duration::from_secs(30)).await;
     let leases: Api<Lease> = Api::namespaced(env.client(), &ns);
     let identity = replicas[leader].handle.identity().to_owned();
 
-    // For several lease durations: the same single leader, recorded in the Lease, and the
+    // For several renew deadlines: the same single leader, recorded in the Lease, and the
     // followers know it.
     let observed = Instant::now();
     while observed.elapsed() < 3 * LEASE {
