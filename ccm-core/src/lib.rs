@@ -11,12 +11,14 @@
 //! - [`names`]: every label, taint, annotation, finalizer, condition, event reason, controller name, lease
 //!   and port the Go reference uses, spelled the same way;
 //! - [`helpers`]: load-balancer names, source ranges, health checks, providerIDs, node conditions;
+//! - [`intercept`]: provider middleware (rate limits, fault injection, metrics, timeouts) around any provider;
 //! - [`runtime`]: shared informers, the work queue, events, metrics and the controller interface.
 //!
 //! See `docs/architecture.md` in the repository for how the crates fit together.
 
 pub mod error;
 pub mod helpers;
+pub mod intercept;
 pub mod names;
 pub mod provider;
 pub mod registry;

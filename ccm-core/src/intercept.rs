@@ -1,0 +1,820 @@
+//! Provider middleware: wrap any [`CloudProvider`] so every call passes through interceptors.
+//!
+//! [`InterceptedProvider`] implements every provider trait by delegating to the wrapped provider. Before each
+//! call, each [`ProviderInterceptor`] may wait (a rate limiter), add latency, or fail the call (fault injection);
+//! after it, each interceptor sees the outcome and duration (metrics). An optional per-call timeout turns a hung
+//! cloud call into [`CloudError::Timeout`].
+//!
+//! Every call is named by an [`Operation`], whose [`as_str`](Operation::as_str) is the stable call-log name the
+//! Go fake provider uses (`create`, `instance-exists`, `list-routes`, ...).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use async_trait::async_trait;
+//! use ccm_core::intercept::{CallInfo, InterceptedProvider, ProviderInterceptor};
+//! use ccm_core::{CloudError, CloudProvider};
+//!
+//! struct LogCalls;
+//!
+//! #[async_trait]
+//! impl ProviderInterceptor for LogCalls {
+//!     fn after_call(&self, call: &CallInfo<'_>, elapsed: Duration, outcome: Result<(), &CloudError>) {
+//!         println!("{} {} took {elapsed:?}: ok={}", call.operation.as_str(), call.target, outcome.is_ok());
+//!     }
+//! }
+//!
+//! # struct Acme;
+//! # impl CloudProvider for Acme { fn provider_name(&self) -> &str { "acme" } }
+//! let cloud: Arc<dyn CloudProvider> = Arc::new(
+//!     InterceptedProvider::new(Arc::new(Acme))
+//!         .with_interceptor(LogCalls)
+//!         .with_call_timeout(Duration::from_secs(30)),
+//! );
+//! assert_eq!(cloud.provider_name(), "acme");
+//! ```
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service};
+use tokio::time::Instant;
+
+use crate::error::CloudError;
+use crate::helpers::{node_name, node_provider_id, service_key};
+use crate::provider::{
+    CloudProvider, Clusters, InitializeContext, Instances, InstancesV2, LoadBalancer, Routes, Zones,
+};
+use crate::types::{InstanceMetadata, Route, Zone};
+
+/// A provider capability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Capability {
+    /// [`LoadBalancer`].
+    LoadBalancer,
+    /// [`Instances`] (V1).
+    Instances,
+    /// [`InstancesV2`].
+    InstancesV2,
+    /// [`Zones`].
+    Zones,
+    /// [`Clusters`].
+    Clusters,
+    /// [`Routes`].
+    Routes,
+}
+
+impl Capability {
+    /// Every capability.
+    pub const ALL: [Capability; 6] = [
+        Capability::LoadBalancer,
+        Capability::Instances,
+        Capability::InstancesV2,
+        Capability::Zones,
+        Capability::Clusters,
+        Capability::Routes,
+    ];
+
+    /// A stable lower-case name (`load-balancer`, `instances-v2`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Capability::LoadBalancer => "load-balancer",
+            Capability::Instances => "instances",
+            Capability::InstancesV2 => "instances-v2",
+            Capability::Zones => "zones",
+            Capability::Clusters => "clusters",
+            Capability::Routes => "routes",
+        }
+    }
+
+    /// Whether `provider` supports this capability.
+    pub fn supported_by(self, provider: &dyn CloudProvider) -> bool {
+        match self {
+            Capability::LoadBalancer => provider.load_balancer().is_some(),
+            Capability::Instances => provider.instances().is_some(),
+            Capability::InstancesV2 => provider.instances_v2().is_some(),
+            Capability::Zones => provider.zones().is_some(),
+            Capability::Clusters => provider.clusters().is_some(),
+            Capability::Routes => provider.routes().is_some(),
+        }
+    }
+}
+
+/// One provider method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Operation {
+    /// [`LoadBalancer::get_load_balancer`].
+    GetLoadBalancer,
+    /// [`LoadBalancer::ensure_load_balancer`].
+    EnsureLoadBalancer,
+    /// [`LoadBalancer::update_load_balancer`].
+    UpdateLoadBalancer,
+    /// [`LoadBalancer::ensure_load_balancer_deleted`].
+    EnsureLoadBalancerDeleted,
+    /// [`Instances::node_addresses`].
+    NodeAddresses,
+    /// [`Instances::node_addresses_by_provider_id`].
+    NodeAddressesByProviderId,
+    /// [`Instances::instance_id`].
+    InstanceId,
+    /// [`Instances::instance_type`].
+    InstanceType,
+    /// [`Instances::instance_type_by_provider_id`].
+    InstanceTypeByProviderId,
+    /// [`Instances::instance_exists_by_provider_id`].
+    InstanceExistsByProviderId,
+    /// [`Instances::instance_shutdown_by_provider_id`].
+    InstanceShutdownByProviderId,
+    /// [`InstancesV2::instance_exists`].
+    InstanceExists,
+    /// [`InstancesV2::instance_shutdown`].
+    InstanceShutdown,
+    /// [`InstancesV2::instance_metadata`].
+    InstanceMetadata,
+    /// [`Zones::get_zone`].
+    GetZone,
+    /// [`Zones::get_zone_by_provider_id`].
+    GetZoneByProviderId,
+    /// [`Zones::get_zone_by_node_name`].
+    GetZoneByNodeName,
+    /// [`Clusters::list_clusters`].
+    ListClusters,
+    /// [`Clusters::master`].
+    Master,
+    /// [`Routes::list_routes`].
+    ListRoutes,
+    /// [`Routes::create_route`].
+    CreateRoute,
+    /// [`Routes::delete_route`].
+    DeleteRoute,
+}
+
+impl Operation {
+    /// Every operation.
+    pub const ALL: [Operation; 22] = [
+        Operation::GetLoadBalancer,
+        Operation::EnsureLoadBalancer,
+        Operation::UpdateLoadBalancer,
+        Operation::EnsureLoadBalancerDeleted,
+        Operation::NodeAddresses,
+        Operation::NodeAddressesByProviderId,
+        Operation::InstanceId,
+        Operation::InstanceType,
+        Operation::InstanceTypeByProviderId,
+        Operation::InstanceExistsByProviderId,
+        Operation::InstanceShutdownByProviderId,
+        Operation::InstanceExists,
+        Operation::InstanceShutdown,
+        Operation::InstanceMetadata,
+        Operation::GetZone,
+        Operation::GetZoneByProviderId,
+        Operation::GetZoneByNodeName,
+        Operation::ListClusters,
+        Operation::Master,
+        Operation::ListRoutes,
+        Operation::CreateRoute,
+        Operation::DeleteRoute,
+    ];
+
+    /// The stable call-log name, as the Go fake provider records it (`get-load-balancer` is ours: Go records
+    /// nothing for it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::GetLoadBalancer => "get-load-balancer",
+            Operation::EnsureLoadBalancer => "create",
+            Operation::UpdateLoadBalancer => "update",
+            Operation::EnsureLoadBalancerDeleted => "delete",
+            Operation::NodeAddresses => "node-addresses",
+            Operation::NodeAddressesByProviderId => "node-addresses-by-provider-id",
+            Operation::InstanceId => "instance-id",
+            Operation::InstanceType => "instance-type",
+            Operation::InstanceTypeByProviderId => "instance-type-by-provider-id",
+            Operation::InstanceExistsByProviderId => "instance-exists-by-provider-id",
+            Operation::InstanceShutdownByProviderId => "instance-shutdown-by-provider-id",
+            Operation::InstanceExists => "instance-exists",
+            Operation::InstanceShutdown => "instance-shutdown",
+            Operation::InstanceMetadata => "instance-metadata-by-provider-id",
+            Operation::GetZone => "get-zone",
+            Operation::GetZoneByProviderId => "get-zone-by-provider-id",
+            Operation::GetZoneByNodeName => "get-zone-by-node-name",
+            Operation::ListClusters => "list",
+            Operation::Master => "master",
+            Operation::ListRoutes => "list-routes",
+            Operation::CreateRoute => "create-route",
+            Operation::DeleteRoute => "delete-route",
+        }
+    }
+
+    /// The operation with this call-log name.
+    pub fn from_name(name: &str) -> Option<Operation> {
+        Operation::ALL.into_iter().find(|op| op.as_str() == name)
+    }
+
+    /// The capability the operation belongs to.
+    pub fn capability(self) -> Capability {
+        use Operation::*;
+        match self {
+            GetLoadBalancer
+            | EnsureLoadBalancer
+            | UpdateLoadBalancer
+            | EnsureLoadBalancerDeleted => Capability::LoadBalancer,
+            NodeAddresses
+            | NodeAddressesByProviderId
+            | InstanceId
+            | InstanceType
+            | InstanceTypeByProviderId
+            | InstanceExistsByProviderId
+            | InstanceShutdownByProviderId => Capability::Instances,
+            InstanceExists | InstanceShutdown | InstanceMetadata => Capability::InstancesV2,
+            GetZone | GetZoneByProviderId | GetZoneByNodeName => Capability::Zones,
+            ListClusters | Master => Capability::Clusters,
+            ListRoutes | CreateRoute | DeleteRoute => Capability::Routes,
+        }
+    }
+}
+
+impl std::fmt::Display for Operation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What is being called: the operation and its target (a node name, a providerID, a Service key `ns/name`, a
+/// cluster name or a route CIDR).
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct CallInfo<'a> {
+    /// The provider method.
+    pub operation: Operation,
+    /// What it is about.
+    pub target: &'a str,
+}
+
+impl<'a> CallInfo<'a> {
+    /// A call of `operation` on `target`.
+    pub fn new(operation: Operation, target: &'a str) -> Self {
+        CallInfo { operation, target }
+    }
+}
+
+/// A hook around every provider call. Both methods have no-op defaults.
+#[async_trait]
+pub trait ProviderInterceptor: Send + Sync + 'static {
+    /// Runs before the provider is called; an error fails the call without calling the provider.
+    async fn before_call(&self, call: &CallInfo<'_>) -> Result<(), CloudError> {
+        let _ = call;
+        Ok(())
+    }
+
+    /// Runs after the call finished (or was failed by an interceptor), with its duration and outcome.
+    fn after_call(&self, call: &CallInfo<'_>, elapsed: Duration, outcome: Result<(), &CloudError>) {
+        let _ = (call, elapsed, outcome);
+    }
+}
+
+#[derive(Clone, Default)]
+struct Chain {
+    interceptors: Vec<Arc<dyn ProviderInterceptor>>,
+    timeout: Option<Duration>,
+}
+
+impl Chain {
+    async fn call<T, F>(&self, operation: Operation, target: &str, f: F) -> Result<T, CloudError>
+    where
+        F: Future<Output = Result<T, CloudError>> + Send,
+    {
+        let info = CallInfo::new(operation, target);
+        let start = Instant::now();
+        let mut result = Ok(());
+        for interceptor in &self.interceptors {
+            if let Err(err) = interceptor.before_call(&info).await {
+                result = Err(err);
+                break;
+            }
+        }
+        let result = match result {
+            Err(err) => Err(err),
+            Ok(()) => match self.timeout {
+                None => f.await,
+                Some(limit) => match tokio::time::timeout(limit, f).await {
+                    Ok(r) => r,
+                    Err(_) => Err(CloudError::Timeout {
+                        operation: operation.as_str().to_owned(),
+                        after: limit,
+                    }),
+                },
+            },
+        };
+        let elapsed = start.elapsed();
+        let outcome = result.as_ref().map(|_| ());
+        for interceptor in &self.interceptors {
+            interceptor.after_call(&info, elapsed, outcome);
+        }
+        result
+    }
+}
+
+/// A provider whose every call passes through interceptors (and an optional timeout).
+#[derive(Clone)]
+pub struct InterceptedProvider {
+    inner: Arc<dyn CloudProvider>,
+    chain: Chain,
+}
+
+impl std::fmt::Debug for InterceptedProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InterceptedProvider")
+            .field("provider", &self.inner.provider_name())
+            .field("interceptors", &self.chain.interceptors.len())
+            .field("timeout", &self.chain.timeout)
+            .finish()
+    }
+}
+
+impl InterceptedProvider {
+    /// Wrap `inner` with no interceptors yet.
+    pub fn new(inner: Arc<dyn CloudProvider>) -> Self {
+        InterceptedProvider {
+            inner,
+            chain: Chain::default(),
+        }
+    }
+
+    /// Add an interceptor; interceptors run in the order they were added.
+    pub fn with_interceptor(self, interceptor: impl ProviderInterceptor) -> Self {
+        self.with_shared_interceptor(Arc::new(interceptor))
+    }
+
+    /// Add an interceptor held elsewhere too (to read its state in tests or metrics).
+    pub fn with_shared_interceptor(mut self, interceptor: Arc<dyn ProviderInterceptor>) -> Self {
+        self.chain.interceptors.push(interceptor);
+        self
+    }
+
+    /// Fail any provider call that takes longer than `limit` with [`CloudError::Timeout`].
+    pub fn with_call_timeout(mut self, limit: Duration) -> Self {
+        self.chain.timeout = Some(limit);
+        self
+    }
+
+    /// The wrapped provider.
+    pub fn inner(&self) -> &Arc<dyn CloudProvider> {
+        &self.inner
+    }
+}
+
+#[async_trait]
+impl CloudProvider for InterceptedProvider {
+    fn provider_name(&self) -> &str {
+        self.inner.provider_name()
+    }
+    async fn initialize(&self, ctx: InitializeContext) -> Result<(), CloudError> {
+        self.inner.initialize(ctx).await
+    }
+    fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>> {
+        let inner = self.inner.load_balancer()?;
+        Some(Arc::new(Wrapped {
+            inner,
+            chain: self.chain.clone(),
+        }))
+    }
+    fn instances(&self) -> Option<Arc<dyn Instances>> {
+        let inner = self.inner.instances()?;
+        Some(Arc::new(Wrapped {
+            inner,
+            chain: self.chain.clone(),
+        }))
+    }
+    fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>> {
+        let inner = self.inner.instances_v2()?;
+        Some(Arc::new(Wrapped {
+            inner,
+            chain: self.chain.clone(),
+        }))
+    }
+    fn zones(&self) -> Option<Arc<dyn Zones>> {
+        let inner = self.inner.zones()?;
+        Some(Arc::new(Wrapped {
+            inner,
+            chain: self.chain.clone(),
+        }))
+    }
+    fn clusters(&self) -> Option<Arc<dyn Clusters>> {
+        let inner = self.inner.clusters()?;
+        Some(Arc::new(Wrapped {
+            inner,
+            chain: self.chain.clone(),
+        }))
+    }
+    fn routes(&self) -> Option<Arc<dyn Routes>> {
+        let inner = self.inner.routes()?;
+        Some(Arc::new(Wrapped {
+            inner,
+            chain: self.chain.clone(),
+        }))
+    }
+    fn has_cluster_id(&self) -> bool {
+        self.inner.has_cluster_id()
+    }
+}
+
+struct Wrapped<T: ?Sized> {
+    inner: Arc<T>,
+    chain: Chain,
+}
+
+fn node_target(node: &Node) -> &str {
+    let id = node_provider_id(node);
+    if id.is_empty() { node_name(node) } else { id }
+}
+
+#[async_trait]
+impl LoadBalancer for Wrapped<dyn LoadBalancer> {
+    async fn get_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+    ) -> Result<Option<LoadBalancerStatus>, CloudError> {
+        let key = service_key(service);
+        self.chain
+            .call(
+                Operation::GetLoadBalancer,
+                &key,
+                self.inner.get_load_balancer(cluster_name, service),
+            )
+            .await
+    }
+    fn get_load_balancer_name(&self, cluster_name: &str, service: &Service) -> String {
+        self.inner.get_load_balancer_name(cluster_name, service)
+    }
+    async fn ensure_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<LoadBalancerStatus, CloudError> {
+        let key = service_key(service);
+        self.chain
+            .call(
+                Operation::EnsureLoadBalancer,
+                &key,
+                self.inner
+                    .ensure_load_balancer(cluster_name, service, nodes),
+            )
+            .await
+    }
+    async fn update_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<(), CloudError> {
+        let key = service_key(service);
+        self.chain
+            .call(
+                Operation::UpdateLoadBalancer,
+                &key,
+                self.inner
+                    .update_load_balancer(cluster_name, service, nodes),
+            )
+            .await
+    }
+    async fn ensure_load_balancer_deleted(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+    ) -> Result<(), CloudError> {
+        let key = service_key(service);
+        self.chain
+            .call(
+                Operation::EnsureLoadBalancerDeleted,
+                &key,
+                self.inner
+                    .ensure_load_balancer_deleted(cluster_name, service),
+            )
+            .await
+    }
+}
+
+#[async_trait]
+impl Instances for Wrapped<dyn Instances> {
+    async fn node_addresses(&self, node_name: &str) -> Result<Vec<NodeAddress>, CloudError> {
+        self.chain
+            .call(
+                Operation::NodeAddresses,
+                node_name,
+                self.inner.node_addresses(node_name),
+            )
+            .await
+    }
+    async fn node_addresses_by_provider_id(
+        &self,
+        provider_id: &str,
+    ) -> Result<Vec<NodeAddress>, CloudError> {
+        self.chain
+            .call(
+                Operation::NodeAddressesByProviderId,
+                provider_id,
+                self.inner.node_addresses_by_provider_id(provider_id),
+            )
+            .await
+    }
+    async fn instance_id(&self, node_name: &str) -> Result<String, CloudError> {
+        self.chain
+            .call(
+                Operation::InstanceId,
+                node_name,
+                self.inner.instance_id(node_name),
+            )
+            .await
+    }
+    async fn instance_type(&self, node_name: &str) -> Result<String, CloudError> {
+        self.chain
+            .call(
+                Operation::InstanceType,
+                node_name,
+                self.inner.instance_type(node_name),
+            )
+            .await
+    }
+    async fn instance_type_by_provider_id(&self, provider_id: &str) -> Result<String, CloudError> {
+        self.chain
+            .call(
+                Operation::InstanceTypeByProviderId,
+                provider_id,
+                self.inner.instance_type_by_provider_id(provider_id),
+            )
+            .await
+    }
+    async fn add_ssh_key_to_all_instances(&self, user: &str, key: &[u8]) -> Result<(), CloudError> {
+        self.inner.add_ssh_key_to_all_instances(user, key).await
+    }
+    async fn current_node_name(&self, hostname: &str) -> Result<String, CloudError> {
+        self.inner.current_node_name(hostname).await
+    }
+    async fn instance_exists_by_provider_id(&self, provider_id: &str) -> Result<bool, CloudError> {
+        self.chain
+            .call(
+                Operation::InstanceExistsByProviderId,
+                provider_id,
+                self.inner.instance_exists_by_provider_id(provider_id),
+            )
+            .await
+    }
+    async fn instance_shutdown_by_provider_id(
+        &self,
+        provider_id: &str,
+    ) -> Result<bool, CloudError> {
+        self.chain
+            .call(
+                Operation::InstanceShutdownByProviderId,
+                provider_id,
+                self.inner.instance_shutdown_by_provider_id(provider_id),
+            )
+            .await
+    }
+}
+
+#[async_trait]
+impl InstancesV2 for Wrapped<dyn InstancesV2> {
+    async fn instance_exists(&self, node: &Node) -> Result<bool, CloudError> {
+        self.chain
+            .call(
+                Operation::InstanceExists,
+                node_target(node),
+                self.inner.instance_exists(node),
+            )
+            .await
+    }
+    async fn instance_shutdown(&self, node: &Node) -> Result<bool, CloudError> {
+        self.chain
+            .call(
+                Operation::InstanceShutdown,
+                node_target(node),
+                self.inner.instance_shutdown(node),
+            )
+            .await
+    }
+    async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError> {
+        self.chain
+            .call(
+                Operation::InstanceMetadata,
+                node_target(node),
+                self.inner.instance_metadata(node),
+            )
+            .await
+    }
+}
+
+#[async_trait]
+impl Zones for Wrapped<dyn Zones> {
+    async fn get_zone(&self) -> Result<Zone, CloudError> {
+        self.chain
+            .call(Operation::GetZone, "", self.inner.get_zone())
+            .await
+    }
+    async fn get_zone_by_provider_id(&self, provider_id: &str) -> Result<Zone, CloudError> {
+        self.chain
+            .call(
+                Operation::GetZoneByProviderId,
+                provider_id,
+                self.inner.get_zone_by_provider_id(provider_id),
+            )
+            .await
+    }
+    async fn get_zone_by_node_name(&self, node_name: &str) -> Result<Zone, CloudError> {
+        self.chain
+            .call(
+                Operation::GetZoneByNodeName,
+                node_name,
+                self.inner.get_zone_by_node_name(node_name),
+            )
+            .await
+    }
+}
+
+#[async_trait]
+impl Clusters for Wrapped<dyn Clusters> {
+    async fn list_clusters(&self) -> Result<Vec<String>, CloudError> {
+        self.chain
+            .call(Operation::ListClusters, "", self.inner.list_clusters())
+            .await
+    }
+    async fn master(&self, cluster_name: &str) -> Result<String, CloudError> {
+        self.chain
+            .call(
+                Operation::Master,
+                cluster_name,
+                self.inner.master(cluster_name),
+            )
+            .await
+    }
+}
+
+#[async_trait]
+impl Routes for Wrapped<dyn Routes> {
+    async fn list_routes(&self, cluster_name: &str) -> Result<Vec<Route>, CloudError> {
+        self.chain
+            .call(
+                Operation::ListRoutes,
+                cluster_name,
+                self.inner.list_routes(cluster_name),
+            )
+            .await
+    }
+    async fn create_route(
+        &self,
+        cluster_name: &str,
+        name_hint: &str,
+        route: &Route,
+    ) -> Result<(), CloudError> {
+        self.chain
+            .call(
+                Operation::CreateRoute,
+                &route.destination_cidr,
+                self.inner.create_route(cluster_name, name_hint, route),
+            )
+            .await
+    }
+    async fn delete_route(&self, cluster_name: &str, route: &Route) -> Result<(), CloudError> {
+        self.chain
+            .call(
+                Operation::DeleteRoute,
+                &route.destination_cidr,
+                self.inner.delete_route(cluster_name, route),
+            )
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    struct Cloud;
+    struct V2;
+
+    #[async_trait]
+    impl InstancesV2 for V2 {
+        async fn instance_exists(&self, _node: &Node) -> Result<bool, CloudError> {
+            Ok(true)
+        }
+        async fn instance_shutdown(&self, _node: &Node) -> Result<bool, CloudError> {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok(false)
+        }
+        async fn instance_metadata(
+            &self,
+            _node: &Node,
+        ) -> Result<Option<InstanceMetadata>, CloudError> {
+            Err(CloudError::InstanceNotFound)
+        }
+    }
+
+    impl CloudProvider for Cloud {
+        fn provider_name(&self) -> &str {
+            "test"
+        }
+        fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>> {
+            Some(Arc::new(V2))
+        }
+    }
+
+    #[derive(Default)]
+    struct Recorder {
+        seen: Mutex<Vec<String>>,
+        fail: Mutex<Option<Operation>>,
+    }
+
+    #[async_trait]
+    impl ProviderInterceptor for Recorder {
+        async fn before_call(&self, call: &CallInfo<'_>) -> Result<(), CloudError> {
+            self.seen
+                .lock()
+                .unwrap()
+                .push(format!("before {} {}", call.operation, call.target));
+            if *self.fail.lock().unwrap() == Some(call.operation) {
+                return Err(CloudError::msg("injected"));
+            }
+            Ok(())
+        }
+        fn after_call(
+            &self,
+            call: &CallInfo<'_>,
+            _elapsed: Duration,
+            outcome: Result<(), &CloudError>,
+        ) {
+            let outcome = match outcome {
+                Ok(()) => "ok".to_owned(),
+                Err(e) => e.kind().as_str().to_owned(),
+            };
+            self.seen
+                .lock()
+                .unwrap()
+                .push(format!("after {} {}", call.operation, outcome));
+        }
+    }
+
+    fn node(name: &str, provider_id: Option<&str>) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = Some(name.into());
+        n.spec = Some(k8s_openapi::api::core::v1::NodeSpec {
+            provider_id: provider_id.map(Into::into),
+            ..Default::default()
+        });
+        n
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn interceptors_see_calls_and_can_fail_them() {
+        let rec = Arc::new(Recorder::default());
+        let cloud = InterceptedProvider::new(Arc::new(Cloud))
+            .with_shared_interceptor(rec.clone())
+            .with_call_timeout(Duration::from_secs(5));
+        assert!(cloud.load_balancer().is_none());
+        let v2 = cloud.instances_v2().unwrap();
+        assert!(v2.instance_exists(&node("n1", None)).await.unwrap());
+        let err = v2
+            .instance_metadata(&node("n1", Some("test://i-1")))
+            .await
+            .unwrap_err();
+        assert!(err.is_instance_not_found());
+        *rec.fail.lock().unwrap() = Some(Operation::InstanceExists);
+        assert!(v2.instance_exists(&node("n2", None)).await.is_err());
+        let err = v2.instance_shutdown(&node("n3", None)).await.unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::Timeout);
+        assert_eq!(
+            *rec.seen.lock().unwrap(),
+            vec![
+                "before instance-exists n1",
+                "after instance-exists ok",
+                "before instance-metadata-by-provider-id test://i-1",
+                "after instance-metadata-by-provider-id instance_not_found",
+                "before instance-exists n2",
+                "after instance-exists other",
+                "before instance-shutdown n3",
+                "after instance-shutdown timeout",
+            ]
+        );
+    }
+
+    #[test]
+    fn operation_names_round_trip_and_map_to_capabilities() {
+        for op in Operation::ALL {
+            assert_eq!(Operation::from_name(op.as_str()), Some(op));
+        }
+        assert_eq!(Operation::EnsureLoadBalancer.as_str(), "create");
+        assert_eq!(
+            Operation::InstanceMetadata.capability(),
+            Capability::InstancesV2
+        );
+        assert_eq!(Operation::ListRoutes.capability(), Capability::Routes);
+        assert!(Capability::InstancesV2.supported_by(&Cloud));
+        assert!(!Capability::Routes.supported_by(&Cloud));
+    }
+}
