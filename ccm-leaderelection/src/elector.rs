@@ -142,8 +142,8 @@ impl LeaderElectorBuilder {
         self
     }
 
-    /// Record `LeaderElection` events on the Lease ("<identity> became leader", "<identity>
-    /// stopped leading"). Default `true`; failures are only logged.
+    /// Record `LeaderElection` events on the Lease (`<identity> became leader`, `<identity>
+    /// stopped leading`). Default `true`; failures are only logged.
     pub fn events(mut self, enabled: bool) -> Self {
         self.events = enabled;
         self
