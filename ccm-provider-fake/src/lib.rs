@@ -1,1 +1,58 @@
-//! An in-memory cloud implementing every ccm-core provider trait.
+//! # ccm-provider-fake
+//!
+//! An in-memory cloud implementing every ccm-core provider trait ([`CloudProvider`](ccm_core::CloudProvider),
+//! [`InstancesV2`](ccm_core::InstancesV2), [`Instances`](ccm_core::Instances), [`Zones`](ccm_core::Zones),
+//! [`LoadBalancer`](ccm_core::LoadBalancer), [`Routes`](ccm_core::Routes), [`Clusters`](ccm_core::Clusters)),
+//! for controller tests, demos and as a reference of the provider contracts.
+//!
+//! - [`FakeCloud`] holds instances ([`FakeInstance`]), load balancers ([`FakeLoadBalancer`]), routes and
+//!   clusters behind one mutex: clones are cheap and share state, and changes made at run time (an instance
+//!   removed or shut down, a fault injected) are seen by the next call;
+//! - every call is logged ([`Call`], with the stable names of [`ops`]); errors can be injected per operation
+//!   ([`Fault`], [`Times`], [`InjectedError`], including the retry-after error) and answers delayed
+//!   ([`FakeCloud::set_latency`], honouring paused tokio time);
+//! - an [`Inventory`] YAML file describes a whole cloud, so a CCM can run against it with
+//!   `--cloud-provider=fake --cloud-config=inventory.yaml` after [`FakeCloud::register`].
+//!
+//! Nothing is random: load-balancer IPs are allocated in order from `203.0.113.0/24` (or the inventory's
+//! pool).
+//!
+//! ```
+//! use ccm_core::CloudProvider;
+//! use ccm_provider_fake::{ops, Call, FakeCloud, FakeInstance};
+//! use k8s_openapi::api::core::v1::Node;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let cloud = FakeCloud::new();
+//! cloud.add_instance(FakeInstance::new("node-a").with_internal_ip("10.0.0.11").with_zone("zone-a", "region-1"));
+//!
+//! let v2 = cloud.instances_v2().expect("InstancesV2 is on by default");
+//! let mut node = Node::default();
+//! node.metadata.name = Some("node-a".into());
+//! let meta = v2.instance_metadata(&node).await.unwrap().unwrap();
+//! assert_eq!(meta.provider_id, "fake://node-a");
+//!
+//! cloud.remove_instance("node-a");
+//! assert!(!v2.instance_exists(&node).await.unwrap());
+//! assert_eq!(cloud.calls()[1], Call::new(ops::INSTANCE_EXISTS, "node-a"));
+//! # }
+//! ```
+
+mod cloud;
+mod fault;
+mod instance;
+mod inventory;
+pub mod ops;
+mod provider;
+
+pub use cloud::{
+    Capability, DEFAULT_CLUSTER, DEFAULT_LOAD_BALANCER_IP_POOL, FakeCloud, FakeLoadBalancer,
+    FakePort, PROVIDER_NAME,
+};
+pub use fault::{Call, Fault, InjectedError, LoadBalancerCall, Times};
+pub use instance::FakeInstance;
+pub use inventory::{
+    AddressSpec, AddressType, CapabilitiesSpec, FaultKind, FaultSpec, InstanceSpec, Inventory,
+    InventoryError, IpModeSpec, Position, RouteSpec, ZoneSpec,
+};

@@ -1,0 +1,760 @@
+//! [`FakeCloud`]: the shared in-memory state and the knobs tests turn.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use ccm_core::{CloudError, ProviderRegistry, RegistryError, Route, Zone};
+use ipnet::{IpNet, Ipv4Net};
+use k8s_openapi::api::core::v1::{
+    LoadBalancerIngress, LoadBalancerStatus, NodeAddress, PortStatus,
+};
+
+use crate::fault::{Call, Fault, FaultTable, LoadBalancerCall};
+use crate::instance::FakeInstance;
+use crate::ops;
+
+/// The provider name [`FakeCloud::new`] uses and [`FakeCloud::register`] registers.
+pub const PROVIDER_NAME: &str = "fake";
+
+/// The cluster [`FakeCloud::insert_route`] files routes under (the `--cluster-name` default).
+pub const DEFAULT_CLUSTER: &str = "kubernetes";
+
+/// The default load-balancer IP pool (TEST-NET-3, documentation addresses).
+pub const DEFAULT_LOAD_BALANCER_IP_POOL: &str = "203.0.113.0/24";
+
+/// A provider capability that can be switched off with [`FakeCloud::set_capability`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Capability {
+    /// [`CloudProvider::load_balancer`](ccm_core::CloudProvider::load_balancer).
+    LoadBalancer,
+    /// [`CloudProvider::instances`](ccm_core::CloudProvider::instances) (the V1 API).
+    Instances,
+    /// [`CloudProvider::instances_v2`](ccm_core::CloudProvider::instances_v2).
+    InstancesV2,
+    /// [`CloudProvider::zones`](ccm_core::CloudProvider::zones).
+    Zones,
+    /// [`CloudProvider::clusters`](ccm_core::CloudProvider::clusters).
+    Clusters,
+    /// [`CloudProvider::routes`](ccm_core::CloudProvider::routes).
+    Routes,
+}
+
+impl Capability {
+    /// Every capability.
+    pub const ALL: [Capability; 6] = [
+        Capability::LoadBalancer,
+        Capability::Instances,
+        Capability::InstancesV2,
+        Capability::Zones,
+        Capability::Clusters,
+        Capability::Routes,
+    ];
+}
+
+/// A port of a fake load balancer, copied from the Service's `spec.ports`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FakePort {
+    /// The port name (`""` if unnamed).
+    pub name: String,
+    /// The protocol (`TCP` if the Service did not say).
+    pub protocol: String,
+    /// The load balancer's port.
+    pub port: i32,
+    /// The node port traffic is sent to, if allocated.
+    pub node_port: Option<i32>,
+}
+
+/// A load balancer of the fake cloud, one per Service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FakeLoadBalancer {
+    /// The cloud name: `"a"` + the Service UID without dashes (cut to 32 characters), or
+    /// `<cluster>-<namespace>-<name>` for a Service without UID.
+    pub name: String,
+    /// The service key, `namespace/name`.
+    pub service: String,
+    /// The cluster name the controller passed.
+    pub cluster: String,
+    /// The backend node names, sorted, without duplicates.
+    pub hosts: Vec<String>,
+    /// The Service's ports.
+    pub ports: Vec<FakePort>,
+    /// The ingress IP, allocated in order from the pool (or the Service's `spec.loadBalancerIP`) and stable for
+    /// the load balancer's lifetime.
+    pub ingress_ip: String,
+    /// The `ipMode` reported in the status, if set with [`FakeCloud::set_ip_mode`].
+    pub ip_mode: Option<String>,
+    /// The allowed source CIDRs (from `spec.loadBalancerSourceRanges` or the annotation; `0.0.0.0/0` if none).
+    pub source_ranges: Vec<String>,
+    /// The health check `(path, node port)` for `externalTrafficPolicy: Local` Services.
+    pub health_check: Option<(String, i32)>,
+}
+
+impl FakeLoadBalancer {
+    /// The status `ensure_load_balancer` and `get_load_balancer` report: one ingress entry with the IP (and
+    /// `ipMode`), and a port status per port.
+    pub fn status(&self) -> LoadBalancerStatus {
+        let ports: Vec<PortStatus> = self
+            .ports
+            .iter()
+            .map(|p| PortStatus {
+                port: p.port,
+                protocol: p.protocol.clone(),
+                error: None,
+            })
+            .collect();
+        LoadBalancerStatus {
+            ingress: Some(vec![LoadBalancerIngress {
+                ip: Some(self.ingress_ip.clone()),
+                ip_mode: self.ip_mode.clone(),
+                ports: (!ports.is_empty()).then_some(ports),
+                hostname: None,
+            }]),
+        }
+    }
+}
+
+/// Everything the fake cloud knows, behind one mutex.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) provider_name: String,
+    pub(crate) capabilities: BTreeSet<Capability>,
+    pub(crate) has_cluster_id: bool,
+    pub(crate) instances: BTreeMap<String, FakeInstance>,
+    pub(crate) local_zone: Option<Zone>,
+    pub(crate) lb_pool: IpNet,
+    pub(crate) lb_cursor: usize,
+    pub(crate) ip_mode: Option<String>,
+    pub(crate) load_balancers: BTreeMap<String, FakeLoadBalancer>,
+    pub(crate) lb_calls: Vec<LoadBalancerCall>,
+    /// cluster → destination CIDR → route.
+    pub(crate) routes: BTreeMap<String, BTreeMap<String, Route>>,
+    /// cluster name → master address.
+    pub(crate) clusters: Vec<(String, String)>,
+    pub(crate) calls: Vec<Call>,
+    pub(crate) faults: FaultTable,
+}
+
+impl State {
+    fn new(provider_name: &str) -> Self {
+        State {
+            provider_name: provider_name.to_owned(),
+            capabilities: Capability::ALL.into_iter().collect(),
+            has_cluster_id: true,
+            instances: BTreeMap::new(),
+            local_zone: None,
+            lb_pool: default_pool(),
+            lb_cursor: 0,
+            ip_mode: None,
+            load_balancers: BTreeMap::new(),
+            lb_calls: Vec::new(),
+            routes: BTreeMap::new(),
+            clusters: Vec::new(),
+            calls: Vec::new(),
+            faults: FaultTable::default(),
+        }
+    }
+
+    /// The instance serving a providerID; `""` matches nothing.
+    pub(crate) fn by_provider_id(&self, provider_id: &str) -> Option<&FakeInstance> {
+        if provider_id.is_empty() {
+            return None;
+        }
+        self.instances
+            .values()
+            .find(|i| i.resolved_provider_id(&self.provider_name) == provider_id)
+    }
+
+    /// The instance of a node: by `spec.providerID` when set (a foreign or unknown providerID matches
+    /// nothing), else by name.
+    pub(crate) fn by_node(&self, name: &str, provider_id: &str) -> Option<&FakeInstance> {
+        if provider_id.is_empty() {
+            self.instances.get(name)
+        } else {
+            self.by_provider_id(provider_id)
+        }
+    }
+
+    /// The next free ingress IP, or `None` when the pool is exhausted.
+    pub(crate) fn allocate_ip(&mut self) -> Option<IpAddr> {
+        let in_use: BTreeSet<IpAddr> = self
+            .load_balancers
+            .values()
+            .filter_map(|lb| lb.ingress_ip.parse().ok())
+            .collect();
+        let (ip, next) = allocate(&self.lb_pool, self.lb_cursor, &in_use)?;
+        self.lb_cursor = next;
+        Some(ip)
+    }
+
+    /// A fresh route name: `<cluster>-<hint>-<cidr>` with `/` and `:` replaced by `-`.
+    pub(crate) fn route_name(cluster: &str, hint: &str, cidr: &str) -> String {
+        let cidr: String = cidr
+            .chars()
+            .map(|c| if c == '/' || c == ':' { '-' } else { c })
+            .collect();
+        format!("{cluster}-{hint}-{cidr}")
+    }
+}
+
+fn default_pool() -> IpNet {
+    IpNet::V4(
+        Ipv4Net::new(Ipv4Addr::new(203, 0, 113, 0), 24).expect("24 is a valid IPv4 prefix length"),
+    )
+}
+
+/// The addresses of `pool` that may be handed out, in order: IPv4 pools skip the network and broadcast
+/// addresses (except /31 and /32), IPv6 pools skip the subnet-router anycast address (except /127 and /128).
+fn pool_hosts(pool: &IpNet) -> impl Iterator<Item = IpAddr> + '_ {
+    let skip_first = matches!(pool, IpNet::V6(net) if net.prefix_len() < 127);
+    pool.hosts().skip(usize::from(skip_first))
+}
+
+/// Pick the first address of `pool` at or after index `cursor` (wrapping around) that is not in `in_use`.
+/// Returns the address and the cursor for the next allocation.
+pub(crate) fn allocate(
+    pool: &IpNet,
+    cursor: usize,
+    in_use: &BTreeSet<IpAddr>,
+) -> Option<(IpAddr, usize)> {
+    let after = pool_hosts(pool).enumerate().skip(cursor);
+    let before = pool_hosts(pool).enumerate().take(cursor);
+    after
+        .chain(before)
+        .find(|(_, ip)| !in_use.contains(ip))
+        .map(|(index, ip)| (ip, index + 1))
+}
+
+/// An in-memory cloud implementing every ccm-core provider trait.
+///
+/// Clones are cheap and share one state, so a test keeps a clone and changes the cloud (removes an instance,
+/// shuts one down, injects a fault) while the controllers use another through `Arc<dyn CloudProvider>`; every
+/// change is visible to the next call. Nothing is random: load-balancer IPs are handed out in order.
+///
+/// Note that the inherent [`routes`](FakeCloud::routes) and [`load_balancer`](FakeCloud::load_balancer)
+/// (inspection helpers) shadow the [`CloudProvider`](ccm_core::CloudProvider) accessors of the same names; call
+/// those as `CloudProvider::routes(&cloud)` or through an `Arc<dyn CloudProvider>`.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use ccm_core::CloudProvider;
+/// use ccm_provider_fake::{ops, Fault, FakeCloud, FakeInstance, InjectedError};
+///
+/// let cloud = FakeCloud::new();
+/// cloud.add_instance(FakeInstance::new("node-a").with_internal_ip("10.0.0.11").with_zone("zone-a", "region-1"));
+/// cloud.inject(ops::ENSURE_LOAD_BALANCER, Fault::once(InjectedError::Retry(Duration::from_secs(42))));
+/// let provider: Arc<dyn CloudProvider> = Arc::new(cloud.clone());
+/// // ... run controllers with `provider`, then:
+/// cloud.set_shutdown("node-a", true);
+/// assert_eq!(cloud.call_count(ops::ENSURE_LOAD_BALANCER), 0);
+/// ```
+#[derive(Clone)]
+pub struct FakeCloud {
+    pub(crate) provider_name: Arc<str>,
+    pub(crate) state: Arc<Mutex<State>>,
+}
+
+impl std::fmt::Debug for FakeCloud {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = self.lock();
+        f.debug_struct("FakeCloud")
+            .field("provider_name", &self.provider_name)
+            .field("instances", &st.instances.len())
+            .field("load_balancers", &st.load_balancers.len())
+            .field("calls", &st.calls.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for FakeCloud {
+    fn default() -> Self {
+        FakeCloud::new()
+    }
+}
+
+impl FakeCloud {
+    /// An empty cloud named `fake` with every capability (including InstancesV2) on and the load-balancer pool
+    /// `203.0.113.0/24`.
+    pub fn new() -> Self {
+        FakeCloud {
+            provider_name: Arc::from(PROVIDER_NAME),
+            state: Arc::new(Mutex::new(State::new(PROVIDER_NAME))),
+        }
+    }
+
+    /// Rename the provider: providerIDs become `<name>://...`. Call it while building the cloud, before
+    /// handing out clones (clones made earlier keep reporting the old name from `provider_name()`).
+    pub fn with_provider_name(mut self, name: &str) -> Self {
+        self.provider_name = Arc::from(name);
+        self.lock().provider_name = name.to_owned();
+        self
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The provider name (the providerID prefix).
+    pub fn name(&self) -> &str {
+        &self.provider_name
+    }
+
+    // ----- capabilities -----
+
+    /// Switch a capability on or off; the accessor of a capability that is off returns `None`.
+    pub fn set_capability(&self, cap: Capability, enabled: bool) {
+        let mut st = self.lock();
+        if enabled {
+            st.capabilities.insert(cap);
+        } else {
+            st.capabilities.remove(&cap);
+        }
+    }
+
+    /// Whether a capability is on.
+    pub fn has_capability(&self, cap: Capability) -> bool {
+        self.lock().capabilities.contains(&cap)
+    }
+
+    /// What [`CloudProvider::has_cluster_id`](ccm_core::CloudProvider::has_cluster_id) answers (default true).
+    pub fn set_has_cluster_id(&self, has: bool) {
+        self.lock().has_cluster_id = has;
+    }
+
+    // ----- instances -----
+
+    /// Add an instance, replacing any instance of the same name.
+    pub fn add_instance(&self, instance: FakeInstance) {
+        self.lock()
+            .instances
+            .insert(instance.name.clone(), instance);
+    }
+
+    /// Remove (terminate) the instance of a node; returns whether it existed.
+    pub fn remove_instance(&self, node_name: &str) -> bool {
+        self.lock().instances.remove(node_name).is_some()
+    }
+
+    /// Shut an instance down (it still exists) or start it; returns whether it exists.
+    pub fn set_shutdown(&self, node_name: &str, shutdown: bool) -> bool {
+        self.update_instance(node_name, |i| i.shutdown = shutdown)
+    }
+
+    /// Replace an instance's addresses; returns whether it exists.
+    pub fn set_addresses(&self, node_name: &str, addresses: Vec<NodeAddress>) -> bool {
+        self.update_instance(node_name, |i| i.addresses = addresses)
+    }
+
+    /// Change an instance in place; returns whether it exists.
+    ///
+    /// ```
+    /// use ccm_provider_fake::{FakeCloud, FakeInstance};
+    /// let cloud = FakeCloud::new();
+    /// cloud.add_instance(FakeInstance::new("node-a"));
+    /// assert!(cloud.update_instance("node-a", |i| i.instance_type = "fake.xlarge".into()));
+    /// assert_eq!(cloud.instance("node-a").unwrap().instance_type, "fake.xlarge");
+    /// ```
+    pub fn update_instance(&self, node_name: &str, change: impl FnOnce(&mut FakeInstance)) -> bool {
+        match self.lock().instances.get_mut(node_name) {
+            Some(instance) => {
+                change(instance);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The instance of a node, with its providerID resolved (`Some("")` if it has none).
+    pub fn instance(&self, node_name: &str) -> Option<FakeInstance> {
+        let st = self.lock();
+        st.instances
+            .get(node_name)
+            .map(|i| resolved(i, &st.provider_name))
+    }
+
+    /// Every instance, by node name, with providerIDs resolved.
+    pub fn instances(&self) -> Vec<FakeInstance> {
+        let st = self.lock();
+        st.instances
+            .values()
+            .map(|i| resolved(i, &st.provider_name))
+            .collect()
+    }
+
+    /// The zone `get_zone` reports (the zone of "this machine"); unset, `get_zone` answers
+    /// [`CloudError::NotImplemented`].
+    pub fn set_local_zone(&self, zone: Option<Zone>) {
+        self.lock().local_zone = zone;
+    }
+
+    // ----- load balancers -----
+
+    /// Every load balancer, ordered by service key.
+    pub fn load_balancers(&self) -> Vec<FakeLoadBalancer> {
+        self.lock().load_balancers.values().cloned().collect()
+    }
+
+    /// The load balancer of a Service (`namespace/name`).
+    pub fn load_balancer(&self, service_key: &str) -> Option<FakeLoadBalancer> {
+        self.lock().load_balancers.get(service_key).cloned()
+    }
+
+    /// Replace a load balancer's hosts behind the controller's back (drift); returns whether it exists.
+    pub fn set_load_balancer_hosts(&self, service_key: &str, hosts: Vec<String>) -> bool {
+        match self.lock().load_balancers.get_mut(service_key) {
+            Some(lb) => {
+                lb.hosts = sorted_unique(hosts);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Delete a load balancer behind the controller's back; returns whether it existed.
+    pub fn remove_load_balancer(&self, service_key: &str) -> bool {
+        self.lock().load_balancers.remove(service_key).is_some()
+    }
+
+    /// Every `create` and `update` call with the hosts it carried, in order (cleared by
+    /// [`clear_calls`](Self::clear_calls)).
+    pub fn load_balancer_calls(&self) -> Vec<LoadBalancerCall> {
+        self.lock().lb_calls.clone()
+    }
+
+    /// Use another pool for new load-balancer IPs; allocation restarts at its first address. Existing load
+    /// balancers keep their IPs.
+    pub fn set_load_balancer_ip_pool(&self, pool: IpNet) {
+        let mut st = self.lock();
+        st.lb_pool = pool.trunc();
+        st.lb_cursor = 0;
+    }
+
+    /// The `ipMode` (`VIP` or `Proxy`) reported in load-balancer statuses; `None` (the default) omits it.
+    /// Applies to load balancers ensured from now on.
+    pub fn set_ip_mode(&self, ip_mode: Option<&str>) {
+        self.lock().ip_mode = ip_mode.map(str::to_owned);
+    }
+
+    // ----- routes -----
+
+    /// Every route of every cluster, ordered by cluster then destination CIDR.
+    pub fn routes(&self) -> Vec<Route> {
+        self.lock()
+            .routes
+            .values()
+            .flat_map(|r| r.values().cloned())
+            .collect()
+    }
+
+    /// The routes of one cluster, ordered by destination CIDR.
+    pub fn routes_in(&self, cluster: &str) -> Vec<Route> {
+        self.lock()
+            .routes
+            .get(cluster)
+            .map(|r| r.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Pre-seed a route of cluster `kubernetes` (for example a stale or blackhole one), replacing any route
+    /// to the same CIDR. A route without name is named `kubernetes-<target node>-<cidr>`.
+    pub fn insert_route(&self, route: Route) {
+        self.insert_route_in(DEFAULT_CLUSTER, route);
+    }
+
+    /// [`insert_route`](Self::insert_route) into another cluster.
+    pub fn insert_route_in(&self, cluster: &str, mut route: Route) {
+        if route.name.is_empty() {
+            route.name = State::route_name(cluster, &route.target_node, &route.destination_cidr);
+        }
+        self.lock()
+            .routes
+            .entry(cluster.to_owned())
+            .or_default()
+            .insert(route.destination_cidr.clone(), route);
+    }
+
+    /// Remove every route of every cluster.
+    pub fn clear_routes(&self) {
+        self.lock().routes.clear();
+    }
+
+    // ----- clusters -----
+
+    /// The clusters `list_clusters` reports, in order; each one's master address is
+    /// `master.<cluster>.<provider>.invalid` unless set with [`set_master`](Self::set_master).
+    pub fn set_clusters(&self, clusters: Vec<String>) {
+        let mut st = self.lock();
+        let provider = st.provider_name.clone();
+        st.clusters = clusters
+            .into_iter()
+            .map(|c| {
+                let master = format!("master.{c}.{provider}.invalid");
+                (c, master)
+            })
+            .collect();
+    }
+
+    /// Set (adding the cluster if needed) the master address `master(cluster)` reports.
+    pub fn set_master(&self, cluster: &str, address: &str) {
+        let mut st = self.lock();
+        match st.clusters.iter_mut().find(|(c, _)| c == cluster) {
+            Some(entry) => entry.1 = address.to_owned(),
+            None => st.clusters.push((cluster.to_owned(), address.to_owned())),
+        }
+    }
+
+    // ----- call log -----
+
+    /// Every call received, in order. A call is logged when it arrives, before its latency and fault.
+    pub fn calls(&self) -> Vec<Call> {
+        self.lock().calls.clone()
+    }
+
+    /// The operation names of the calls, in order (the Go fake's `Calls`).
+    pub fn call_ops(&self) -> Vec<String> {
+        self.lock().calls.iter().map(|c| c.op.clone()).collect()
+    }
+
+    /// How many calls of `op` were received.
+    pub fn call_count(&self, op: &str) -> usize {
+        self.lock().calls.iter().filter(|c| c.op == op).count()
+    }
+
+    /// The targets of the calls of `op`, in order.
+    pub fn call_targets(&self, op: &str) -> Vec<String> {
+        self.lock()
+            .calls
+            .iter()
+            .filter(|c| c.op == op)
+            .map(|c| c.target.clone())
+            .collect()
+    }
+
+    /// Forget every logged call (and [`load_balancer_calls`](Self::load_balancer_calls)).
+    pub fn clear_calls(&self) {
+        let mut st = self.lock();
+        st.calls.clear();
+        st.lb_calls.clear();
+    }
+
+    // ----- faults -----
+
+    /// Make calls of `op` fail with `fault.error`, `fault.times` times. Faults of one operation fire in the order
+    /// injected. `op` is a name from [`ops`].
+    pub fn inject(&self, op: &str, fault: Fault) {
+        self.warn_unknown_op(op);
+        self.lock().faults.inject(op, None, fault);
+    }
+
+    /// Like [`inject`](Self::inject), but only calls whose target (node name, providerID, service key, CIDR,
+    /// cluster; see [`ops`]) equals `target` fail.
+    pub fn inject_for(&self, op: &str, target: &str, fault: Fault) {
+        self.warn_unknown_op(op);
+        self.lock().faults.inject(op, Some(target), fault);
+    }
+
+    /// How many injected faults of `op` have not been used up (an `Always` fault counts as one).
+    pub fn pending_faults(&self, op: &str) -> usize {
+        self.lock().faults.pending(op)
+    }
+
+    /// Delay every answer to `op` by `latency` (`tokio::time::sleep`, so paused test time works); zero removes
+    /// the delay.
+    pub fn set_latency(&self, op: &str, latency: Duration) {
+        self.warn_unknown_op(op);
+        self.lock().faults.set_latency(op, latency);
+    }
+
+    /// Delay every operation without a latency of its own (the Go fake's `RequestDelay`).
+    pub fn set_default_latency(&self, latency: Duration) {
+        self.lock().faults.set_default_latency(latency);
+    }
+
+    /// Remove every injected fault and latency.
+    pub fn clear_faults(&self) {
+        let mut st = self.lock();
+        st.faults.clear_faults();
+        st.faults.clear_latency();
+    }
+
+    /// Remove every latency, keeping the injected faults.
+    pub fn clear_latency(&self) {
+        self.lock().faults.clear_latency();
+    }
+
+    fn warn_unknown_op(&self, op: &str) {
+        if !ops::is_known(op) {
+            tracing::warn!(op, known = ?ops::ALL, "fault or latency set for an operation the fake cloud never performs");
+        }
+    }
+
+    // ----- call plumbing -----
+
+    /// Log the call, wait the op's latency, and return the injected error if one fires.
+    pub(crate) async fn begin(&self, op: &'static str, target: &str) -> Result<(), CloudError> {
+        let latency = {
+            let mut st = self.lock();
+            st.calls.push(Call::new(op, target));
+            st.faults.latency(op)
+        };
+        tracing::debug!(op, target, latency = ?latency, "fake cloud call");
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        let injected = self.lock().faults.fire(op, target);
+        match injected {
+            Some(error) => {
+                let err = error.to_cloud_error(op, latency);
+                tracing::debug!(op, target, error = %err, "fake cloud call fails with an injected error");
+                Err(err)
+            }
+            None => Ok(()),
+        }
+    }
+
+    // ----- registry -----
+
+    /// Register the `fake` provider: its factory reads the `--cloud-config` file as an inventory
+    /// (see [`Inventory`](crate::Inventory)); without a config file the cloud is empty.
+    ///
+    /// ```
+    /// use ccm_core::ProviderRegistry;
+    /// use ccm_provider_fake::FakeCloud;
+    ///
+    /// let registry = ProviderRegistry::new();
+    /// FakeCloud::register(&registry).unwrap();
+    /// let cloud = registry.init_cloud_provider("fake", None).unwrap().unwrap();
+    /// assert_eq!(cloud.provider_name(), "fake");
+    /// ```
+    pub fn register(registry: &ProviderRegistry) -> Result<(), RegistryError> {
+        registry.register(PROVIDER_NAME, |config| {
+            let cloud = match config {
+                None => FakeCloud::new(),
+                Some(reader) => FakeCloud::from_inventory_reader(reader, "--cloud-config")?,
+            };
+            tracing::info!(provider = %cloud.name(), instances = cloud.lock().instances.len(), "fake cloud created");
+            Ok(Arc::new(cloud) as Arc<dyn ccm_core::CloudProvider>)
+        })
+    }
+
+    /// Register this very cloud under `name`: every provider the registry creates is a clone sharing this
+    /// state, so a test can drive a whole CCM built from the registry and still change and inspect the cloud.
+    /// The factory refuses a `--cloud-config` (the cloud is already built).
+    ///
+    /// ```
+    /// use ccm_core::ProviderRegistry;
+    /// use ccm_provider_fake::{FakeCloud, FakeInstance};
+    ///
+    /// let cloud = FakeCloud::new();
+    /// let registry = ProviderRegistry::new();
+    /// cloud.register_shared(&registry, "fake").unwrap();
+    /// let provider = registry.init_cloud_provider("fake", None).unwrap().unwrap();
+    /// cloud.add_instance(FakeInstance::new("node-a")); // seen by `provider` too
+    /// ```
+    pub fn register_shared(
+        &self,
+        registry: &ProviderRegistry,
+        name: &str,
+    ) -> Result<(), RegistryError> {
+        let cloud = self.clone();
+        registry.register(name, move |config| {
+            if config.is_some() {
+                return Err(
+                    "this fake cloud was registered pre-built and takes no --cloud-config; \
+                            remove the flag or register with FakeCloud::register"
+                        .into(),
+                );
+            }
+            Ok(Arc::new(cloud.clone()) as Arc<dyn ccm_core::CloudProvider>)
+        })
+    }
+}
+
+/// A copy of `instance` with its providerID resolved.
+fn resolved(instance: &FakeInstance, provider_name: &str) -> FakeInstance {
+    let mut copy = instance.clone();
+    copy.provider_id = Some(instance.resolved_provider_id(provider_name));
+    copy
+}
+
+pub(crate) fn sorted_unique(mut names: Vec<String>) -> Vec<String> {
+    names.retain(|n| !n.is_empty());
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ips(pool: &str, in_use: &[&str], cursor: usize) -> Option<(String, usize)> {
+        let pool: IpNet = pool.parse().unwrap();
+        let in_use = in_use.iter().map(|s| s.parse().unwrap()).collect();
+        allocate(&pool, cursor, &in_use).map(|(ip, next)| (ip.to_string(), next))
+    }
+
+    #[test]
+    fn allocation_is_in_order_and_skips_used_addresses() {
+        assert_eq!(
+            ips("203.0.113.0/24", &[], 0),
+            Some(("203.0.113.1".into(), 1))
+        );
+        assert_eq!(
+            ips("203.0.113.0/24", &[], 1),
+            Some(("203.0.113.2".into(), 2))
+        );
+        assert_eq!(
+            ips("203.0.113.0/24", &["203.0.113.2"], 1),
+            Some(("203.0.113.3".into(), 3))
+        );
+    }
+
+    #[test]
+    fn allocation_wraps_and_reports_exhaustion() {
+        // /30 has two usable hosts: .1 and .2
+        assert_eq!(
+            ips("10.0.0.0/30", &["10.0.0.1"], 0),
+            Some(("10.0.0.2".into(), 2))
+        );
+        assert_eq!(
+            ips("10.0.0.0/30", &["10.0.0.2"], 2),
+            Some(("10.0.0.1".into(), 1))
+        );
+        assert_eq!(ips("10.0.0.0/30", &["10.0.0.1", "10.0.0.2"], 0), None);
+        assert_eq!(ips("10.0.0.5/32", &[], 0), Some(("10.0.0.5".into(), 1)));
+    }
+
+    #[test]
+    fn ipv6_pool_skips_the_anycast_address() {
+        assert_eq!(
+            ips("2001:db8::/120", &[], 0),
+            Some(("2001:db8::1".into(), 1))
+        );
+        assert_eq!(
+            ips("2001:db8::/64", &["2001:db8::1"], 0),
+            Some(("2001:db8::2".into(), 2))
+        );
+    }
+
+    #[test]
+    fn route_names_are_cluster_hint_cidr() {
+        assert_eq!(
+            State::route_name("kubernetes", "uid-1", "10.244.1.0/24"),
+            "kubernetes-uid-1-10.244.1.0-24"
+        );
+        assert_eq!(
+            State::route_name("c", "n", "fd00:10::/64"),
+            "c-n-fd00-10---64"
+        );
+    }
+
+    #[test]
+    fn sorted_unique_drops_empty_and_duplicates() {
+        let v = sorted_unique(vec!["b".into(), "a".into(), "b".into(), String::new()]);
+        assert_eq!(v, ["a", "b"]);
+    }
+}

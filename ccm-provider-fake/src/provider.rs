@@ -1,0 +1,518 @@
+//! The ccm-core provider traits, implemented on [`FakeCloud`].
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use ccm_core::helpers::{
+    default_load_balancer_name, load_balancer_source_ranges, node_name, node_provider_id,
+    service_health_check_path_port, service_key,
+};
+use ccm_core::{
+    CloudError, CloudProvider, Clusters, InitializeContext, InstanceMetadata, Instances,
+    InstancesV2, LoadBalancer, Route, Routes, Zone, Zones,
+};
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service};
+
+use crate::cloud::{Capability, FakeCloud, FakeLoadBalancer, FakePort, State, sorted_unique};
+use crate::fault::LoadBalancerCall;
+use crate::instance::FakeInstance;
+use crate::ops;
+
+impl FakeCloud {
+    fn accessor<T: ?Sized>(
+        &self,
+        cap: Capability,
+        make: impl FnOnce(Self) -> Arc<T>,
+    ) -> Option<Arc<T>> {
+        self.has_capability(cap).then(|| make(self.clone()))
+    }
+
+    /// Run `read` on the instance with `provider_id`, or fail with `InstanceNotFound`.
+    fn with_provider_id<R>(
+        &self,
+        provider_id: &str,
+        read: impl FnOnce(&FakeInstance, &str) -> R,
+    ) -> Result<R, CloudError> {
+        let st = self.lock();
+        st.by_provider_id(provider_id)
+            .map(|i| read(i, &st.provider_name))
+            .ok_or(CloudError::InstanceNotFound)
+    }
+
+    /// Run `read` on the instance named `node_name`, or fail with `InstanceNotFound`.
+    fn with_name<R>(
+        &self,
+        node_name: &str,
+        read: impl FnOnce(&FakeInstance, &str) -> R,
+    ) -> Result<R, CloudError> {
+        let st = self.lock();
+        st.instances
+            .get(node_name)
+            .map(|i| read(i, &st.provider_name))
+            .ok_or(CloudError::InstanceNotFound)
+    }
+
+    /// Run `read` on the instance of `node` (by providerID, else by name), or fail with `InstanceNotFound`.
+    fn with_node<R>(
+        &self,
+        node: &Node,
+        read: impl FnOnce(&FakeInstance, &str) -> R,
+    ) -> Result<R, CloudError> {
+        let st = self.lock();
+        st.by_node(node_name(node), node_provider_id(node))
+            .map(|i| read(i, &st.provider_name))
+            .ok_or(CloudError::InstanceNotFound)
+    }
+}
+
+#[async_trait]
+impl CloudProvider for FakeCloud {
+    fn provider_name(&self) -> &str {
+        &self.provider_name
+    }
+
+    async fn initialize(&self, ctx: InitializeContext) -> Result<(), CloudError> {
+        drop(ctx);
+        self.begin(ops::INITIALIZE, "").await
+    }
+
+    fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>> {
+        self.accessor(Capability::LoadBalancer, |c| {
+            Arc::new(c) as Arc<dyn LoadBalancer>
+        })
+    }
+
+    fn instances(&self) -> Option<Arc<dyn Instances>> {
+        self.accessor(Capability::Instances, |c| Arc::new(c) as Arc<dyn Instances>)
+    }
+
+    fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>> {
+        self.accessor(Capability::InstancesV2, |c| {
+            Arc::new(c) as Arc<dyn InstancesV2>
+        })
+    }
+
+    fn zones(&self) -> Option<Arc<dyn Zones>> {
+        self.accessor(Capability::Zones, |c| Arc::new(c) as Arc<dyn Zones>)
+    }
+
+    fn clusters(&self) -> Option<Arc<dyn Clusters>> {
+        self.accessor(Capability::Clusters, |c| Arc::new(c) as Arc<dyn Clusters>)
+    }
+
+    fn routes(&self) -> Option<Arc<dyn Routes>> {
+        self.accessor(Capability::Routes, |c| Arc::new(c) as Arc<dyn Routes>)
+    }
+
+    fn has_cluster_id(&self) -> bool {
+        self.lock().has_cluster_id
+    }
+}
+
+#[async_trait]
+impl InstancesV2 for FakeCloud {
+    async fn instance_exists(&self, node: &Node) -> Result<bool, CloudError> {
+        self.begin(ops::INSTANCE_EXISTS, node_name(node)).await?;
+        let st = self.lock();
+        Ok(st
+            .by_node(node_name(node), node_provider_id(node))
+            .is_some())
+    }
+
+    async fn instance_shutdown(&self, node: &Node) -> Result<bool, CloudError> {
+        self.begin(ops::INSTANCE_SHUTDOWN, node_name(node)).await?;
+        self.with_node(node, |i, _| i.shutdown)
+    }
+
+    async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError> {
+        self.begin(ops::INSTANCE_METADATA, node_name(node)).await?;
+        self.with_node(node, |i, provider| {
+            (!i.no_metadata).then(|| i.metadata(provider))
+        })
+    }
+}
+
+#[async_trait]
+impl Instances for FakeCloud {
+    async fn node_addresses(&self, node_name: &str) -> Result<Vec<NodeAddress>, CloudError> {
+        self.begin(ops::NODE_ADDRESSES, node_name).await?;
+        self.with_name(node_name, |i, _| i.addresses.clone())
+    }
+
+    async fn node_addresses_by_provider_id(
+        &self,
+        provider_id: &str,
+    ) -> Result<Vec<NodeAddress>, CloudError> {
+        self.begin(ops::NODE_ADDRESSES_BY_PROVIDER_ID, provider_id)
+            .await?;
+        self.with_provider_id(provider_id, |i, _| i.addresses.clone())
+    }
+
+    async fn instance_id(&self, node_name: &str) -> Result<String, CloudError> {
+        self.begin(ops::INSTANCE_ID, node_name).await?;
+        self.with_name(node_name, |i, provider| i.instance_id(provider))?
+            .ok_or(CloudError::NotImplemented)
+    }
+
+    async fn instance_type(&self, node_name: &str) -> Result<String, CloudError> {
+        self.begin(ops::INSTANCE_TYPE, node_name).await?;
+        self.with_name(node_name, |i, _| i.instance_type.clone())
+    }
+
+    async fn instance_type_by_provider_id(&self, provider_id: &str) -> Result<String, CloudError> {
+        self.begin(ops::INSTANCE_TYPE_BY_PROVIDER_ID, provider_id)
+            .await?;
+        self.with_provider_id(provider_id, |i, _| i.instance_type.clone())
+    }
+
+    async fn instance_exists_by_provider_id(&self, provider_id: &str) -> Result<bool, CloudError> {
+        self.begin(ops::INSTANCE_EXISTS_BY_PROVIDER_ID, provider_id)
+            .await?;
+        Ok(self.lock().by_provider_id(provider_id).is_some())
+    }
+
+    async fn instance_shutdown_by_provider_id(
+        &self,
+        provider_id: &str,
+    ) -> Result<bool, CloudError> {
+        self.begin(ops::INSTANCE_SHUTDOWN_BY_PROVIDER_ID, provider_id)
+            .await?;
+        self.with_provider_id(provider_id, |i, _| i.shutdown)
+    }
+}
+
+#[async_trait]
+impl Zones for FakeCloud {
+    async fn get_zone(&self) -> Result<Zone, CloudError> {
+        self.begin(ops::GET_ZONE, "").await?;
+        self.lock()
+            .local_zone
+            .clone()
+            .ok_or(CloudError::NotImplemented)
+    }
+
+    async fn get_zone_by_provider_id(&self, provider_id: &str) -> Result<Zone, CloudError> {
+        self.begin(ops::GET_ZONE_BY_PROVIDER_ID, provider_id)
+            .await?;
+        self.with_provider_id(provider_id, |i, _| {
+            Zone::new(i.zone.clone(), i.region.clone())
+        })
+    }
+
+    async fn get_zone_by_node_name(&self, node_name: &str) -> Result<Zone, CloudError> {
+        self.begin(ops::GET_ZONE_BY_NODE_NAME, node_name).await?;
+        self.with_name(node_name, |i, _| {
+            Zone::new(i.zone.clone(), i.region.clone())
+        })
+    }
+}
+
+#[async_trait]
+impl Clusters for FakeCloud {
+    async fn list_clusters(&self) -> Result<Vec<String>, CloudError> {
+        self.begin(ops::LIST_CLUSTERS, "").await?;
+        Ok(self
+            .lock()
+            .clusters
+            .iter()
+            .map(|(name, _)| name.clone())
+            .collect())
+    }
+
+    async fn master(&self, cluster_name: &str) -> Result<String, CloudError> {
+        self.begin(ops::MASTER, cluster_name).await?;
+        let st = self.lock();
+        match st.clusters.iter().find(|(name, _)| name == cluster_name) {
+            Some((_, master)) => Ok(master.clone()),
+            None => {
+                let known: Vec<&str> = st.clusters.iter().map(|(n, _)| n.as_str()).collect();
+                Err(CloudError::provider(
+                    format!("looking up the master of cluster {cluster_name:?}"),
+                    format!(
+                        "the fake cloud has no such cluster (known: [{}]); add it with set_clusters",
+                        known.join(", ")
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+/// The load-balancer name of a Service: the Go default name, or `<cluster>-<namespace>-<name>` when the
+/// Service has no UID (the default name would then be just `"a"`).
+fn lb_name(cluster_name: &str, service: &Service) -> String {
+    if service
+        .metadata
+        .uid
+        .as_deref()
+        .is_some_and(|u| !u.is_empty())
+    {
+        default_load_balancer_name(service)
+    } else {
+        let ns = service.metadata.namespace.as_deref().unwrap_or("default");
+        let name = service.metadata.name.as_deref().unwrap_or_default();
+        format!("{cluster_name}-{ns}-{name}")
+    }
+}
+
+fn service_ports(service: &Service) -> Vec<FakePort> {
+    let ports = service
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_deref())
+        .unwrap_or_default();
+    ports
+        .iter()
+        .map(|p| FakePort {
+            name: p.name.clone().unwrap_or_default(),
+            protocol: p
+                .protocol
+                .clone()
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| "TCP".to_owned()),
+            port: p.port,
+            node_port: p.node_port,
+        })
+        .collect()
+}
+
+fn host_names(nodes: &[Node]) -> Vec<String> {
+    sorted_unique(nodes.iter().map(|n| node_name(n).to_owned()).collect())
+}
+
+/// The Service's `spec.loadBalancerIP`, if set.
+fn requested_ip(key: &str, service: &Service) -> Result<Option<IpAddr>, CloudError> {
+    let requested = service
+        .spec
+        .as_ref()
+        .and_then(|s| s.load_balancer_ip.as_deref())
+        .unwrap_or_default();
+    if requested.is_empty() {
+        return Ok(None);
+    }
+    requested.parse().map(Some).map_err(|_| {
+        CloudError::provider(
+            format!("ensuring load balancer for service {key}"),
+            format!("spec.loadBalancerIP {requested:?} is not an IP address; fix or remove it"),
+        )
+    })
+}
+
+impl FakeCloud {
+    /// Create or update the load balancer of `service` (under the state lock; no awaits).
+    fn ensure_locked(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<LoadBalancerStatus, CloudError> {
+        let key = service_key(service);
+        let context = || format!("ensuring load balancer for service {key}");
+        let source_ranges = load_balancer_source_ranges(service)
+            .map_err(|e| CloudError::provider(context(), e))?
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let requested = requested_ip(&key, service)?;
+        let hosts = host_names(nodes);
+
+        let mut st = self.lock();
+        st.lb_calls.push(LoadBalancerCall {
+            op: ops::ENSURE_LOAD_BALANCER.to_owned(),
+            service: key.clone(),
+            hosts: hosts.clone(),
+        });
+        let current = st.load_balancers.get(&key).map(|lb| lb.ingress_ip.clone());
+        let ingress_ip = match (requested, current) {
+            (Some(ip), _) => {
+                let text = ip.to_string();
+                if let Some(owner) = st
+                    .load_balancers
+                    .values()
+                    .find(|lb| lb.ingress_ip == text && lb.service != key)
+                {
+                    return Err(CloudError::provider(
+                        context(),
+                        format!(
+                            "spec.loadBalancerIP {text} is already used by the load balancer of service {}",
+                            owner.service
+                        ),
+                    ));
+                }
+                text
+            }
+            (None, Some(current)) => current,
+            (None, None) => match st.allocate_ip() {
+                Some(ip) => ip.to_string(),
+                None => {
+                    return Err(CloudError::provider(
+                        context(),
+                        format!(
+                            "no free address left in the load balancer IP pool {}; delete a load balancer or use a larger pool",
+                            st.lb_pool
+                        ),
+                    ));
+                }
+            },
+        };
+        let lb = FakeLoadBalancer {
+            name: lb_name(cluster_name, service),
+            service: key.clone(),
+            cluster: cluster_name.to_owned(),
+            hosts,
+            ports: service_ports(service),
+            ingress_ip,
+            ip_mode: st.ip_mode.clone(),
+            source_ranges,
+            health_check: service_health_check_path_port(service),
+        };
+        let status = lb.status();
+        tracing::debug!(service = %key, ip = %lb.ingress_ip, hosts = ?lb.hosts, "fake load balancer ensured");
+        st.load_balancers.insert(key, lb);
+        Ok(status)
+    }
+}
+
+#[async_trait]
+impl LoadBalancer for FakeCloud {
+    async fn get_load_balancer(
+        &self,
+        _cluster_name: &str,
+        service: &Service,
+    ) -> Result<Option<LoadBalancerStatus>, CloudError> {
+        let key = service_key(service);
+        self.begin(ops::GET_LOAD_BALANCER, &key).await?;
+        Ok(self
+            .lock()
+            .load_balancers
+            .get(&key)
+            .map(FakeLoadBalancer::status))
+    }
+
+    fn get_load_balancer_name(&self, cluster_name: &str, service: &Service) -> String {
+        lb_name(cluster_name, service)
+    }
+
+    async fn ensure_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<LoadBalancerStatus, CloudError> {
+        self.begin(ops::ENSURE_LOAD_BALANCER, &service_key(service))
+            .await?;
+        self.ensure_locked(cluster_name, service, nodes)
+    }
+
+    async fn update_load_balancer(
+        &self,
+        _cluster_name: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<(), CloudError> {
+        let key = service_key(service);
+        self.begin(ops::UPDATE_LOAD_BALANCER, &key).await?;
+        let hosts = host_names(nodes);
+        let mut st = self.lock();
+        st.lb_calls.push(LoadBalancerCall {
+            op: ops::UPDATE_LOAD_BALANCER.to_owned(),
+            service: key.clone(),
+            hosts: hosts.clone(),
+        });
+        match st.load_balancers.get_mut(&key) {
+            Some(lb) => {
+                lb.hosts = hosts;
+                Ok(())
+            }
+            None => Err(CloudError::provider(
+                format!("updating load balancer hosts for service {key}"),
+                "the load balancer does not exist in the fake cloud; ensure it first",
+            )),
+        }
+    }
+
+    async fn ensure_load_balancer_deleted(
+        &self,
+        _cluster_name: &str,
+        service: &Service,
+    ) -> Result<(), CloudError> {
+        let key = service_key(service);
+        self.begin(ops::ENSURE_LOAD_BALANCER_DELETED, &key).await?;
+        if self.lock().load_balancers.remove(&key).is_some() {
+            tracing::debug!(service = %key, "fake load balancer deleted");
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Routes for FakeCloud {
+    async fn list_routes(&self, cluster_name: &str) -> Result<Vec<Route>, CloudError> {
+        self.begin(ops::LIST_ROUTES, cluster_name).await?;
+        Ok(self.routes_in(cluster_name))
+    }
+
+    async fn create_route(
+        &self,
+        cluster_name: &str,
+        name_hint: &str,
+        route: &Route,
+    ) -> Result<(), CloudError> {
+        let cidr = route.destination_cidr.as_str();
+        self.begin(ops::CREATE_ROUTE, cidr).await?;
+        let context = || format!("creating route to {} for node {}", cidr, route.target_node);
+        if cidr.parse::<ipnet::IpNet>().is_err() {
+            return Err(CloudError::provider(
+                context(),
+                format!("{cidr:?} is not a CIDR"),
+            ));
+        }
+        if route.target_node.is_empty() {
+            return Err(CloudError::provider(
+                context(),
+                "the route has no target node",
+            ));
+        }
+        let mut st = self.lock();
+        let routes = st.routes.entry(cluster_name.to_owned()).or_default();
+        if let Some(existing) = routes.get(cidr) {
+            if existing.target_node == route.target_node {
+                return Ok(());
+            }
+            return Err(CloudError::provider(
+                context(),
+                format!(
+                    "the CIDR is already routed to node {}; delete that route first",
+                    existing.target_node
+                ),
+            ));
+        }
+        let hint = if name_hint.is_empty() {
+            route.target_node.as_str()
+        } else {
+            name_hint
+        };
+        let mut stored = route.clone();
+        stored.name = State::route_name(cluster_name, hint, cidr);
+        stored.blackhole = false;
+        tracing::debug!(cluster = cluster_name, route = %stored.name, node = %stored.target_node, cidr, "fake route created");
+        routes.insert(cidr.to_owned(), stored);
+        Ok(())
+    }
+
+    async fn delete_route(&self, cluster_name: &str, route: &Route) -> Result<(), CloudError> {
+        let cidr = route.destination_cidr.as_str();
+        self.begin(ops::DELETE_ROUTE, cidr).await?;
+        let mut st = self.lock();
+        if let Some(routes) = st.routes.get_mut(cluster_name) {
+            if routes.remove(cidr).is_some() {
+                tracing::debug!(cluster = cluster_name, cidr, "fake route deleted");
+            }
+            if routes.is_empty() {
+                st.routes.remove(cluster_name);
+            }
+        }
+        Ok(())
+    }
+}
