@@ -5,6 +5,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use ccm_core::intercept::Capability;
 use ccm_core::{CloudError, ProviderRegistry, RegistryError, Route, Zone};
 use ipnet::{IpNet, Ipv4Net};
 use k8s_openapi::api::core::v1::{
@@ -23,35 +24,6 @@ pub const DEFAULT_CLUSTER: &str = "kubernetes";
 
 /// The default load-balancer IP pool (TEST-NET-3, documentation addresses).
 pub const DEFAULT_LOAD_BALANCER_IP_POOL: &str = "203.0.113.0/24";
-
-/// A provider capability that can be switched off with [`FakeCloud::set_capability`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Capability {
-    /// [`CloudProvider::load_balancer`](ccm_core::CloudProvider::load_balancer).
-    LoadBalancer,
-    /// [`CloudProvider::instances`](ccm_core::CloudProvider::instances) (the V1 API).
-    Instances,
-    /// [`CloudProvider::instances_v2`](ccm_core::CloudProvider::instances_v2).
-    InstancesV2,
-    /// [`CloudProvider::zones`](ccm_core::CloudProvider::zones).
-    Zones,
-    /// [`CloudProvider::clusters`](ccm_core::CloudProvider::clusters).
-    Clusters,
-    /// [`CloudProvider::routes`](ccm_core::CloudProvider::routes).
-    Routes,
-}
-
-impl Capability {
-    /// Every capability.
-    pub const ALL: [Capability; 6] = [
-        Capability::LoadBalancer,
-        Capability::Instances,
-        Capability::InstancesV2,
-        Capability::Zones,
-        Capability::Clusters,
-        Capability::Routes,
-    ];
-}
 
 /// A port of a fake load balancer, copied from the Service's `spec.ports`.
 #[derive(Debug, Clone, PartialEq, Eq)]

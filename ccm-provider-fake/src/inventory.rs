@@ -18,10 +18,11 @@ use k8s_openapi::api::core::v1::NodeAddress;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::cloud::{Capability, DEFAULT_CLUSTER, FakeCloud, PROVIDER_NAME};
+use crate::cloud::{DEFAULT_CLUSTER, FakeCloud, PROVIDER_NAME};
 use crate::fault::{Fault, InjectedError, Times};
 use crate::instance::FakeInstance;
 use crate::ops;
+use ccm_core::intercept::Capability;
 
 fn yes() -> bool {
     true

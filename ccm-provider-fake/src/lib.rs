@@ -46,9 +46,11 @@ mod inventory;
 pub mod ops;
 mod provider;
 
+/// The provider capabilities (re-exported from ccm-core), switched with [`FakeCloud::set_capability`].
+pub use ccm_core::intercept::Capability;
 pub use cloud::{
-    Capability, DEFAULT_CLUSTER, DEFAULT_LOAD_BALANCER_IP_POOL, FakeCloud, FakeLoadBalancer,
-    FakePort, PROVIDER_NAME,
+    DEFAULT_CLUSTER, DEFAULT_LOAD_BALANCER_IP_POOL, FakeCloud, FakeLoadBalancer, FakePort,
+    PROVIDER_NAME,
 };
 pub use fault::{Call, Fault, InjectedError, LoadBalancerCall, Times};
 pub use instance::FakeInstance;

@@ -4,7 +4,9 @@
 //!
 //! The names of the Go reference fake are kept where it has one (`create`, `update`, `delete`, `list`,
 //! `instance-metadata-by-provider-id`, ...), so tests ported from Go read the same. Operations the Go fake does
-//! not log (`get-load-balancer`, `master`, `initialize`) have names of their own.
+//! not log (`get-load-balancer`, `master`, `initialize`) have names of their own. The names and targets are
+//! those of [`ccm_core::intercept::Operation`] and its `CallInfo`, so call logs, fault injection and
+//! interceptors agree.
 
 /// [`CloudProvider::initialize`](ccm_core::CloudProvider::initialize); target `""`.
 pub const INITIALIZE: &str = "initialize";
@@ -35,11 +37,14 @@ pub const INSTANCE_EXISTS_BY_PROVIDER_ID: &str = "instance-exists-by-provider-id
 /// [`Instances::instance_shutdown_by_provider_id`](ccm_core::Instances::instance_shutdown_by_provider_id);
 /// target = providerID.
 pub const INSTANCE_SHUTDOWN_BY_PROVIDER_ID: &str = "instance-shutdown-by-provider-id";
-/// [`InstancesV2::instance_exists`](ccm_core::InstancesV2::instance_exists); target = node name.
+/// [`InstancesV2::instance_exists`](ccm_core::InstancesV2::instance_exists); target = the node's providerID, or its
+/// name if it has none.
 pub const INSTANCE_EXISTS: &str = "instance-exists";
-/// [`InstancesV2::instance_shutdown`](ccm_core::InstancesV2::instance_shutdown); target = node name.
+/// [`InstancesV2::instance_shutdown`](ccm_core::InstancesV2::instance_shutdown); target = the node's providerID, or
+/// its name if it has none.
 pub const INSTANCE_SHUTDOWN: &str = "instance-shutdown";
-/// [`InstancesV2::instance_metadata`](ccm_core::InstancesV2::instance_metadata); target = node name.
+/// [`InstancesV2::instance_metadata`](ccm_core::InstancesV2::instance_metadata); target = the node's providerID,
+/// or its name if it has none.
 pub const INSTANCE_METADATA: &str = "instance-metadata-by-provider-id";
 /// [`Zones::get_zone`](ccm_core::Zones::get_zone); target `""`.
 pub const GET_ZONE: &str = "get-zone";

@@ -8,13 +8,14 @@ use ccm_core::helpers::{
     default_load_balancer_name, load_balancer_source_ranges, node_name, node_provider_id,
     service_health_check_path_port, service_key,
 };
+use ccm_core::intercept::Capability;
 use ccm_core::{
     CloudError, CloudProvider, Clusters, InitializeContext, InstanceMetadata, Instances,
     InstancesV2, LoadBalancer, Route, Routes, Zone, Zones,
 };
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service};
 
-use crate::cloud::{Capability, FakeCloud, FakeLoadBalancer, FakePort, State, sorted_unique};
+use crate::cloud::{FakeCloud, FakeLoadBalancer, FakePort, State, sorted_unique};
 use crate::fault::LoadBalancerCall;
 use crate::instance::FakeInstance;
 use crate::ops;
@@ -113,7 +114,7 @@ impl CloudProvider for FakeCloud {
 #[async_trait]
 impl InstancesV2 for FakeCloud {
     async fn instance_exists(&self, node: &Node) -> Result<bool, CloudError> {
-        self.begin(ops::INSTANCE_EXISTS, node_name(node)).await?;
+        self.begin(ops::INSTANCE_EXISTS, node_target(node)).await?;
         let st = self.lock();
         Ok(st
             .by_node(node_name(node), node_provider_id(node))
@@ -121,12 +122,14 @@ impl InstancesV2 for FakeCloud {
     }
 
     async fn instance_shutdown(&self, node: &Node) -> Result<bool, CloudError> {
-        self.begin(ops::INSTANCE_SHUTDOWN, node_name(node)).await?;
+        self.begin(ops::INSTANCE_SHUTDOWN, node_target(node))
+            .await?;
         self.with_node(node, |i, _| i.shutdown)
     }
 
     async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError> {
-        self.begin(ops::INSTANCE_METADATA, node_name(node)).await?;
+        self.begin(ops::INSTANCE_METADATA, node_target(node))
+            .await?;
         self.with_node(node, |i, provider| {
             (!i.no_metadata).then(|| i.metadata(provider))
         })
@@ -241,6 +244,12 @@ impl Clusters for FakeCloud {
 
 /// The load-balancer name of a Service: the Go default name, or `<cluster>-<namespace>-<name>` when the
 /// Service has no UID (the default name would then be just `"a"`).
+/// The call-log target of a Node (as ccm-core's interceptors name it): its providerID, else its name.
+fn node_target(node: &Node) -> &str {
+    let id = node_provider_id(node);
+    if id.is_empty() { node_name(node) } else { id }
+}
+
 fn lb_name(cluster_name: &str, service: &Service) -> String {
     if service
         .metadata
