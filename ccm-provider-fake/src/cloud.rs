@@ -348,7 +348,7 @@ impl FakeCloud {
     }
 
     /// Every instance, by node name, with providerIDs resolved.
-    pub fn instances(&self) -> Vec<FakeInstance> {
+    pub fn all_instances(&self) -> Vec<FakeInstance> {
         let st = self.lock();
         st.instances
             .values()

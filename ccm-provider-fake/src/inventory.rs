@@ -37,7 +37,7 @@ fn yes() -> bool {
 /// let inventory = Inventory::from_yaml_str(yaml, "inventory.yaml").unwrap();
 /// assert_eq!(inventory.instances[0].name, "node-a");
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 #[schemars(
     title = "Fake cloud inventory",
@@ -84,6 +84,26 @@ pub struct Inventory {
     /// Errors injected into operations.
     #[serde(default)]
     pub faults: Vec<FaultSpec>,
+}
+
+impl Default for Inventory {
+    /// An empty cloud: what an empty document means.
+    fn default() -> Self {
+        Inventory {
+            provider_name: None,
+            capabilities: CapabilitiesSpec::default(),
+            load_balancer_ip_pool: None,
+            load_balancer_ip_mode: None,
+            has_cluster_id: true,
+            clusters: Vec::new(),
+            local_zone: None,
+            instances: Vec::new(),
+            routes: Vec::new(),
+            default_latency: None,
+            latency: BTreeMap::new(),
+            faults: Vec::new(),
+        }
+    }
 }
 
 /// Which capabilities the provider offers.
@@ -505,6 +525,31 @@ fn location(err: &serde_saphyr::Error) -> Option<Position> {
         })
 }
 
+/// `message` without a trailing ` at line N, column M` (the position is shown separately).
+fn without_location(message: &str) -> String {
+    if let Some((head, tail)) = message.rsplit_once(" at line ") {
+        let mut parts = tail.splitn(2, ", column ");
+        let numeric = |s: Option<&str>| {
+            s.is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+        };
+        if numeric(parts.next()) && numeric(parts.next()) {
+            return head.to_owned();
+        }
+    }
+    message.to_owned()
+}
+
+/// The parser's message in the words of the inventory format, without its position.
+fn humanize(message: &str) -> String {
+    let message = without_location(message);
+    match message.as_str() {
+        "expected sequence start" => "expected a list".to_owned(),
+        "expected mapping start" => "expected a mapping of keys to values".to_owned(),
+        "invalid boolean" => "expected true or false".to_owned(),
+        _ => message,
+    }
+}
+
 /// Turn a deserialization error at `path` into an [`InventoryError`].
 fn classify(file: &str, path: String, err: &serde_saphyr::Error) -> InventoryError {
     let at = location(err);
@@ -547,7 +592,12 @@ fn classify(file: &str, path: String, err: &serde_saphyr::Error) -> InventoryErr
         } => InventoryError::WrongType {
             file,
             path,
-            message: format!("expected {expected}, found {unexpected}"),
+            message: match expected.as_str() {
+                "a duration" => {
+                    format!("expected a duration such as 250ms or 2s, found {unexpected}")
+                }
+                _ => format!("expected {expected}, found {unexpected}"),
+            },
             at,
         },
         serde_saphyr::Error::SerdeUnknownVariant {
@@ -567,16 +617,22 @@ fn classify(file: &str, path: String, err: &serde_saphyr::Error) -> InventoryErr
             message: format!("missing required field {field:?}"),
             at,
         },
+        serde_saphyr::Error::MultipleDocuments { .. } => InventoryError::Syntax {
+            file,
+            at,
+            message: "the inventory must be a single YAML document; remove the extra `---` section"
+                .to_owned(),
+        },
         other if path != ROOT => InventoryError::WrongType {
             file,
             path,
-            message: other.to_string(),
+            message: humanize(&other.to_string()),
             at,
         },
         other => InventoryError::Syntax {
             file,
             at,
-            message: other.to_string(),
+            message: humanize(&other.to_string()),
         },
     }
 }
@@ -591,14 +647,16 @@ impl Inventory {
         }
         let mut options = serde_saphyr::Options::default();
         options.with_snippet = false;
+        // serde_path_to_error knows where a deserialization error happened; hand the inner error back to the
+        // parser (so it stops cleanly) and keep the path aside.
+        let mut failed_at: Option<String> = None;
         let parsed = serde_saphyr::with_deserializer_from_str_with_options(yaml, options, |de| {
-            Ok(serde_path_to_error::deserialize::<_, Inventory>(de))
+            serde_path_to_error::deserialize::<_, Inventory>(de).map_err(|err| {
+                failed_at = Some(err.path().to_string());
+                err.into_inner()
+            })
         });
-        match parsed {
-            Ok(Ok(inventory)) => Ok(inventory),
-            Ok(Err(err)) => Err(classify(origin, err.path().to_string(), err.inner())),
-            Err(err) => Err(classify(origin, String::new(), &err)),
-        }
+        parsed.map_err(|err| classify(origin, failed_at.unwrap_or_default(), &err))
     }
 
     /// The JSON schema of the inventory format (draft 2020-12), pretty-printed with a final newline: the
