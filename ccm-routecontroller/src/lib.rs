@@ -1,1 +1,80 @@
-//! Kubernetes cloud controller manager: ccm-routecontroller.
+//! # ccm-routecontroller
+//!
+//! The route controller of a Kubernetes cloud controller manager (Go: `k8s.io/cloud-provider/controllers/route`,
+//! controller name `node-route-controller`, alias `route`):
+//!
+//! - keeps one cloud route per Node and pod CIDR (`spec.podCIDRs`, or `spec.podCIDR`), created with the Node's UID
+//!   as the name hint;
+//! - deletes routes inside the cluster CIDRs (`--cluster-cidr`) that are blackholes or belong to no Node's pod
+//!   CIDR, and never touches routes outside them;
+//! - sets each Node's `NetworkUnavailable` condition: `False`/`RouteCreated` when all its routes exist,
+//!   `True`/`NoRouteCreated` otherwise;
+//! - emits Warning `FailedToCreateRoute` events on Nodes (component `route_controller`) and counts passes in
+//!   `route_controller_route_sync_total`.
+//!
+//! Unlike the Go default, which lists every route from the cloud every 10 s forever, the default
+//! [`RouteSyncMode::EventDriven`] reconciles only when Nodes change (coalesced to at most one pass per
+//! `route_reconciliation_period`), retries failures with backoff, and repairs drift with a slow full resync. The
+//! Go behaviour stays available as [`RouteSyncMode::Periodic`]. See `docs/route-controller.md`.
+//!
+//! The decisions are pure functions in [`plan`] (what to delete, create and write) and [`filter`] (which Node
+//! changes matter); [`schedule`] decides when passes run; [`RouteController`] does the I/O.
+//!
+//! ```no_run
+//! use ccm_routecontroller::{Config, descriptor};
+//!
+//! // In a CCM binary: register the descriptor with the runtime, which calls its init function.
+//! let route = descriptor(Config::default().with_cluster_cidr("10.244.0.0/16"));
+//! assert_eq!(route.name, "node-route-controller");
+//! ```
+
+pub mod config;
+mod controller;
+pub mod error;
+pub mod filter;
+pub mod metrics;
+pub mod plan;
+pub mod schedule;
+
+use ccm_core::names;
+use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
+
+pub use config::{Config, RouteSyncMode, parse_cluster_cidrs};
+pub use controller::{PassReport, RouteController};
+pub use error::Error;
+pub use plan::{RoutePlan, plan};
+
+/// The controller descriptor for the runtime: name `node-route-controller`, alias `route`.
+///
+/// Its init function returns `Ok(None)` (logged) when `configure_cloud_routes` is false or the provider does not
+/// support routes, an error when the configuration is invalid (for example an empty or malformed
+/// `cluster_cidr`), and the controller otherwise.
+///
+/// ```no_run
+/// use ccm_routecontroller::{Config, RouteSyncMode, descriptor};
+///
+/// let d = descriptor(Config::default().with_cluster_cidr("10.244.0.0/16").with_sync_mode(RouteSyncMode::Periodic));
+/// assert_eq!(d.short_name(), "route");
+/// ```
+pub fn descriptor(config: Config) -> ControllerDescriptor {
+    ControllerDescriptor::new(names::controllers::NODE_ROUTE, move |ctx: &ControllerContext| {
+        if !config.configure_cloud_routes {
+            tracing::info!(
+                configure_cloud_routes = false,
+                "will not configure cloud provider routes"
+            );
+            return Ok(None);
+        }
+        if ctx.provider.routes().is_none() {
+            tracing::warn!(
+                provider = ctx.provider.provider_name(),
+                "--configure-cloud-routes is set, but the cloud provider does not support routes; \
+                 will not configure cloud provider routes"
+            );
+            return Ok(None);
+        }
+        let controller = RouteController::new(ctx, config.clone())?;
+        Ok(Some(Box::new(controller) as Box<dyn Controller>))
+    })
+    .with_aliases(&[names::controllers::NODE_ROUTE_ALIAS])
+}

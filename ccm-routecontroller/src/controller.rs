@@ -1,0 +1,482 @@
+//! The running route controller: the cloud and Kubernetes calls around [`plan`](crate::plan::plan).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use ccm_core::names;
+use ccm_core::runtime::controller::{Controller, ControllerContext};
+use ccm_core::runtime::events::EventRecorder;
+use ccm_core::runtime::informer::Informer;
+use ccm_core::{BoxError, Routes};
+use futures::StreamExt;
+use futures::future::join_all;
+use ipnet::IpNet;
+use k8s_openapi::api::core::v1::{Node, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, RouteSyncMode};
+use crate::error::Error;
+use crate::filter::event_needs_reconcile;
+use crate::metrics::RouteMetrics;
+use crate::plan::{ConditionWrite, RouteCreate, RouteDelete, RoutePlan, plan};
+use crate::schedule::Scheduler;
+
+/// How many `NetworkUnavailable` patches run at once.
+const CONDITION_WRITE_CONCURRENCY: usize = 16;
+
+/// What one pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PassReport {
+    /// Routes the cloud listed.
+    pub routes_listed: usize,
+    /// Routes deleted.
+    pub deleted: usize,
+    /// Route deletions that failed.
+    pub failed_deletes: usize,
+    /// Routes created.
+    pub created: usize,
+    /// Route creations that failed (each also produced a `FailedToCreateRoute` event on its Node).
+    pub failed_creates: usize,
+    /// `NetworkUnavailable` conditions written.
+    pub conditions_written: usize,
+    /// `NetworkUnavailable` condition writes that failed.
+    pub failed_conditions: usize,
+}
+
+impl PassReport {
+    /// True if every operation of the pass succeeded.
+    pub fn is_complete(&self) -> bool {
+        self.failed_deletes == 0 && self.failed_creates == 0 && self.failed_conditions == 0
+    }
+
+    /// `Ok(self)` if complete, else [`Error::Incomplete`].
+    pub fn into_result(self) -> Result<Self, Error> {
+        if self.is_complete() {
+            Ok(self)
+        } else {
+            Err(Error::Incomplete {
+                failed_deletes: self.failed_deletes,
+                failed_creates: self.failed_creates,
+                failed_conditions: self.failed_conditions,
+            })
+        }
+    }
+}
+
+/// The route controller (Go: `controllers/route.RouteController`): keeps one cloud route per Node and pod CIDR,
+/// deletes stale routes inside the cluster CIDRs, and maintains the Nodes' `NetworkUnavailable` condition.
+///
+/// Build it with [`RouteController::new`] (or through [`descriptor`](crate::descriptor) in a CCM binary) and run it
+/// with [`Controller::run`]. [`RouteController::reconcile`] runs a single pass.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use ccm_core::runtime::controller::{Controller, ControllerContext};
+/// use ccm_core::runtime::informer::{InformerScope, SharedInformers};
+/// use ccm_core::runtime::metrics::SharedRegistry;
+/// use ccm_routecontroller::{Config, RouteController};
+/// use tokio_util::sync::CancellationToken;
+///
+/// # async fn demo(client: kube::Client, provider: Arc<dyn ccm_core::CloudProvider>) -> Result<(), Box<dyn std::error::Error>> {
+/// let informers = SharedInformers::new(client.clone(), &InformerScope::all());
+/// let ctx = ControllerContext::new(client, provider, informers.clone(), SharedRegistry::new(), "kubernetes");
+/// let controller = RouteController::new(&ctx, Config::default().with_cluster_cidr("10.244.0.0/16"))?;
+/// let shutdown = CancellationToken::new();
+/// tokio::spawn(informers.run(shutdown.clone()));
+/// Box::new(controller).run(shutdown).await?;
+/// # Ok(()) }
+/// ```
+pub struct RouteController {
+    client: kube::Client,
+    routes: Arc<dyn Routes>,
+    nodes: Informer<Node>,
+    cluster_name: String,
+    cluster_cidrs: Vec<IpNet>,
+    config: Config,
+    recorder: EventRecorder,
+    metrics: RouteMetrics,
+    scheduler: Scheduler,
+}
+
+impl std::fmt::Debug for RouteController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RouteController")
+            .field("cluster_name", &self.cluster_name)
+            .field("cluster_cidrs", &self.cluster_cidrs)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RouteController {
+    /// A route controller for the context's provider, Node informer and cluster name.
+    ///
+    /// Errors: the provider does not support routes, or `config` is invalid (see [`Config::validate`]; notably
+    /// an empty or invalid `cluster_cidr`). `configure_cloud_routes` is not consulted here (that is the
+    /// descriptor's job). Registers the metrics into `ctx.metrics`.
+    pub fn new(ctx: &ControllerContext, config: Config) -> Result<Self, Error> {
+        let routes = ctx
+            .provider
+            .routes()
+            .ok_or_else(|| Error::RoutesNotSupported {
+                provider: ctx.provider.provider_name().to_owned(),
+            })?;
+        let cluster_cidrs = config.validate()?;
+        let scheduler = Scheduler::new(
+            config.sync_mode,
+            config.route_reconciliation_period,
+            config.max_retry_backoff,
+            Some(&ctx.workqueue_metrics),
+        );
+        Ok(RouteController {
+            client: ctx.client.clone(),
+            routes,
+            nodes: ctx.informers.nodes().clone(),
+            cluster_name: ctx.cluster_name.clone(),
+            cluster_cidrs,
+            recorder: ctx.recorder(names::components::ROUTE_CONTROLLER),
+            metrics: RouteMetrics::register(&ctx.metrics),
+            scheduler,
+            config,
+        })
+    }
+
+    /// The parsed cluster CIDRs.
+    pub fn cluster_cidrs(&self) -> &[IpNet] {
+        &self.cluster_cidrs
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The controller's metrics.
+    pub fn metrics(&self) -> &RouteMetrics {
+        &self.metrics
+    }
+
+    /// Run one pass now (Go: `reconcileNodeRoutes`): list the cloud's routes, compare them with the Nodes in the
+    /// informer cache, delete and create routes, and write the `NetworkUnavailable` conditions.
+    ///
+    /// Returns an error only if the routes cannot be listed; failures of single operations are counted in the
+    /// report (see [`PassReport::is_complete`]).
+    pub async fn reconcile(&self) -> Result<PassReport, Error> {
+        self.metrics.sync_started();
+        let listed = self.routes.list_routes(&self.cluster_name).await;
+        self.metrics.operation("list", listed.is_ok());
+        let routes = listed.map_err(|source| Error::ListRoutes {
+            cluster: self.cluster_name.clone(),
+            source,
+        })?;
+        let nodes = self.nodes.store().list();
+        let plan = plan(&nodes, &routes, &self.cluster_cidrs);
+        for route in &plan.unparsable {
+            tracing::warn!(
+                route = %route.name,
+                cidr = %route.destination_cidr,
+                "ignoring route with an unparsable destination CIDR"
+            );
+        }
+        tracing::debug!(
+            nodes = nodes.len(),
+            routes = routes.len(),
+            deletes = plan.deletes.len(),
+            creates = plan.creates.len(),
+            "route pass planned"
+        );
+        let mut report = PassReport {
+            routes_listed: routes.len(),
+            ..Default::default()
+        };
+        let failed_creates = self.execute(&plan, &mut report).await;
+        self.write_conditions(&plan, &failed_creates, &mut report)
+            .await;
+        Ok(report)
+    }
+
+    /// Delete and create routes with at most `max_concurrent_route_operations` calls in flight. Creates marked
+    /// `after_deletes` start once every delete has finished; the others run alongside the deletes. Returns the
+    /// `(node, cidr)` creates that failed.
+    async fn execute(
+        &self,
+        plan: &RoutePlan,
+        report: &mut PassReport,
+    ) -> HashSet<(String, String)> {
+        if plan.is_noop() {
+            return HashSet::new();
+        }
+        let limit = Semaphore::new(self.config.max_concurrent_route_operations);
+        let (late, early): (Vec<&RouteCreate>, Vec<&RouteCreate>) =
+            plan.creates.iter().partition(|c| c.after_deletes);
+        let deletes_then_late = async {
+            let deletes = join_all(plan.deletes.iter().map(|d| self.delete_route(&limit, d))).await;
+            let late = join_all(late.iter().map(|c| self.create_route(&limit, c))).await;
+            (deletes, late)
+        };
+        let early_creates = join_all(early.iter().map(|c| self.create_route(&limit, c)));
+        let ((deletes, late_results), early_results) =
+            tokio::join!(deletes_then_late, early_creates);
+
+        report.deleted = deletes.iter().filter(|ok| **ok).count();
+        report.failed_deletes = deletes.len() - report.deleted;
+        let mut failed = HashSet::new();
+        for (create, ok) in late
+            .iter()
+            .zip(&late_results)
+            .chain(early.iter().zip(&early_results))
+        {
+            if *ok {
+                report.created += 1;
+            } else {
+                report.failed_creates += 1;
+                failed.insert((
+                    create.node_name.clone(),
+                    create.route.destination_cidr.clone(),
+                ));
+            }
+        }
+        failed
+    }
+
+    async fn delete_route(&self, limit: &Semaphore, delete: &RouteDelete) -> bool {
+        let route = &delete.route;
+        let start = Instant::now();
+        let result = {
+            let _permit = limit.acquire().await;
+            self.routes.delete_route(&self.cluster_name, route).await
+        };
+        self.metrics.operation("delete", result.is_ok());
+        match result {
+            Ok(()) => {
+                tracing::info!(
+                    route = %route.name,
+                    node = %route.target_node,
+                    cidr = %route.destination_cidr,
+                    reason = ?delete.reason,
+                    elapsed = ?start.elapsed(),
+                    "deleted route"
+                );
+                true
+            }
+            Err(error) => {
+                tracing::error!(
+                    route = %route.name,
+                    node = %route.target_node,
+                    cidr = %route.destination_cidr,
+                    reason = ?delete.reason,
+                    elapsed = ?start.elapsed(),
+                    %error,
+                    "could not delete route"
+                );
+                false
+            }
+        }
+    }
+
+    async fn create_route(&self, limit: &Semaphore, create: &RouteCreate) -> bool {
+        let start = Instant::now();
+        let result = {
+            let _permit = limit.acquire().await;
+            tracing::info!(
+                node = %create.node_name,
+                cidr = %create.route.destination_cidr,
+                name_hint = %create.name_hint,
+                action = ?create.action,
+                throttled = ?start.elapsed(),
+                "creating route"
+            );
+            self.routes
+                .create_route(&self.cluster_name, &create.name_hint, &create.route)
+                .await
+        };
+        self.metrics.operation("create", result.is_ok());
+        match result {
+            Ok(()) => {
+                tracing::info!(
+                    node = %create.node_name,
+                    cidr = %create.route.destination_cidr,
+                    name_hint = %create.name_hint,
+                    elapsed = ?start.elapsed(),
+                    "created route"
+                );
+                true
+            }
+            Err(error) => {
+                let note = format!(
+                    "Could not create route {} {} for node {} after {:?}: {}",
+                    create.name_hint,
+                    create.route.destination_cidr,
+                    create.node_name,
+                    start.elapsed(),
+                    error
+                );
+                self.recorder
+                    .warning(
+                        &node_reference(&create.node_name, &create.name_hint),
+                        names::events::FAILED_TO_CREATE_ROUTE,
+                        note,
+                    )
+                    .await;
+                false
+            }
+        }
+    }
+
+    async fn write_conditions(
+        &self,
+        plan: &RoutePlan,
+        failed_creates: &HashSet<(String, String)>,
+        report: &mut PassReport,
+    ) {
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let writes = plan.condition_writes(failed_creates, &now);
+        let results: Vec<Result<(), Error>> = futures::stream::iter(writes)
+            .map(|write| self.write_condition(write))
+            .buffer_unordered(CONDITION_WRITE_CONCURRENCY)
+            .collect()
+            .await;
+        for result in results {
+            match result {
+                Ok(()) => report.conditions_written += 1,
+                Err(error) => {
+                    tracing::error!(%error, "could not update the NetworkUnavailable condition");
+                    report.failed_conditions += 1;
+                }
+            }
+        }
+    }
+
+    /// Merge the condition into `status.conditions` with a strategic merge patch on the status subresource.
+    ///
+    /// `NodeStatus.conditions` is a list keyed by `type` (patch strategy `merge`), so the API server replaces
+    /// only the `NetworkUnavailable` entry: the kubelet's conditions are never overwritten, and no
+    /// resourceVersion is needed (no conflicts with the kubelet's frequent heartbeats). This is the same write as
+    /// Go's `SetNodeCondition`.
+    async fn write_condition(&self, write: ConditionWrite) -> Result<(), Error> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let params = PatchParams {
+            field_manager: Some(names::controllers::ROUTE_CONTROLLER_CLIENT.to_owned()),
+            ..PatchParams::default()
+        };
+        let body = serde_json::json!({ "status": { "conditions": [write.condition] } });
+        match api
+            .patch_status(&write.node_name, &params, &Patch::Strategic(body))
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(
+                    node = %write.node_name,
+                    status = %write.condition.status,
+                    reason = write.condition.reason.as_deref().unwrap_or_default(),
+                    "updated NetworkUnavailable condition"
+                );
+                Ok(())
+            }
+            Err(kube::Error::Api(status)) if status.is_not_found() => {
+                tracing::debug!(node = %write.node_name, "node is gone; condition not written");
+                Ok(())
+            }
+            Err(source) => Err(Error::PatchCondition {
+                node: write.node_name,
+                source: Box::new(source),
+            }),
+        }
+    }
+
+    /// One scheduled pass: true if it fully succeeded.
+    async fn scheduled_pass(&self) -> bool {
+        let start = Instant::now();
+        match self.reconcile().await.and_then(PassReport::into_result) {
+            Ok(report) => {
+                tracing::debug!(?report, elapsed = ?start.elapsed(), "route pass finished");
+                true
+            }
+            Err(error) => {
+                tracing::warn!(%error, elapsed = ?start.elapsed(), "could not reconcile node routes");
+                false
+            }
+        }
+    }
+
+    async fn watch_nodes(
+        &self,
+        mut events: ccm_core::runtime::informer::Subscription<Node>,
+        shutdown: CancellationToken,
+    ) {
+        loop {
+            let event = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                event = events.recv() => event,
+            };
+            match event {
+                Some(event) => {
+                    if event_needs_reconcile(&event) {
+                        self.scheduler.trigger();
+                    }
+                }
+                None => return,
+            }
+        }
+    }
+}
+
+fn node_reference(name: &str, uid: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".to_owned()),
+        kind: Some("Node".to_owned()),
+        name: Some(name.to_owned()),
+        uid: (!uid.is_empty()).then(|| uid.to_owned()),
+        ..Default::default()
+    }
+}
+
+#[async_trait]
+impl Controller for RouteController {
+    async fn run(self: Box<Self>, shutdown: CancellationToken) -> Result<(), BoxError> {
+        let (mode, resync) = match self.config.sync_mode {
+            RouteSyncMode::Periodic => ("periodic", None),
+            RouteSyncMode::EventDriven { resync } => ("event-driven", Some(resync)),
+        };
+        tracing::info!(
+            mode,
+            period = ?self.config.route_reconciliation_period,
+            resync = ?resync,
+            cluster_cidrs = ?self.cluster_cidrs,
+            cluster = %self.cluster_name,
+            "starting route controller"
+        );
+        // Subscribe before waiting for the cache, so no change between the initial list and the first pass is
+        // missed.
+        let events = self.nodes.subscribe();
+        tokio::select! {
+            _ = shutdown.cancelled() => {
+                tracing::info!("route controller stopped before the node cache synced");
+                return Ok(());
+            }
+            _ = self.nodes.wait_synced() => {}
+        }
+        let this = &*self;
+        let passes = this
+            .scheduler
+            .run(shutdown.clone(), || this.scheduled_pass());
+        match self.config.sync_mode {
+            RouteSyncMode::Periodic => {
+                drop(events);
+                passes.await;
+            }
+            RouteSyncMode::EventDriven { .. } => {
+                tokio::join!(passes, this.watch_nodes(events, shutdown.clone()));
+            }
+        }
+        tracing::info!("shutting down route controller");
+        Ok(())
+    }
+}
