@@ -1,0 +1,359 @@
+//! The `doctor` command line: [`DoctorArgs`] (a `clap::Args` to embed as a subcommand) and [`run`].
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use ccm_core::names;
+
+use crate::cluster::{DEFAULT_NAMESPACE, DoctorError, DoctorOptions, connect, diagnose_cluster};
+use crate::duration::parse_duration_arg;
+use crate::manifest::{WorkloadFilter, lint_manifest_file};
+use crate::report::{EXIT_DOCTOR_FAILED, Report};
+use crate::selector::{LabelSelector, parse_selector_arg};
+
+/// How to print the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// For people.
+    #[default]
+    Text,
+    /// For tools (see `docs/doctor.md` for the schema).
+    Json,
+}
+
+/// Diagnose why nodes stay uninitialized or the cloud controller manager cannot start (the "chicken and egg"
+/// problem), in a live cluster or, with `--manifest`, in a Deployment or DaemonSet manifest.
+///
+/// Exit status: 0 healthy, 1 warnings, 2 errors, 3 the doctor could not run.
+///
+/// ```
+/// use clap::Parser;
+/// use ccm_doctor::DoctorArgs;
+///
+/// #[derive(Parser)]
+/// struct Cli {
+///     #[command(flatten)]
+///     doctor: DoctorArgs,
+/// }
+///
+/// let cli = Cli::parse_from(["doctor", "--uninitialized-threshold", "5m", "--output", "json"]);
+/// assert_eq!(cli.doctor.uninitialized_threshold.as_secs(), 300);
+/// ```
+#[derive(Debug, Clone, clap::Args)]
+pub struct DoctorArgs {
+    /// The kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+
+    /// Lint this Deployment or DaemonSet manifest (YAML, several documents allowed; `-` reads standard input)
+    /// instead of examining a cluster.
+    #[arg(long, value_name = "FILE")]
+    pub manifest: Option<PathBuf>,
+
+    /// The CCM's namespace.
+    #[arg(long, short = 'n', value_name = "NAMESPACE", default_value = DEFAULT_NAMESPACE)]
+    pub namespace: String,
+
+    /// The name of the CCM Deployment or DaemonSet. Without this and --workload-selector the doctor looks for
+    /// the name `cloud-controller-manager` and the label `k8s-app=cloud-controller-manager`; in lint mode it
+    /// checks every Deployment and DaemonSet of the manifest.
+    #[arg(long, value_name = "NAME")]
+    pub workload: Option<String>,
+
+    /// A label selector for the CCM Deployment or DaemonSet (its pods are found by its own selector and by
+    /// this one).
+    #[arg(long, value_name = "SELECTOR", value_parser = parse_selector_arg)]
+    pub workload_selector: Option<LabelSelector>,
+
+    /// Only examine the nodes with these labels.
+    #[arg(long, value_name = "SELECTOR", value_parser = parse_selector_arg)]
+    pub node_selector: Option<LabelSelector>,
+
+    /// A label selector for the CNI's pods (default: the pods of the DaemonSets calico-node, canal, cilium,
+    /// kube-flannel-ds, flannel, weave-net, kube-router and antrea-agent).
+    #[arg(long, value_name = "SELECTOR", value_parser = parse_selector_arg)]
+    pub cni_selector: Option<LabelSelector>,
+
+    /// Look for the CNI only in this namespace (default: all namespaces).
+    #[arg(long, value_name = "NAMESPACE")]
+    pub cni_namespace: Option<String>,
+
+    /// The namespace of the leader-election Lease.
+    #[arg(long, value_name = "NAMESPACE", default_value = names::lease::NAMESPACE)]
+    pub lease_namespace: String,
+
+    /// The name of the leader-election Lease.
+    #[arg(long, value_name = "NAME", default_value = names::lease::NAME)]
+    pub lease_name: String,
+
+    /// How long a node may carry the uninitialized taint before it is an error (Go duration: 90s, 2m, 1h).
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration_arg)]
+    pub uninitialized_threshold: Duration,
+
+    /// How long a live run may take (Go duration).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration_arg)]
+    pub timeout: Duration,
+
+    /// The output format.
+    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+}
+
+impl DoctorArgs {
+    /// The live-run options these flags describe.
+    pub fn options(&self) -> DoctorOptions {
+        DoctorOptions {
+            namespace: self.namespace.clone(),
+            workload: self.workload.clone(),
+            workload_selector: self.workload_selector.clone(),
+            node_selector: self.node_selector.clone(),
+            cni_selector: self.cni_selector.clone(),
+            cni_namespace: self.cni_namespace.clone(),
+            lease_namespace: self.lease_namespace.clone(),
+            lease_name: self.lease_name.clone(),
+            uninitialized_threshold: self.uninitialized_threshold,
+            timeout: self.timeout,
+        }
+    }
+
+    /// The lint-mode filter these flags describe.
+    pub fn workload_filter(&self) -> WorkloadFilter {
+        WorkloadFilter {
+            name: self.workload.clone(),
+            selector: self.workload_selector.clone(),
+        }
+    }
+
+    /// Render `report` in the chosen format.
+    pub fn render(&self, report: &Report) -> String {
+        match self.output {
+            OutputFormat::Text => report.render_text(),
+            OutputFormat::Json => {
+                let mut json = report.render_json();
+                json.push('\n');
+                json
+            }
+        }
+    }
+
+    /// Render a failure of the doctor itself in the chosen format (JSON: `{"status": "failed", "error": ...}`).
+    pub fn render_failure(&self, error: &DoctorError) -> String {
+        match self.output {
+            OutputFormat::Text => format!("ccm doctor: {error}\n"),
+            OutputFormat::Json => {
+                let value = serde_json::json!({
+                    "status": "failed",
+                    "exitCode": EXIT_DOCTOR_FAILED,
+                    "error": error.to_string(),
+                });
+                format!("{value:#}\n")
+            }
+        }
+    }
+}
+
+/// Lint the manifest (with `--manifest`) or examine the cluster, and return the report.
+///
+/// # Errors
+/// [`DoctorError`] when the manifest or the cluster cannot be read.
+pub async fn execute(args: &DoctorArgs) -> Result<Report, DoctorError> {
+    if let Some(path) = &args.manifest {
+        return Ok(lint_manifest_file(path, &args.workload_filter())?);
+    }
+    let options = args.options();
+    let (client, server) = tokio::time::timeout(
+        options.timeout,
+        connect(args.kubeconfig.as_deref(), args.context.as_deref()),
+    )
+    .await
+    .map_err(|_| DoctorError::Timeout {
+        server: "(kubeconfig)".to_owned(),
+        timeout: options.timeout,
+    })??;
+    diagnose_cluster(client, &server, &options).await
+}
+
+/// The `doctor` command: run [`execute`], print the report on standard output (or the failure: on standard
+/// error for text, on standard output for JSON) and return the exit status (0 healthy, 1 warnings, 2 errors, 3
+/// the doctor could not run).
+///
+/// ```no_run
+/// use clap::Parser;
+///
+/// #[derive(Parser)]
+/// enum Command {
+///     /// Diagnose node initialization problems.
+///     Doctor(ccm_doctor::DoctorArgs),
+/// }
+///
+/// #[tokio::main]
+/// async fn main() -> std::process::ExitCode {
+///     match Command::parse() {
+///         Command::Doctor(args) => ccm_doctor::run(args).await,
+///     }
+/// }
+/// ```
+pub async fn run(args: DoctorArgs) -> ExitCode {
+    match execute(&args).await {
+        Ok(report) => {
+            print!("{}", args.render(&report));
+            report.process_exit_code()
+        }
+        Err(error) => {
+            let text = args.render_failure(&error);
+            match args.output {
+                OutputFormat::Text => eprint!("{text}"),
+                OutputFormat::Json => print!("{text}"),
+            }
+            ExitCode::from(EXIT_DOCTOR_FAILED)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    struct Cli {
+        #[command(flatten)]
+        doctor: DoctorArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<DoctorArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("doctor").chain(args.iter().copied())).map(|c| c.doctor)
+    }
+
+    #[test]
+    fn defaults() {
+        let args = parse(&[]).unwrap();
+        let options = args.options();
+        assert_eq!(options, DoctorOptions::default());
+        assert_eq!(options.namespace, "kube-system");
+        assert_eq!(options.lease_namespace, names::lease::NAMESPACE);
+        assert_eq!(options.lease_name, names::lease::NAME);
+        assert_eq!(options.uninitialized_threshold, Duration::from_secs(120));
+        assert_eq!(options.timeout, Duration::from_secs(30));
+        assert_eq!(args.output, OutputFormat::Text);
+        assert!(args.workload_filter().is_empty());
+        let (name, selector) = options.effective_workload_query();
+        assert_eq!(name.as_deref(), Some("cloud-controller-manager"));
+        assert_eq!(
+            selector.map(|s| s.to_string()).as_deref(),
+            Some("k8s-app=cloud-controller-manager")
+        );
+    }
+
+    #[test]
+    fn every_flag() {
+        let args = parse(&[
+            "--kubeconfig",
+            "/tmp/kc",
+            "--context",
+            "prod",
+            "-n",
+            "ccm",
+            "--workload",
+            "my-ccm",
+            "--workload-selector",
+            "app=ccm",
+            "--node-selector",
+            "pool=a",
+            "--cni-selector",
+            "k8s-app=calico-node",
+            "--cni-namespace",
+            "calico-system",
+            "--lease-namespace",
+            "ccm",
+            "--lease-name",
+            "lock",
+            "--uninitialized-threshold",
+            "0s",
+            "--timeout",
+            "1m30s",
+            "-o",
+            "json",
+        ])
+        .unwrap();
+        assert_eq!(args.kubeconfig, Some(PathBuf::from("/tmp/kc")));
+        assert_eq!(args.context.as_deref(), Some("prod"));
+        assert_eq!(args.output, OutputFormat::Json);
+        let o = args.options();
+        assert_eq!(o.namespace, "ccm");
+        assert_eq!(o.workload.as_deref(), Some("my-ccm"));
+        assert_eq!(o.workload_selector.unwrap().to_string(), "app=ccm");
+        assert_eq!(o.node_selector.unwrap().to_string(), "pool=a");
+        assert_eq!(o.cni_selector.unwrap().to_string(), "k8s-app=calico-node");
+        assert_eq!(o.cni_namespace.as_deref(), Some("calico-system"));
+        assert_eq!(o.lease_namespace, "ccm");
+        assert_eq!(o.lease_name, "lock");
+        assert_eq!(o.uninitialized_threshold, Duration::ZERO);
+        assert_eq!(o.timeout, Duration::from_secs(90));
+
+        // Only the name given: no default selector.
+        let args = parse(&["--workload", "x"]).unwrap();
+        let (name, selector) = args.options().effective_workload_query();
+        assert_eq!((name.as_deref(), selector), (Some("x"), None));
+    }
+
+    #[test]
+    fn bad_flags_are_clear() {
+        let err = parse(&["--uninitialized-threshold", "5"]).unwrap_err().to_string();
+        assert!(err.contains("missing unit in duration"), "{err}");
+        let err = parse(&["--node-selector", "a in (b"]).unwrap_err().to_string();
+        assert!(err.contains("invalid label selector"), "{err}");
+        let err = parse(&["--output", "yaml"]).unwrap_err().to_string();
+        assert!(err.contains("yaml"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn lint_mode_runs_without_a_cluster() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ccm.yaml");
+        std::fs::write(
+            &path,
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: ccm}\nspec:\n  selector: {matchLabels: \
+             {a: b}}\n  template:\n    spec: {containers: [{name: c, image: i}]}\n",
+        )
+        .unwrap();
+        let args = parse(&["--manifest", path.to_str().unwrap(), "-o", "json"]).unwrap();
+        let report = execute(&args).await.unwrap();
+        assert_eq!(report.exit_code(), 2);
+        let json: serde_json::Value = serde_json::from_str(&args.render(&report)).unwrap();
+        assert_eq!(json["status"], "error");
+        assert_eq!(json["findings"][0]["check"], "missing-uninitialized-toleration");
+
+        std::fs::write(&path, "kind: [").unwrap();
+        let err = execute(&args).await.unwrap_err();
+        assert!(matches!(err, DoctorError::Manifest(_)), "{err:?}");
+        let failure: serde_json::Value = serde_json::from_str(&args.render_failure(&err)).unwrap();
+        assert_eq!(failure["status"], "failed");
+        assert_eq!(failure["exitCode"], 3);
+        assert!(
+            failure["error"].as_str().unwrap().contains("cannot parse manifest"),
+            "{failure}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_missing_kubeconfig_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope");
+        let args = parse(&["--kubeconfig", missing.to_str().unwrap()]).unwrap();
+        let err = execute(&args).await.unwrap_err();
+        assert!(matches!(err, DoctorError::Kubeconfig { .. }), "{err:?}");
+        let text = args.render_failure(&err);
+        assert!(text.starts_with("ccm doctor: cannot load the kubeconfig "), "{text}");
+        assert!(text.contains("nope"), "{text}");
+
+        std::fs::write(&missing, "this: is: not: a kubeconfig").unwrap();
+        let err = execute(&args).await.unwrap_err();
+        assert!(matches!(err, DoctorError::Kubeconfig { .. }), "{err:?}");
+    }
+}

@@ -1,0 +1,56 @@
+//! # ccm-doctor
+//!
+//! Diagnoses the cloud controller manager's "chicken and egg" problem: every node of a new cluster carries the
+//! `node.cloudprovider.kubernetes.io/uninitialized` taint until the CCM removes it, so a CCM (or a CNI it
+//! depends on) that does not tolerate it never starts, and the cluster never becomes usable.
+//!
+//! Three tools share one set of checks:
+//!
+//! - **the doctor** ([`run`], [`execute`], [`diagnose_cluster`], [`run_with_client`]): reads a live cluster
+//!   into a [`Snapshot`] and reports [`Finding`]s (nodes waiting too long, CCM pods blocked by taints, the CCM
+//!   workload against the recommendations, the CNI/CCM deadlock, nodes without a providerID, a stale or missing
+//!   leader Lease) with a severity, the objects involved and the fix;
+//! - **lint mode** ([`manifest::lint_manifest`]): the workload checks on a YAML manifest, without a cluster;
+//! - **the self-check** ([`selfcheck::descriptor`]): a controller inside the running CCM that exports gauges
+//!   on the nodes waiting for initialization and warns about those waiting too long.
+//!
+//! The analysis ([`analyze`]) is a pure function of the snapshot; only [`cluster::gather`] does I/O.
+//!
+//! Embedding the command in a CLI:
+//!
+//! ```no_run
+//! use clap::Parser;
+//!
+//! #[derive(Parser)]
+//! enum Command {
+//!     /// Diagnose why nodes stay uninitialized.
+//!     Doctor(ccm_doctor::DoctorArgs),
+//! }
+//!
+//! # async fn demo() -> std::process::ExitCode {
+//! match Command::parse() {
+//!     Command::Doctor(args) => ccm_doctor::run(args).await,
+//! }
+//! # }
+//! ```
+//!
+//! See `docs/doctor.md` for every check, the output formats, the exit codes and the self-check's metrics.
+
+pub mod analysis;
+pub mod cli;
+pub mod cluster;
+pub mod duration;
+pub mod finding;
+pub mod inspect;
+pub mod manifest;
+pub mod report;
+pub mod selector;
+pub mod selfcheck;
+pub mod workload;
+
+pub use analysis::{AnalysisConfig, Snapshot, analyze};
+pub use cli::{DoctorArgs, OutputFormat, execute, run};
+pub use cluster::{DoctorError, DoctorOptions, connect, diagnose_cluster, run_with_client};
+pub use finding::{CheckId, Finding, ObjectRef, Severity};
+pub use report::{EXIT_DOCTOR_FAILED, EXIT_ERRORS, EXIT_HEALTHY, EXIT_WARNINGS, Report, Summary};
+pub use workload::{Workload, WorkloadKind, check_workload};
