@@ -1,1 +1,76 @@
-//! Kubernetes cloud controller manager: ccm-servicecontroller.
+//! # ccm-servicecontroller
+//!
+//! The service controller of a Kubernetes cloud controller manager: it creates, updates and deletes cloud load
+//! balancers for `type: LoadBalancer` Services through the provider's [`ccm_core::LoadBalancer`], keeps their
+//! backend hosts in line with the cluster's nodes, and writes `status.loadBalancer`. It behaves like Go's
+//! `k8s.io/cloud-provider/controllers/service` (same finalizer, events, metrics, queue names, retry rules and
+//! node predicates) and adds, as [`Config`] options:
+//!
+//! - coalescing of node-change bursts: each load balancer gets at most one host update per burst
+//!   ([`Config::node_sync_debounce`]), instead of one pass over every load balancer per node event;
+//! - an optional, jittered periodic re-ensure that repairs load balancers changed behind the controller's back
+//!   ([`Config::periodic_reensure`]);
+//! - claiming a named `loadBalancerClass` in addition to, or instead of, class-less Services
+//!   ([`Config::load_balancer_class`], [`Config::class_less_services`]);
+//! - an optional wider field list for "does this Service change need a sync"
+//!   ([`Config::extended_update_fields`]).
+//!
+//! The decision logic is in [`predicates`] and [`retry`] (pure functions); `docs/service-controller.md` in the
+//! repository describes the behaviour, options, metrics, events and every difference from Go.
+//!
+//! ```no_run
+//! use ccm_core::runtime::controller::ControllerDescriptor;
+//! use ccm_servicecontroller::{descriptor, Config};
+//!
+//! let service: ControllerDescriptor = descriptor(Config::default().with_concurrent_service_syncs(2));
+//! assert_eq!(service.name, "service-lb-controller");
+//! assert_eq!(service.short_name(), "service");
+//! ```
+
+pub mod coalesce;
+mod config;
+mod controller;
+mod error;
+pub mod metrics;
+pub mod patches;
+pub mod predicates;
+pub mod retry;
+mod state;
+
+use ccm_core::names;
+use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
+
+pub use config::Config;
+pub use controller::ServiceController;
+pub use error::Error;
+
+/// The descriptor the runtime uses to start the service controller (`service-lb-controller`, alias `service`).
+///
+/// Its init function fails on an invalid `config`, and returns `Ok(None)` (logged) when the provider has no
+/// load-balancer support, so the rest of the CCM keeps running, as in Go.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use ccm_servicecontroller::{descriptor, Config};
+///
+/// let d = descriptor(Config::default().with_periodic_reensure(Some(Duration::from_secs(1800))));
+/// assert_eq!(d.aliases, vec!["service".to_string()]);
+/// ```
+pub fn descriptor(config: Config) -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        names::controllers::SERVICE_LB,
+        move |ctx: &ControllerContext| {
+            config.validate()?;
+            if ctx.provider.load_balancer().is_none() {
+                tracing::warn!(
+                    provider = %ctx.provider.provider_name(),
+                    "the cloud provider does not support external load balancers; not starting the service controller"
+                );
+                return Ok(None);
+            }
+            let controller = ServiceController::new(ctx, config.clone())?;
+            Ok(Some(Box::new(controller) as Box<dyn Controller>))
+        },
+    )
+    .with_aliases(&[names::controllers::SERVICE_LB_ALIAS])
+}

@@ -1,0 +1,155 @@
+//! Coalescing node changes into bursts: the node-sync pass runs once per burst, not once per node event.
+//!
+//! Node events put the node's name on the `node` work queue (as in Go, so the `workqueue_*{name="node"}` metrics
+//! keep their meaning). [`next_burst`] waits for the first key, then keeps taking keys until the queue has been
+//! quiet for `quiet` or `max_delay` has passed since the first key. Because the pass then reads the node cache
+//! (level-triggered), every change of the burst is covered by that single pass.
+
+use std::time::Duration;
+
+use ccm_core::runtime::workqueue::WorkQueue;
+use tokio::time::Instant;
+
+/// What [`next_burst`] collected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Burst {
+    /// How many node keys were taken off the queue (one per distinct pending node).
+    pub keys: usize,
+    /// When the first key was taken.
+    pub started: Instant,
+}
+
+/// Wait for the next burst of node keys on `queue`; `None` once the queue is shut down.
+///
+/// With a zero `quiet` period, only keys already queued are taken (Go's coalescing by the work queue).
+pub async fn next_burst(
+    queue: &WorkQueue<String>,
+    quiet: Duration,
+    max_delay: Duration,
+) -> Option<Burst> {
+    let first = queue.get().await?;
+    finish(queue, &first);
+    let started = Instant::now();
+    let cap = started + max_delay;
+    let mut deadline = (started + quiet).min(cap);
+    let mut keys = 1;
+    loop {
+        tokio::select! {
+            biased;
+            item = queue.get() => {
+                let key = item?;
+                finish(queue, &key);
+                keys += 1;
+                deadline = (Instant::now() + quiet).min(cap);
+            }
+            _ = tokio::time::sleep_until(deadline) => break,
+        }
+    }
+    Some(Burst { keys, started })
+}
+
+fn finish(queue: &WorkQueue<String>, key: &String) {
+    queue.done(key);
+    queue.forget(key);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ccm_core::runtime::workqueue::ItemExponentialBackoff;
+
+    fn queue() -> WorkQueue<String> {
+        WorkQueue::new(
+            "node",
+            ItemExponentialBackoff::new(Duration::from_secs(5), Duration::from_secs(300)),
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_ends_after_the_quiet_period() {
+        let q = queue();
+        let feeder = {
+            let q = q.clone();
+            tokio::spawn(async move {
+                // 100 node changes, one every 50 ms (5 s in all), then silence.
+                for i in 0..100 {
+                    q.add(format!("node-{}", i % 37));
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            })
+        };
+        let t0 = Instant::now();
+        let burst = next_burst(&q, Duration::from_secs(1), Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert_eq!(burst.keys, 100, "each change was taken while collecting");
+        assert_eq!(burst.started, t0);
+        // Last key at 4.95 s, quiet for 1 s.
+        assert_eq!(Instant::now() - t0, Duration::from_millis(5950));
+        feeder.await.unwrap();
+        assert!(q.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_continuous_stream_is_cut_at_max_delay() {
+        let q = queue();
+        let feeder = {
+            let q = q.clone();
+            tokio::spawn(async move {
+                for i in 0..1000 {
+                    q.add(format!("node-{i}"));
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            })
+        };
+        let t0 = Instant::now();
+        let max = Duration::from_millis(3020);
+        let first = next_burst(&q, Duration::from_secs(1), max).await.unwrap();
+        assert_eq!(Instant::now() - t0, max);
+        assert_eq!(first.keys, 31, "keys added at 0.0 s .. 3.0 s");
+        let second = next_burst(&q, Duration::from_secs(1), max).await.unwrap();
+        assert_eq!(second.started, t0 + Duration::from_millis(3100));
+        feeder.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn zero_quiet_takes_only_what_is_queued() {
+        let q = queue();
+        for i in 0..5 {
+            q.add(format!("node-{i}"));
+        }
+        q.add("node-0".into());
+        let t0 = Instant::now();
+        let burst = next_burst(&q, Duration::ZERO, Duration::ZERO)
+            .await
+            .unwrap();
+        assert_eq!(burst.keys, 5, "duplicates were already merged by the queue");
+        assert_eq!(Instant::now(), t0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_ends_collection() {
+        let q = queue();
+        let waiter = {
+            let q = q.clone();
+            tokio::spawn(async move {
+                next_burst(&q, Duration::from_secs(1), Duration::from_secs(10)).await
+            })
+        };
+        tokio::task::yield_now().await;
+        q.shut_down();
+        assert_eq!(waiter.await.unwrap(), None);
+
+        let q = queue();
+        q.add("a".into());
+        let waiter = {
+            let q = q.clone();
+            tokio::spawn(async move {
+                next_burst(&q, Duration::from_secs(1), Duration::from_secs(10)).await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        q.shut_down();
+        assert_eq!(waiter.await.unwrap(), None, "shut down mid-burst");
+    }
+}

@@ -1,0 +1,284 @@
+//! The service controller's settings: [`Config`], whose `Default` is the Go reference's behaviour plus the
+//! SDK's improvements that do not change what ends up in the cloud.
+
+use std::time::Duration;
+
+use crate::error::Error;
+use crate::predicates::ServiceSelector;
+
+/// Settings of the service controller.
+///
+/// `Config::default()` matches the Go controller (`--concurrent-service-syncs=1`, per-Service exponential
+/// backoff from 5 s to 300 s, class-less Services only, the Go `needsUpdate` field list), with two additions
+/// that only make it cheaper: node changes are coalesced ([`node_sync_debounce`](Self::node_sync_debounce),
+/// 1 s) and host updates of one load balancer never overlap its ensure.
+///
+/// ```
+/// use std::time::Duration;
+/// use ccm_servicecontroller::Config;
+///
+/// let config = Config::default()
+///     .with_concurrent_service_syncs(4)
+///     .with_periodic_reensure(Some(Duration::from_secs(3600)))
+///     .with_load_balancer_class(Some("example.com/internal".into()))
+///     .with_class_less_services(false);
+/// config.validate().unwrap();
+/// assert_eq!(config.concurrent_service_syncs, 4);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Config {
+    /// How many Services are synced at once, and the parallelism of a node-sync pass
+    /// (Go: `--concurrent-service-syncs`). Default 1; must be at least 1.
+    pub concurrent_service_syncs: usize,
+    /// First retry delay of a failed Service sync; doubles per failure (Go: 5 s).
+    pub retry_base_delay: Duration,
+    /// Longest retry delay of a failed Service sync (Go: 300 s).
+    pub retry_max_delay: Duration,
+    /// Quiet period that ends a burst of node changes: after the first relevant node change, the node-sync pass
+    /// starts once no further change has arrived for this long (or [`node_sync_max_delay`](Self::node_sync_max_delay)
+    /// has passed). Each load balancer then gets at most one host update per burst. Default 1 s; zero disables
+    /// the window (changes that are already queued are still coalesced, as in Go).
+    pub node_sync_debounce: Duration,
+    /// Upper bound on how long a continuous stream of node changes can delay a node-sync pass. Default 10 s.
+    pub node_sync_max_delay: Duration,
+    /// Re-ensure every owned load balancer about this often, to repair changes made behind the controller's back
+    /// (the Go controller never does). `None` (the default) disables it.
+    pub periodic_reensure: Option<Duration>,
+    /// Random extra delay added to each periodic re-ensure round, as a fraction of the period (0.0 to 1.0).
+    /// Default 0.1.
+    pub periodic_reensure_jitter: f64,
+    /// Also own `type: LoadBalancer` Services whose `spec.loadBalancerClass` is this value. Default `None`.
+    pub load_balancer_class: Option<String>,
+    /// Own `type: LoadBalancer` Services without a `spec.loadBalancerClass` (the Go behaviour). Default `true`.
+    pub class_less_services: bool,
+    /// Also re-ensure when `spec.allocateLoadBalancerNodePorts` or the values (not only the count) of
+    /// `spec.ipFamilies` change. Default `false` (the Go field list).
+    pub extended_update_fields: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            concurrent_service_syncs: 1,
+            retry_base_delay: Duration::from_secs(5),
+            retry_max_delay: Duration::from_secs(300),
+            node_sync_debounce: Duration::from_secs(1),
+            node_sync_max_delay: Duration::from_secs(10),
+            periodic_reensure: None,
+            periodic_reensure_jitter: 0.1,
+            load_balancer_class: None,
+            class_less_services: true,
+            extended_update_fields: false,
+        }
+    }
+}
+
+impl Config {
+    /// Set [`concurrent_service_syncs`](Self::concurrent_service_syncs).
+    #[must_use]
+    pub fn with_concurrent_service_syncs(mut self, workers: usize) -> Self {
+        self.concurrent_service_syncs = workers;
+        self
+    }
+
+    /// Set the retry backoff ([`retry_base_delay`](Self::retry_base_delay) to
+    /// [`retry_max_delay`](Self::retry_max_delay)).
+    #[must_use]
+    pub fn with_retry_backoff(mut self, base: Duration, max: Duration) -> Self {
+        self.retry_base_delay = base;
+        self.retry_max_delay = max;
+        self
+    }
+
+    /// Set [`node_sync_debounce`](Self::node_sync_debounce).
+    #[must_use]
+    pub fn with_node_sync_debounce(mut self, quiet: Duration) -> Self {
+        self.node_sync_debounce = quiet;
+        self
+    }
+
+    /// Set [`node_sync_max_delay`](Self::node_sync_max_delay).
+    #[must_use]
+    pub fn with_node_sync_max_delay(mut self, max: Duration) -> Self {
+        self.node_sync_max_delay = max;
+        self
+    }
+
+    /// Set [`periodic_reensure`](Self::periodic_reensure).
+    #[must_use]
+    pub fn with_periodic_reensure(mut self, period: Option<Duration>) -> Self {
+        self.periodic_reensure = period;
+        self
+    }
+
+    /// Set [`periodic_reensure_jitter`](Self::periodic_reensure_jitter).
+    #[must_use]
+    pub fn with_periodic_reensure_jitter(mut self, jitter: f64) -> Self {
+        self.periodic_reensure_jitter = jitter;
+        self
+    }
+
+    /// Set [`load_balancer_class`](Self::load_balancer_class).
+    #[must_use]
+    pub fn with_load_balancer_class(mut self, class: Option<String>) -> Self {
+        self.load_balancer_class = class;
+        self
+    }
+
+    /// Set [`class_less_services`](Self::class_less_services).
+    #[must_use]
+    pub fn with_class_less_services(mut self, own: bool) -> Self {
+        self.class_less_services = own;
+        self
+    }
+
+    /// Set [`extended_update_fields`](Self::extended_update_fields).
+    #[must_use]
+    pub fn with_extended_update_fields(mut self, extended: bool) -> Self {
+        self.extended_update_fields = extended;
+        self
+    }
+
+    /// Which Services these settings make the controller own.
+    pub fn selector(&self) -> ServiceSelector {
+        ServiceSelector {
+            class_less: self.class_less_services,
+            class: self.load_balancer_class.clone(),
+        }
+    }
+
+    /// Check the settings; the error names the setting and what to change.
+    pub fn validate(&self) -> Result<(), Error> {
+        let invalid = |msg: String| Err(Error::InvalidConfig(msg));
+        if self.concurrent_service_syncs == 0 {
+            return invalid("concurrent_service_syncs is 0; it must be at least 1".into());
+        }
+        if self.retry_base_delay.is_zero() {
+            return invalid("retry_base_delay is 0; use a positive delay such as 5s".into());
+        }
+        if self.retry_base_delay > self.retry_max_delay {
+            return invalid(format!(
+                "retry_base_delay ({:?}) is longer than retry_max_delay ({:?}); make the base delay the shorter one",
+                self.retry_base_delay, self.retry_max_delay
+            ));
+        }
+        if self.node_sync_debounce > self.node_sync_max_delay {
+            return invalid(format!(
+                "node_sync_debounce ({:?}) is longer than node_sync_max_delay ({:?}); raise the maximum or shorten the quiet period",
+                self.node_sync_debounce, self.node_sync_max_delay
+            ));
+        }
+        if let Some(period) = self.periodic_reensure
+            && period < Duration::from_secs(1)
+        {
+            return invalid(format!(
+                "periodic_reensure ({period:?}) is shorter than 1s; use a longer period or None to disable it"
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.periodic_reensure_jitter) {
+            return invalid(format!(
+                "periodic_reensure_jitter ({}) is outside 0.0..=1.0",
+                self.periodic_reensure_jitter
+            ));
+        }
+        if let Some(class) = &self.load_balancer_class
+            && (class.is_empty() || class.chars().any(char::is_whitespace))
+        {
+            return invalid(format!(
+                "load_balancer_class {class:?} is not a valid class name; use a non-empty name without spaces such as example.com/internal"
+            ));
+        }
+        if !self.class_less_services && self.load_balancer_class.is_none() {
+            return invalid(
+                "class_less_services is false and no load_balancer_class is set, so no Service would be served; set a class or own class-less Services"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_go() {
+        let c = Config::default();
+        assert_eq!(c.concurrent_service_syncs, 1);
+        assert_eq!(c.retry_base_delay, Duration::from_secs(5));
+        assert_eq!(c.retry_max_delay, Duration::from_secs(300));
+        assert_eq!(c.periodic_reensure, None);
+        assert!(c.class_less_services);
+        assert_eq!(c.load_balancer_class, None);
+        assert!(!c.extended_update_fields);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn invalid_settings_are_named() {
+        let cases: Vec<(Config, &str)> = vec![
+            (
+                Config::default().with_concurrent_service_syncs(0),
+                "concurrent_service_syncs",
+            ),
+            (
+                Config::default().with_retry_backoff(Duration::ZERO, Duration::from_secs(1)),
+                "retry_base_delay is 0",
+            ),
+            (
+                Config::default()
+                    .with_retry_backoff(Duration::from_secs(10), Duration::from_secs(1)),
+                "longer than retry_max_delay",
+            ),
+            (
+                Config::default().with_node_sync_debounce(Duration::from_secs(60)),
+                "node_sync_debounce",
+            ),
+            (
+                Config::default().with_periodic_reensure(Some(Duration::from_millis(10))),
+                "periodic_reensure",
+            ),
+            (
+                Config::default().with_periodic_reensure_jitter(1.5),
+                "periodic_reensure_jitter",
+            ),
+            (
+                Config::default().with_periodic_reensure_jitter(f64::NAN),
+                "periodic_reensure_jitter",
+            ),
+            (
+                Config::default().with_load_balancer_class(Some(String::new())),
+                "load_balancer_class",
+            ),
+            (
+                Config::default().with_load_balancer_class(Some("a b".into())),
+                "load_balancer_class",
+            ),
+            (
+                Config::default().with_class_less_services(false),
+                "no Service would be served",
+            ),
+        ];
+        for (config, needle) in cases {
+            let err = config.validate().unwrap_err().to_string();
+            assert!(err.contains(needle), "{err:?} should mention {needle:?}");
+            assert!(
+                err.starts_with("invalid service controller configuration"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn class_only_is_valid_and_selects() {
+        let c = Config::default()
+            .with_load_balancer_class(Some("example.com/lb".into()))
+            .with_class_less_services(false);
+        c.validate().unwrap();
+        let s = c.selector();
+        assert!(!s.class_less);
+        assert_eq!(s.class.as_deref(), Some("example.com/lb"));
+    }
+}

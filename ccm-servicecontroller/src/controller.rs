@@ -1,0 +1,883 @@
+//! The running controller: Service workers, the node-sync loop, the event routing and the optional periodic
+//! re-ensure. Decisions come from [`crate::predicates`]; this module does the I/O.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ccm_core::helpers::{
+    has_load_balancer_finalizer, load_balancer_status_equal, node_name, service_key,
+};
+use ccm_core::names;
+use ccm_core::runtime::controller::{Controller, ControllerContext};
+use ccm_core::runtime::events::EventRecorder;
+use ccm_core::runtime::informer::{Informer, InformerEvent, Subscription};
+use ccm_core::runtime::workqueue::{ItemExponentialBackoff, WorkQueue};
+use ccm_core::{BoxError, CloudError, LoadBalancer};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::coalesce::next_burst;
+use crate::config::Config;
+use crate::error::Error;
+use crate::metrics::ServiceMetrics;
+use crate::patches;
+use crate::predicates::{
+    NodeSet, ServiceSelector, go_list, loggable_node_names, needs_cleanup,
+    node_update_affects_load_balancers, nodes_sufficiently_equal, should_enqueue_added,
+    stable_nodes, update_reason, wants_deletion,
+};
+use crate::retry::{apply_decision, retry_decision};
+use crate::state::Tracker;
+
+/// How many times a finalizer patch is retried after a concurrent change of the finalizer list.
+const FINALIZER_ATTEMPTS: u32 = 5;
+
+/// The queue key used when node events were missed: it only triggers a pass.
+const RESYNC_NODE_KEY: &str = "";
+
+/// The service controller (Go: `controllers/service.Controller`): creates, updates and deletes cloud load
+/// balancers for `type: LoadBalancer` Services and keeps their backend hosts in line with the nodes.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use ccm_core::runtime::controller::ControllerContext;
+/// use ccm_core::runtime::informer::{InformerScope, SharedInformers};
+/// use ccm_core::runtime::metrics::SharedRegistry;
+/// use ccm_servicecontroller::{Config, ServiceController};
+/// use tokio_util::sync::CancellationToken;
+///
+/// # async fn demo(client: kube::Client, cloud: Arc<dyn ccm_core::CloudProvider>) -> Result<(), Box<dyn std::error::Error>> {
+/// let informers = SharedInformers::new(client.clone(), &InformerScope::all());
+/// let ctx = ControllerContext::new(client, cloud, informers.clone(), SharedRegistry::new(), "kubernetes");
+/// let controller = ServiceController::new(&ctx, Config::default())?;
+/// let shutdown = CancellationToken::new();
+/// tokio::spawn(informers.run(shutdown.clone()));
+/// controller.run(shutdown).await;
+/// # Ok(())
+/// # }
+/// ```
+pub struct ServiceController {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for ServiceController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceController")
+            .field("provider", &self.inner.provider)
+            .field("cluster_name", &self.inner.cluster_name)
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    client: kube::Client,
+    balancer: Arc<dyn LoadBalancer>,
+    provider: String,
+    cluster_name: String,
+    nodes: Informer<Node>,
+    services: Informer<Service>,
+    recorder: EventRecorder,
+    metrics: ServiceMetrics,
+    config: Config,
+    selector: ServiceSelector,
+    queue: WorkQueue<String>,
+    node_queue: WorkQueue<String>,
+    tracker: Tracker,
+}
+
+/// Which branch a sync took (Go: `loadBalancerOperation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Operation {
+    Delete,
+    Ensure,
+}
+
+impl ServiceController {
+    /// A controller using the context's client, provider, informers and metrics registry.
+    ///
+    /// Fails if `config` is invalid or the provider has no load-balancer support. Registers the four
+    /// `service_controller_*` metrics into `ctx.metrics`.
+    pub fn new(ctx: &ControllerContext, config: Config) -> Result<Self, Error> {
+        config.validate()?;
+        let balancer =
+            ctx.provider
+                .load_balancer()
+                .ok_or_else(|| Error::LoadBalancersUnsupported {
+                    provider: ctx.provider.provider_name().to_owned(),
+                })?;
+        let backoff =
+            || ItemExponentialBackoff::new(config.retry_base_delay, config.retry_max_delay);
+        let inner = Inner {
+            client: ctx.client.clone(),
+            balancer,
+            provider: ctx.provider.provider_name().to_owned(),
+            cluster_name: ctx.cluster_name.clone(),
+            nodes: ctx.informers.nodes().clone(),
+            services: ctx.informers.services().clone(),
+            recorder: ctx.recorder(names::components::SERVICE_CONTROLLER),
+            metrics: ServiceMetrics::register(&ctx.metrics),
+            selector: config.selector(),
+            queue: WorkQueue::with_metrics("service", backoff(), &ctx.workqueue_metrics),
+            node_queue: WorkQueue::with_metrics("node", backoff(), &ctx.workqueue_metrics),
+            tracker: Tracker::default(),
+            config,
+        };
+        Ok(ServiceController {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The controller's metrics.
+    pub fn metrics(&self) -> &ServiceMetrics {
+        &self.inner.metrics
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Run until `shutdown` is cancelled: wait for the caches, then sync Services and node changes. In-flight
+    /// syncs finish before this returns; a node-sync pass stops starting new host updates.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let inner = self.inner;
+        let services = inner.services.subscribe();
+        let nodes = inner.nodes.subscribe();
+        tracing::info!(
+            provider = %inner.provider,
+            workers = inner.config.concurrent_service_syncs,
+            "starting service controller"
+        );
+        tokio::select! {
+            _ = shutdown.cancelled() => {
+                tracing::info!("service controller stopped before its caches synced");
+                return;
+            }
+            _ = inner.services.wait_synced() => {}
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = inner.nodes.wait_synced() => {}
+        }
+        inner.enqueue_all();
+
+        let mut tasks = JoinSet::new();
+        for _ in 0..inner.config.concurrent_service_syncs {
+            tasks.spawn(inner.clone().service_worker());
+        }
+        tasks.spawn(inner.clone().node_sync_loop(shutdown.clone()));
+        tasks.spawn(
+            inner
+                .clone()
+                .route_service_events(services, shutdown.clone()),
+        );
+        tasks.spawn(inner.clone().route_node_events(nodes, shutdown.clone()));
+        if let Some(period) = inner.config.periodic_reensure {
+            tasks.spawn(inner.clone().reensure_loop(period, shutdown.clone()));
+        }
+
+        shutdown.cancelled().await;
+        tracing::info!("shutting down service controller");
+        inner.queue.shut_down();
+        inner.node_queue.shut_down();
+        while let Some(joined) = tasks.join_next().await {
+            if let Err(err) = joined {
+                tracing::error!(error = %err, "a service controller task failed");
+            }
+        }
+        tracing::info!("service controller stopped");
+    }
+}
+
+#[async_trait]
+impl Controller for ServiceController {
+    async fn run(self: Box<Self>, shutdown: CancellationToken) -> Result<(), BoxError> {
+        ServiceController::run(*self, shutdown).await;
+        Ok(())
+    }
+}
+
+fn split_key(key: &str) -> Result<(&str, &str), Error> {
+    match key.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((ns, name))
+        }
+        _ => Err(Error::InvalidKey(key.to_owned())),
+    }
+}
+
+fn api_code(err: &kube::Error) -> Option<u16> {
+    match err {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+fn is_not_found(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.is_not_found())
+}
+
+/// A `kube` JSON patch from a JSON value built by [`patches`].
+fn json_patch(value: serde_json::Value) -> Result<Patch<()>, kube::Error> {
+    serde_json::from_value(value)
+        .map(Patch::Json)
+        .map_err(kube::Error::SerdeError)
+}
+
+fn has_ingress(status: &LoadBalancerStatus) -> bool {
+    status.ingress.as_ref().is_some_and(|i| !i.is_empty())
+}
+
+impl Inner {
+    fn patch_params() -> PatchParams {
+        PatchParams {
+            field_manager: Some(names::controllers::SERVICE_CONTROLLER_CLIENT.to_owned()),
+            ..Default::default()
+        }
+    }
+
+    fn api(&self, namespace: &str) -> Api<Service> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    // ---- event routing ----
+
+    /// Queue every Service the add handler would queue, and every remembered Service that is gone.
+    fn enqueue_all(&self) {
+        let store = self.services.store();
+        let mut queued = 0usize;
+        for svc in store.list() {
+            if should_enqueue_added(&self.selector, &svc) {
+                self.queue.add(service_key(&svc));
+                queued += 1;
+            }
+        }
+        for (key, _) in self.tracker.services() {
+            if store.get(&key).is_none() {
+                self.queue.add(key);
+                queued += 1;
+            }
+        }
+        tracing::debug!(queued, "queued services from the cache");
+    }
+
+    async fn route_service_events(
+        self: Arc<Self>,
+        mut events: Subscription<Service>,
+        shutdown: CancellationToken,
+    ) {
+        loop {
+            let event = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                event = events.recv() => event,
+            };
+            match event {
+                None => return,
+                Some(InformerEvent::Added(svc)) => {
+                    if should_enqueue_added(&self.selector, &svc) {
+                        self.queue.add(service_key(&svc));
+                    }
+                }
+                Some(InformerEvent::Updated { old, new }) => {
+                    let reason = update_reason(
+                        &self.selector,
+                        self.config.extended_update_fields,
+                        &old,
+                        &new,
+                    );
+                    if reason.is_some() || needs_cleanup(&new) {
+                        let key = service_key(&new);
+                        tracing::debug!(service = %key, ?reason, cleanup = needs_cleanup(&new), "service changed");
+                        self.queue.add(key);
+                    }
+                }
+                Some(InformerEvent::Deleted(svc)) => {
+                    // Go has no delete handler; the SDK queues remembered Services so one deleted without the
+                    // finalizer still has its load balancer removed.
+                    let key = service_key(&svc);
+                    if self.tracker.contains(&key) {
+                        self.queue.add(key);
+                    }
+                }
+                Some(InformerEvent::Resync) => self.enqueue_all(),
+            }
+        }
+    }
+
+    async fn route_node_events(
+        self: Arc<Self>,
+        mut events: Subscription<Node>,
+        shutdown: CancellationToken,
+    ) {
+        loop {
+            let event = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                event = events.recv() => event,
+            };
+            match event {
+                None => return,
+                Some(InformerEvent::Added(node)) | Some(InformerEvent::Deleted(node)) => {
+                    self.node_queue.add(node_name(&node).to_owned());
+                }
+                Some(InformerEvent::Updated { old, new }) => {
+                    if node_update_affects_load_balancers(&old, &new) {
+                        self.node_queue.add(node_name(&new).to_owned());
+                    }
+                }
+                Some(InformerEvent::Resync) => self.node_queue.add(RESYNC_NODE_KEY.to_owned()),
+            }
+        }
+    }
+
+    // ---- service worker ----
+
+    async fn service_worker(self: Arc<Self>) {
+        while let Some(key) = self.queue.get().await {
+            let started = Instant::now();
+            let result = self.sync_service(&key).await;
+            let decision = retry_decision(&result);
+            match &result {
+                Ok(()) => {
+                    tracing::debug!(service = %key, took = ?started.elapsed(), "synced service")
+                }
+                Err(err) => {
+                    tracing::warn!(service = %key, error = %err, ?decision, "error processing service (will retry)")
+                }
+            }
+            apply_decision(&self.queue, &key, decision);
+            self.queue.done(&key);
+        }
+    }
+
+    /// Go: `syncService`.
+    async fn sync_service(&self, key: &str) -> Result<(), Error> {
+        split_key(key)?;
+        match self.services.store().get(key) {
+            None => self.process_service_deletion(key).await,
+            Some(svc) => self.process_create_or_update(key, svc).await,
+        }
+    }
+
+    /// Go: `processServiceDeletion` (the Service is gone from the cache).
+    async fn process_service_deletion(&self, key: &str) -> Result<(), Error> {
+        if !self.tracker.contains(key) {
+            return Ok(());
+        }
+        let _guard = self.tracker.lock(key).await;
+        let Some(cached) = self.tracker.cached(key) else {
+            return Ok(());
+        };
+        tracing::info!(service = %key, "service has been deleted; cleaning up its load balancer");
+        self.process_load_balancer_delete(&cached).await?;
+        self.tracker.forget(key);
+        Ok(())
+    }
+
+    /// Go: `processServiceCreateOrUpdate`.
+    async fn process_create_or_update(&self, key: &str, svc: Arc<Service>) -> Result<(), Error> {
+        let _guard = self.tracker.lock(key).await;
+        if let Some(cached) = self.tracker.cached(key)
+            && cached.metadata.uid != svc.metadata.uid
+        {
+            // Deleted and re-created (without a finalizer) since the last sync: remove the old load balancer.
+            self.process_load_balancer_delete(&cached).await?;
+        }
+        self.tracker.set_cached(key, svc.clone());
+        match self.sync_load_balancer_if_needed(key, &svc).await {
+            Err(err) => {
+                self.recorder
+                    .warning(
+                        &svc.object_ref(&()),
+                        names::events::SYNC_LOAD_BALANCER_FAILED,
+                        format!("Error syncing load balancer: {err}"),
+                    )
+                    .await;
+                Err(err)
+            }
+            Ok(Operation::Delete) => {
+                self.tracker.forget(key);
+                Ok(())
+            }
+            Ok(Operation::Ensure) => Ok(()),
+        }
+    }
+
+    /// Go: `processLoadBalancerDelete` (no finalizer involved).
+    async fn process_load_balancer_delete(&self, svc: &Service) -> Result<(), Error> {
+        if !self.selector.wants_load_balancer(svc) {
+            return Ok(());
+        }
+        let reference = svc.object_ref(&());
+        self.recorder
+            .normal(
+                &reference,
+                names::events::DELETING_LOAD_BALANCER,
+                "Deleting load balancer",
+            )
+            .await;
+        match self
+            .balancer
+            .ensure_load_balancer_deleted(&self.cluster_name, svc)
+            .await
+        {
+            Ok(()) => {}
+            Err(err) if err.is_implemented_elsewhere() => {}
+            Err(err) => {
+                self.recorder
+                    .warning(
+                        &reference,
+                        names::events::DELETE_LOAD_BALANCER_FAILED,
+                        format!("Error deleting load balancer: {err}"),
+                    )
+                    .await;
+                return Err(Error::Delete(err));
+            }
+        }
+        self.recorder
+            .normal(
+                &reference,
+                names::events::DELETED_LOAD_BALANCER,
+                "Deleted load balancer",
+            )
+            .await;
+        Ok(())
+    }
+
+    /// Go: `syncLoadBalancerIfNeeded`.
+    async fn sync_load_balancer_if_needed(
+        &self,
+        key: &str,
+        svc: &Service,
+    ) -> Result<Operation, Error> {
+        let previous = svc
+            .status
+            .as_ref()
+            .and_then(|s| s.load_balancer.clone())
+            .unwrap_or_default();
+        let reference = svc.object_ref(&());
+        let (operation, status) = if wants_deletion(&self.selector, svc) {
+            let exists = self
+                .balancer
+                .get_load_balancer(&self.cluster_name, svc)
+                .await
+                .map_err(Error::CheckBeforeCleanup)?
+                .is_some();
+            if exists {
+                tracing::info!(service = %key, "deleting load balancer");
+                self.recorder
+                    .normal(
+                        &reference,
+                        names::events::DELETING_LOAD_BALANCER,
+                        "Deleting load balancer",
+                    )
+                    .await;
+                match self
+                    .balancer
+                    .ensure_load_balancer_deleted(&self.cluster_name, svc)
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(err) if err.is_implemented_elsewhere() => {
+                        tracing::debug!(service = %key, "load balancer implemented elsewhere; ignoring the delete error");
+                    }
+                    Err(err) => return Err(Error::Delete(err)),
+                }
+            }
+            self.remove_finalizer(key, svc).await?;
+            self.recorder
+                .normal(
+                    &reference,
+                    names::events::DELETED_LOAD_BALANCER,
+                    "Deleted load balancer",
+                )
+                .await;
+            (Operation::Delete, LoadBalancerStatus::default())
+        } else {
+            tracing::info!(service = %key, "ensuring load balancer");
+            self.recorder
+                .normal(
+                    &reference,
+                    names::events::ENSURING_LOAD_BALANCER,
+                    "Ensuring load balancer",
+                )
+                .await;
+            let svc = self.add_finalizer(key, svc).await?;
+            let status = match self.ensure_load_balancer(key, &svc).await {
+                Ok(status) => status,
+                Err(err) if err.is_implemented_elsewhere() => {
+                    tracing::debug!(service = %key, "load balancer implemented elsewhere; nothing to do");
+                    return Ok(Operation::Ensure);
+                }
+                Err(err) => return Err(Error::Ensure(err)),
+            };
+            if !has_ingress(&status) {
+                return Err(Error::EmptyStatus);
+            }
+            self.recorder
+                .normal(
+                    &reference,
+                    names::events::ENSURED_LOAD_BALANCER,
+                    "Ensured load balancer",
+                )
+                .await;
+            (Operation::Ensure, status)
+        };
+        self.patch_status(key, svc, &previous, &status).await?;
+        Ok(operation)
+    }
+
+    /// Go: `ensureLoadBalancer`: the stable node set, recorded before the call.
+    async fn ensure_load_balancer(
+        &self,
+        key: &str,
+        svc: &Service,
+    ) -> Result<LoadBalancerStatus, CloudError> {
+        let hosts = stable_nodes(&self.nodes.store().list());
+        if hosts.is_empty() {
+            self.recorder
+                .warning(
+                    &svc.object_ref(&()),
+                    names::events::UNAVAILABLE_LOAD_BALANCER,
+                    "There are no available nodes for LoadBalancer",
+                )
+                .await;
+        }
+        self.tracker
+            .set_synced(key, NodeSet::from_nodes(hosts.iter().map(AsRef::as_ref)));
+        let hosts: Vec<Node> = hosts.iter().map(|n| (**n).clone()).collect();
+        self.balancer
+            .ensure_load_balancer(&self.cluster_name, svc, &hosts)
+            .await
+    }
+
+    /// Add the cleanup finalizer (if missing) through `services/status`; returns the Service as the cloud should
+    /// see it (with the finalizer).
+    async fn add_finalizer(&self, key: &str, svc: &Service) -> Result<Service, Error> {
+        if has_load_balancer_finalizer(svc) {
+            return Ok(svc.clone());
+        }
+        let (namespace, name) = split_key(key)?;
+        let api = self.api(namespace);
+        let mut finalizers = svc.finalizers().to_vec();
+        for _ in 0..FINALIZER_ATTEMPTS {
+            tracing::debug!(service = %key, "adding load balancer cleanup finalizer");
+            let patch =
+                json_patch(patches::add_finalizer(&finalizers)).map_err(Error::AddFinalizer)?;
+            match api.patch_status(name, &Self::patch_params(), &patch).await {
+                Ok(updated) => {
+                    let mut out = svc.clone();
+                    out.metadata.finalizers = updated.metadata.finalizers;
+                    return Ok(out);
+                }
+                Err(err) if matches!(api_code(&err), Some(409 | 422)) => {
+                    // The finalizer list changed under us: read it again.
+                    let fresh = api.get(name).await.map_err(Error::AddFinalizer)?;
+                    if has_load_balancer_finalizer(&fresh) {
+                        let mut out = svc.clone();
+                        out.metadata.finalizers = fresh.metadata.finalizers;
+                        return Ok(out);
+                    }
+                    finalizers = fresh.finalizers().to_vec();
+                }
+                Err(err) => return Err(Error::AddFinalizer(err)),
+            }
+        }
+        Err(Error::FinalizerConflict {
+            key: key.to_owned(),
+            attempts: FINALIZER_ATTEMPTS,
+        })
+    }
+
+    /// Remove the cleanup finalizer (if present) through `services/status`. A Service that is already gone needs
+    /// no finalizer removal.
+    async fn remove_finalizer(&self, key: &str, svc: &Service) -> Result<(), Error> {
+        let Some(mut patch_body) = patches::remove_finalizer(svc.finalizers()) else {
+            return Ok(());
+        };
+        let (namespace, name) = split_key(key)?;
+        let api = self.api(namespace);
+        for _ in 0..FINALIZER_ATTEMPTS {
+            tracing::debug!(service = %key, "removing load balancer cleanup finalizer");
+            let patch = json_patch(patch_body).map_err(Error::RemoveFinalizer)?;
+            match api.patch_status(name, &Self::patch_params(), &patch).await {
+                Ok(_) => return Ok(()),
+                Err(err) if is_not_found(&err) => return Ok(()),
+                Err(err) if matches!(api_code(&err), Some(409 | 422)) => {
+                    let Some(fresh) = api.get_opt(name).await.map_err(Error::RemoveFinalizer)?
+                    else {
+                        return Ok(());
+                    };
+                    match patches::remove_finalizer(fresh.finalizers()) {
+                        None => return Ok(()),
+                        Some(next) => patch_body = next,
+                    }
+                }
+                Err(err) => return Err(Error::RemoveFinalizer(err)),
+            }
+        }
+        Err(Error::FinalizerConflict {
+            key: key.to_owned(),
+            attempts: FINALIZER_ATTEMPTS,
+        })
+    }
+
+    /// Go: `patchStatus`: write `status.loadBalancer` only if its ingress changed; a vanished Service is fine.
+    async fn patch_status(
+        &self,
+        key: &str,
+        svc: &Service,
+        previous: &LoadBalancerStatus,
+        status: &LoadBalancerStatus,
+    ) -> Result<(), Error> {
+        if load_balancer_status_equal(previous, status) {
+            return Ok(());
+        }
+        let (namespace, name) = split_key(key)?;
+        tracing::debug!(service = %key, "patching load balancer status");
+        let patch = Patch::Merge(patches::load_balancer_status(status));
+        match self
+            .api(namespace)
+            .patch_status(name, &Self::patch_params(), &patch)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(err) if is_not_found(&err) => {
+                tracing::debug!(service = %key, uid = ?svc.metadata.uid, "service vanished before its status was written");
+                Ok(())
+            }
+            Err(err) => Err(Error::PatchStatus(err)),
+        }
+    }
+
+    // ---- node sync ----
+
+    async fn node_sync_loop(self: Arc<Self>, shutdown: CancellationToken) {
+        let (quiet, max) = (
+            self.config.node_sync_debounce,
+            self.config.node_sync_max_delay,
+        );
+        while let Some(burst) = next_burst(&self.node_queue, quiet, max).await {
+            tracing::debug!(node_changes = burst.keys, waited = ?burst.started.elapsed(), "syncing load balancer hosts");
+            for key in self.sync_nodes(&shutdown).await {
+                self.queue.add(key);
+            }
+        }
+    }
+
+    /// Go: `syncNodes`: one pass over every remembered Service; returns the keys to re-ensure.
+    async fn sync_nodes(&self, shutdown: &CancellationToken) -> Vec<String> {
+        let started = Instant::now();
+        let hosts = Arc::new(stable_nodes(&self.nodes.store().list()));
+        let set = Arc::new(NodeSet::from_nodes(hosts.iter().map(AsRef::as_ref)));
+        let services = self.tracker.services();
+        let total = services.len();
+        let retry: Vec<String> = futures::stream::iter(services)
+            .map(|(key, _)| {
+                let (hosts, set) = (hosts.clone(), set.clone());
+                async move {
+                    if shutdown.is_cancelled() {
+                        return None;
+                    }
+                    self.node_sync_service(key, hosts, set).await
+                }
+            })
+            .buffer_unordered(self.config.concurrent_service_syncs)
+            .filter_map(std::future::ready)
+            .collect()
+            .await;
+        let took = started.elapsed();
+        self.metrics.observe_nodesync(took);
+        tracing::info!(
+            services = total,
+            failed = retry.len(),
+            ?took,
+            "synced load balancer hosts"
+        );
+        retry
+    }
+
+    /// Go: `nodeSyncService`: update one load balancer's hosts if its node set changed; `Some(key)` to retry.
+    async fn node_sync_service(
+        &self,
+        key: String,
+        hosts: Arc<Vec<Arc<Node>>>,
+        set: Arc<NodeSet>,
+    ) -> Option<String> {
+        let (_guard, hosts, set) = match self.tracker.try_lock(&key) {
+            Some(guard) => (guard, hosts, set),
+            None => {
+                // An ensure of this Service is running; after it, the snapshot may be older than what it sent.
+                let guard = self.tracker.lock(&key).await;
+                let hosts = Arc::new(stable_nodes(&self.nodes.store().list()));
+                let set = Arc::new(NodeSet::from_nodes(hosts.iter().map(AsRef::as_ref)));
+                (guard, hosts, set)
+            }
+        };
+        let svc = self.tracker.cached(&key)?;
+        if !self.selector.wants_load_balancer(&svc) {
+            return None;
+        }
+        let old = self.tracker.synced(&key);
+        // Stored before the call, as in Go: failures are retried through the service queue.
+        self.tracker.set_synced(&key, (*set).clone());
+        if nodes_sufficiently_equal(old.as_ref(), &set) {
+            return None;
+        }
+        match self.update_load_balancer_hosts(&key, &svc, &hosts).await {
+            Ok(()) => None,
+            Err(err) => {
+                tracing::warn!(service = %key, error = %err, "failed to update load balancer hosts; the service will be re-ensured");
+                self.metrics.nodesync_error.inc();
+                Some(key)
+            }
+        }
+    }
+
+    /// Go: `lockedUpdateLoadBalancerHosts`.
+    async fn update_load_balancer_hosts(
+        &self,
+        key: &str,
+        svc: &Service,
+        hosts: &[Arc<Node>],
+    ) -> Result<(), Error> {
+        self.metrics.loadbalancer_sync.inc();
+        let started = Instant::now();
+        let nodes: Vec<Node> = hosts.iter().map(|n| (**n).clone()).collect();
+        tracing::info!(service = %key, nodes = nodes.len(), "updating load balancer hosts");
+        let result = self
+            .balancer
+            .update_load_balancer(&self.cluster_name, svc, &nodes)
+            .await;
+        self.metrics.observe_host_update(started.elapsed());
+        let reference = svc.object_ref(&());
+        let err = match result {
+            Ok(()) => {
+                if nodes.is_empty() {
+                    self.recorder
+                        .warning(
+                            &reference,
+                            names::events::UNAVAILABLE_LOAD_BALANCER,
+                            "There are no available nodes for LoadBalancer",
+                        )
+                        .await;
+                } else {
+                    self.recorder
+                        .normal(
+                            &reference,
+                            names::events::UPDATED_LOAD_BALANCER,
+                            "Updated load balancer with new hosts",
+                        )
+                        .await;
+                }
+                return Ok(());
+            }
+            Err(err) if err.is_implemented_elsewhere() => return Ok(()),
+            Err(err) => err,
+        };
+        // It is only an error if the load balancer still exists.
+        match self
+            .balancer
+            .get_load_balancer(&self.cluster_name, svc)
+            .await
+        {
+            Ok(None) => return Ok(()),
+            Ok(Some(_)) => {}
+            Err(get_err) => {
+                tracing::warn!(service = %key, error = %get_err, "failed to check if load balancer exists");
+            }
+        }
+        let names = loggable_node_names(nodes.iter().map(node_name));
+        self.recorder
+            .warning(
+                &reference,
+                names::events::UPDATE_LOAD_BALANCER_FAILED,
+                format!(
+                    "Error updating load balancer with new hosts {} [node names limited, total number of nodes: {}], error: {err}",
+                    go_list(&names),
+                    nodes.len()
+                ),
+            )
+            .await;
+        Err(Error::UpdateHosts(err))
+    }
+
+    // ---- periodic re-ensure ----
+
+    async fn reensure_loop(self: Arc<Self>, period: Duration, shutdown: CancellationToken) {
+        loop {
+            let jitter =
+                period.mul_f64(self.config.periodic_reensure_jitter * rand::random::<f64>());
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(period + jitter) => {}
+            }
+            let mut queued = 0usize;
+            for svc in self.services.store().list() {
+                if !self.selector.wants_load_balancer(&svc) || needs_cleanup(&svc) {
+                    continue;
+                }
+                let key = service_key(&svc);
+                // A Service that is backing off is already being retried.
+                if self.queue.num_requeues(&key) > 0 {
+                    continue;
+                }
+                self.queue.add(key);
+                queued += 1;
+            }
+            tracing::info!(services = queued, "periodic re-ensure of load balancers");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys() {
+        assert_eq!(split_key("ns/name").unwrap(), ("ns", "name"));
+        for bad in ["", "name", "/name", "ns/", "a/b/c"] {
+            let err = split_key(bad).unwrap_err();
+            assert!(matches!(err, Error::InvalidKey(_)), "{bad}");
+        }
+    }
+
+    #[test]
+    fn patch_values_are_valid_json_patches() {
+        for value in [
+            patches::add_finalizer(&[]),
+            patches::add_finalizer(&["other".into()]),
+            patches::remove_finalizer(&[names::finalizers::LOAD_BALANCER_CLEANUP.into()])
+                .expect("a removal"),
+        ] {
+            let patch = json_patch(value.clone()).expect("a valid JSON patch");
+            let Patch::Json(ops) = patch else {
+                panic!("expected a JSON patch")
+            };
+            assert_eq!(
+                serde_json::to_value(&ops).unwrap(),
+                value,
+                "round-trips unchanged"
+            );
+        }
+        assert!(json_patch(serde_json::json!([{"op": "bogus"}])).is_err());
+    }
+
+    #[test]
+    fn ingress_presence() {
+        assert!(!has_ingress(&LoadBalancerStatus::default()));
+        assert!(!has_ingress(&LoadBalancerStatus {
+            ingress: Some(vec![])
+        }));
+        assert!(has_ingress(&LoadBalancerStatus {
+            ingress: Some(vec![Default::default()])
+        }));
+    }
+}
