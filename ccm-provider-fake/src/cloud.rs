@@ -11,6 +11,7 @@ use ipnet::{IpNet, Ipv4Net};
 use k8s_openapi::api::core::v1::{
     LoadBalancerIngress, LoadBalancerStatus, NodeAddress, PortStatus,
 };
+use tokio::sync::Notify;
 
 use crate::fault::{Call, Fault, FaultTable, LoadBalancerCall};
 use crate::instance::FakeInstance;
@@ -227,6 +228,8 @@ pub(crate) fn allocate(
 pub struct FakeCloud {
     pub(crate) provider_name: Arc<str>,
     pub(crate) state: Arc<Mutex<State>>,
+    /// Woken whenever a call is logged.
+    pub(crate) called: Arc<Notify>,
 }
 
 impl std::fmt::Debug for FakeCloud {
@@ -254,6 +257,7 @@ impl FakeCloud {
         FakeCloud {
             provider_name: Arc::from(PROVIDER_NAME),
             state: Arc::new(Mutex::new(State::new(PROVIDER_NAME))),
+            called: Arc::new(Notify::new()),
         }
     }
 
@@ -390,8 +394,8 @@ impl FakeCloud {
         self.lock().load_balancers.remove(service_key).is_some()
     }
 
-    /// Every `create` and `update` call with the hosts it carried, in order (cleared by
-    /// [`clear_calls`](Self::clear_calls)).
+    /// Every `create` and `update` call with the hosts it carried, in order, including calls that failed (like
+    /// the call log; cleared by [`clear_calls`](Self::clear_calls)).
     pub fn load_balancer_calls(&self) -> Vec<LoadBalancerCall> {
         self.lock().lb_calls.clone()
     }
@@ -505,6 +509,33 @@ impl FakeCloud {
             .collect()
     }
 
+    /// Wait until at least `count` calls of `op` have been logged (counting calls logged before, until
+    /// [`clear_calls`](Self::clear_calls)). Wrap it in `tokio::time::timeout` in tests.
+    ///
+    /// ```no_run
+    /// # async fn example(cloud: ccm_provider_fake::FakeCloud) {
+    /// use std::time::Duration;
+    /// use ccm_provider_fake::ops;
+    ///
+    /// // ... start a service controller using `cloud` ...
+    /// tokio::time::timeout(Duration::from_secs(30), cloud.wait_for_calls(ops::ENSURE_LOAD_BALANCER, 1))
+    ///     .await
+    ///     .expect("the controller ensured the load balancer");
+    /// # }
+    /// ```
+    pub async fn wait_for_calls(&self, op: &str, count: usize) {
+        loop {
+            let notified = self.called.notified();
+            tokio::pin!(notified);
+            // register before checking, so a call logged in between is not missed
+            notified.as_mut().enable();
+            if self.call_count(op) >= count {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     /// Forget every logged call (and [`load_balancer_calls`](Self::load_balancer_calls)).
     pub fn clear_calls(&self) {
         let mut st = self.lock();
@@ -572,6 +603,7 @@ impl FakeCloud {
             st.calls.push(Call::new(op, target));
             st.faults.latency(op)
         };
+        self.called.notify_waiters();
         tracing::debug!(op, target, latency = ?latency, "fake cloud call");
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;

@@ -1067,6 +1067,16 @@ impl FakeCloud {
     }
 
     /// Build a cloud from an inventory file; errors name the file as given.
+    ///
+    /// ```no_run
+    /// use std::path::Path;
+    /// use ccm_provider_fake::FakeCloud;
+    ///
+    /// match FakeCloud::from_inventory_file(Path::new("inventory.yaml")) {
+    ///     Ok(cloud) => println!("{} instances", cloud.all_instances().len()),
+    ///     Err(err) => eprintln!("{err}"), // inventory.yaml: instances[0].name: ...
+    /// }
+    /// ```
     pub fn from_inventory_file(path: &Path) -> Result<FakeCloud, InventoryError> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| InventoryError::Read {

@@ -309,6 +309,15 @@ fn requested_ip(key: &str, service: &Service) -> Result<Option<IpAddr>, CloudErr
 }
 
 impl FakeCloud {
+    /// Remember a `create`/`update` call with its hosts (before its latency and fault, like the call log).
+    fn record_lb_call(&self, op: &str, service: &str, hosts: &[String]) {
+        self.lock().lb_calls.push(LoadBalancerCall {
+            op: op.to_owned(),
+            service: service.to_owned(),
+            hosts: hosts.to_vec(),
+        });
+    }
+
     /// Create or update the load balancer of `service` (under the state lock; no awaits).
     fn ensure_locked(
         &self,
@@ -327,11 +336,6 @@ impl FakeCloud {
         let hosts = host_names(nodes);
 
         let mut st = self.lock();
-        st.lb_calls.push(LoadBalancerCall {
-            op: ops::ENSURE_LOAD_BALANCER.to_owned(),
-            service: key.clone(),
-            hosts: hosts.clone(),
-        });
         let current = st.load_balancers.get(&key).map(|lb| lb.ingress_ip.clone());
         let ingress_ip = match (requested, current) {
             (Some(ip), _) => {
@@ -409,8 +413,9 @@ impl LoadBalancer for FakeCloud {
         service: &Service,
         nodes: &[Node],
     ) -> Result<LoadBalancerStatus, CloudError> {
-        self.begin(ops::ENSURE_LOAD_BALANCER, &service_key(service))
-            .await?;
+        let key = service_key(service);
+        self.record_lb_call(ops::ENSURE_LOAD_BALANCER, &key, &host_names(nodes));
+        self.begin(ops::ENSURE_LOAD_BALANCER, &key).await?;
         self.ensure_locked(cluster_name, service, nodes)
     }
 
@@ -421,14 +426,10 @@ impl LoadBalancer for FakeCloud {
         nodes: &[Node],
     ) -> Result<(), CloudError> {
         let key = service_key(service);
-        self.begin(ops::UPDATE_LOAD_BALANCER, &key).await?;
         let hosts = host_names(nodes);
+        self.record_lb_call(ops::UPDATE_LOAD_BALANCER, &key, &hosts);
+        self.begin(ops::UPDATE_LOAD_BALANCER, &key).await?;
         let mut st = self.lock();
-        st.lb_calls.push(LoadBalancerCall {
-            op: ops::UPDATE_LOAD_BALANCER.to_owned(),
-            service: key.clone(),
-            hosts: hosts.clone(),
-        });
         match st.load_balancers.get_mut(&key) {
             Some(lb) => {
                 lb.hosts = hosts;

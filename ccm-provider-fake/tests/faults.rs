@@ -368,3 +368,57 @@ fn every_operation_name_matches_ccm_core() {
     assert!(ops::is_known("create"));
     assert!(!ops::is_known("ensure"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn wait_for_calls_resolves_when_the_call_arrives() {
+    let cloud = FakeCloud::new();
+    cloud.add_instance(FakeInstance::new("node-a"));
+    let waiter = tokio::spawn({
+        let cloud = cloud.clone();
+        async move { cloud.wait_for_calls(ops::INSTANCE_EXISTS, 2).await }
+    });
+    let v2 = cloud.instances_v2().unwrap();
+    v2.instance_exists(&node("node-a", "")).await.unwrap();
+    tokio::task::yield_now().await;
+    assert!(!waiter.is_finished(), "one call is not enough");
+    v2.instance_exists(&node("node-a", "")).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(1), waiter)
+        .await
+        .expect("woken by the second call")
+        .unwrap();
+    // already satisfied: returns at once
+    tokio::time::timeout(
+        Duration::from_millis(1),
+        cloud.wait_for_calls(ops::INSTANCE_EXISTS, 1),
+    )
+    .await
+    .unwrap();
+    // never satisfied: times out
+    assert!(
+        tokio::time::timeout(Duration::from_secs(5), cloud.wait_for_calls(ops::MASTER, 1))
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn failed_load_balancer_calls_are_recorded_with_their_hosts() {
+    let cloud = FakeCloud::new();
+    let lbs = CloudProvider::load_balancer(&cloud).unwrap();
+    let svc = service("default", "web", &[80]);
+    cloud.inject(
+        ops::ENSURE_LOAD_BALANCER,
+        Fault::once(InjectedError::Throttled),
+    );
+    let _ = lbs
+        .ensure_load_balancer("k", &svc, &common::nodes(&["b", "a"]))
+        .await;
+    let calls = cloud.load_balancer_calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        (calls[0].op.as_str(), calls[0].service.as_str()),
+        ("create", "default/web")
+    );
+    assert_eq!(calls[0].hosts, ["a", "b"]);
+    assert!(cloud.load_balancer("default/web").is_none());
+}
