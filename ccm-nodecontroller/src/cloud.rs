@@ -1,0 +1,730 @@
+//! The node controllers' view of the provider's instance API: InstancesV2 when the provider has it, otherwise the
+//! V1 Instances (and Zones) API with the Go reference's fallbacks. Every call is bounded by a timeout.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ccm_core::helpers::{node_name, node_provider_id};
+use ccm_core::{CloudError, CloudProvider, InstanceMetadata, Instances, InstancesV2, Zones};
+use k8s_openapi::api::core::v1::{Node, NodeAddress};
+
+use crate::error::Error;
+
+/// Provider operation names used in errors and logs (the fake cloud's call-log names).
+pub mod ops {
+    /// InstancesV2 `instance_metadata`.
+    pub const INSTANCE_METADATA: &str = "instance-metadata";
+    /// InstancesV2 `instance_exists`.
+    pub const INSTANCE_EXISTS: &str = "instance-exists";
+    /// InstancesV2 `instance_shutdown`.
+    pub const INSTANCE_SHUTDOWN: &str = "instance-shutdown";
+    /// V1 `instance_id`.
+    pub const INSTANCE_ID: &str = "instance-id";
+    /// V1 `node_addresses_by_provider_id`, then `node_addresses`.
+    pub const NODE_ADDRESSES: &str = "node-addresses";
+    /// V1 `instance_type_by_provider_id`, then `instance_type`.
+    pub const INSTANCE_TYPE: &str = "instance-type";
+    /// V1 `get_zone_by_provider_id`, then `get_zone_by_node_name`.
+    pub const ZONE: &str = "get-zone";
+    /// V1 `instance_exists_by_provider_id`.
+    pub const INSTANCE_EXISTS_BY_PROVIDER_ID: &str = "instance-exists-by-provider-id";
+    /// V1 `instance_shutdown_by_provider_id`.
+    pub const INSTANCE_SHUTDOWN_BY_PROVIDER_ID: &str = "instance-shutdown-by-provider-id";
+}
+
+#[derive(Clone)]
+enum Api {
+    V2(Arc<dyn InstancesV2>),
+    V1 {
+        instances: Arc<dyn Instances>,
+        zones: Option<Arc<dyn Zones>>,
+    },
+}
+
+/// The instance API of a provider, with a timeout on every call.
+#[derive(Clone)]
+pub(crate) struct CloudInstances {
+    api: Api,
+    provider_name: String,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for CloudInstances {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CloudInstances")
+            .field("provider", &self.provider_name)
+            .field("v2", &self.is_v2())
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+/// Where the V1 path found the node's providerID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ProviderIdLookup {
+    /// The providerID (from the spec, or `<provider>://<instance id>`).
+    Found(String),
+    /// The instance is gone (`instance_id` returned InstanceNotFound).
+    InstanceNotFound,
+}
+
+/// `None` → the node controller skips the node (no metadata), as Go does for nil metadata.
+pub(crate) type MetadataResult = Result<Option<InstanceMetadata>, Error>;
+
+impl CloudInstances {
+    /// The instance API of `provider`, or `None` if it has neither InstancesV2 nor Instances.
+    pub(crate) fn from_provider(provider: &dyn CloudProvider, timeout: Duration) -> Option<Self> {
+        let api = if let Some(v2) = provider.instances_v2() {
+            Api::V2(v2)
+        } else {
+            Api::V1 {
+                instances: provider.instances()?,
+                zones: provider.zones(),
+            }
+        };
+        Some(CloudInstances {
+            api,
+            provider_name: provider.provider_name().to_owned(),
+            timeout,
+        })
+    }
+
+    pub(crate) fn is_v2(&self) -> bool {
+        matches!(self.api, Api::V2(_))
+    }
+
+    pub(crate) fn provider_name(&self) -> &str {
+        &self.provider_name
+    }
+
+    async fn timed<T>(
+        &self,
+        operation: &'static str,
+        call: impl Future<Output = Result<T, CloudError>>,
+    ) -> Result<T, CloudError> {
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(result) => result,
+            Err(_) => Err(CloudError::Timeout {
+                operation: operation.to_owned(),
+                after: self.timeout,
+            }),
+        }
+    }
+
+    fn cloud_err(node: &Node, operation: &'static str) -> impl FnOnce(CloudError) -> Error {
+        let node = node_name(node).to_owned();
+        move |source| Error::Cloud {
+            node,
+            operation,
+            source,
+        }
+    }
+
+    /// The metadata used to initialize a node (Go: `getInstanceMetadata`).
+    ///
+    /// V2: `instance_metadata`; metadata without a providerID for a node without one is
+    /// [`Error::MissingProviderId`]. V1: the providerID from the spec or `<provider>://<instance_id>` (a
+    /// NotImplemented `instance_id` means "no providerID"), then addresses, instance type and (if the provider has
+    /// Zones) zone, each by providerID with a fallback by node name.
+    pub(crate) async fn metadata(&self, node: &Node) -> MetadataResult {
+        match &self.api {
+            Api::V2(v2) => {
+                let meta = self
+                    .timed(ops::INSTANCE_METADATA, v2.instance_metadata(node))
+                    .await
+                    .map_err(Self::cloud_err(node, ops::INSTANCE_METADATA))?;
+                match meta {
+                    None => Ok(None),
+                    Some(meta) => fill_provider_id(node, meta).map(Some).ok_or_else(|| {
+                        Error::MissingProviderId {
+                            node: node_name(node).to_owned(),
+                        }
+                    }),
+                }
+            }
+            Api::V1 { instances, zones } => {
+                let provider_id = match self.v1_provider_id(instances, node).await {
+                    Ok(ProviderIdLookup::Found(id)) => id,
+                    Ok(ProviderIdLookup::InstanceNotFound) => {
+                        return Err(Self::cloud_err(node, ops::INSTANCE_ID)(
+                            CloudError::InstanceNotFound,
+                        ));
+                    }
+                    Err(err) if err.is_not_implemented() => {
+                        tracing::warn!(
+                            node = node_name(node),
+                            "cloud provider does not set node provider ID, using node name to discover the node"
+                        );
+                        String::new()
+                    }
+                    Err(err) => return Err(Self::cloud_err(node, ops::INSTANCE_ID)(err)),
+                };
+                let addresses = self
+                    .v1_addresses(instances, &provider_id, node_name(node))
+                    .await
+                    .map_err(Self::cloud_err(node, ops::NODE_ADDRESSES))?;
+                let instance_type = self
+                    .v1_instance_type(instances, &provider_id, node_name(node))
+                    .await
+                    .map_err(Self::cloud_err(node, ops::INSTANCE_TYPE))?;
+                let mut meta = InstanceMetadata::new(provider_id.clone())
+                    .with_instance_type(instance_type)
+                    .with_addresses(addresses);
+                if let Some(zones) = zones {
+                    let zone = self
+                        .v1_zone(zones, &provider_id, node_name(node))
+                        .await
+                        .map_err(Self::cloud_err(node, ops::ZONE))?;
+                    meta = meta.with_zone(zone.failure_domain).with_region(zone.region);
+                }
+                Ok(Some(meta))
+            }
+        }
+    }
+
+    /// The addresses for the periodic sync (Go: `getInstanceNodeAddresses`): V2 `instance_metadata` (there is no
+    /// address-only call), V1 addresses by providerID with a fallback by name. `None` → skip the node.
+    pub(crate) async fn addresses(&self, node: &Node) -> Result<Option<Vec<NodeAddress>>, Error> {
+        match &self.api {
+            Api::V2(v2) => Ok(self
+                .timed(ops::INSTANCE_METADATA, v2.instance_metadata(node))
+                .await
+                .map_err(Self::cloud_err(node, ops::INSTANCE_METADATA))?
+                .map(|m| m.node_addresses)),
+            Api::V1 { instances, .. } => self
+                .v1_addresses(instances, node_provider_id(node), node_name(node))
+                .await
+                .map(Some)
+                .map_err(Self::cloud_err(node, ops::NODE_ADDRESSES)),
+        }
+    }
+
+    /// Whether the node's instance exists (Go: `ensureNodeExistsByProviderID`). For V1, also the providerID that
+    /// was used, so the shutdown check does not look it up again.
+    pub(crate) async fn exists(&self, node: &Node) -> Result<(bool, Option<String>), Error> {
+        match &self.api {
+            Api::V2(v2) => self
+                .timed(ops::INSTANCE_EXISTS, v2.instance_exists(node))
+                .await
+                .map(|e| (e, None))
+                .map_err(Self::cloud_err(node, ops::INSTANCE_EXISTS)),
+            Api::V1 { instances, .. } => {
+                let provider_id = match self
+                    .v1_provider_id(instances, node)
+                    .await
+                    .map_err(Self::cloud_err(node, ops::INSTANCE_ID))?
+                {
+                    ProviderIdLookup::Found(id) => id,
+                    ProviderIdLookup::InstanceNotFound => return Ok((false, None)),
+                };
+                let exists = self
+                    .timed(
+                        ops::INSTANCE_EXISTS_BY_PROVIDER_ID,
+                        instances.instance_exists_by_provider_id(&provider_id),
+                    )
+                    .await
+                    .map_err(Self::cloud_err(node, ops::INSTANCE_EXISTS_BY_PROVIDER_ID))?;
+                Ok((exists, Some(provider_id)))
+            }
+        }
+    }
+
+    /// Whether the node's instance is shut down (Go: `shutdownInCloudProvider`). V1: NotImplemented and
+    /// InstanceNotFound mean "not shut down". `provider_id` is the one [`exists`](Self::exists) resolved.
+    pub(crate) async fn shutdown(
+        &self,
+        node: &Node,
+        provider_id: Option<&str>,
+    ) -> Result<bool, Error> {
+        match &self.api {
+            Api::V2(v2) => self
+                .timed(ops::INSTANCE_SHUTDOWN, v2.instance_shutdown(node))
+                .await
+                .map_err(Self::cloud_err(node, ops::INSTANCE_SHUTDOWN)),
+            Api::V1 { instances, .. } => {
+                let provider_id = match provider_id {
+                    Some(id) => id.to_owned(),
+                    None => match self
+                        .v1_provider_id(instances, node)
+                        .await
+                        .map_err(Self::cloud_err(node, ops::INSTANCE_ID))?
+                    {
+                        ProviderIdLookup::Found(id) => id,
+                        ProviderIdLookup::InstanceNotFound => return Ok(false),
+                    },
+                };
+                match self
+                    .timed(
+                        ops::INSTANCE_SHUTDOWN_BY_PROVIDER_ID,
+                        instances.instance_shutdown_by_provider_id(&provider_id),
+                    )
+                    .await
+                {
+                    Err(err) if err.is_not_implemented() => Ok(false),
+                    other => {
+                        other.map_err(Self::cloud_err(node, ops::INSTANCE_SHUTDOWN_BY_PROVIDER_ID))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The node's providerID, or `<provider>://<instance_id(name)>` (Go: `GetInstanceProviderID`).
+    async fn v1_provider_id(
+        &self,
+        instances: &Arc<dyn Instances>,
+        node: &Node,
+    ) -> Result<ProviderIdLookup, CloudError> {
+        let spec_id = node_provider_id(node);
+        if !spec_id.is_empty() {
+            return Ok(ProviderIdLookup::Found(spec_id.to_owned()));
+        }
+        match self
+            .timed(ops::INSTANCE_ID, instances.instance_id(node_name(node)))
+            .await
+        {
+            Ok(id) => Ok(ProviderIdLookup::Found(format!(
+                "{}://{}",
+                self.provider_name, id
+            ))),
+            Err(err) if err.is_instance_not_found() => Ok(ProviderIdLookup::InstanceNotFound),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Run the by-providerID call, falling back to the by-name call on error. With no providerID only the
+    /// by-name call is made (Go also tries the by-providerID call with an empty ID, which cannot succeed).
+    async fn by_id_or_name<T, A, B, FA, FB>(
+        &self,
+        operation: &'static str,
+        provider_id: &str,
+        by_id: FA,
+        by_name: FB,
+    ) -> Result<T, CloudError>
+    where
+        FA: FnOnce() -> A,
+        FB: FnOnce() -> B,
+        A: Future<Output = Result<T, CloudError>>,
+        B: Future<Output = Result<T, CloudError>>,
+    {
+        if provider_id.is_empty() {
+            return self.timed(operation, by_name()).await;
+        }
+        match self.timed(operation, by_id()).await {
+            Ok(value) => Ok(value),
+            Err(by_id_err) => self
+                .timed(operation, by_name())
+                .await
+                .map_err(|by_name_err| {
+                    by_name_err.context(format!(
+                        "by provider ID {provider_id}: {by_id_err}; by node name"
+                    ))
+                }),
+        }
+    }
+
+    async fn v1_addresses(
+        &self,
+        instances: &Arc<dyn Instances>,
+        provider_id: &str,
+        name: &str,
+    ) -> Result<Vec<NodeAddress>, CloudError> {
+        self.by_id_or_name(
+            ops::NODE_ADDRESSES,
+            provider_id,
+            || instances.node_addresses_by_provider_id(provider_id),
+            || instances.node_addresses(name),
+        )
+        .await
+    }
+
+    async fn v1_instance_type(
+        &self,
+        instances: &Arc<dyn Instances>,
+        provider_id: &str,
+        name: &str,
+    ) -> Result<String, CloudError> {
+        self.by_id_or_name(
+            ops::INSTANCE_TYPE,
+            provider_id,
+            || instances.instance_type_by_provider_id(provider_id),
+            || instances.instance_type(name),
+        )
+        .await
+    }
+
+    async fn v1_zone(
+        &self,
+        zones: &Arc<dyn Zones>,
+        provider_id: &str,
+        name: &str,
+    ) -> Result<ccm_core::Zone, CloudError> {
+        self.by_id_or_name(
+            ops::ZONE,
+            provider_id,
+            || zones.get_zone_by_provider_id(provider_id),
+            || zones.get_zone_by_node_name(name),
+        )
+        .await
+    }
+}
+
+/// V2 rule (Go 1.30+): metadata without a providerID takes the node's; if the node has none either, `None` (the
+/// node must stay tainted).
+///
+/// ```
+/// use ccm_core::InstanceMetadata;
+/// use ccm_nodecontroller::fill_provider_id;
+/// use k8s_openapi::api::core::v1::{Node, NodeSpec};
+///
+/// let node = Node { spec: Some(NodeSpec { provider_id: Some("fake://a".into()), ..Default::default() }), ..Default::default() };
+/// assert_eq!(fill_provider_id(&node, InstanceMetadata::new("")).unwrap().provider_id, "fake://a");
+/// assert!(fill_provider_id(&Node::default(), InstanceMetadata::new("")).is_none());
+/// ```
+pub fn fill_provider_id(node: &Node, mut meta: InstanceMetadata) -> Option<InstanceMetadata> {
+    if meta.provider_id.is_empty() {
+        let spec_id = node_provider_id(node);
+        if spec_id.is_empty() {
+            return None;
+        }
+        meta.provider_id = spec_id.to_owned();
+    }
+    Some(meta)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ccm_core::{ErrorKind, MockCloudProvider, MockInstances, MockInstancesV2, MockZones, Zone};
+    use k8s_openapi::api::core::v1::NodeSpec;
+
+    fn node(name: &str, provider_id: Option<&str>) -> Node {
+        let mut n = Node {
+            spec: Some(NodeSpec {
+                provider_id: provider_id.map(Into::into),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        n.metadata.name = Some(name.into());
+        n
+    }
+
+    fn addr(ip: &str) -> NodeAddress {
+        NodeAddress {
+            type_: "InternalIP".into(),
+            address: ip.into(),
+        }
+    }
+
+    fn v1_cloud(instances: MockInstances, zones: Option<MockZones>) -> CloudInstances {
+        let mut provider = MockCloudProvider::new();
+        provider
+            .expect_provider_name()
+            .return_const("fake".to_owned());
+        provider.expect_instances_v2().returning(|| None);
+        let instances: Arc<dyn Instances> = Arc::new(instances);
+        provider
+            .expect_instances()
+            .returning(move || Some(instances.clone()));
+        let zones: Option<Arc<dyn Zones>> = zones.map(|z| Arc::new(z) as Arc<dyn Zones>);
+        provider.expect_zones().returning(move || zones.clone());
+        CloudInstances::from_provider(&provider, Duration::from_secs(5)).expect("instances")
+    }
+
+    fn v2_cloud(v2: MockInstancesV2) -> CloudInstances {
+        let mut provider = MockCloudProvider::new();
+        provider
+            .expect_provider_name()
+            .return_const("fake".to_owned());
+        let v2: Arc<dyn InstancesV2> = Arc::new(v2);
+        provider
+            .expect_instances_v2()
+            .returning(move || Some(v2.clone()));
+        CloudInstances::from_provider(&provider, Duration::from_secs(5)).expect("instances")
+    }
+
+    #[test]
+    fn no_instances_no_api() {
+        let mut provider = MockCloudProvider::new();
+        provider
+            .expect_provider_name()
+            .return_const("none".to_owned());
+        provider.expect_instances_v2().returning(|| None);
+        provider.expect_instances().returning(|| None);
+        assert!(CloudInstances::from_provider(&provider, Duration::from_secs(1)).is_none());
+    }
+
+    #[tokio::test]
+    async fn v1_metadata_synthesizes_provider_id_and_uses_zones() {
+        // Go TestGetInstanceMetadata: "cloud implemented with Instances and provider ID".
+        let mut inst = MockInstances::new();
+        inst.expect_instance_id()
+            .withf(|n| n == "node0")
+            .returning(|_| Ok("12345".into()));
+        inst.expect_node_addresses_by_provider_id()
+            .withf(|id| id == "fake://12345")
+            .returning(|_| Ok(vec![addr("10.0.0.1")]));
+        inst.expect_instance_type_by_provider_id()
+            .returning(|_| Ok("t1.micro".into()));
+        let mut zones = MockZones::new();
+        zones
+            .expect_get_zone_by_provider_id()
+            .returning(|_| Ok(Zone::new("zone-a", "region-1")));
+        let cloud = v1_cloud(inst, Some(zones));
+        assert!(!cloud.is_v2());
+        let meta = cloud.metadata(&node("node0", None)).await.unwrap().unwrap();
+        assert_eq!(meta.provider_id, "fake://12345");
+        assert_eq!(meta.instance_type, "t1.micro");
+        assert_eq!(meta.node_addresses, vec![addr("10.0.0.1")]);
+        assert_eq!(
+            (meta.zone.as_str(), meta.region.as_str()),
+            ("zone-a", "region-1")
+        );
+    }
+
+    #[tokio::test]
+    async fn v1_provider_id_not_implemented_uses_names() {
+        // Go: "cloud implemented with Instances (providerID not implemented)".
+        let mut inst = MockInstances::new();
+        inst.expect_instance_id()
+            .returning(|_| Err(CloudError::NotImplemented.context("instance id")));
+        inst.expect_node_addresses_by_provider_id().never();
+        inst.expect_instance_type_by_provider_id().never();
+        inst.expect_node_addresses()
+            .withf(|n| n == "node0")
+            .returning(|_| Ok(vec![addr("10.0.0.2")]));
+        inst.expect_instance_type().returning(|_| Ok("big".into()));
+        let cloud = v1_cloud(inst, None);
+        let meta = cloud.metadata(&node("node0", None)).await.unwrap().unwrap();
+        assert_eq!(meta.provider_id, "");
+        assert_eq!(meta.instance_type, "big");
+        assert_eq!(meta.zone, "");
+    }
+
+    #[tokio::test]
+    async fn v1_spec_provider_id_is_used_without_instance_id_call() {
+        // Go: "cloud implemented with Instances (providerID not implemented) and node with providerID".
+        let mut inst = MockInstances::new();
+        inst.expect_instance_id().never();
+        inst.expect_node_addresses_by_provider_id()
+            .withf(|id| id == "fake://abc")
+            .returning(|_| Ok(vec![addr("10.0.0.3")]));
+        inst.expect_instance_type_by_provider_id()
+            .returning(|_| Ok("t".into()));
+        let cloud = v1_cloud(inst, None);
+        let meta = cloud
+            .metadata(&node("n", Some("fake://abc")))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(meta.provider_id, "fake://abc");
+    }
+
+    #[tokio::test]
+    async fn v1_falls_back_by_name_and_reports_both_errors() {
+        let mut inst = MockInstances::new();
+        inst.expect_node_addresses_by_provider_id()
+            .returning(|_| Err(CloudError::msg("by id down")));
+        inst.expect_node_addresses()
+            .returning(|_| Ok(vec![addr("10.0.0.4")]));
+        inst.expect_instance_type_by_provider_id()
+            .returning(|_| Err(CloudError::msg("by id down")));
+        inst.expect_instance_type()
+            .returning(|_| Err(CloudError::InstanceNotFound));
+        let cloud = v1_cloud(inst, None);
+        let err = cloud
+            .metadata(&node("n", Some("fake://n")))
+            .await
+            .unwrap_err();
+        assert_eq!(err.cloud_kind(), Some(ErrorKind::InstanceNotFound));
+        let text = err.to_string();
+        assert!(
+            text.contains("by id down") && text.contains("instance not found"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn v1_zone_error_fails_initialization() {
+        let mut inst = MockInstances::new();
+        inst.expect_node_addresses_by_provider_id()
+            .returning(|_| Ok(vec![]));
+        inst.expect_instance_type_by_provider_id()
+            .returning(|_| Ok("t".into()));
+        let mut zones = MockZones::new();
+        zones
+            .expect_get_zone_by_provider_id()
+            .returning(|_| Err(CloudError::msg("a")));
+        zones
+            .expect_get_zone_by_node_name()
+            .returning(|_| Err(CloudError::msg("b")));
+        let cloud = v1_cloud(inst, Some(zones));
+        let err = cloud
+            .metadata(&node("n", Some("fake://n")))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Cloud {
+                    operation: ops::ZONE,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn v1_other_instance_id_error_is_an_error() {
+        let mut inst = MockInstances::new();
+        inst.expect_instance_id()
+            .returning(|_| Err(CloudError::msg("api down")));
+        let cloud = v1_cloud(inst, None);
+        assert!(cloud.metadata(&node("n", None)).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn v2_metadata_provider_id_rules() {
+        // Go: "cloud implemented with InstancesV2 (without providerID)" and "... and node with providerID".
+        let mut v2 = MockInstancesV2::new();
+        v2.expect_instance_metadata()
+            .returning(|_| Ok(Some(InstanceMetadata::new("").with_zone("z"))));
+        let cloud = v2_cloud(v2);
+        assert!(cloud.is_v2());
+        let err = cloud.metadata(&node("n", None)).await.unwrap_err();
+        assert!(matches!(err, Error::MissingProviderId { .. }));
+        let meta = cloud
+            .metadata(&node("n", Some("fake://spec")))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(meta.provider_id, "fake://spec");
+    }
+
+    #[tokio::test]
+    async fn v2_none_metadata_is_skip_and_errors_propagate() {
+        let mut v2 = MockInstancesV2::new();
+        let mut seq = mockall::Sequence::new();
+        v2.expect_instance_metadata()
+            .times(1)
+            .in_sequence(&mut seq)
+            .returning(|_| Ok(None));
+        v2.expect_instance_metadata()
+            .times(1)
+            .in_sequence(&mut seq)
+            .returning(|_| {
+                Err(CloudError::Throttled {
+                    message: "slow down".into(),
+                    retry_after: Some(Duration::from_secs(3)),
+                })
+            });
+        let cloud = v2_cloud(v2);
+        assert!(cloud.metadata(&node("n", None)).await.unwrap().is_none());
+        let err = cloud.metadata(&node("n", None)).await.unwrap_err();
+        assert_eq!(err.cloud_kind(), Some(ErrorKind::Throttled));
+        assert_eq!(err.retry_after(), Some(Duration::from_secs(3)));
+    }
+
+    struct Slow;
+    #[async_trait::async_trait]
+    impl InstancesV2 for Slow {
+        async fn instance_exists(&self, _node: &Node) -> Result<bool, CloudError> {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok(true)
+        }
+        async fn instance_shutdown(&self, _node: &Node) -> Result<bool, CloudError> {
+            Ok(false)
+        }
+        async fn instance_metadata(
+            &self,
+            _node: &Node,
+        ) -> Result<Option<InstanceMetadata>, CloudError> {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok(None)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn calls_time_out() {
+        let cloud = CloudInstances {
+            api: Api::V2(Arc::new(Slow)),
+            provider_name: "fake".into(),
+            timeout: Duration::from_secs(10),
+        };
+        let err = cloud.metadata(&node("n", None)).await.unwrap_err();
+        assert_eq!(err.cloud_kind(), Some(ErrorKind::Timeout));
+        let err = cloud.exists(&node("n", None)).await.unwrap_err();
+        assert_eq!(err.cloud_kind(), Some(ErrorKind::Timeout));
+    }
+
+    #[tokio::test]
+    async fn v1_lifecycle_semantics() {
+        // Go Test_NodesShutdown / Test_NodesDeleted / Test_GetProviderID, V1 rows.
+        let mut inst = MockInstances::new();
+        inst.expect_instance_id().returning(|name| match name {
+            "gone" => Err(CloudError::InstanceNotFound),
+            "broken" => Err(CloudError::msg("unknown")),
+            _ => Ok("id-1".into()),
+        });
+        inst.expect_instance_exists_by_provider_id()
+            .returning(|id| Ok(id == "fake://id-1" || id == "fake://spec"));
+        inst.expect_instance_shutdown_by_provider_id()
+            .returning(|id| match id {
+                "fake://spec" => Err(CloudError::NotImplemented),
+                _ => Ok(true),
+            });
+        let cloud = v1_cloud(inst, None);
+        // InstanceID InstanceNotFound → does not exist.
+        assert_eq!(
+            cloud.exists(&node("gone", None)).await.unwrap(),
+            (false, None)
+        );
+        // Unknown error from InstanceID → error (never "gone").
+        assert!(cloud.exists(&node("broken", None)).await.is_err());
+        // Synthesized providerID is reused for the shutdown check.
+        let (exists, id) = cloud.exists(&node("n", None)).await.unwrap();
+        assert!(exists);
+        assert_eq!(id.as_deref(), Some("fake://id-1"));
+        assert!(
+            cloud
+                .shutdown(&node("n", None), id.as_deref())
+                .await
+                .unwrap()
+        );
+        // NotImplemented shutdown → false; InstanceNotFound while resolving → false.
+        assert!(
+            !cloud
+                .shutdown(&node("n", Some("fake://spec")), None)
+                .await
+                .unwrap()
+        );
+        assert!(!cloud.shutdown(&node("gone", None), None).await.unwrap());
+        assert!(cloud.shutdown(&node("broken", None), None).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn addresses_v1_and_v2() {
+        let mut inst = MockInstances::new();
+        inst.expect_node_addresses_by_provider_id()
+            .returning(|_| Ok(vec![addr("10.1.1.1")]));
+        let cloud = v1_cloud(inst, None);
+        assert_eq!(
+            cloud.addresses(&node("n", Some("fake://n"))).await.unwrap(),
+            Some(vec![addr("10.1.1.1")])
+        );
+        let mut v2 = MockInstancesV2::new();
+        v2.expect_instance_metadata().returning(|_| {
+            Ok(Some(
+                InstanceMetadata::new("fake://n").with_addresses(vec![addr("10.2.2.2")]),
+            ))
+        });
+        let cloud = v2_cloud(v2);
+        assert_eq!(
+            cloud.addresses(&node("n", None)).await.unwrap(),
+            Some(vec![addr("10.2.2.2")])
+        );
+    }
+}

@@ -1,0 +1,504 @@
+//! The cloud node controller: initializes nodes registered with the uninitialized taint, keeps the beta and GA
+//! topology labels in step, and periodically refreshes every initialized node's addresses from the cloud.
+//!
+//! ```no_run
+//! use ccm_core::runtime::controller::{Controller, ControllerContext};
+//! use ccm_nodecontroller::{CloudNodeConfig, CloudNodeController};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # async fn demo(ctx: ControllerContext) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let config = CloudNodeConfig::default().with_concurrent_node_syncs(10);
+//! let controller = CloudNodeController::new(&ctx, config)?;
+//! let shutdown = CancellationToken::new();
+//! tokio::spawn(ctx.informers.clone().run(shutdown.clone()));
+//! Box::new(controller).run(shutdown).await?;
+//! # Ok(()) }
+//! ```
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use ccm_core::BoxError;
+use ccm_core::helpers::{node_has_taint, node_name};
+use ccm_core::names;
+use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
+use ccm_core::runtime::events::EventRecorder;
+use ccm_core::runtime::informer::{InformerEvent, Store, Subscription};
+use ccm_core::runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch};
+use kube::{Resource, ResourceExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::addresses::{AddressUpdate, plan_address_update};
+use crate::cloud::CloudInstances;
+use crate::error::Error;
+use crate::metrics::NodeMetrics;
+use crate::plan::plan_initialization;
+use crate::write::{self, Target, guarded_update};
+use crate::{DEFAULT_CLOUD_CALL_TIMEOUT, reasons};
+
+/// Default of `--node-status-update-frequency` (Go: 5 minutes).
+pub const DEFAULT_NODE_STATUS_UPDATE_FREQUENCY: Duration = Duration::from_secs(5 * 60);
+/// Default of `--concurrent-node-syncs` (Go: 1).
+pub const DEFAULT_CONCURRENT_NODE_SYNCS: usize = 1;
+/// The work queue's name (the `name` label of the `workqueue_*` metrics), as in Go.
+pub const QUEUE_NAME: &str = "Nodes";
+
+const CONTROLLER: &str = names::controllers::CLOUD_NODE;
+
+/// Settings of the cloud node controller. `Default` gives the Go reference's flag defaults.
+///
+/// ```
+/// use std::time::Duration;
+/// use ccm_nodecontroller::CloudNodeConfig;
+///
+/// let config = CloudNodeConfig::default()
+///     .with_concurrent_node_syncs(10)
+///     .with_node_status_update_frequency(Duration::from_secs(60));
+/// assert_eq!(config.status_update_workers(), 10);
+/// assert!(config.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Config {
+    /// `--concurrent-node-syncs` (default 1, must be > 0): workers initializing nodes.
+    pub concurrent_node_syncs: usize,
+    /// `--concurrent-node-status-updates` (default 0 = use `concurrent_node_syncs`): nodes whose addresses are
+    /// refreshed at once by the periodic sync.
+    pub concurrent_node_status_updates: usize,
+    /// `--node-status-update-frequency` (default 5 minutes, must be > 0): the period of the address sync.
+    pub node_status_update_frequency: Duration,
+    /// The longest a single cloud call may take before it counts as failed (default 30 s, must be > 0). Go has
+    /// no limit, so one hung call blocks a worker forever.
+    pub cloud_call_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            concurrent_node_syncs: DEFAULT_CONCURRENT_NODE_SYNCS,
+            concurrent_node_status_updates: 0,
+            node_status_update_frequency: DEFAULT_NODE_STATUS_UPDATE_FREQUENCY,
+            cloud_call_timeout: DEFAULT_CLOUD_CALL_TIMEOUT,
+        }
+    }
+}
+
+impl Config {
+    /// Set `--concurrent-node-syncs`.
+    pub fn with_concurrent_node_syncs(mut self, workers: usize) -> Self {
+        self.concurrent_node_syncs = workers;
+        self
+    }
+
+    /// Set `--concurrent-node-status-updates` (0 = use `concurrent_node_syncs`).
+    pub fn with_concurrent_node_status_updates(mut self, workers: usize) -> Self {
+        self.concurrent_node_status_updates = workers;
+        self
+    }
+
+    /// Set `--node-status-update-frequency`.
+    pub fn with_node_status_update_frequency(mut self, frequency: Duration) -> Self {
+        self.node_status_update_frequency = frequency;
+        self
+    }
+
+    /// Set the cloud call timeout.
+    pub fn with_cloud_call_timeout(mut self, timeout: Duration) -> Self {
+        self.cloud_call_timeout = timeout;
+        self
+    }
+
+    /// How many nodes the periodic address sync handles at once.
+    pub fn status_update_workers(&self) -> usize {
+        if self.concurrent_node_status_updates == 0 {
+            self.concurrent_node_syncs
+        } else {
+            self.concurrent_node_status_updates
+        }
+    }
+
+    /// Check the settings (Go: `--concurrent-node-syncs` must be > 0).
+    pub fn validate(&self) -> Result<(), Error> {
+        let invalid = |message: &str| {
+            Err(Error::InvalidConfig {
+                controller: CONTROLLER,
+                message: message.to_owned(),
+            })
+        };
+        if self.concurrent_node_syncs == 0 {
+            return invalid("--concurrent-node-syncs must be greater than 0");
+        }
+        if self.node_status_update_frequency.is_zero() {
+            return invalid("--node-status-update-frequency must be greater than 0");
+        }
+        if self.cloud_call_timeout.is_zero() {
+            return invalid("the cloud call timeout must be greater than 0");
+        }
+        Ok(())
+    }
+}
+
+/// The `cloud-node-controller` (alias `cloud-node`) for the runtime: not started (logged) when the provider has
+/// neither InstancesV2 nor Instances; an invalid `config` is an error.
+///
+/// ```
+/// let d = ccm_nodecontroller::cloud_node_descriptor(ccm_nodecontroller::CloudNodeConfig::default());
+/// assert_eq!(d.name, "cloud-node-controller");
+/// assert_eq!(d.short_name(), "cloud-node");
+/// ```
+pub fn descriptor(config: Config) -> ControllerDescriptor {
+    ControllerDescriptor::new(CONTROLLER, move |ctx: &ControllerContext| {
+        match CloudNodeController::new(ctx, config.clone()) {
+            Ok(controller) => Ok(Some(Box::new(controller) as Box<dyn Controller>)),
+            Err(err @ Error::InstancesUnsupported { .. }) => {
+                tracing::warn!(controller = CONTROLLER, error = %err, "not starting the controller");
+                Ok(None)
+            }
+            Err(err) => Err(Box::new(err) as BoxError),
+        }
+    })
+    .with_aliases(&[names::controllers::CLOUD_NODE_ALIAS])
+}
+
+struct Inner {
+    nodes: Api<Node>,
+    store: Store<Node>,
+    cloud: CloudInstances,
+    queue: WorkQueue<String>,
+    recorder: EventRecorder,
+    metrics: NodeMetrics,
+    config: Config,
+}
+
+/// The cloud node controller (Go: `CloudNodeController`).
+pub struct CloudNodeController {
+    inner: Arc<Inner>,
+    informer: ccm_core::runtime::informer::Informer<Node>,
+    events: Subscription<Node>,
+}
+
+impl std::fmt::Debug for CloudNodeController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CloudNodeController")
+            .field("cloud", &self.inner.cloud)
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CloudNodeController {
+    /// Build the controller from the process context: validates `config`, needs InstancesV2 or Instances,
+    /// subscribes to the shared Node informer and registers the metrics into `ctx.metrics`.
+    pub fn new(ctx: &ControllerContext, config: Config) -> Result<Self, Error> {
+        config.validate()?;
+        let cloud = CloudInstances::from_provider(ctx.provider.as_ref(), config.cloud_call_timeout)
+            .ok_or_else(|| Error::InstancesUnsupported {
+                provider: ctx.provider.provider_name().to_owned(),
+                controller: CONTROLLER,
+            })?;
+        let informer = ctx.informers.nodes().clone();
+        let events = informer.subscribe();
+        let queue = WorkQueue::with_metrics(
+            QUEUE_NAME,
+            default_controller_rate_limiter(),
+            &ctx.workqueue_metrics,
+        );
+        Ok(CloudNodeController {
+            inner: Arc::new(Inner {
+                nodes: Api::all(ctx.client.clone()),
+                store: informer.store(),
+                cloud,
+                queue,
+                recorder: ctx.recorder(names::components::CLOUD_NODE_CONTROLLER),
+                metrics: NodeMetrics::register(&ctx.metrics),
+                config,
+            }),
+            informer,
+            events,
+        })
+    }
+}
+
+#[async_trait]
+impl Controller for CloudNodeController {
+    async fn run(self: Box<Self>, shutdown: CancellationToken) -> Result<(), BoxError> {
+        let CloudNodeController {
+            inner,
+            informer,
+            mut events,
+        } = *self;
+        tracing::info!(
+            controller = CONTROLLER,
+            instances_v2 = inner.cloud.is_v2(),
+            workers = inner.config.concurrent_node_syncs,
+            "waiting for the node cache to sync"
+        );
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(()),
+            _ = informer.wait_synced() => {}
+        }
+        // Every node already cached counts as added (events from before the sync may be missing).
+        for key in inner.store.keys() {
+            inner.queue.add(key);
+        }
+
+        let pump = {
+            let inner = inner.clone();
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                loop {
+                    let event = tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        event = events.recv() => event,
+                    };
+                    match event {
+                        Some(InformerEvent::Added(node))
+                        | Some(InformerEvent::Updated { new: node, .. }) => {
+                            inner.queue.add(node.name_any());
+                        }
+                        Some(InformerEvent::Deleted(_)) => {}
+                        Some(InformerEvent::Resync) => {
+                            for key in inner.store.keys() {
+                                inner.queue.add(key);
+                            }
+                        }
+                        None => break,
+                    }
+                }
+            })
+        };
+
+        let status_loop = {
+            let inner = inner.clone();
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        _ = inner.update_node_status() => {}
+                    }
+                    tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        _ = tokio::time::sleep(inner.config.node_status_update_frequency) => {}
+                    }
+                }
+            })
+        };
+
+        let workers: Vec<_> = (0..inner.config.concurrent_node_syncs)
+            .map(|_| {
+                let inner = inner.clone();
+                tokio::spawn(async move { inner.work().await })
+            })
+            .collect();
+
+        shutdown.cancelled().await;
+        inner.queue.shut_down();
+        for worker in workers {
+            if let Err(err) = worker.await {
+                tracing::error!(controller = CONTROLLER, error = %err, "a node worker panicked");
+            }
+        }
+        let _ = pump.await;
+        let _ = status_loop.await;
+        tracing::info!(controller = CONTROLLER, "stopped");
+        Ok(())
+    }
+}
+
+impl Inner {
+    async fn work(&self) {
+        while let Some(key) = self.queue.get().await {
+            match self.sync_node(&key).await {
+                Ok(()) => self.queue.forget(&key),
+                Err(err) => {
+                    if let Some(after) = err.retry_after() {
+                        tracing::info!(node = %key, error = %err, retry_after = ?after, "error syncing node; requeuing after the delay the cloud asked for");
+                        self.queue.add_after(key.clone(), after);
+                    } else {
+                        tracing::info!(node = %key, error = %err, "error syncing node; requeuing with backoff");
+                        self.queue.add_rate_limited(key.clone());
+                    }
+                }
+            }
+            self.queue.done(&key);
+        }
+    }
+
+    /// Go: `syncNode`.
+    async fn sync_node(&self, name: &str) -> Result<(), Error> {
+        let Some(node) = self.store.get(name) else {
+            return Ok(());
+        };
+        if !node_has_taint(&node, names::taints::UNINITIALIZED) {
+            return self.reconcile_labels(&node).await;
+        }
+        tracing::info!(node = name, "initializing node with cloud provider");
+        let meta = match self.cloud.metadata(&node).await {
+            Ok(Some(meta)) => meta,
+            Ok(None) => {
+                tracing::info!(
+                    node = name,
+                    "skip sync node because cloud provided no metadata"
+                );
+                return Ok(());
+            }
+            Err(err) => {
+                if let Error::MissingProviderId { .. } = err {
+                    self.recorder
+                        .warning(
+                            &node.object_ref(&()),
+                            reasons::MISSING_PROVIDER_ID,
+                            err.to_string(),
+                        )
+                        .await;
+                }
+                return Err(err);
+            }
+        };
+
+        let mut discarded_logged = false;
+        let outcome = guarded_update(&self.nodes, (*node).clone(), |current, written| {
+            if !node_has_taint(current, names::taints::UNINITIALIZED) {
+                return Ok(None);
+            }
+            let plan = plan_initialization(current, &meta).map_err(|source| Error::InvalidNodeIp {
+                node: name.to_owned(),
+                source,
+            })?;
+            if !discarded_logged {
+                discarded_logged = true;
+                for label in &plan.labels.discarded {
+                    tracing::warn!(node = name, key = %label.key, value = %label.value, reason = ?label.reason, "discarding additional label from the cloud provider");
+                }
+            }
+            // Addresses first, so the node is never schedulable with only the kubelet's addresses.
+            if !plan.status_ops.is_empty() && !written.contains(&Target::Status) {
+                return Ok(Some((Target::Status, plan.status_ops)));
+            }
+            Ok(Some((Target::Spec, plan.spec_ops)))
+        })
+        .await;
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(err) => {
+                if let Error::InvalidNodeIp { .. } = err {
+                    self.recorder
+                        .warning(
+                            &node.object_ref(&()),
+                            reasons::INVALID_NODE_IP,
+                            err.to_string(),
+                        )
+                        .await;
+                }
+                return Err(err);
+            }
+        };
+        let Some(updated) = outcome.node else {
+            tracing::info!(node = name, "node was deleted while being initialized");
+            return Ok(());
+        };
+        if !outcome.written.contains(&Target::Spec) {
+            // Someone else removed the taint meanwhile.
+            return Ok(());
+        }
+        let created = updated.metadata.creation_timestamp.as_ref();
+        self.metrics.taint_removed(created);
+        tracing::info!(node = name, provider_id = %ccm_core::helpers::node_provider_id(&updated), "successfully initialized node with cloud provider");
+        self.recorder
+            .normal(
+                &updated.object_ref(&()),
+                names::events::SYNCED,
+                "Node synced successfully",
+            )
+            .await;
+        self.metrics.initial_sync_done(created);
+        Ok(())
+    }
+
+    /// Go: `reconcileNodeLabels`: copy beta topology labels to their GA names; one merge patch, no cloud call.
+    async fn reconcile_labels(&self, node: &Node) -> Result<(), Error> {
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        let set = crate::labels::reconcile_beta_to_ga(&labels);
+        if set.is_empty() {
+            return Ok(());
+        }
+        let name = node_name(node);
+        let patch = Patch::Merge(serde_json::json!({ "metadata": { "labels": set } }));
+        match self.nodes.patch(name, &write::patch_params(), &patch).await {
+            Ok(_) => {
+                tracing::info!(node = name, labels = ?set, "reconciled GA topology labels");
+                Ok(())
+            }
+            Err(err) if write::is_not_found(&err) => Ok(()),
+            Err(source) => Err(Error::Kube {
+                node: name.to_owned(),
+                action: "patch the labels of",
+                source,
+            }),
+        }
+    }
+
+    /// Go: `UpdateNodeStatus`: refresh the addresses of every initialized node, with bounded parallelism.
+    async fn update_node_status(&self) {
+        let start = Instant::now();
+        let nodes: Vec<Arc<Node>> = self
+            .store
+            .list()
+            .into_iter()
+            .filter(|n| !node_has_taint(n, names::taints::UNINITIALIZED))
+            .collect();
+        let count = nodes.len();
+        futures::stream::iter(nodes)
+            .for_each_concurrent(self.config.status_update_workers(), |node| async move {
+                self.sync_addresses(&node).await;
+            })
+            .await;
+        tracing::debug!(nodes = count, took = ?start.elapsed(), "updated node statuses");
+    }
+
+    async fn sync_addresses(&self, node: &Node) {
+        let name = node_name(node);
+        let cloud_addresses = match self.cloud.addresses(node).await {
+            Ok(Some(addresses)) => addresses,
+            Ok(None) => return,
+            Err(err) => {
+                tracing::warn!(node = name, error = %err, "error getting instance addresses; skipping the node this round");
+                return;
+            }
+        };
+        let result = guarded_update(&self.nodes, node.clone(), |current, _| {
+            if node_has_taint(current, names::taints::UNINITIALIZED) {
+                return Ok(None);
+            }
+            match plan_address_update(current, &cloud_addresses) {
+                Ok(AddressUpdate::Replace(list)) => Ok(Some((
+                    Target::Status,
+                    crate::patch::address_ops(current, &list),
+                ))),
+                Ok(AddressUpdate::Unchanged | AddressUpdate::NoCloudAddresses) => Ok(None),
+                Err(source) => Err(Error::InvalidNodeIp {
+                    node: name.to_owned(),
+                    source,
+                }),
+            }
+        })
+        .await;
+        match result {
+            Ok(outcome) if !outcome.written.is_empty() => {
+                tracing::info!(
+                    node = name,
+                    "updated node addresses from the cloud provider"
+                );
+            }
+            Ok(_) => {}
+            Err(err) => {
+                tracing::warn!(node = name, error = %err, "failed to update node addresses");
+            }
+        }
+    }
+}

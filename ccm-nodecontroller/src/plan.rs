@@ -1,0 +1,315 @@
+//! What initializing a node writes, computed purely from the node and the cloud's metadata.
+//!
+//! ```
+//! use ccm_core::{names, InstanceMetadata};
+//! use ccm_nodecontroller::plan::plan_initialization;
+//! use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
+//!
+//! let node = Node {
+//!     spec: Some(NodeSpec {
+//!         taints: Some(vec![Taint { key: names::taints::UNINITIALIZED.into(), effect: "NoSchedule".into(), ..Default::default() }]),
+//!         ..Default::default()
+//!     }),
+//!     ..Default::default()
+//! };
+//! let plan = plan_initialization(&node, &InstanceMetadata::new("fake://n1").with_zone("z1")).unwrap();
+//! assert_eq!(plan.provider_id.as_deref(), Some("fake://n1"));
+//! assert!(!plan.spec_ops.is_empty());
+//! ```
+
+use ccm_core::{InstanceMetadata, names};
+use json_patch::PatchOperation;
+use k8s_openapi::api::core::v1::Node;
+
+use crate::addresses::{self, AddressUpdate, NodeIpError};
+use crate::labels::{self, LabelPlan};
+use crate::patch;
+
+/// Everything initialization writes for one node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InitPlan {
+    /// The providerID to set (the node has none and the cloud gave one).
+    pub provider_id: Option<String>,
+    /// The labels to set, and the additional labels dropped.
+    pub labels: LabelPlan,
+    /// The new `status.addresses`, if they change.
+    pub addresses: AddressUpdate,
+    /// ONE JSON Patch for metadata and spec: the labels, the providerID, and the removal of the uninitialized
+    /// taint (guarded by a `test` of the current taint list).
+    pub spec_ops: Vec<PatchOperation>,
+    /// ONE JSON Patch for the status subresource replacing the addresses (guarded); empty when they do not change.
+    pub status_ops: Vec<PatchOperation>,
+}
+
+/// Plan the initialization of `node` with `meta` (Go: `getNodeModifiersFromCloudProvider` plus
+/// `updateNodeAddress`):
+///
+/// 1. the provided-node-ip annotation, if any, must parse and match one of the cloud's addresses, otherwise the
+///    node stays tainted ([`NodeIpError`]);
+/// 2. `spec.providerID` is set only if it is empty and the cloud gave one;
+/// 3. the cloud labels ([`labels::plan_cloud_labels`]);
+/// 4. every taint with the uninitialized key is removed, other taints are kept;
+/// 5. the addresses as the periodic sync would set them ([`addresses::plan_address_update`]).
+pub fn plan_initialization(node: &Node, meta: &InstanceMetadata) -> Result<InitPlan, NodeIpError> {
+    if let Some(annotation) = addresses::provided_node_ip(node) {
+        addresses::addresses_from_node_ip(annotation, &meta.node_addresses)?;
+    }
+    let provider_id = (ccm_core::helpers::node_provider_id(node).is_empty()
+        && !meta.provider_id.is_empty())
+    .then(|| meta.provider_id.clone());
+    let current_labels = node.metadata.labels.clone().unwrap_or_default();
+    let labels = labels::plan_cloud_labels(&current_labels, meta);
+
+    let mut spec_ops = patch::taint_ops(
+        node,
+        patch::without_taint(node, names::taints::UNINITIALIZED),
+    );
+    spec_ops.extend(patch::label_ops(node, &labels.set));
+    if let Some(id) = &provider_id {
+        spec_ops.push(patch::provider_id_op(node, id));
+    }
+
+    let addresses = addresses::plan_address_update(node, &meta.node_addresses)?;
+    let status_ops = match &addresses {
+        AddressUpdate::Replace(list) => patch::address_ops(node, list),
+        AddressUpdate::NoCloudAddresses | AddressUpdate::Unchanged => Vec::new(),
+    };
+    Ok(InitPlan {
+        provider_id,
+        labels,
+        addresses,
+        spec_ops,
+        status_ops,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::patch::tests::{apply, taint};
+    use crate::patch::{NO_SCHEDULE, taints};
+    use ccm_core::names::labels as l;
+    use k8s_openapi::api::core::v1::{NodeAddress, NodeSpec, NodeStatus};
+    use std::collections::BTreeMap;
+
+    fn a(t: &str, v: &str) -> NodeAddress {
+        NodeAddress {
+            type_: t.into(),
+            address: v.into(),
+        }
+    }
+
+    fn uninit() -> k8s_openapi::api::core::v1::Taint {
+        taint(names::taints::UNINITIALIZED, Some("true"), NO_SCHEDULE)
+    }
+
+    /// A node as a kubelet with `--cloud-provider=external` registers it.
+    fn kubelet_node() -> Node {
+        let mut node = Node {
+            spec: Some(NodeSpec {
+                taints: Some(vec![uninit()]),
+                ..Default::default()
+            }),
+            status: Some(NodeStatus {
+                addresses: Some(vec![a("Hostname", "nodeoverriden")]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        node.metadata.name = Some("node0".into());
+        node.metadata.resource_version = Some("7".into());
+        node
+    }
+
+    /// Apply both patches of the plan, as the controller sends them.
+    fn initialized(node: &Node, plan: &InitPlan) -> Node {
+        let after_status = apply(node, &plan.status_ops).expect("status patch applies");
+        apply(&after_status, &plan.spec_ops).expect("spec patch applies")
+    }
+
+    fn with_annotation(mut node: Node, ip: &str) -> Node {
+        node.metadata.annotations = Some(BTreeMap::from([(
+            names::annotations::PROVIDED_NODE_IP.to_owned(),
+            ip.to_owned(),
+        )]));
+        node
+    }
+
+    #[test]
+    fn node_initialized_with_hostname() {
+        // Go Test_syncNode: "node initialized with hostname" (V1 metadata: providerID fake://12345, no type).
+        let node = kubelet_node();
+        let meta = InstanceMetadata::new("fake://12345").with_addresses(vec![
+            a("Hostname", "node0.cloud.internal"),
+            a("InternalIP", "10.0.0.1"),
+            a("ExternalIP", "132.143.154.163"),
+        ]);
+        let plan = plan_initialization(&node, &meta).unwrap();
+        let after = initialized(&node, &plan);
+        let spec = after.spec.clone().unwrap();
+        assert_eq!(spec.provider_id.as_deref(), Some("fake://12345"));
+        assert_eq!(spec.taints, None);
+        assert_eq!(
+            after.metadata.labels, None,
+            "no labels without type, zone or region"
+        );
+        assert_eq!(
+            after.status.unwrap().addresses.unwrap(),
+            meta.node_addresses
+        );
+    }
+
+    #[test]
+    fn provider_id_already_set_is_kept() {
+        // Go: "provider ID already set" / "[instanceV2] provider ID already set".
+        let mut node = kubelet_node();
+        node.spec.as_mut().unwrap().provider_id = Some("test:///12345".into());
+        let meta = InstanceMetadata::new("fake://other").with_instance_type("t1.micro");
+        let plan = plan_initialization(&node, &meta).unwrap();
+        assert_eq!(plan.provider_id, None);
+        let after = initialized(&node, &plan);
+        assert_eq!(
+            after.spec.unwrap().provider_id.as_deref(),
+            Some("test:///12345")
+        );
+        let labels = after.metadata.labels.unwrap();
+        assert_eq!(labels[l::INSTANCE_TYPE], "t1.micro");
+        assert_eq!(labels[l::INSTANCE_TYPE_BETA], "t1.micro");
+    }
+
+    #[test]
+    fn provider_id_not_implemented_initializes_without_one() {
+        // Go: "provider ID not implemented" — V1 metadata with an empty providerID.
+        let node = kubelet_node();
+        let plan = plan_initialization(&node, &InstanceMetadata::new("")).unwrap();
+        assert_eq!(plan.provider_id, None);
+        let after = initialized(&node, &plan);
+        assert_eq!(after.spec.unwrap().provider_id, None);
+        // The kubelet's hostname stays: the cloud gave no addresses.
+        assert_eq!(plan.addresses, AddressUpdate::NoCloudAddresses);
+        assert!(plan.status_ops.is_empty());
+    }
+
+    #[test]
+    fn zone_region_type_labels_added() {
+        let mut node = kubelet_node();
+        node.metadata.labels = Some(BTreeMap::from([("existing".into(), "kept".into())]));
+        let meta = InstanceMetadata::new("fake://n")
+            .with_instance_type("m1")
+            .with_zone("us-west-1a")
+            .with_region("us-west");
+        let after = initialized(&node, &plan_initialization(&node, &meta).unwrap());
+        let labels = after.metadata.labels.unwrap();
+        assert_eq!(labels["existing"], "kept");
+        assert_eq!(labels[l::TOPOLOGY_ZONE], "us-west-1a");
+        assert_eq!(labels[l::FAILURE_DOMAIN_BETA_ZONE], "us-west-1a");
+        assert_eq!(labels[l::TOPOLOGY_REGION], "us-west");
+        assert_eq!(labels[l::FAILURE_DOMAIN_BETA_REGION], "us-west");
+        assert_eq!(labels.len(), 7);
+    }
+
+    #[test]
+    fn provided_node_ip_filters_addresses() {
+        // Go: "provided node IP address" / "[instanceV2] provided node IP address".
+        let node = with_annotation(kubelet_node(), "10.0.0.1");
+        let meta = InstanceMetadata::new("fake://n").with_addresses(vec![
+            a("InternalIP", "10.0.0.1"),
+            a("ExternalIP", "132.143.154.163"),
+            a("InternalIP", "10.0.0.2"),
+        ]);
+        let after = initialized(&node, &plan_initialization(&node, &meta).unwrap());
+        assert_eq!(
+            after.status.unwrap().addresses.unwrap(),
+            vec![
+                a("InternalIP", "10.0.0.1"),
+                a("ExternalIP", "132.143.154.163"),
+                a("Hostname", "nodeoverriden"),
+            ]
+        );
+    }
+
+    #[test]
+    fn invalid_or_absent_node_ip_keeps_the_taint() {
+        // Go: "provided node IP address is not valid" and "provided node IP address is not present".
+        let meta =
+            InstanceMetadata::new("fake://n").with_addresses(vec![a("InternalIP", "10.0.0.1")]);
+        let invalid = with_annotation(kubelet_node(), "invalid-ip");
+        assert!(matches!(
+            plan_initialization(&invalid, &meta),
+            Err(NodeIpError::Unparsable { .. })
+        ));
+        let absent = with_annotation(kubelet_node(), "10.0.0.99");
+        assert!(matches!(
+            plan_initialization(&absent, &meta),
+            Err(NodeIpError::NoMatchingCloudAddress { .. })
+        ));
+        // With no cloud addresses at all, the annotated IP cannot match either.
+        let none = with_annotation(kubelet_node(), "10.0.0.1");
+        assert!(plan_initialization(&none, &InstanceMetadata::new("fake://n")).is_err());
+    }
+
+    #[test]
+    fn additional_labels_filtered_in_the_patch() {
+        let mut node = kubelet_node();
+        node.metadata.labels = Some(BTreeMap::from([(
+            "example.com/pool".into(),
+            "kubelet".into(),
+        )]));
+        let meta = InstanceMetadata::new("fake://n")
+            .with_label("example.com/pool", "cloud")
+            .with_label("kubernetes.io/os", "evil")
+            .with_label("example.com/rack", "r1");
+        let plan = plan_initialization(&node, &meta).unwrap();
+        assert_eq!(plan.labels.discarded.len(), 2);
+        let labels = initialized(&node, &plan).metadata.labels.unwrap();
+        assert_eq!(labels["example.com/pool"], "kubelet");
+        assert_eq!(labels["example.com/rack"], "r1");
+        assert!(!labels.contains_key("kubernetes.io/os"));
+    }
+
+    #[test]
+    fn other_taints_survive_and_all_uninitialized_taints_go() {
+        let mut node = kubelet_node();
+        node.spec.as_mut().unwrap().taints = Some(vec![
+            taint(names::taints::NOT_READY, None, NO_SCHEDULE),
+            uninit(),
+            taint(names::taints::UNINITIALIZED, None, "NoExecute"),
+            taint("example.com/dedicated", Some("gpu"), NO_SCHEDULE),
+        ]);
+        let after = initialized(
+            &node,
+            &plan_initialization(&node, &InstanceMetadata::new("fake://n")).unwrap(),
+        );
+        assert_eq!(
+            taints(&after),
+            &[
+                taint(names::taints::NOT_READY, None, NO_SCHEDULE),
+                taint("example.com/dedicated", Some("gpu"), NO_SCHEDULE)
+            ]
+        );
+    }
+
+    #[test]
+    fn one_patch_each_and_no_status_write_when_addresses_match() {
+        let mut node = kubelet_node();
+        node.status.as_mut().unwrap().addresses =
+            Some(vec![a("InternalIP", "10.0.0.1"), a("Hostname", "h")]);
+        let meta =
+            InstanceMetadata::new("fake://n").with_addresses(vec![a("InternalIP", "10.0.0.1")]);
+        let plan = plan_initialization(&node, &meta).unwrap();
+        assert_eq!(plan.addresses, AddressUpdate::Unchanged);
+        assert!(plan.status_ops.is_empty());
+        // test + remove taints, add providerID.
+        assert_eq!(plan.spec_ops.len(), 3);
+    }
+
+    #[test]
+    fn stale_view_is_rejected_not_clobbered() {
+        let seen = kubelet_node();
+        let plan = plan_initialization(&seen, &InstanceMetadata::new("fake://n")).unwrap();
+        let mut live = seen.clone();
+        live.spec.as_mut().unwrap().taints =
+            Some(vec![uninit(), taint("kubelet/new", None, NO_SCHEDULE)]);
+        assert!(apply(&live, &plan.spec_ops).is_err());
+    }
+}

@@ -1,0 +1,157 @@
+//! Guarded Node writes: plan from the node as last seen, patch, and on a failed guard re-read and plan again.
+
+use ccm_core::names;
+use json_patch::PatchOperation;
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+
+use crate::error::Error;
+
+/// How many times a guarded patch is retried after its `test` failed (the node changed meanwhile).
+pub const MAX_GUARD_RETRIES: u32 = 5;
+
+/// Successful writes one [`guarded_update`] may make before it stops (a plan that never converges is a bug).
+const MAX_WRITES: usize = 4;
+
+/// Which endpoint a patch goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// `nodes/<name>`: metadata and spec.
+    Spec,
+    /// `nodes/<name>/status`.
+    Status,
+}
+
+impl Target {
+    fn action(self) -> &'static str {
+        match self {
+            Target::Spec => "patch",
+            Target::Status => "patch the status of",
+        }
+    }
+}
+
+/// The result of one planning step.
+pub(crate) type Step = Result<Option<(Target, Vec<PatchOperation>)>, Error>;
+
+/// 404.
+pub(crate) fn is_not_found(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(s) if s.code == 404)
+}
+
+/// 409 (conflict) or 422 (a JSON Patch `test` failed, which the API server reports as unprocessable).
+pub(crate) fn is_guard_failure(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(s) if s.code == 409 || s.code == 422)
+}
+
+/// Patch parameters with the node controllers' field manager.
+pub(crate) fn patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(names::controllers::NODE_CONTROLLER_CLIENT.to_owned()),
+        ..Default::default()
+    }
+}
+
+async fn send(
+    api: &Api<Node>,
+    name: &str,
+    target: Target,
+    ops: Vec<PatchOperation>,
+) -> Result<Node, kube::Error> {
+    let patch: Patch<()> = Patch::Json(json_patch::Patch(ops));
+    match target {
+        Target::Spec => api.patch(name, &patch_params(), &patch).await,
+        Target::Status => api.patch_status(name, &patch_params(), &patch).await,
+    }
+}
+
+/// What [`guarded_update`] ended with.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    /// The node after the last write (or as last read); `None` if it was deleted meanwhile.
+    pub node: Option<Node>,
+    /// The writes that succeeded, in order.
+    pub written: Vec<Target>,
+}
+
+/// Write `start` towards what `plan` wants, one guarded JSON Patch at a time.
+///
+/// `plan(node, written)` returns the next patch for `node` (given the writes already made), or `None` when the
+/// node is as wanted. After a successful write it is asked again with the server's answer; after a failed guard
+/// (409/422) it is asked again with a fresh read, at most [`MAX_GUARD_RETRIES`] times. A node that disappears
+/// ends the update without error.
+pub(crate) async fn guarded_update<F>(
+    api: &Api<Node>,
+    start: Node,
+    mut plan: F,
+) -> Result<Outcome, Error>
+where
+    F: FnMut(&Node, &[Target]) -> Step,
+{
+    let name = ccm_core::helpers::node_name(&start).to_owned();
+    let mut node = start;
+    let mut written = Vec::new();
+    let mut retries = 0;
+    loop {
+        let Some((target, ops)) = plan(&node, &written)? else {
+            return Ok(Outcome {
+                node: Some(node),
+                written,
+            });
+        };
+        if ops.is_empty() || written.len() >= MAX_WRITES {
+            return Ok(Outcome {
+                node: Some(node),
+                written,
+            });
+        }
+        match send(api, &name, target, ops).await {
+            Ok(updated) => {
+                written.push(target);
+                node = updated;
+            }
+            Err(err) if is_not_found(&err) => {
+                return Ok(Outcome {
+                    node: None,
+                    written,
+                });
+            }
+            Err(err) if is_guard_failure(&err) => {
+                retries += 1;
+                if retries > MAX_GUARD_RETRIES {
+                    return Err(Error::Contended {
+                        node: name,
+                        action: target.action(),
+                        attempts: retries,
+                        source: err,
+                    });
+                }
+                tracing::debug!(node = %name, error = %err, "node changed since it was read; re-reading");
+                match api.get_opt(&name).await {
+                    Ok(Some(fresh)) => node = fresh,
+                    Ok(None) => {
+                        return Ok(Outcome {
+                            node: None,
+                            written,
+                        });
+                    }
+                    Err(source) => {
+                        return Err(Error::Kube {
+                            node: name,
+                            action: "read",
+                            source,
+                        });
+                    }
+                }
+            }
+            Err(source) => {
+                return Err(Error::Kube {
+                    node: name,
+                    action: target.action(),
+                    source,
+                });
+            }
+        }
+    }
+}
