@@ -79,6 +79,15 @@ pub enum CloudError {
     },
 }
 
+/// A foreign error's message over a duplicated well-known [`CloudError`], so kind detection still works.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+struct Described {
+    message: String,
+    #[source]
+    inner: CloudError,
+}
+
 /// The meaning of a [`CloudError`], independent of how deeply it is wrapped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -188,6 +197,51 @@ impl CloudError {
     /// True if another controller implements the load balancer.
     pub fn is_implemented_elsewhere(&self) -> bool {
         self.kind() == ErrorKind::ImplementedElsewhere
+    }
+
+    /// A new error with the same message and the same [`kind`](CloudError::kind) (and retry delay), for handing
+    /// one failure to several waiters (a `CloudError` is not `Clone` because it may carry any source error).
+    pub fn duplicate(&self) -> CloudError {
+        match self {
+            CloudError::InstanceNotFound => CloudError::InstanceNotFound,
+            CloudError::NotImplemented => CloudError::NotImplemented,
+            CloudError::ImplementedElsewhere => CloudError::ImplementedElsewhere,
+            CloudError::DiskNotFound => CloudError::DiskNotFound,
+            CloudError::Retry { message, after } => CloudError::Retry {
+                message: message.clone(),
+                after: *after,
+            },
+            CloudError::Throttled {
+                message,
+                retry_after,
+            } => CloudError::Throttled {
+                message: message.clone(),
+                retry_after: *retry_after,
+            },
+            CloudError::Timeout { operation, after } => CloudError::Timeout {
+                operation: operation.clone(),
+                after: *after,
+            },
+            CloudError::Provider { context, source } => {
+                let source: BoxError = if let Some(cloud) = source.downcast_ref::<CloudError>() {
+                    Box::new(cloud.duplicate())
+                } else {
+                    match find_cloud_error(source.as_ref())
+                        .filter(|e| e.own_kind() != ErrorKind::Other)
+                    {
+                        Some(inner) => Box::new(Described {
+                            message: source.to_string(),
+                            inner: inner.duplicate(),
+                        }),
+                        None => source.to_string().into(),
+                    }
+                };
+                CloudError::Provider {
+                    context: context.clone(),
+                    source,
+                }
+            }
+        }
     }
 
     fn own_kind(&self) -> ErrorKind {
@@ -321,6 +375,26 @@ mod tests {
                 .to_string(),
             "looking up node n1: instance not found"
         );
+    }
+
+    #[test]
+    fn duplicate_keeps_message_kind_and_delay() {
+        let errs = [
+            CloudError::InstanceNotFound.context("a").context("b"),
+            CloudError::retry("wait", Duration::from_secs(3)).context("ensure"),
+            CloudError::Throttled {
+                message: "q".into(),
+                retry_after: Some(Duration::from_secs(1)),
+            },
+            CloudError::msg("boom"),
+            CloudError::provider("listing", std::io::Error::other("eof")),
+        ];
+        for err in errs {
+            let dup = err.duplicate();
+            assert_eq!(dup.to_string(), err.to_string());
+            assert_eq!(dup.kind(), err.kind());
+            assert_eq!(dup.retry_after(), err.retry_after());
+        }
     }
 
     #[test]

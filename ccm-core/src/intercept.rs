@@ -135,6 +135,10 @@ pub enum Operation {
     InstanceShutdown,
     /// [`InstancesV2::instance_metadata`].
     InstanceMetadata,
+    /// [`InstancesV2::instance_metadata_bulk`] (native bulk implementations only).
+    InstanceMetadataBulk,
+    /// [`InstancesV2::instance_exists_bulk`] (native bulk implementations only).
+    InstanceExistsBulk,
     /// [`Zones::get_zone`].
     GetZone,
     /// [`Zones::get_zone_by_provider_id`].
@@ -155,7 +159,7 @@ pub enum Operation {
 
 impl Operation {
     /// Every operation.
-    pub const ALL: [Operation; 22] = [
+    pub const ALL: [Operation; 24] = [
         Operation::GetLoadBalancer,
         Operation::EnsureLoadBalancer,
         Operation::UpdateLoadBalancer,
@@ -170,6 +174,8 @@ impl Operation {
         Operation::InstanceExists,
         Operation::InstanceShutdown,
         Operation::InstanceMetadata,
+        Operation::InstanceMetadataBulk,
+        Operation::InstanceExistsBulk,
         Operation::GetZone,
         Operation::GetZoneByProviderId,
         Operation::GetZoneByNodeName,
@@ -198,6 +204,8 @@ impl Operation {
             Operation::InstanceExists => "instance-exists",
             Operation::InstanceShutdown => "instance-shutdown",
             Operation::InstanceMetadata => "instance-metadata-by-provider-id",
+            Operation::InstanceMetadataBulk => "instance-metadata-bulk",
+            Operation::InstanceExistsBulk => "instance-exists-bulk",
             Operation::GetZone => "get-zone",
             Operation::GetZoneByProviderId => "get-zone-by-provider-id",
             Operation::GetZoneByNodeName => "get-zone-by-node-name",
@@ -229,7 +237,8 @@ impl Operation {
             | InstanceTypeByProviderId
             | InstanceExistsByProviderId
             | InstanceShutdownByProviderId => Capability::Instances,
-            InstanceExists | InstanceShutdown | InstanceMetadata => Capability::InstancesV2,
+            InstanceExists | InstanceShutdown | InstanceMetadata | InstanceMetadataBulk
+            | InstanceExistsBulk => Capability::InstancesV2,
             GetZone | GetZoneByProviderId | GetZoneByNodeName => Capability::Zones,
             ListClusters | Master => Capability::Clusters,
             ListRoutes | CreateRoute | DeleteRoute => Capability::Routes,
@@ -605,6 +614,50 @@ impl InstancesV2 for Wrapped<dyn InstancesV2> {
                 Operation::InstanceMetadata,
                 node_target(node),
                 self.inner.instance_metadata(node),
+            )
+            .await
+    }
+    fn supports_bulk(&self) -> bool {
+        self.inner.supports_bulk()
+    }
+    async fn instance_metadata_bulk(
+        &self,
+        nodes: &[Node],
+    ) -> Result<Vec<Result<Option<InstanceMetadata>, CloudError>>, CloudError> {
+        if !self.inner.supports_bulk() {
+            // Go through the single calls so each one is intercepted.
+            let mut out = Vec::with_capacity(nodes.len());
+            for node in nodes {
+                out.push(self.instance_metadata(node).await);
+            }
+            return Ok(out);
+        }
+        let target = format!("{} nodes", nodes.len());
+        self.chain
+            .call(
+                Operation::InstanceMetadataBulk,
+                &target,
+                self.inner.instance_metadata_bulk(nodes),
+            )
+            .await
+    }
+    async fn instance_exists_bulk(
+        &self,
+        nodes: &[Node],
+    ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
+        if !self.inner.supports_bulk() {
+            let mut out = Vec::with_capacity(nodes.len());
+            for node in nodes {
+                out.push(self.instance_exists(node).await);
+            }
+            return Ok(out);
+        }
+        let target = format!("{} nodes", nodes.len());
+        self.chain
+            .call(
+                Operation::InstanceExistsBulk,
+                &target,
+                self.inner.instance_exists_bulk(nodes),
             )
             .await
     }

@@ -12,10 +12,14 @@
 //!   and port the Go reference uses, spelled the same way;
 //! - [`helpers`]: load-balancer names, source ranges, health checks, providerIDs, node conditions;
 //! - [`intercept`]: provider middleware (rate limits, fault injection, metrics, timeouts) around any provider;
+//! - [`budget`] and [`cache`]: the cloud-call budget (rate limits, per-operation metrics), coalescing and a
+//!   short-lived instance cache;
 //! - [`runtime`]: shared informers, the work queue, events, metrics and the controller interface.
 //!
 //! See `docs/architecture.md` in the repository for how the crates fit together.
 
+pub mod budget;
+pub mod cache;
 pub mod error;
 pub mod helpers;
 pub mod intercept;

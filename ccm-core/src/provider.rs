@@ -229,6 +229,41 @@ pub trait InstancesV2: Send + Sync + 'static {
     async fn instance_shutdown(&self, node: &Node) -> Result<bool, CloudError>;
     /// The instance's metadata; `None` makes the node controller skip the node without error.
     async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError>;
+
+    /// Whether [`instance_metadata_bulk`](Self::instance_metadata_bulk) and
+    /// [`instance_exists_bulk`](Self::instance_exists_bulk) are implemented natively, answering for any number of
+    /// nodes with one (or a few) cloud calls. The controllers use the bulk methods only when this is true.
+    fn supports_bulk(&self) -> bool {
+        false
+    }
+
+    /// Metadata for many nodes at once, in the order of `nodes`. The outer error means the whole call failed.
+    ///
+    /// The default makes one [`instance_metadata`](Self::instance_metadata) call per node, one after another;
+    /// a provider that can list its instances should override it (and [`supports_bulk`](Self::supports_bulk)).
+    async fn instance_metadata_bulk(
+        &self,
+        nodes: &[Node],
+    ) -> Result<Vec<Result<Option<InstanceMetadata>, CloudError>>, CloudError> {
+        let mut out = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            out.push(self.instance_metadata(node).await);
+        }
+        Ok(out)
+    }
+
+    /// Existence of many nodes' instances at once, in the order of `nodes`. The outer error means the whole call
+    /// failed. The default makes one [`instance_exists`](Self::instance_exists) call per node.
+    async fn instance_exists_bulk(
+        &self,
+        nodes: &[Node],
+    ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
+        let mut out = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            out.push(self.instance_exists(node).await);
+        }
+        Ok(out)
+    }
 }
 
 /// Zones (Go: `cloudprovider.Zones`, deprecated); used only with the V1 instance API.

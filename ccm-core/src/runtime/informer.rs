@@ -250,9 +250,22 @@ where
         }
     }
 
+    /// Send `event` to the subscribers as if the watch had produced it (the cache is not changed); for tests of
+    /// code that consumes informer events.
+    pub fn inject_for_test(&self, event: InformerEvent<K>) {
+        let _ = self.inner.events.send(event);
+    }
+
     /// True once the first full list has been cached.
     pub fn has_synced(&self) -> bool {
         *self.inner.synced.borrow()
+    }
+
+    /// Ask every subscriber to re-read the whole [`Store`] by sending [`InformerEvent::Resync`], as client-go's
+    /// periodic resync re-delivers every cached object. The runtime calls it every `--min-resync-period`
+    /// (jittered).
+    pub fn resync(&self) {
+        let _ = self.inner.events.send(InformerEvent::Resync);
     }
 
     /// Wait until the first full list has been cached.
@@ -510,6 +523,16 @@ mod tests {
             vec!["add a", "add b", "update a 1->2", "delete b", "delete a"]
         );
         assert!(inf.store().is_empty());
+    }
+
+    #[tokio::test]
+    async fn resync_reaches_every_subscriber() {
+        let inf = informer();
+        let mut a = inf.subscribe();
+        let mut b = inf.subscribe();
+        inf.resync();
+        assert!(matches!(a.recv().await, Some(InformerEvent::Resync)));
+        assert!(matches!(b.recv().await, Some(InformerEvent::Resync)));
     }
 
     #[tokio::test]
