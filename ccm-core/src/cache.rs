@@ -141,10 +141,10 @@ impl InstanceCache {
         let key = (question, node_name(node).to_owned());
         let (generation, flight) = {
             let mut state = self.lock();
-            if let Some((at, answer)) = state.answers.get(&key) {
-                if at.elapsed() < self.ttl {
-                    return Ok(answer.clone());
-                }
+            if let Some((at, answer)) = state.answers.get(&key)
+                && at.elapsed() < self.ttl
+            {
+                return Ok(answer.clone());
             }
             match state.flights.get(&key) {
                 Some((generation, flight)) => (*generation, flight.clone()),
