@@ -1,7 +1,6 @@
 //! The pure analysis: a [`Snapshot`] of the cluster in, [`Finding`]s out. No I/O and no clock: the snapshot
 //! carries `now`.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use ccm_core::names::taints;
@@ -12,9 +11,10 @@ use k8s_openapi::jiff::Timestamp;
 use crate::duration::format_go_duration;
 use crate::finding::{CheckId, Finding, ObjectRef, Severity};
 use crate::inspect::{
-    elapsed, leader_election_enabled, node_is_not_ready, node_name, pod_is_running_and_ready,
-    pod_node, pod_phase, provider_id, taints_in_scheduler_message, tolerations_of,
-    unschedulable_message, untolerated_taints, waiting_nodes,
+    LEASE_NAME_FLAG, LEASE_NAMESPACE_FLAG, elapsed, leader_election_enabled, node_is_not_ready,
+    node_name, pod_is_running_and_ready, pod_node, pod_phase, provider_id, string_flag,
+    taints_in_scheduler_message, tolerations_of, unschedulable_message, untolerated_taints,
+    waiting_nodes,
 };
 use crate::workload::{Workload, check_workload};
 
@@ -163,7 +163,10 @@ pub fn check_uninitialized_nodes(snapshot: &Snapshot, config: &AnalysisConfig) -
                 "nothing to do yet; if they keep waiting, check that the CCM runs",
             )
             .with_objects(recent.iter().map(|w| {
-                node_ref(&w.name).with_detail(format!("waiting {}", format_go_duration(round_secs(w.waited))))
+                node_ref(&w.name).with_detail(format!(
+                    "waiting {}",
+                    format_go_duration(round_secs(w.waited))
+                ))
             })),
         );
     }
@@ -337,8 +340,16 @@ pub fn check_ccm_pods(snapshot: &Snapshot) -> Vec<Finding> {
                 Severity::Error,
                 format!(
                     "a CCM pod cannot be scheduled: the nodes carry {} {} it does not tolerate: {}",
-                    if named.len() == 1 { "a taint" } else { "taints" },
-                    if inferred { "(read from the nodes)" } else { "(reported by the scheduler)" },
+                    if named.len() == 1 {
+                        "a taint"
+                    } else {
+                        "taints"
+                    },
+                    if inferred {
+                        "(read from the nodes)"
+                    } else {
+                        "(reported by the scheduler)"
+                    },
                     named.join(", ")
                 ),
                 format!("in the CCM's pod template, {}", fix.join("; ")),
@@ -397,6 +408,35 @@ pub fn leader_election_in_use(snapshot: &Snapshot) -> Option<bool> {
     Some(specs.into_iter().any(leader_election_enabled))
 }
 
+/// Where the leader Lease is: the overrides if given, else the CCM's own `--leader-elect-resource-namespace` and
+/// `--leader-elect-resource-name` (from its workloads, else its pods), else `kube-system/cloud-controller-manager`.
+pub fn lease_location(
+    workloads: &[Workload],
+    pods: &[Pod],
+    namespace_override: Option<&str>,
+    name_override: Option<&str>,
+) -> (String, String) {
+    let specs: Vec<&k8s_openapi::api::core::v1::PodSpec> = workloads
+        .iter()
+        .map(|w| &w.pod_spec)
+        .chain(pods.iter().filter_map(|p| p.spec.as_ref()))
+        .collect();
+    let from_ccm = |flag: &str| {
+        specs
+            .iter()
+            .find_map(|spec| string_flag(spec.containers.iter(), flag))
+    };
+    let namespace = namespace_override
+        .map(str::to_owned)
+        .or_else(|| from_ccm(LEASE_NAMESPACE_FLAG))
+        .unwrap_or_else(|| ccm_core::names::lease::NAMESPACE.to_owned());
+    let name = name_override
+        .map(str::to_owned)
+        .or_else(|| from_ccm(LEASE_NAME_FLAG))
+        .unwrap_or_else(|| ccm_core::names::lease::NAME.to_owned());
+    (namespace, name)
+}
+
 /// The leader Lease: missing while leader election is on, or not renewed within its duration.
 pub fn check_lease(snapshot: &Snapshot) -> Vec<Finding> {
     let election = leader_election_in_use(snapshot);
@@ -442,10 +482,7 @@ pub fn check_lease(snapshot: &Snapshot) -> Vec<Finding> {
         None => "held by no one".to_owned(),
     };
     let age_text = match since {
-        Some(s) => format!(
-            "last renewed {} ago",
-            format_go_duration(round_secs(s))
-        ),
+        Some(s) => format!("last renewed {} ago", format_go_duration(round_secs(s))),
         None => "never renewed".to_owned(),
     };
     let detail = format!(
@@ -482,7 +519,725 @@ pub fn check_lease(snapshot: &Snapshot) -> Vec<Finding> {
     ]
 }
 
-/// Distinct check ids of `findings`, for tests and summaries.
-pub fn check_ids(findings: &[Finding]) -> BTreeSet<CheckId> {
-    findings.iter().map(|f| f.check).collect()
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inspect::{NO_EXECUTE, NO_SCHEDULE};
+    use crate::workload::Replicas;
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::api::core::v1::{
+        Container, NodeCondition, NodeSpec, NodeStatus, PodCondition, PodSpec, PodStatus, Taint,
+        Toleration,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+    use k8s_openapi::jiff::SignedDuration;
+
+    fn now() -> Timestamp {
+        "2026-05-01T10:00:00Z".parse().unwrap()
+    }
+
+    fn ago(secs: i64) -> Timestamp {
+        now() - SignedDuration::from_secs(secs)
+    }
+
+    fn taint(key: &str, value: Option<&str>, effect: &str) -> Taint {
+        Taint {
+            key: key.into(),
+            value: value.map(Into::into),
+            effect: effect.into(),
+            time_added: None,
+        }
+    }
+
+    fn uninit() -> Taint {
+        taint(taints::UNINITIALIZED, Some("true"), NO_SCHEDULE)
+    }
+
+    struct NodeBuilder(Node);
+
+    impl NodeBuilder {
+        fn new(name: &str, age_secs: i64) -> Self {
+            NodeBuilder(Node {
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    creation_timestamp: Some(Time(ago(age_secs))),
+                    ..Default::default()
+                },
+                spec: Some(NodeSpec {
+                    provider_id: Some(format!("fake://{name}")),
+                    taints: Some(vec![]),
+                    ..Default::default()
+                }),
+                status: Some(NodeStatus {
+                    conditions: Some(vec![NodeCondition {
+                        type_: "Ready".into(),
+                        status: "True".into(),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+            })
+        }
+        fn taint(mut self, t: Taint) -> Self {
+            self.0
+                .spec
+                .as_mut()
+                .unwrap()
+                .taints
+                .as_mut()
+                .unwrap()
+                .push(t);
+            self
+        }
+        fn uninitialized(self) -> Self {
+            let mut b = self.taint(uninit());
+            b.0.spec.as_mut().unwrap().provider_id = None;
+            b
+        }
+        fn not_ready(mut self) -> Self {
+            self.0.status.as_mut().unwrap().conditions.as_mut().unwrap()[0].status = "False".into();
+            self
+        }
+        fn no_provider_id(mut self) -> Self {
+            self.0.spec.as_mut().unwrap().provider_id = None;
+            self
+        }
+        fn build(self) -> Node {
+            self.0
+        }
+    }
+
+    fn pod(
+        name: &str,
+        node: Option<&str>,
+        phase: &str,
+        conditions: Vec<(&str, &str, Option<&str>, Option<&str>)>,
+    ) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("kube-system".into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                node_name: node.map(Into::into),
+                containers: vec![Container {
+                    name: "c".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some(phase.into()),
+                conditions: Some(
+                    conditions
+                        .into_iter()
+                        .map(|(type_, status, reason, message)| PodCondition {
+                            type_: type_.into(),
+                            status: status.into(),
+                            reason: reason.map(Into::into),
+                            message: message.map(Into::into),
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn unschedulable(name: &str, message: &str) -> Pod {
+        pod(
+            name,
+            None,
+            "Pending",
+            vec![(
+                "PodScheduled",
+                "False",
+                Some("Unschedulable"),
+                Some(message),
+            )],
+        )
+    }
+
+    fn running(name: &str, node: &str) -> Pod {
+        pod(
+            name,
+            Some(node),
+            "Running",
+            vec![("Ready", "True", None, None)],
+        )
+    }
+
+    fn good_workload() -> Workload {
+        let tol = |key: &str, effect: &str| Toleration {
+            key: Some(key.into()),
+            operator: Some("Exists".into()),
+            effect: Some(effect.into()),
+            ..Default::default()
+        };
+        Workload {
+            kind: crate::workload::WorkloadKind::Deployment,
+            namespace: Some("kube-system".into()),
+            name: "cloud-controller-manager".into(),
+            labels: Default::default(),
+            selector: None,
+            replicas: Replicas::Fixed(1),
+            pod_spec: PodSpec {
+                host_network: Some(true),
+                node_selector: Some([(taints::CONTROL_PLANE.to_owned(), String::new())].into()),
+                tolerations: Some(vec![
+                    tol(taints::UNINITIALIZED, NO_SCHEDULE),
+                    tol(taints::NOT_READY, NO_SCHEDULE),
+                    tol(taints::NOT_READY, NO_EXECUTE),
+                    tol(taints::UNREACHABLE, NO_EXECUTE),
+                    tol(taints::CONTROL_PLANE, NO_SCHEDULE),
+                    tol(taints::MASTER, NO_SCHEDULE),
+                ]),
+                containers: vec![Container {
+                    name: "ccm".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        }
+    }
+
+    fn lease(holder: Option<&str>, renewed_ago: Option<i64>, duration: Option<i32>) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                name: Some(ccm_core::names::lease::NAME.into()),
+                namespace: Some(ccm_core::names::lease::NAMESPACE.into()),
+                ..Default::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: holder.map(Into::into),
+                renew_time: renewed_ago.map(|s| MicroTime(ago(s))),
+                lease_duration_seconds: duration,
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// A healthy cluster: initialized ready nodes, a good CCM Deployment, a fresh Lease.
+    fn healthy() -> Snapshot {
+        Snapshot {
+            now: now(),
+            nodes: vec![
+                NodeBuilder::new("n1", 3600).build(),
+                NodeBuilder::new("n2", 60).build(),
+            ],
+            workloads: vec![good_workload()],
+            ccm_pods: vec![running("ccm-1", "n1")],
+            ccm_search: "searched: the CCM".into(),
+            cni_pods: None,
+            cni_search: "the CNI pods".into(),
+            lease_namespace: ccm_core::names::lease::NAMESPACE.into(),
+            lease_name: ccm_core::names::lease::NAME.into(),
+            lease: Some(lease(Some("ccm-1_abc"), Some(3), Some(15))),
+        }
+    }
+
+    fn config(threshold_secs: u64) -> AnalysisConfig {
+        AnalysisConfig {
+            uninitialized_threshold: Duration::from_secs(threshold_secs),
+        }
+    }
+
+    fn ids(findings: &[Finding]) -> Vec<(CheckId, Severity)> {
+        findings.iter().map(|f| (f.check, f.severity)).collect()
+    }
+
+    #[test]
+    fn a_healthy_cluster_has_no_findings() {
+        assert_eq!(analyze(&healthy(), &AnalysisConfig::default()), vec![]);
+        assert_eq!(
+            AnalysisConfig::default().uninitialized_threshold,
+            Duration::from_secs(120)
+        );
+    }
+
+    #[test]
+    fn uninitialized_nodes_against_the_threshold() {
+        let mut s = healthy();
+        s.nodes = vec![
+            NodeBuilder::new("old", 600).uninitialized().build(),
+            NodeBuilder::new("exact", 120).uninitialized().build(),
+            NodeBuilder::new("new", 30).uninitialized().build(),
+            NodeBuilder::new("done", 600).build(),
+        ];
+        let findings = analyze(&s, &config(120));
+        assert_eq!(
+            ids(&findings),
+            vec![
+                (CheckId::NodeUninitializedTooLong, Severity::Error),
+                (CheckId::NodeWaitingForInitialization, Severity::Info),
+            ]
+        );
+        let names: Vec<(&str, Option<&str>)> = findings[0]
+            .objects
+            .iter()
+            .map(|o| (o.name.as_str(), o.detail.as_deref()))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("old", Some("waiting 10m0s")),
+                ("exact", Some("waiting 2m0s"))
+            ]
+        );
+        assert!(findings[0].message.starts_with("2 nodes have carried the node.cloudprovider.kubernetes.io/uninitialized taint for at least 2m0s"));
+        assert_eq!(findings[1].objects[0].name, "new");
+        assert!(findings[1].message.starts_with("1 node is waiting"));
+
+        // A zero threshold makes every waiting node an error; the taint's timeAdded wins over creation.
+        let mut timed = uninit();
+        timed.time_added = Some(Time(ago(5)));
+        s.nodes = vec![
+            NodeBuilder::new("timed", 9999)
+                .taint(timed)
+                .no_provider_id()
+                .build(),
+        ];
+        let findings = analyze(&s, &config(0));
+        assert_eq!(
+            ids(&findings),
+            vec![(CheckId::NodeUninitializedTooLong, Severity::Error)]
+        );
+        assert_eq!(findings[0].objects[0].detail.as_deref(), Some("waiting 5s"));
+        assert!(findings[0].message.starts_with("1 node has carried"));
+    }
+
+    #[test]
+    fn nodes_without_provider_id() {
+        let mut s = healthy();
+        s.nodes = vec![
+            NodeBuilder::new("bare", 600).no_provider_id().build(),
+            NodeBuilder::new("bare2", 600).no_provider_id().build(),
+            // Waiting nodes have no providerID yet: that is expected.
+            NodeBuilder::new("waiting", 1).uninitialized().build(),
+            NodeBuilder::new("ok", 600).build(),
+        ];
+        let findings = analyze(&s, &config(120));
+        assert_eq!(
+            ids(&findings),
+            vec![
+                (CheckId::NodeWaitingForInitialization, Severity::Info),
+                (CheckId::NodeWithoutProviderId, Severity::Warning),
+            ]
+        );
+        let names: Vec<&str> = findings[1]
+            .objects
+            .iter()
+            .map(|o| o.name.as_str())
+            .collect();
+        assert_eq!(names, vec!["bare", "bare2"]);
+        assert!(findings[1].message.contains("--cloud-provider=external"));
+        // An empty providerID counts as none.
+        let mut empty = NodeBuilder::new("empty", 600).build();
+        empty.spec.as_mut().unwrap().provider_id = Some(String::new());
+        s.nodes = vec![empty];
+        assert_eq!(
+            ids(&analyze(&s, &config(120))),
+            vec![(CheckId::NodeWithoutProviderId, Severity::Warning)]
+        );
+    }
+
+    fn deadlocked_nodes() -> Vec<Node> {
+        vec![
+            NodeBuilder::new("stuck", 600)
+                .uninitialized()
+                .taint(taint(taints::NOT_READY, None, NO_SCHEDULE))
+                .not_ready()
+                .build(),
+            // Uninitialized but ready: not deadlocked.
+            NodeBuilder::new("ready", 600).uninitialized().build(),
+        ]
+    }
+
+    #[test]
+    fn cni_deadlock() {
+        let mut s = healthy();
+        s.nodes = deadlocked_nodes();
+        assert!(needs_cni_pods(&s.nodes, s.now, &config(120)));
+        assert!(!needs_cni_pods(&s.nodes, s.now, &config(601)));
+        assert!(!needs_cni_pods(&healthy().nodes, s.now, &config(0)));
+
+        // The CNI pod on the node is pending.
+        s.cni_pods = Some(vec![
+            pod("calico-node-x", Some("stuck"), "Pending", vec![]),
+            running("calico-node-y", "ready"),
+        ]);
+        let findings = check_cni_deadlock(&s, &config(120));
+        assert_eq!(
+            ids(&findings),
+            vec![(CheckId::CniCcmDeadlock, Severity::Error)]
+        );
+        let objects: Vec<String> = findings[0]
+            .objects
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            objects,
+            vec![
+                "Node stuck (uninitialized and not ready for 10m0s, its CNI pod is not running)"
+                    .to_owned(),
+                "Pod kube-system/calico-node-x (Pending, not ready)".to_owned(),
+            ]
+        );
+        assert!(findings[0].message.contains("the CNI pods"));
+        assert!(findings[0].fix.contains("hostNetwork: true"));
+
+        // No CNI pod on that node at all.
+        s.cni_pods = Some(vec![running("calico-node-y", "ready")]);
+        let findings = check_cni_deadlock(&s, &config(120));
+        assert_eq!(
+            findings[0].objects[0].detail.as_deref(),
+            Some("uninitialized and not ready for 10m0s, no CNI pod on it")
+        );
+
+        // A running but not ready CNI pod does not help.
+        s.cni_pods = Some(vec![pod(
+            "calico-node-x",
+            Some("stuck"),
+            "Running",
+            vec![("Ready", "False", None, None)],
+        )]);
+        assert_eq!(
+            ids(&check_cni_deadlock(&s, &config(120))),
+            vec![(CheckId::CniCcmDeadlock, Severity::Error)]
+        );
+
+        // A running, ready CNI pod: the node waits for something else.
+        s.cni_pods = Some(vec![running("calico-node-x", "stuck")]);
+        assert_eq!(check_cni_deadlock(&s, &config(120)), vec![]);
+
+        // No CNI pod found anywhere.
+        for none in [None, Some(vec![])] {
+            s.cni_pods = none;
+            let findings = check_cni_deadlock(&s, &config(120));
+            assert_eq!(
+                ids(&findings),
+                vec![(CheckId::CniNotFound, Severity::Warning)]
+            );
+            assert_eq!(
+                findings[0].objects,
+                vec![ObjectRef::new("Node", None, "stuck")]
+            );
+            assert!(findings[0].message.contains("(the CNI pods)"));
+            assert!(findings[0].fix.contains("--cni-selector"));
+        }
+
+        // Below the threshold: no verdict yet.
+        s.cni_pods = Some(vec![pod("calico-node-x", Some("stuck"), "Pending", vec![])]);
+        assert_eq!(check_cni_deadlock(&s, &config(3600)), vec![]);
+
+        // A node with the not-ready taint but a True Ready condition still counts as not ready.
+        s.nodes = vec![
+            NodeBuilder::new("tainted", 600)
+                .uninitialized()
+                .taint(taint(taints::NOT_READY, None, NO_EXECUTE))
+                .build(),
+        ];
+        s.cni_pods = Some(vec![]);
+        assert_eq!(
+            ids(&check_cni_deadlock(&s, &config(120))),
+            vec![(CheckId::CniNotFound, Severity::Warning)]
+        );
+    }
+
+    #[test]
+    fn unschedulable_ccm_pods() {
+        let mut s = healthy();
+        s.nodes = vec![
+            NodeBuilder::new("n1", 10)
+                .uninitialized()
+                .taint(taint(taints::NOT_READY, None, NO_SCHEDULE))
+                .build(),
+        ];
+        s.ccm_pods = vec![
+            unschedulable(
+                "ccm-a",
+                "0/3 nodes are available: 3 node(s) had untolerated taint \
+                 {node.cloudprovider.kubernetes.io/uninitialized: true}. preemption: 0/3 nodes are available: 3 \
+                 Preemption is not helpful for scheduling.",
+            ),
+            unschedulable(
+                "ccm-b",
+                "0/1 nodes are available: 1 node(s) had untolerated taint(s). preemption: not helpful",
+            ),
+            unschedulable(
+                "ccm-c",
+                "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.",
+            ),
+            running("ccm-d", "n1"),
+            pod("ccm-e", None, "Pending", vec![]),
+        ];
+        let findings = check_ccm_pods(&s);
+        assert_eq!(
+            ids(&findings),
+            vec![
+                (CheckId::CcmPodUntoleratedTaint, Severity::Error),
+                (CheckId::CcmPodUntoleratedTaint, Severity::Error),
+                (CheckId::CcmPodUnschedulable, Severity::Error),
+            ]
+        );
+        let a = &findings[0];
+        assert_eq!(a.objects[0].name, "ccm-a");
+        assert!(
+            a.message.ends_with(
+                "the nodes carry a taint (reported by the scheduler) it does not tolerate: \
+             node.cloudprovider.kubernetes.io/uninitialized"
+            ),
+            "{}",
+            a.message
+        );
+        assert!(a.fix.contains("only the CCM removes this taint"));
+        assert!(
+            a.objects[0]
+                .detail
+                .as_deref()
+                .unwrap()
+                .starts_with("Pending: 0/3 nodes are available")
+        );
+
+        // The newer message names no taint: they are read from the nodes.
+        let b = &findings[1];
+        assert!(
+            b.message.ends_with(
+                "the nodes carry taints (read from the nodes) it does not tolerate: \
+             node.cloudprovider.kubernetes.io/uninitialized, node.kubernetes.io/not-ready"
+            ),
+            "{}",
+            b.message
+        );
+        assert!(b.fix.contains("hostNetwork: true"));
+
+        assert!(
+            findings[2]
+                .message
+                .contains("didn't match Pod's node affinity")
+        );
+
+        // Taint fixes by kind.
+        assert!(fix_for_taint(taints::CONTROL_PLANE).contains(taints::MASTER));
+        assert!(fix_for_taint(taints::MASTER).contains(taints::CONTROL_PLANE));
+        assert!(fix_for_taint(taints::UNREACHABLE).contains("NoExecute"));
+        assert_eq!(fix_for_taint("x"), "tolerate x or remove it from the nodes");
+
+        // A taint message with nothing left to name: reported as unschedulable.
+        s.nodes = vec![];
+        let only_b = Snapshot {
+            ccm_pods: vec![s.ccm_pods[1].clone()],
+            ..s.clone()
+        };
+        assert_eq!(
+            ids(&check_ccm_pods(&only_b)),
+            vec![(CheckId::CcmPodUnschedulable, Severity::Error)]
+        );
+    }
+
+    #[test]
+    fn workloads_found_or_not() {
+        let mut s = healthy();
+        s.workloads = vec![];
+        let findings = check_workloads(&s);
+        assert_eq!(
+            ids(&findings),
+            vec![(CheckId::CcmWorkloadNotFound, Severity::Info)]
+        );
+        assert!(findings[0].message.contains("static pods"));
+        s.ccm_pods = vec![];
+        let findings = check_workloads(&s);
+        assert_eq!(
+            ids(&findings),
+            vec![(CheckId::CcmWorkloadNotFound, Severity::Warning)]
+        );
+        assert!(findings[0].message.contains("searched: the CCM"));
+
+        let mut bad = good_workload();
+        bad.pod_spec.host_network = None;
+        s.workloads = vec![good_workload(), bad];
+        assert_eq!(
+            ids(&check_workloads(&s)),
+            vec![(CheckId::NoHostNetwork, Severity::Warning)]
+        );
+    }
+
+    #[test]
+    fn leader_election_source() {
+        let mut s = healthy();
+        assert_eq!(leader_election_in_use(&s), Some(true));
+        let mut off = good_workload();
+        off.pod_spec.containers[0].args = Some(vec!["--leader-elect=false".into()]);
+        s.workloads = vec![off.clone()];
+        assert_eq!(leader_election_in_use(&s), Some(false));
+        s.workloads = vec![off, good_workload()];
+        assert_eq!(leader_election_in_use(&s), Some(true));
+        // Without workloads, the pods decide.
+        s.workloads = vec![];
+        assert_eq!(leader_election_in_use(&s), Some(true));
+        s.ccm_pods[0].spec.as_mut().unwrap().containers[0].args =
+            Some(vec!["--leader-elect=false".into()]);
+        assert_eq!(leader_election_in_use(&s), Some(false));
+        s.ccm_pods = vec![];
+        assert_eq!(leader_election_in_use(&s), None);
+    }
+
+    #[test]
+    fn where_the_lease_is() {
+        let defaults = (
+            ccm_core::names::lease::NAMESPACE.to_owned(),
+            ccm_core::names::lease::NAME.to_owned(),
+        );
+        assert_eq!(lease_location(&[], &[], None, None), defaults);
+        let mut w = good_workload();
+        w.pod_spec.containers[0].args = Some(vec![
+            "--leader-elect-resource-namespace=ccm-system".into(),
+            "--leader-elect-resource-name".into(),
+            "lock".into(),
+        ]);
+        assert_eq!(
+            lease_location(std::slice::from_ref(&w), &[], None, None),
+            ("ccm-system".to_owned(), "lock".to_owned())
+        );
+        assert_eq!(
+            lease_location(std::slice::from_ref(&w), &[], Some("ns"), None),
+            ("ns".to_owned(), "lock".to_owned())
+        );
+        assert_eq!(
+            lease_location(std::slice::from_ref(&w), &[], Some("ns"), Some("n")),
+            ("ns".to_owned(), "n".to_owned())
+        );
+        // Pods stand in for workloads (static pods).
+        let mut p = running("ccm-1", "n1");
+        p.spec.as_mut().unwrap().containers[0].args =
+            Some(vec!["--leader-elect-resource-name=pod-lock".into()]);
+        assert_eq!(
+            lease_location(&[good_workload()], &[p], None, None),
+            (defaults.0.clone(), "pod-lock".to_owned())
+        );
+    }
+
+    #[test]
+    fn lease_checks() {
+        let mut s = healthy();
+        // Fresh, at the limit, and past it.
+        s.lease = Some(lease(Some("a"), Some(15), Some(15)));
+        assert_eq!(check_lease(&s), vec![]);
+        s.lease = Some(lease(Some("a"), Some(16), Some(15)));
+        let findings = check_lease(&s);
+        assert_eq!(
+            ids(&findings),
+            vec![(CheckId::LeaseNotRenewed, Severity::Error)]
+        );
+        assert_eq!(
+            findings[0].objects[0].to_string(),
+            "Lease kube-system/cloud-controller-manager (held by a, last renewed 16s ago, duration 15s)"
+        );
+        // The default duration is client-go's 15 s.
+        s.lease = Some(lease(Some("a"), Some(14), None));
+        assert_eq!(check_lease(&s), vec![]);
+        s.lease = Some(lease(Some("a"), Some(20), None));
+        assert_eq!(
+            ids(&check_lease(&s)),
+            vec![(CheckId::LeaseNotRenewed, Severity::Error)]
+        );
+        // A long duration tolerates an older renewal.
+        s.lease = Some(lease(Some("a"), Some(50), Some(60)));
+        assert_eq!(check_lease(&s), vec![]);
+        // Released and never renewed.
+        s.lease = Some(lease(Some(""), None, Some(1)));
+        let findings = check_lease(&s);
+        assert_eq!(
+            findings[0].objects[0].detail.as_deref(),
+            Some("held by no one, never renewed, duration 1s")
+        );
+        // acquireTime stands in for a missing renewTime.
+        let mut acquired = lease(Some("a"), None, Some(15));
+        acquired.spec.as_mut().unwrap().acquire_time = Some(MicroTime(ago(2)));
+        s.lease = Some(acquired);
+        assert_eq!(check_lease(&s), vec![]);
+        // A Lease without spec is stale.
+        s.lease = Some(Lease::default());
+        assert_eq!(
+            ids(&check_lease(&s)),
+            vec![(CheckId::LeaseNotRenewed, Severity::Error)]
+        );
+
+        // Stale while leader election is off: harmless.
+        let mut off = good_workload();
+        off.pod_spec.containers[0].args = Some(vec!["--leader-elect=false".into()]);
+        s.workloads = vec![off.clone()];
+        s.lease = Some(lease(Some("a"), Some(600), Some(15)));
+        assert_eq!(
+            ids(&check_lease(&s)),
+            vec![(CheckId::LeaseNotRenewed, Severity::Info)]
+        );
+
+        // Missing.
+        s.lease = None;
+        assert_eq!(check_lease(&s), vec![]);
+        s.workloads = vec![good_workload()];
+        let findings = check_lease(&s);
+        assert_eq!(
+            ids(&findings),
+            vec![(CheckId::LeaseMissing, Severity::Error)]
+        );
+        assert_eq!(
+            findings[0].objects,
+            vec![ObjectRef::new(
+                "Lease",
+                Some("kube-system"),
+                "cloud-controller-manager"
+            )]
+        );
+        assert!(findings[0].fix.contains("--lease-name"));
+        // No CCM found at all: the missing Lease is not reported (the missing workload is).
+        s.workloads = vec![];
+        s.ccm_pods = vec![];
+        assert_eq!(check_lease(&s), vec![]);
+        // A renewal in the future (clock skew) is fresh.
+        s.lease = Some(lease(Some("a"), Some(-30), Some(15)));
+        assert_eq!(check_lease(&s), vec![]);
+    }
+
+    #[test]
+    fn a_stuck_cluster_reports_everything_in_check_order() {
+        let mut workload = good_workload();
+        workload.pod_spec.tolerations = None;
+        let s = Snapshot {
+            nodes: deadlocked_nodes(),
+            workloads: vec![workload],
+            ccm_pods: vec![unschedulable(
+                "ccm-a",
+                "0/2 nodes are available: 2 node(s) had untolerated taint \
+                 {node.cloudprovider.kubernetes.io/uninitialized: true}.",
+            )],
+            cni_pods: Some(vec![pod("calico-node-x", Some("stuck"), "Pending", vec![])]),
+            lease: None,
+            ..healthy()
+        };
+        let findings = analyze(&s, &config(0));
+        assert_eq!(
+            ids(&findings),
+            vec![
+                (CheckId::NodeUninitializedTooLong, Severity::Error),
+                (CheckId::CniCcmDeadlock, Severity::Error),
+                (CheckId::CcmPodUntoleratedTaint, Severity::Error),
+                (CheckId::MissingUninitializedToleration, Severity::Error),
+                (CheckId::MissingNotReadyToleration, Severity::Error),
+                (CheckId::MissingUnreachableToleration, Severity::Warning),
+                (CheckId::MissingControlPlaneToleration, Severity::Error),
+                (CheckId::LeaseMissing, Severity::Error),
+            ]
+        );
+        let report = crate::Report::new("t", findings);
+        assert_eq!(report.exit_code(), 2);
+        assert_eq!(
+            report.findings().last().map(|f| f.check),
+            Some(CheckId::MissingUnreachableToleration)
+        );
+    }
 }

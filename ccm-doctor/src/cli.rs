@@ -4,8 +4,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use ccm_core::names;
-
 use crate::cluster::{DEFAULT_NAMESPACE, DoctorError, DoctorOptions, connect, diagnose_cluster};
 use crate::duration::parse_duration_arg;
 use crate::manifest::{WorkloadFilter, lint_manifest_file};
@@ -83,13 +81,15 @@ pub struct DoctorArgs {
     #[arg(long, value_name = "NAMESPACE")]
     pub cni_namespace: Option<String>,
 
-    /// The namespace of the leader-election Lease.
-    #[arg(long, value_name = "NAMESPACE", default_value = names::lease::NAMESPACE)]
-    pub lease_namespace: String,
+    /// The namespace of the leader-election Lease (default: the CCM's --leader-elect-resource-namespace, else
+    /// kube-system).
+    #[arg(long, value_name = "NAMESPACE")]
+    pub lease_namespace: Option<String>,
 
-    /// The name of the leader-election Lease.
-    #[arg(long, value_name = "NAME", default_value = names::lease::NAME)]
-    pub lease_name: String,
+    /// The name of the leader-election Lease (default: the CCM's --leader-elect-resource-name, else
+    /// cloud-controller-manager).
+    #[arg(long, value_name = "NAME")]
+    pub lease_name: Option<String>,
 
     /// How long a node may carry the uninitialized taint before it is an error (Go duration: 90s, 2m, 1h).
     #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration_arg)]
@@ -236,8 +236,8 @@ mod tests {
         let options = args.options();
         assert_eq!(options, DoctorOptions::default());
         assert_eq!(options.namespace, "kube-system");
-        assert_eq!(options.lease_namespace, names::lease::NAMESPACE);
-        assert_eq!(options.lease_name, names::lease::NAME);
+        assert_eq!(options.lease_namespace, None);
+        assert_eq!(options.lease_name, None);
         assert_eq!(options.uninitialized_threshold, Duration::from_secs(120));
         assert_eq!(options.timeout, Duration::from_secs(30));
         assert_eq!(args.output, OutputFormat::Text);
@@ -291,8 +291,8 @@ mod tests {
         assert_eq!(o.node_selector.unwrap().to_string(), "pool=a");
         assert_eq!(o.cni_selector.unwrap().to_string(), "k8s-app=calico-node");
         assert_eq!(o.cni_namespace.as_deref(), Some("calico-system"));
-        assert_eq!(o.lease_namespace, "ccm");
-        assert_eq!(o.lease_name, "lock");
+        assert_eq!(o.lease_namespace.as_deref(), Some("ccm"));
+        assert_eq!(o.lease_name.as_deref(), Some("lock"));
         assert_eq!(o.uninitialized_threshold, Duration::ZERO);
         assert_eq!(o.timeout, Duration::from_secs(90));
 
@@ -304,9 +304,13 @@ mod tests {
 
     #[test]
     fn bad_flags_are_clear() {
-        let err = parse(&["--uninitialized-threshold", "5"]).unwrap_err().to_string();
+        let err = parse(&["--uninitialized-threshold", "5"])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("missing unit in duration"), "{err}");
-        let err = parse(&["--node-selector", "a in (b"]).unwrap_err().to_string();
+        let err = parse(&["--node-selector", "a in (b"])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("invalid label selector"), "{err}");
         let err = parse(&["--output", "yaml"]).unwrap_err().to_string();
         assert!(err.contains("yaml"), "{err}");
@@ -327,7 +331,10 @@ mod tests {
         assert_eq!(report.exit_code(), 2);
         let json: serde_json::Value = serde_json::from_str(&args.render(&report)).unwrap();
         assert_eq!(json["status"], "error");
-        assert_eq!(json["findings"][0]["check"], "missing-uninitialized-toleration");
+        assert_eq!(
+            json["findings"][0]["check"],
+            "missing-uninitialized-toleration"
+        );
 
         std::fs::write(&path, "kind: [").unwrap();
         let err = execute(&args).await.unwrap_err();
@@ -336,7 +343,10 @@ mod tests {
         assert_eq!(failure["status"], "failed");
         assert_eq!(failure["exitCode"], 3);
         assert!(
-            failure["error"].as_str().unwrap().contains("cannot parse manifest"),
+            failure["error"]
+                .as_str()
+                .unwrap()
+                .contains("cannot parse manifest"),
             "{failure}"
         );
     }
@@ -349,7 +359,10 @@ mod tests {
         let err = execute(&args).await.unwrap_err();
         assert!(matches!(err, DoctorError::Kubeconfig { .. }), "{err:?}");
         let text = args.render_failure(&err);
-        assert!(text.starts_with("ccm doctor: cannot load the kubeconfig "), "{text}");
+        assert!(
+            text.starts_with("ccm doctor: cannot load the kubeconfig "),
+            "{text}"
+        );
         assert!(text.contains("nope"), "{text}");
 
         std::fs::write(&missing, "this: is: not: a kubeconfig").unwrap();

@@ -14,7 +14,10 @@ use kube::api::{Api, ListParams};
 use kube::core::Selector;
 use serde::de::DeserializeOwned;
 
-use crate::analysis::{AnalysisConfig, DEFAULT_UNINITIALIZED_THRESHOLD, Snapshot, analyze, needs_cni_pods};
+use crate::analysis::{
+    AnalysisConfig, DEFAULT_UNINITIALIZED_THRESHOLD, Snapshot, analyze, lease_location,
+    needs_cni_pods,
+};
 use crate::report::Report;
 use crate::selector::LabelSelector;
 use crate::workload::{Workload, WorkloadError};
@@ -79,7 +82,9 @@ pub enum DoctorError {
         error: Box<kube::Error>,
     },
     /// The cluster did not answer in time.
-    #[error("the cluster at {server} did not answer within {timeout:?}; check that it is reachable, or raise --timeout")]
+    #[error(
+        "the cluster at {server} did not answer within {timeout:?}; check that it is reachable, or raise --timeout"
+    )]
     Timeout {
         /// The API server URL.
         server: String,
@@ -125,10 +130,12 @@ pub struct DoctorOptions {
     pub cni_selector: Option<LabelSelector>,
     /// Look for CNI pods (or DaemonSets) in this namespace only (default: all namespaces).
     pub cni_namespace: Option<String>,
-    /// The leader Lease's namespace.
-    pub lease_namespace: String,
-    /// The leader Lease's name.
-    pub lease_name: String,
+    /// The leader Lease's namespace (default: the CCM's `--leader-elect-resource-namespace`, else
+    /// `kube-system`).
+    pub lease_namespace: Option<String>,
+    /// The leader Lease's name (default: the CCM's `--leader-elect-resource-name`, else
+    /// `cloud-controller-manager`).
+    pub lease_name: Option<String>,
     /// How long a node may wait for initialization.
     pub uninitialized_threshold: Duration,
     /// How long the whole live run may take.
@@ -144,8 +151,8 @@ impl Default for DoctorOptions {
             node_selector: None,
             cni_selector: None,
             cni_namespace: None,
-            lease_namespace: names::lease::NAMESPACE.to_owned(),
-            lease_name: names::lease::NAME.to_owned(),
+            lease_namespace: None,
+            lease_name: None,
             uninitialized_threshold: DEFAULT_UNINITIALIZED_THRESHOLD,
             timeout: DEFAULT_TIMEOUT,
         }
@@ -216,7 +223,12 @@ impl Reader<'_> {
         }
     }
 
-    async fn list<K>(&self, api: &Api<K>, labels: Option<&str>, what: &str) -> Result<Vec<K>, DoctorError>
+    async fn list<K>(
+        &self,
+        api: &Api<K>,
+        labels: Option<&str>,
+        what: &str,
+    ) -> Result<Vec<K>, DoctorError>
     where
         K: Clone + DeserializeOwned + std::fmt::Debug,
     {
@@ -238,7 +250,12 @@ impl Reader<'_> {
         }
     }
 
-    async fn get_opt<K>(&self, api: &Api<K>, name: &str, what: &str) -> Result<Option<K>, DoctorError>
+    async fn get_opt<K>(
+        &self,
+        api: &Api<K>,
+        name: &str,
+        what: &str,
+    ) -> Result<Option<K>, DoctorError>
     where
         K: Clone + DeserializeOwned + std::fmt::Debug,
     {
@@ -289,12 +306,20 @@ pub async fn gather(
     if let Some(labels) = &selector_text {
         found_deployments.extend(
             reader
-                .list(&deployments, Some(labels), &format!("deployments in namespace {ns}"))
+                .list(
+                    &deployments,
+                    Some(labels),
+                    &format!("deployments in namespace {ns}"),
+                )
                 .await?,
         );
         found_daemon_sets.extend(
             reader
-                .list(&daemon_sets, Some(labels), &format!("daemonsets in namespace {ns}"))
+                .list(
+                    &daemon_sets,
+                    Some(labels),
+                    &format!("daemonsets in namespace {ns}"),
+                )
                 .await?,
         );
     }
@@ -342,8 +367,20 @@ pub async fn gather(
     };
 
     // The leader Lease.
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &options.lease_namespace);
-    let lease = reader.get_opt(&leases, &options.lease_name, "lease").await?;
+    let (lease_namespace, lease_name) = lease_location(
+        &workloads,
+        &ccm_pods,
+        options.lease_namespace.as_deref(),
+        options.lease_name.as_deref(),
+    );
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &lease_namespace);
+    let lease = reader
+        .get_opt(
+            &leases,
+            &lease_name,
+            &format!("lease in namespace {lease_namespace}"),
+        )
+        .await?;
 
     Ok(Snapshot {
         now: Timestamp::now(),
@@ -353,13 +390,16 @@ pub async fn gather(
         ccm_search: options.ccm_search(),
         cni_pods,
         cni_search: options.cni_search(),
-        lease_namespace: options.lease_namespace.clone(),
-        lease_name: options.lease_name.clone(),
+        lease_namespace,
+        lease_name,
         lease,
     })
 }
 
-async fn gather_cni_pods(reader: &Reader<'_>, options: &DoctorOptions) -> Result<Vec<Pod>, DoctorError> {
+async fn gather_cni_pods(
+    reader: &Reader<'_>,
+    options: &DoctorOptions,
+) -> Result<Vec<Pod>, DoctorError> {
     let client = reader.client.clone();
     let place = match &options.cni_namespace {
         Some(ns) => format!("in namespace {ns}"),
@@ -396,7 +436,11 @@ async fn gather_cni_pods(reader: &Reader<'_>, options: &DoctorOptions) -> Result
         let api: Api<Pod> = Api::namespaced(client.clone(), ns);
         pods.extend(
             reader
-                .list(&api, Some(&labels), &format!("pods of daemonset {ns}/{name}"))
+                .list(
+                    &api,
+                    Some(&labels),
+                    &format!("pods of daemonset {ns}/{name}"),
+                )
                 .await?,
         );
     }
@@ -437,7 +481,10 @@ pub async fn diagnose_cluster(
 ///
 /// # Errors
 /// As [`diagnose_cluster`].
-pub async fn run_with_client(client: kube::Client, options: &DoctorOptions) -> Result<Report, DoctorError> {
+pub async fn run_with_client(
+    client: kube::Client,
+    options: &DoctorOptions,
+) -> Result<Report, DoctorError> {
     diagnose_cluster(client, "(kube client)", options).await
 }
 
@@ -461,7 +508,8 @@ pub async fn connect(
     };
     let config = match kubeconfig {
         Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(path).map_err(|e| kube_err(error_chain(&e)))?;
+            let file =
+                kube::config::Kubeconfig::read_from(path).map_err(|e| kube_err(error_chain(&e)))?;
             kube::Config::from_custom_kubeconfig(file, &options)
                 .await
                 .map_err(|e| kube_err(error_chain(&e)))?

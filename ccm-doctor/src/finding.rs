@@ -218,9 +218,11 @@ mod tests {
     #[test]
     fn check_ids_are_unique_kebab_case() {
         let mut names: Vec<&str> = CheckId::ALL.iter().map(|c| c.as_str()).collect();
-        assert!(names.iter().all(|n| n
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c == '-')));
+        assert!(
+            names
+                .iter()
+                .all(|n| n.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+        );
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), CheckId::ALL.len());

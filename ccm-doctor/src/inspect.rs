@@ -252,6 +252,42 @@ pub fn leader_elect_flag<'a>(containers: impl IntoIterator<Item = &'a Container>
     setting
 }
 
+/// The value of the string flag `flag` (for example `--leader-elect-resource-name`) in the containers' commands
+/// and arguments, in either pflag form (`--flag=value` or `--flag value`); the last occurrence wins.
+pub fn string_flag<'a>(
+    containers: impl IntoIterator<Item = &'a Container>,
+    flag: &str,
+) -> Option<String> {
+    let mut value = None;
+    for container in containers {
+        let tokens: Vec<&String> = container
+            .command
+            .iter()
+            .flatten()
+            .chain(container.args.iter().flatten())
+            .collect();
+        for (i, token) in tokens.iter().enumerate() {
+            let Some(rest) = token.strip_prefix(flag) else {
+                continue;
+            };
+            if let Some(v) = rest.strip_prefix('=') {
+                value = Some(v.to_owned());
+            } else if rest.is_empty()
+                && let Some(next) = tokens.get(i + 1)
+                && !next.starts_with('-')
+            {
+                value = Some((*next).clone());
+            }
+        }
+    }
+    value.filter(|v| !v.is_empty())
+}
+
+/// The `--leader-elect-resource-namespace` flag of the pod spec's containers.
+pub const LEASE_NAMESPACE_FLAG: &str = "--leader-elect-resource-namespace";
+/// The `--leader-elect-resource-name` flag of the pod spec's containers.
+pub const LEASE_NAME_FLAG: &str = "--leader-elect-resource-name";
+
 /// True if leader election is on in `spec` (Go's default when the flag is absent).
 pub fn leader_election_enabled(spec: &PodSpec) -> bool {
     leader_elect_flag(spec.containers.iter()).unwrap_or(true)
@@ -284,10 +320,17 @@ pub fn untolerated_taints<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus, PodCondition, PodStatus};
+    use k8s_openapi::api::core::v1::{
+        NodeCondition, NodeSpec, NodeStatus, PodCondition, PodStatus,
+    };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-    fn tol(key: Option<&str>, op: Option<&str>, value: Option<&str>, effect: Option<&str>) -> Toleration {
+    fn tol(
+        key: Option<&str>,
+        op: Option<&str>,
+        value: Option<&str>,
+        effect: Option<&str>,
+    ) -> Toleration {
         Toleration {
             key: key.map(Into::into),
             operator: op.map(Into::into),
@@ -315,7 +358,12 @@ mod tests {
         let uninit = taints::UNINITIALIZED;
         // Exact Equal.
         assert!(toleration_matches(
-            &tol(Some(uninit), Some("Equal"), Some("true"), Some("NoSchedule")),
+            &tol(
+                Some(uninit),
+                Some("Equal"),
+                Some("true"),
+                Some("NoSchedule")
+            ),
             uninit,
             "true",
             NO_SCHEDULE
@@ -432,18 +480,48 @@ mod tests {
 
     #[test]
     fn readiness() {
-        assert!(node_is_ready(&node("a", "2026-01-01T00:00:00Z", vec![], Some("True"))));
-        assert!(!node_is_ready(&node("a", "2026-01-01T00:00:00Z", vec![], Some("False"))));
-        assert!(!node_is_ready(&node("a", "2026-01-01T00:00:00Z", vec![], Some("Unknown"))));
-        assert!(!node_is_ready(&node("a", "2026-01-01T00:00:00Z", vec![], None)));
-        assert!(node_is_not_ready(&node("a", "2026-01-01T00:00:00Z", vec![], None)));
+        assert!(node_is_ready(&node(
+            "a",
+            "2026-01-01T00:00:00Z",
+            vec![],
+            Some("True")
+        )));
+        assert!(!node_is_ready(&node(
+            "a",
+            "2026-01-01T00:00:00Z",
+            vec![],
+            Some("False")
+        )));
+        assert!(!node_is_ready(&node(
+            "a",
+            "2026-01-01T00:00:00Z",
+            vec![],
+            Some("Unknown")
+        )));
+        assert!(!node_is_ready(&node(
+            "a",
+            "2026-01-01T00:00:00Z",
+            vec![],
+            None
+        )));
+        assert!(node_is_not_ready(&node(
+            "a",
+            "2026-01-01T00:00:00Z",
+            vec![],
+            None
+        )));
         assert!(node_is_not_ready(&node(
             "a",
             "2026-01-01T00:00:00Z",
             vec![taint(taints::NOT_READY, None, NO_SCHEDULE)],
             Some("True")
         )));
-        assert!(!node_is_not_ready(&node("a", "2026-01-01T00:00:00Z", vec![], Some("True"))));
+        assert!(!node_is_not_ready(&node(
+            "a",
+            "2026-01-01T00:00:00Z",
+            vec![],
+            Some("True")
+        )));
     }
 
     #[test]
@@ -509,7 +587,10 @@ mod tests {
                  2 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, 1 node(s) had untolerated \
                  taint {node-role.kubernetes.io/control-plane: }, 1 node(s) didn't match {weird: braces}."
             ),
-            vec![taints::CONTROL_PLANE.to_owned(), taints::NOT_READY.to_owned()]
+            vec![
+                taints::CONTROL_PLANE.to_owned(),
+                taints::NOT_READY.to_owned()
+            ]
         );
         assert_eq!(
             taints_in_scheduler_message(
@@ -570,7 +651,12 @@ mod tests {
         assert_eq!(unschedulable_message(&scheduled), None);
         let running = pod(
             Some("Running"),
-            Some(("PodScheduled", "False", Some("Unschedulable"), Some("stale"))),
+            Some((
+                "PodScheduled",
+                "False",
+                Some("Unschedulable"),
+                Some("stale"),
+            )),
         );
         assert_eq!(unschedulable_message(&running), None);
         assert_eq!(unschedulable_message(&Pod::default()), None);
@@ -649,6 +735,38 @@ mod tests {
     }
 
     #[test]
+    fn string_flags() {
+        let c = container(
+            &["ccm", "--leader-elect-resource-name=first"],
+            &[
+                "--leader-elect-resource-namespace",
+                "ccm-system",
+                "--leader-elect-resource-name=lock",
+                "--leader-elect-resource-names=other",
+            ],
+        );
+        assert_eq!(string_flag([&c], LEASE_NAME_FLAG).as_deref(), Some("lock"));
+        assert_eq!(
+            string_flag([&c], LEASE_NAMESPACE_FLAG).as_deref(),
+            Some("ccm-system")
+        );
+        // A flag at the end, or followed by another flag, has no value.
+        let dangling = container(
+            &[],
+            &[
+                "--leader-elect-resource-name",
+                "--v=2",
+                "--leader-elect-resource-namespace",
+            ],
+        );
+        assert_eq!(string_flag([&dangling], LEASE_NAME_FLAG), None);
+        assert_eq!(string_flag([&dangling], LEASE_NAMESPACE_FLAG), None);
+        let empty = container(&[], &["--leader-elect-resource-name="]);
+        assert_eq!(string_flag([&empty], LEASE_NAME_FLAG), None);
+        assert_eq!(string_flag([&container(&[], &[])], LEASE_NAME_FLAG), None);
+    }
+
+    #[test]
     fn untolerated_taints_of_nodes() {
         let n1 = node(
             "a",
@@ -667,10 +785,18 @@ mod tests {
             None,
         );
         assert_eq!(
-            untolerated_taints([&n1, &n2], &[tol(Some(taints::NOT_READY), Some("Exists"), None, None)]),
-            vec![taints::CONTROL_PLANE.to_owned(), taints::UNINITIALIZED.to_owned()]
+            untolerated_taints(
+                [&n1, &n2],
+                &[tol(Some(taints::NOT_READY), Some("Exists"), None, None)]
+            ),
+            vec![
+                taints::CONTROL_PLANE.to_owned(),
+                taints::UNINITIALIZED.to_owned()
+            ]
         );
-        assert!(untolerated_taints([&n1, &n2], &[tol(None, Some("Exists"), None, None)]).is_empty());
+        assert!(
+            untolerated_taints([&n1, &n2], &[tol(None, Some("Exists"), None, None)]).is_empty()
+        );
         assert_eq!(provider_id(&n1), None);
     }
 }

@@ -196,7 +196,11 @@ fn collect(
             document: index,
         });
     };
-    let kind = map.get("kind").and_then(Value::as_str).unwrap_or("").to_owned();
+    let kind = map
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
     let api_version = map
         .get("apiVersion")
         .and_then(Value::as_str)
@@ -252,11 +256,10 @@ fn collect(
 /// [`ManifestError`] if the YAML does not parse, a document is not an object, or a Deployment or DaemonSet is
 /// not a valid `apps/v1` object; [`ManifestError::NoWorkloads`] if there is none.
 pub fn parse_workloads(text: &str, origin: &str) -> Result<Vec<Workload>, ManifestError> {
-    let docs: Vec<Value> =
-        serde_saphyr::from_multiple(text).map_err(|e| ManifestError::Yaml {
-            origin: origin.to_owned(),
-            message: e.to_string(),
-        })?;
+    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| ManifestError::Yaml {
+        origin: origin.to_owned(),
+        message: e.to_string(),
+    })?;
     let mut workloads = Vec::new();
     let mut kinds = Vec::new();
     for (i, doc) in docs.into_iter().enumerate() {
@@ -414,11 +417,16 @@ spec:
     spec: {containers: [{name: c, image: i}]}
 "#;
         let workloads = parse_workloads(text, "t").unwrap();
-        let kinds: Vec<(WorkloadKind, &str)> =
-            workloads.iter().map(|w| (w.kind, w.name.as_str())).collect();
+        let kinds: Vec<(WorkloadKind, &str)> = workloads
+            .iter()
+            .map(|w| (w.kind, w.name.as_str()))
+            .collect();
         assert_eq!(
             kinds,
-            vec![(WorkloadKind::Deployment, "a"), (WorkloadKind::DaemonSet, "b")]
+            vec![
+                (WorkloadKind::Deployment, "a"),
+                (WorkloadKind::DaemonSet, "b")
+            ]
         );
 
         let all = lint_manifest(text, "t", &WorkloadFilter::default()).unwrap();
@@ -462,7 +470,8 @@ spec:
         let err = parse_workloads("kind: Deployment\n  bad: [indent\n", "broken.yaml").unwrap_err();
         assert!(matches!(err, ManifestError::Yaml { .. }), "{err:?}");
         assert!(
-            err.to_string().starts_with("cannot parse manifest broken.yaml as YAML: "),
+            err.to_string()
+                .starts_with("cannot parse manifest broken.yaml as YAML: "),
             "{err}"
         );
     }
@@ -483,19 +492,29 @@ spec:
       containers: [{name: c, image: i}]
 "#;
         let err = parse_workloads(text, "t.yaml").unwrap_err();
-        let ManifestError::Invalid { path, kind, name, .. } = &err else {
+        let ManifestError::Invalid {
+            path, kind, name, ..
+        } = &err
+        else {
             panic!("{err:?}");
         };
         assert_eq!(kind, "Deployment");
         assert_eq!(name, "ccm");
         assert_eq!(path, "spec.template.spec.tolerations[0].value");
-        assert!(err.to_string().contains("Deployment ccm in manifest t.yaml is invalid at"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("Deployment ccm in manifest t.yaml is invalid at"),
+            "{err}"
+        );
     }
 
     #[test]
     fn other_bad_documents() {
         let err = parse_workloads("- a\n- b\n", "t").unwrap_err();
-        assert!(matches!(err, ManifestError::NotAnObject { document: 1, .. }), "{err:?}");
+        assert!(
+            matches!(err, ManifestError::NotAnObject { document: 1, .. }),
+            "{err:?}"
+        );
         let err = parse_workloads("metadata: {name: x}\n", "t").unwrap_err();
         assert!(matches!(err, ManifestError::NotAnObject { .. }), "{err:?}");
         let err = parse_workloads(
@@ -514,8 +533,16 @@ spec:
         )
         .unwrap_err();
         assert!(matches!(err, ManifestError::Workload { .. }), "{err:?}");
-        assert!(err.to_string().contains("Deployment x has no spec.template.spec"), "{err}");
-        let err = parse_workloads("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n", "t").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("Deployment x has no spec.template.spec"),
+            "{err}"
+        );
+        let err = parse_workloads(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
+            "t",
+        )
+        .unwrap_err();
         assert_eq!(
             err.to_string(),
             "manifest t holds no Deployment or DaemonSet (found: ConfigMap); lint the file that deploys the CCM"
@@ -536,7 +563,10 @@ spec:
         let missing = dir.path().join("missing.yaml");
         let err = lint_manifest_file(&missing, &WorkloadFilter::default()).unwrap_err();
         assert!(matches!(err, ManifestError::Read { .. }));
-        assert!(err.to_string().starts_with("cannot read manifest "), "{err}");
+        assert!(
+            err.to_string().starts_with("cannot read manifest "),
+            "{err}"
+        );
         let binary = dir.path().join("binary.yaml");
         std::fs::write(&binary, [0xff, 0xfe, 0x00]).unwrap();
         assert!(matches!(

@@ -178,7 +178,14 @@ mod tests {
     fn exit_codes() {
         assert_eq!(Report::new("t", vec![]).exit_code(), 0);
         assert_eq!(
-            Report::new("t", vec![finding(CheckId::NodeWaitingForInitialization, Severity::Info)]).exit_code(),
+            Report::new(
+                "t",
+                vec![finding(
+                    CheckId::NodeWaitingForInitialization,
+                    Severity::Info
+                )]
+            )
+            .exit_code(),
             0
         );
         assert_eq!(
@@ -245,8 +252,11 @@ mod tests {
             healthy,
             "ccm doctor: https://cluster\n\nno problems found\n\n0 error(s), 0 warning(s), 0 info: healthy\n"
         );
-        let text = Report::new("x.yaml", vec![finding(CheckId::NodeUninitializedTooLong, Severity::Error)])
-            .render_text();
+        let text = Report::new(
+            "x.yaml",
+            vec![finding(CheckId::NodeUninitializedTooLong, Severity::Error)],
+        )
+        .render_text();
         assert_eq!(
             text,
             "ccm doctor: x.yaml\n\nERROR [node-uninitialized-too-long] node-uninitialized-too-long message\n    \
@@ -260,11 +270,9 @@ mod tests {
             "x.yaml",
             vec![
                 finding(CheckId::NoHostNetwork, Severity::Warning),
-                Finding::new(CheckId::LeaseMissing, Severity::Error, "m", "f").with_objects([ObjectRef::new(
-                    "Lease",
-                    Some("kube-system"),
-                    "cloud-controller-manager",
-                )]),
+                Finding::new(CheckId::LeaseMissing, Severity::Error, "m", "f").with_objects([
+                    ObjectRef::new("Lease", Some("kube-system"), "cloud-controller-manager"),
+                ]),
             ],
         );
         let value: serde_json::Value = serde_json::from_str(&report.render_json()).unwrap();

@@ -167,7 +167,10 @@ fn parse_requirement(part: &str) -> Result<Requirement, String> {
         return Ok(Requirement::DoesNotExist(key_of(key.trim())?));
     }
     if let Some((k, v)) = part.split_once("!=") {
-        return Ok(Requirement::NotEquals(key_of(k.trim())?, value_of(v.trim())?));
+        return Ok(Requirement::NotEquals(
+            key_of(k.trim())?,
+            value_of(v.trim())?,
+        ));
     }
     if let Some((k, v)) = part.split_once("==") {
         return Ok(Requirement::Equals(key_of(k.trim())?, value_of(v.trim())?));
@@ -186,7 +189,9 @@ fn parse_requirement(part: &str) -> Result<Requirement, String> {
             .collect::<Result<Vec<_>, _>>()?;
         let mut words = head.split_whitespace();
         let (Some(key), Some(op), None) = (words.next(), words.next(), words.next()) else {
-            return Err(format!("expected `key in (...)` or `key notin (...)`, got {part:?}"));
+            return Err(format!(
+                "expected `key in (...)` or `key notin (...)`, got {part:?}"
+            ));
         };
         let key = key_of(key)?;
         return match op {
@@ -202,7 +207,10 @@ fn key_of(key: &str) -> Result<String, String> {
     if key.is_empty() {
         return Err("empty label key".to_owned());
     }
-    if !key.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c)) {
+    if !key
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+    {
         return Err(format!("invalid label key {key:?}"));
     }
     Ok(key.to_owned())
@@ -256,10 +264,7 @@ mod tests {
                 Requirement::NotIn("g".into(), vec!["z".into()]),
             ]
         );
-        assert_eq!(
-            s.to_string(),
-            "a=1,b=2,c!=3,d,!e,f in (x,y),g notin (z)"
-        );
+        assert_eq!(s.to_string(), "a=1,b=2,c!=3,d,!e,f in (x,y),g notin (z)");
         assert_eq!(sel(&s.to_string()), s);
     }
 

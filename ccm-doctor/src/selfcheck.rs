@@ -48,9 +48,11 @@ pub const ALIAS: &str = "bootstrap-selfcheck";
 /// Metric: nodes carrying the uninitialized taint.
 pub const METRIC_WAITING: &str = "cloud_controller_manager_nodes_waiting_for_initialization";
 /// Metric: nodes carrying the uninitialized taint for at least the threshold.
-pub const METRIC_OVER_THRESHOLD: &str = "cloud_controller_manager_nodes_waiting_for_initialization_over_threshold";
+pub const METRIC_OVER_THRESHOLD: &str =
+    "cloud_controller_manager_nodes_waiting_for_initialization_over_threshold";
 /// Metric: seconds the oldest waiting node has waited (0 if none).
-pub const METRIC_OLDEST_AGE: &str = "cloud_controller_manager_oldest_uninitialized_node_age_seconds";
+pub const METRIC_OLDEST_AGE: &str =
+    "cloud_controller_manager_oldest_uninitialized_node_age_seconds";
 
 /// The default period between checks.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
@@ -186,7 +188,11 @@ impl NodeBootstrapSelfCheck {
     /// check.check_once();
     /// assert!(registry.encode().contains("cloud_controller_manager_nodes_waiting_for_initialization 0"));
     /// ```
-    pub fn from_store(store: Store<Node>, registry: &SharedRegistry, config: SelfCheckConfig) -> Self {
+    pub fn from_store(
+        store: Store<Node>,
+        registry: &SharedRegistry,
+        config: SelfCheckConfig,
+    ) -> Self {
         NodeBootstrapSelfCheck {
             store,
             informer: None,
@@ -337,7 +343,9 @@ mod tests {
         let c = SelfCheckConfig::default();
         assert_eq!(c.interval, Duration::from_secs(30));
         assert_eq!(c.threshold, Duration::from_secs(120));
-        let c = c.with_interval(Duration::ZERO).with_threshold(Duration::from_secs(5));
+        let c = c
+            .with_interval(Duration::ZERO)
+            .with_threshold(Duration::from_secs(5));
         assert_eq!(c.interval, Duration::from_secs(1));
         assert_eq!(c.threshold, Duration::from_secs(5));
         let d = descriptor(SelfCheckConfig::default());
@@ -363,7 +371,10 @@ mod tests {
         let ten_seconds_ago = base() - k8s_openapi::jiff::SignedDuration::from_secs(10);
         store.insert("a".into(), Arc::new(node("a", ten_seconds_ago, true)));
         store.insert("b".into(), Arc::new(node("b", base(), true)));
-        store.insert("done".into(), Arc::new(node("done", ten_seconds_ago, false)));
+        store.insert(
+            "done".into(),
+            Arc::new(node("done", ten_seconds_ago, false)),
+        );
         let first = check.check_once();
         assert_eq!(first.waiting.len(), 2);
         assert_eq!(first.waiting[0].name, "a");

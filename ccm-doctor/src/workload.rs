@@ -98,6 +98,15 @@ fn template_spec(
         })
 }
 
+/// `status.desiredNumberScheduled` if the DaemonSet controller has reconciled the current spec
+/// (`status.observedGeneration >= metadata.generation`); the API server fills a new DaemonSet's status with zeros.
+fn reconciled_desired(daemon_set: &DaemonSet) -> Option<i32> {
+    let status = daemon_set.status.as_ref()?;
+    let observed = status.observed_generation?;
+    let generation = daemon_set.metadata.generation.unwrap_or(0);
+    (observed >= generation).then_some(status.desired_number_scheduled)
+}
+
 impl Workload {
     /// Read a Deployment.
     ///
@@ -156,10 +165,7 @@ impl Workload {
             labels: daemon_set.metadata.labels.clone().unwrap_or_default(),
             selector: Some(spec.selector.clone()),
             replicas: Replicas::PerNode {
-                desired: daemon_set
-                    .status
-                    .as_ref()
-                    .map(|s| s.desired_number_scheduled),
+                desired: reconciled_desired(daemon_set),
             },
             pod_spec: template_spec(kind, &name, &spec.template)?,
             name,
@@ -197,7 +203,11 @@ pub fn targets_control_plane(spec: &PodSpec) -> bool {
     {
         return true;
     }
-    let Some(node_affinity) = spec.affinity.as_ref().and_then(|a| a.node_affinity.as_ref()) else {
+    let Some(node_affinity) = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+    else {
         return false;
     };
     let required = node_affinity
@@ -238,7 +248,8 @@ pub fn spreads_replicas(spec: &PodSpec) -> bool {
         .is_some_and(|t| !t.is_empty())
 }
 
-const UNINITIALIZED_TOLERATION_YAML: &str = "{key: node.cloudprovider.kubernetes.io/uninitialized, value: \"true\", effect: NoSchedule}";
+const UNINITIALIZED_TOLERATION_YAML: &str =
+    "{key: node.cloudprovider.kubernetes.io/uninitialized, value: \"true\", effect: NoSchedule}";
 
 /// Check one workload's pod template against the recommendations. Findings are in a fixed order.
 pub fn check_workload(workload: &Workload) -> Vec<Finding> {
@@ -249,8 +260,8 @@ pub fn check_workload(workload: &Workload) -> Vec<Finding> {
     let obj = || vec![workload.object_ref()];
     let is_deployment = workload.kind == WorkloadKind::Deployment;
 
-    if workload.replicas == Replicas::Fixed(0) {
-        findings.push(
+    match workload.replicas {
+        Replicas::Fixed(0) => findings.push(
             Finding::new(
                 CheckId::WorkloadScaledToZero,
                 Severity::Warning,
@@ -258,7 +269,22 @@ pub fn check_workload(workload: &Workload) -> Vec<Finding> {
                 "scale it up (replicas: 1, or more with leader election)",
             )
             .with_objects(obj()),
-        );
+        ),
+        Replicas::PerNode { desired: Some(0) } => findings.push(
+            Finding::new(
+                CheckId::WorkloadScaledToZero,
+                Severity::Warning,
+                format!(
+                    "{what} runs on no node: its node selector or affinity matches no node it can be scheduled                      on, so no CCM runs"
+                ),
+                format!(
+                    "check its nodeSelector and affinity against the nodes' labels (control-plane nodes carry                      {})",
+                    taints::CONTROL_PLANE
+                ),
+            )
+            .with_objects(obj()),
+        ),
+        _ => {}
     }
 
     if !tolerates(tolerations, taints::UNINITIALIZED, "true", NO_SCHEDULE) {
@@ -434,7 +460,7 @@ pub fn check_workload(workload: &Workload) -> Vec<Finding> {
 
     if !workload.leader_election() {
         let several = workload.may_run_several();
-        let single_daemon = matches!(workload.replicas, Replicas::PerNode { desired: Some(d) } if d <= 1);
+        let single_daemon = workload.replicas == Replicas::PerNode { desired: Some(1) };
         if several || single_daemon {
             let (severity, why) = if several {
                 (
@@ -470,8 +496,8 @@ mod tests {
     use k8s_openapi::api::apps::v1::{DaemonSetSpec, DaemonSetStatus, DeploymentSpec};
     use k8s_openapi::api::core::v1::{
         Affinity, Container, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
-        PodAffinityTerm, PodAntiAffinity, PreferredSchedulingTerm, Toleration, TopologySpreadConstraint,
-        WeightedPodAffinityTerm,
+        PodAffinityTerm, PodAntiAffinity, PreferredSchedulingTerm, Toleration,
+        TopologySpreadConstraint, WeightedPodAffinityTerm,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -488,7 +514,10 @@ mod tests {
     pub(crate) fn good_spec() -> PodSpec {
         PodSpec {
             host_network: Some(true),
-            node_selector: Some(BTreeMap::from([(taints::CONTROL_PLANE.to_owned(), String::new())])),
+            node_selector: Some(BTreeMap::from([(
+                taints::CONTROL_PLANE.to_owned(),
+                String::new(),
+            )])),
             tolerations: Some(vec![
                 Toleration {
                     key: Some(taints::UNINITIALIZED.into()),
@@ -504,10 +533,12 @@ mod tests {
             ]),
             affinity: Some(Affinity {
                 pod_anti_affinity: Some(PodAntiAffinity {
-                    required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
-                        topology_key: "kubernetes.io/hostname".into(),
-                        ..Default::default()
-                    }]),
+                    required_during_scheduling_ignored_during_execution: Some(vec![
+                        PodAffinityTerm {
+                            topology_key: "kubernetes.io/hostname".into(),
+                            ..Default::default()
+                        },
+                    ]),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -546,6 +577,7 @@ mod tests {
             metadata: ObjectMeta {
                 name: Some("ccm".into()),
                 namespace: Some("kube-system".into()),
+                generation: Some(1),
                 ..Default::default()
             },
             spec: Some(DaemonSetSpec {
@@ -557,6 +589,7 @@ mod tests {
             }),
             status: desired.map(|d| DaemonSetStatus {
                 desired_number_scheduled: d,
+                observed_generation: Some(1),
                 ..Default::default()
             }),
         };
@@ -619,7 +652,10 @@ mod tests {
             ]
         );
         for f in &findings {
-            assert_eq!(f.objects, vec![ObjectRef::new("Deployment", Some("kube-system"), "ccm")]);
+            assert_eq!(
+                f.objects,
+                vec![ObjectRef::new("Deployment", Some("kube-system"), "ccm")]
+            );
             assert!(!f.fix.is_empty());
         }
         assert!(findings[0].message.contains(taints::UNINITIALIZED));
@@ -684,7 +720,11 @@ mod tests {
             vec![(CheckId::MissingUninitializedToleration, Severity::Error)]
         );
         // An effect-less toleration covers both effects.
-        let mut any_effect = without(&without(&good, taints::NOT_READY, "NoSchedule"), taints::NOT_READY, "NoExecute");
+        let mut any_effect = without(
+            &without(&good, taints::NOT_READY, "NoSchedule"),
+            taints::NOT_READY,
+            "NoExecute",
+        );
         any_effect
             .tolerations
             .as_mut()
@@ -730,10 +770,12 @@ mod tests {
 
         let mut preferred = no_selector.clone();
         preferred.affinity.as_mut().unwrap().node_affinity = Some(NodeAffinity {
-            preferred_during_scheduling_ignored_during_execution: Some(vec![PreferredSchedulingTerm {
-                weight: 1,
-                preference: term(taints::CONTROL_PLANE, "In"),
-            }]),
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                PreferredSchedulingTerm {
+                    weight: 1,
+                    preference: term(taints::CONTROL_PLANE, "In"),
+                },
+            ]),
             ..Default::default()
         });
         assert!(targets_control_plane(&preferred));
@@ -762,13 +804,15 @@ mod tests {
         let mut preferred = spec.clone();
         preferred.affinity = Some(Affinity {
             pod_anti_affinity: Some(PodAntiAffinity {
-                preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
-                    weight: 100,
-                    pod_affinity_term: PodAffinityTerm {
-                        topology_key: "kubernetes.io/hostname".into(),
-                        ..Default::default()
+                preferred_during_scheduling_ignored_during_execution: Some(vec![
+                    WeightedPodAffinityTerm {
+                        weight: 100,
+                        pod_affinity_term: PodAffinityTerm {
+                            topology_key: "kubernetes.io/hostname".into(),
+                            ..Default::default()
+                        },
                     },
-                }]),
+                ]),
                 ..Default::default()
             }),
             ..Default::default()
@@ -815,9 +859,42 @@ mod tests {
             vec![(CheckId::LeaderElectionDisabled, Severity::Warning)]
         );
         assert_eq!(
-            ids(&check_workload(&deployment(Some(0), off))),
+            ids(&check_workload(&deployment(Some(0), off.clone()))),
             vec![(CheckId::WorkloadScaledToZero, Severity::Warning)]
         );
+        assert_eq!(
+            ids(&check_workload(&daemon_set(Some(0), off))),
+            vec![(CheckId::WorkloadScaledToZero, Severity::Warning)]
+        );
+    }
+
+    #[test]
+    fn daemon_set_counts_only_when_reconciled() {
+        let mut ds = DaemonSet {
+            metadata: ObjectMeta {
+                name: Some("ccm".into()),
+                generation: Some(2),
+                ..Default::default()
+            },
+            spec: Some(DaemonSetSpec {
+                template: PodTemplateSpec {
+                    metadata: None,
+                    spec: Some(good_spec()),
+                },
+                ..Default::default()
+            }),
+            // What the API server writes on create: zeros, nothing observed.
+            status: Some(DaemonSetStatus::default()),
+        };
+        let desired = |ds: &DaemonSet| Workload::from_daemon_set(ds).unwrap().replicas;
+        assert_eq!(desired(&ds), Replicas::PerNode { desired: None });
+        ds.status.as_mut().unwrap().observed_generation = Some(1);
+        ds.status.as_mut().unwrap().desired_number_scheduled = 3;
+        assert_eq!(desired(&ds), Replicas::PerNode { desired: None });
+        ds.status.as_mut().unwrap().observed_generation = Some(2);
+        assert_eq!(desired(&ds), Replicas::PerNode { desired: Some(3) });
+        ds.status = None;
+        assert_eq!(desired(&ds), Replicas::PerNode { desired: None });
     }
 
     #[test]
