@@ -95,6 +95,7 @@ pub(crate) struct State {
     pub(crate) provider_name: String,
     pub(crate) capabilities: BTreeSet<Capability>,
     pub(crate) has_cluster_id: bool,
+    pub(crate) bulk: bool,
     pub(crate) instances: BTreeMap<String, FakeInstance>,
     pub(crate) local_zone: Option<Zone>,
     pub(crate) lb_pool: IpNet,
@@ -116,6 +117,7 @@ impl State {
             provider_name: provider_name.to_owned(),
             capabilities: Capability::ALL.into_iter().collect(),
             has_cluster_id: true,
+            bulk: false,
             instances: BTreeMap::new(),
             local_zone: None,
             lb_pool: default_pool(),
@@ -298,6 +300,14 @@ impl FakeCloud {
     /// What [`CloudProvider::has_cluster_id`](ccm_core::CloudProvider::has_cluster_id) answers (default true).
     pub fn set_has_cluster_id(&self, has: bool) {
         self.lock().has_cluster_id = has;
+    }
+
+    /// Answer [`InstancesV2`](ccm_core::InstancesV2) bulk calls natively (`supports_bulk` = true): one
+    /// `instance-metadata-bulk` / `instance-exists-bulk` call, with one latency and one fault check, answers for
+    /// every node. Off by default, like Go (one call per node). A fault of the single-node operation aimed at a
+    /// node ([`inject_for`](Self::inject_for)) fails that node's item of a bulk answer.
+    pub fn set_bulk(&self, enabled: bool) {
+        self.lock().bulk = enabled;
     }
 
     // ----- instances -----

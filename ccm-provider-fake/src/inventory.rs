@@ -61,6 +61,10 @@ pub struct Inventory {
     #[serde(default = "yes", rename = "hasClusterID")]
     #[schemars(default = "yes")]
     pub has_cluster_id: bool,
+    /// Whether InstancesV2 bulk calls (`instance-metadata-bulk`, `instance-exists-bulk`) are answered natively.
+    /// Default false: one call per node, like Go.
+    #[serde(default)]
+    pub supports_bulk: bool,
     /// The clusters `ListClusters` reports.
     #[serde(default)]
     pub clusters: Vec<String>,
@@ -95,6 +99,7 @@ impl Default for Inventory {
             load_balancer_ip_pool: None,
             load_balancer_ip_mode: None,
             has_cluster_id: true,
+            supports_bulk: false,
             clusters: Vec::new(),
             local_zone: None,
             instances: Vec::new(),
@@ -870,6 +875,7 @@ impl FakeCloud {
         }
         cloud.set_ip_mode(inventory.load_balancer_ip_mode.map(IpModeSpec::as_str));
         cloud.set_has_cluster_id(inventory.has_cluster_id);
+        cloud.set_bulk(inventory.supports_bulk);
 
         let mut cluster_names = HashMap::new();
         for (i, cluster) in inventory.clusters.iter().enumerate() {

@@ -46,6 +46,12 @@ pub const INSTANCE_SHUTDOWN: &str = "instance-shutdown";
 /// [`InstancesV2::instance_metadata`](ccm_core::InstancesV2::instance_metadata); target = the node's providerID,
 /// or its name if it has none.
 pub const INSTANCE_METADATA: &str = "instance-metadata-by-provider-id";
+/// [`InstancesV2::instance_metadata_bulk`](ccm_core::InstancesV2::instance_metadata_bulk) when bulk calls are on
+/// ([`FakeCloud::set_bulk`](crate::FakeCloud::set_bulk)); target `"<n> nodes"`.
+pub const INSTANCE_METADATA_BULK: &str = "instance-metadata-bulk";
+/// [`InstancesV2::instance_exists_bulk`](ccm_core::InstancesV2::instance_exists_bulk) when bulk calls are on;
+/// target `"<n> nodes"`.
+pub const INSTANCE_EXISTS_BULK: &str = "instance-exists-bulk";
 /// [`Zones::get_zone`](ccm_core::Zones::get_zone); target `""`.
 pub const GET_ZONE: &str = "get-zone";
 /// [`Zones::get_zone_by_provider_id`](ccm_core::Zones::get_zone_by_provider_id); target = providerID.
@@ -80,6 +86,8 @@ pub const ALL: &[&str] = &[
     INSTANCE_EXISTS,
     INSTANCE_SHUTDOWN,
     INSTANCE_METADATA,
+    INSTANCE_METADATA_BULK,
+    INSTANCE_EXISTS_BULK,
     GET_ZONE,
     GET_ZONE_BY_PROVIDER_ID,
     GET_ZONE_BY_NODE_NAME,

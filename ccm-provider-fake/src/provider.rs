@@ -134,6 +134,75 @@ impl InstancesV2 for FakeCloud {
             (!i.no_metadata).then(|| i.metadata(provider))
         })
     }
+
+    fn supports_bulk(&self) -> bool {
+        self.lock().bulk
+    }
+
+    async fn instance_metadata_bulk(
+        &self,
+        nodes: &[Node],
+    ) -> Result<Vec<Result<Option<InstanceMetadata>, CloudError>>, CloudError> {
+        if !self.supports_bulk() {
+            let mut out = Vec::with_capacity(nodes.len());
+            for node in nodes {
+                out.push(self.instance_metadata(node).await);
+            }
+            return Ok(out);
+        }
+        self.begin(ops::INSTANCE_METADATA_BULK, &bulk_target(nodes))
+            .await?;
+        Ok(
+            self.bulk_answers(nodes, ops::INSTANCE_METADATA, |found, provider| {
+                let instance = found.ok_or(CloudError::InstanceNotFound)?;
+                Ok((!instance.no_metadata).then(|| instance.metadata(provider)))
+            }),
+        )
+    }
+
+    async fn instance_exists_bulk(
+        &self,
+        nodes: &[Node],
+    ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
+        if !self.supports_bulk() {
+            let mut out = Vec::with_capacity(nodes.len());
+            for node in nodes {
+                out.push(self.instance_exists(node).await);
+            }
+            return Ok(out);
+        }
+        self.begin(ops::INSTANCE_EXISTS_BULK, &bulk_target(nodes))
+            .await?;
+        Ok(self.bulk_answers(nodes, ops::INSTANCE_EXISTS, |found, _| Ok(found.is_some())))
+    }
+}
+
+/// The call-log target of a bulk call (as ccm-core's interceptors name it).
+fn bulk_target(nodes: &[Node]) -> String {
+    format!("{} nodes", nodes.len())
+}
+
+impl FakeCloud {
+    /// One answer per node for a native bulk call: a fault of the single-node operation `single_op` aimed at a
+    /// node fails that node's item; otherwise `answer` gets the node's instance (if any).
+    fn bulk_answers<T>(
+        &self,
+        nodes: &[Node],
+        single_op: &'static str,
+        answer: impl Fn(Option<&FakeInstance>, &str) -> Result<T, CloudError>,
+    ) -> Vec<Result<T, CloudError>> {
+        let mut st = self.lock();
+        nodes
+            .iter()
+            .map(|node| {
+                if let Some(injected) = st.faults.fire(single_op, node_target(node)) {
+                    return Err(injected.to_cloud_error(single_op, std::time::Duration::ZERO));
+                }
+                let found = st.by_node(node_name(node), node_provider_id(node));
+                answer(found, &st.provider_name)
+            })
+            .collect()
+    }
 }
 
 #[async_trait]

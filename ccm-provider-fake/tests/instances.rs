@@ -468,3 +468,95 @@ async fn instance_calls_are_logged_with_their_targets() {
         ]
     );
 }
+
+#[tokio::test]
+async fn bulk_calls_go_one_by_one_unless_bulk_is_on() {
+    let cloud = cloud_with_two();
+    let v2 = cloud.instances_v2().unwrap();
+    let nodes = [node("node-a", ""), node("node-z", "")];
+    assert!(!v2.supports_bulk());
+    let answers = v2.instance_exists_bulk(&nodes).await.unwrap();
+    assert_eq!(
+        answers.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
+        [true, false]
+    );
+    assert_eq!(
+        cloud.call_ops(),
+        [ops::INSTANCE_EXISTS, ops::INSTANCE_EXISTS]
+    );
+    cloud.clear_calls();
+
+    cloud.set_bulk(true);
+    assert!(v2.supports_bulk());
+    let answers = v2.instance_exists_bulk(&nodes).await.unwrap();
+    assert_eq!(
+        answers.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
+        [true, false]
+    );
+    assert_eq!(
+        cloud.calls(),
+        [ccm_provider_fake::Call::new(
+            ops::INSTANCE_EXISTS_BULK,
+            "2 nodes"
+        )]
+    );
+}
+
+#[tokio::test]
+async fn native_bulk_metadata_answers_per_node_and_honours_faults() {
+    use ccm_provider_fake::{Fault, InjectedError};
+    let cloud = cloud_with_two();
+    cloud.add_instance(FakeInstance::new("quiet").with_no_metadata());
+    cloud.set_bulk(true);
+    let v2 = cloud.instances_v2().unwrap();
+    let nodes = [
+        node("node-a", ""),
+        node("node-b", "fake:///zone-b/i-0b"),
+        node("quiet", ""),
+        node("gone", ""),
+    ];
+
+    let answers = v2.instance_metadata_bulk(&nodes).await.unwrap();
+    assert_eq!(answers.len(), 4);
+    assert_eq!(
+        answers[0].as_ref().unwrap().as_ref().unwrap().provider_id,
+        "fake://node-a"
+    );
+    assert_eq!(
+        answers[1].as_ref().unwrap().as_ref().unwrap().instance_type,
+        "fake.small"
+    );
+    assert_eq!(answers[2].as_ref().unwrap(), &None);
+    assert_eq!(
+        answers[3].as_ref().unwrap_err().kind(),
+        ErrorKind::InstanceNotFound
+    );
+    assert_eq!(cloud.call_ops(), [ops::INSTANCE_METADATA_BULK]);
+
+    // a fault aimed at one node fails only its item; a fault of the bulk operation fails the whole call
+    cloud.inject_for(
+        ops::INSTANCE_METADATA,
+        "fake:///zone-b/i-0b",
+        Fault::once(InjectedError::Throttled),
+    );
+    let answers = v2.instance_metadata_bulk(&nodes).await.unwrap();
+    assert!(answers[0].is_ok());
+    assert_eq!(
+        answers[1].as_ref().unwrap_err().kind(),
+        ErrorKind::Throttled
+    );
+    cloud.inject(
+        ops::INSTANCE_METADATA_BULK,
+        Fault::once(InjectedError::Timeout),
+    );
+    assert_eq!(
+        v2.instance_metadata_bulk(&nodes).await.unwrap_err().kind(),
+        ErrorKind::Timeout
+    );
+    assert!(v2.instance_metadata_bulk(&nodes).await.unwrap()[1].is_ok());
+    assert_eq!(
+        cloud.call_count(ops::INSTANCE_METADATA),
+        0,
+        "native bulk makes no single calls"
+    );
+}

@@ -33,6 +33,10 @@ async fn example_inventory_builds_the_described_cloud() {
     for cap in Capability::ALL {
         assert!(cloud.has_capability(cap), "{cap:?}");
     }
+    assert!(
+        !cloud.instances_v2().unwrap().supports_bulk(),
+        "bulk is off by default"
+    );
     let names: Vec<String> = cloud.all_instances().into_iter().map(|i| i.name).collect();
     assert_eq!(names, ["node-a", "node-b", "node-c"]);
 
@@ -143,6 +147,7 @@ async fn pool_ip_mode_metadata_and_targeted_faults_from_yaml() {
     let yaml = "\
 loadBalancerIPPool: 198.51.100.64/26
 loadBalancerIPMode: Proxy
+supportsBulk: true
 instances:
   - {name: quiet, metadata: false}
   - {name: loud}
@@ -152,6 +157,7 @@ faults:
 ";
     let cloud = FakeCloud::from_inventory_str(yaml, "inventory.yaml").unwrap();
     let v2 = cloud.instances_v2().unwrap();
+    assert!(v2.supports_bulk());
     assert_eq!(
         v2.instance_metadata(&node("quiet", "")).await.unwrap(),
         None
