@@ -1,1 +1,54 @@
-//! The cloud controller manager runtime: flags, leader election, admin server, controller wiring.
+//! # ccm-app
+//!
+//! The runtime of a cloud controller manager: the Rust counterpart of Go's `k8s.io/cloud-provider/app`. A vendor
+//! registers its provider and calls the builder; the runtime does the rest:
+//!
+//! - flags with the Go reference's names and defaults, and a YAML config file (`--config`), precedence
+//!   defaults < file < flags ([`options`], [`config_file`]);
+//! - `--controllers` with the Go rules ([`controllers`]), the four standard controllers ([`defaults`]) and vendor
+//!   controllers ([`CcmBuilder::register_controller`]);
+//! - Kubernetes clients with a client-side QPS/burst token bucket per controller ([`client`], [`ratelimit`]);
+//! - the provider created in every replica; with `--leader-elect`, `initialize` and the controllers only in the
+//!   leader, over one set of shared informers;
+//! - an HTTPS admin server (`/healthz`, `/livez`, `/readyz`, `/metrics`, `/configz`) ([`admin`], [`health`],
+//!   [`tls`]);
+//! - graceful shutdown on SIGTERM/SIGINT (controllers finish in-flight work, the Lease is released, exit 0) and
+//!   exit 1 on lost leadership; structured logs ([`logging`]).
+//!
+//! ```no_run
+//! #[tokio::main]
+//! async fn main() -> std::process::ExitCode {
+//!     let registry = ccm_core::ProviderRegistry::new();
+//!     // AcmeCloud::register(&registry).expect("register");
+//!     ccm_app::CloudControllerManager::builder(registry)
+//!         .with_default_controllers()
+//!         .run_from_args()
+//!         .await
+//! }
+//! ```
+//!
+//! See `docs/runtime.md` for the flags table, the config file, the endpoints and the differences from Go, and
+//! `docs/deployment.md` for the manifests ([`deploy`]).
+//!
+//! The default `rustls-tls` feature gives the Kubernetes client a TLS stack (rustls with ring); without it the
+//! binary must enable a kube TLS feature itself.
+
+pub mod admin;
+mod app;
+pub mod client;
+pub mod config_file;
+pub mod controllers;
+pub mod defaults;
+pub mod deploy;
+pub mod duration;
+pub mod health;
+pub mod logging;
+pub mod options;
+pub mod ratelimit;
+pub mod tls;
+
+pub use app::{
+    APISERVER_WAIT, CcmBuilder, CcmStatus, CloudControllerManager, RunError, RunningCcm, StartupError,
+    client_name, scope_of,
+};
+pub use options::{CcmOptions, LogFormat, Settings};

@@ -1,1 +1,181 @@
 //! Example cloud controller managers built with the SDK.
+//!
+//! - The **reference CCM** ([`reference_ccm`], example `reference-ccm`): a complete CCM on `ccm-provider-fake`,
+//!   configured from an inventory file (`examples/inventory.yaml`):
+//!
+//!   ```text
+//!   cargo run -p examples --example reference-ccm -- \
+//!       --cloud-provider=fake --cloud-config=examples/inventory.yaml --kubeconfig=$KUBECONFIG
+//!   ```
+//! - The **demo** driver ([`demo`], example `demo`, run by `cargo xtask demo`): registers kubelet-like tainted
+//!   Nodes and a LoadBalancer Service, waits for the CCM to initialize and provision them, and prints a table.
+//! - The **generated files** ([`generated_files`], example `manifests`, run by `cargo xtask manifests`): the
+//!   deployment manifests under `deploy/` and the config-file schema `docs/schema/ccm-config.schema.json`.
+
+pub mod demo;
+
+use std::path::Path;
+
+use ccm_app::deploy::{ManifestOptions, Manifest, object, render, yaml_documents};
+use ccm_app::{CcmBuilder, CloudControllerManager};
+use ccm_core::{ProviderRegistry, RegistryError};
+use ccm_provider_fake::FakeCloud;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+/// The sample inventory (the fake cloud of the reference CCM and of the demo).
+pub const INVENTORY: &str = include_str!("../inventory.yaml");
+
+/// The command name of the reference CCM.
+pub const COMMAND_NAME: &str = "reference-ccm";
+
+/// The container image named in the reference manifests (build and push your own).
+pub const IMAGE: &str = "example.invalid/ccm-rs/reference-ccm:0.1.0";
+
+/// The ConfigMap holding the inventory in the reference deployment.
+pub const CLOUD_CONFIG_MAP: &str = "reference-ccm-cloud-config";
+
+/// Where the inventory is mounted in the reference deployment.
+pub const CLOUD_CONFIG_DIR: &str = "/etc/kubernetes/cloud-config";
+
+/// The reference CCM: the fake provider registered as `fake` and the four standard controllers.
+///
+/// ```no_run
+/// # async fn demo() -> Result<std::process::ExitCode, ccm_core::RegistryError> {
+/// Ok(examples::reference_ccm()?.run_from_args().await)
+/// # }
+/// ```
+///
+/// # Errors
+///
+/// [`RegistryError`] if the fake provider cannot be registered (never with a fresh registry).
+pub fn reference_ccm() -> Result<CcmBuilder, RegistryError> {
+    let registry = ProviderRegistry::new();
+    FakeCloud::register(&registry)?;
+    Ok(CloudControllerManager::builder(registry)
+        .with_default_controllers()
+        .with_command_name(COMMAND_NAME)
+        .with_about(
+            "The reference cloud controller manager of the ccm-rs SDK: the four standard controllers on the fake \
+             cloud provider, whose cloud is described by an inventory file (--cloud-config).",
+        ))
+}
+
+/// What the reference deployment manifests are generated from.
+pub fn manifest_options() -> ManifestOptions {
+    ManifestOptions::new(IMAGE)
+        .with_args([
+            "--cloud-provider=fake".to_owned(),
+            format!("--cloud-config={CLOUD_CONFIG_DIR}/inventory.yaml"),
+            "--cluster-cidr=10.244.0.0/16".to_owned(),
+        ])
+        .with_cloud_config(CLOUD_CONFIG_MAP, CLOUD_CONFIG_DIR)
+}
+
+/// The ConfigMap with the sample inventory.
+pub fn cloud_config_map() -> ConfigMap {
+    let options = manifest_options();
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(CLOUD_CONFIG_MAP.to_owned()),
+            namespace: Some(options.namespace),
+            ..ObjectMeta::default()
+        },
+        data: Some([("inventory.yaml".to_owned(), INVENTORY.to_owned())].into()),
+        ..ConfigMap::default()
+    }
+}
+
+/// A generated file: its path relative to the workspace root and its content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GeneratedFile {
+    /// Relative path, `/`-separated.
+    pub path: String,
+    /// The content.
+    pub content: String,
+}
+
+/// Every generated file: `deploy/*.yaml` and `docs/schema/ccm-config.schema.json`.
+pub fn generated_files() -> Vec<GeneratedFile> {
+    let mut manifests: Vec<Manifest> = render(&manifest_options());
+    manifests.push(Manifest {
+        file_name: "cloud-config.yaml".to_owned(),
+        yaml: yaml_documents(&[object(&cloud_config_map())]),
+    });
+    let mut files: Vec<GeneratedFile> = manifests
+        .into_iter()
+        .map(|m| GeneratedFile {
+            path: format!("deploy/{}", m.file_name),
+            content: m.yaml,
+        })
+        .collect();
+    files.push(GeneratedFile {
+        path: "docs/schema/ccm-config.schema.json".to_owned(),
+        content: ccm_app::config_file::config_schema_json(),
+    });
+    files
+}
+
+/// The generated files whose committed copy under `root` is missing or different.
+pub fn stale_files(root: &Path) -> Vec<String> {
+    generated_files()
+        .into_iter()
+        .filter(|f| std::fs::read_to_string(root.join(&f.path)).ok().as_deref() != Some(f.content.as_str()))
+        .map(|f| f.path)
+        .collect()
+}
+
+/// Write every generated file under `root`; returns the paths that changed.
+///
+/// # Errors
+///
+/// The I/O error of the first file that cannot be written.
+pub fn write_generated(root: &Path) -> std::io::Result<Vec<String>> {
+    let mut changed = Vec::new();
+    for file in generated_files() {
+        let path = root.join(&file.path);
+        if std::fs::read_to_string(&path).ok().as_deref() == Some(file.content.as_str()) {
+            continue;
+        }
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&path, &file.content)?;
+        changed.push(file.path);
+    }
+    Ok(changed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sample_inventory_is_valid() {
+        let cloud = FakeCloud::from_inventory_str(INVENTORY, "examples/inventory.yaml").unwrap();
+        assert_eq!(cloud.instances().len(), 3);
+    }
+
+    #[test]
+    fn the_reference_ccm_knows_the_fake_provider_and_the_four_controllers() {
+        let builder = reference_ccm().unwrap();
+        let options = builder
+            .parse_args(["reference-ccm", "--cloud-provider=fake", "--cloud-config=examples/inventory.yaml"])
+            .unwrap();
+        let names: Vec<String> = builder
+            .validate(&options)
+            .unwrap()
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "cloud-node-controller",
+                "cloud-node-lifecycle-controller",
+                "service-lb-controller",
+                "node-route-controller"
+            ]
+        );
+    }
+}

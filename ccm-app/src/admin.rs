@@ -1,0 +1,220 @@
+//! The admin server on `--bind-address:--secure-port`: `/healthz`, `/livez`, `/readyz` (each with per-check
+//! paths), `/metrics` and `/configz`, over HTTPS.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use ccm_core::runtime::metrics::SharedRegistry;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::health::{Endpoint, HealthChecks, parse_query};
+use crate::tls::{ServingCert, TlsListener};
+
+/// The content type of `/metrics` (prometheus-client writes OpenMetrics text).
+pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Why the admin server cannot start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AdminError {
+    /// The address cannot be bound.
+    #[error("cannot listen on {address} for the secure port: {source}; check --bind-address and --secure-port")]
+    Bind {
+        /// The address.
+        address: SocketAddr,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A listener handed to the builder cannot be used.
+    #[error("cannot use the given admin listener: {0}")]
+    Listener(#[source] std::io::Error),
+    /// The serving certificate cannot be set up.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+}
+
+/// What the handlers read.
+#[derive(Clone)]
+pub struct AdminState {
+    /// The health checks.
+    pub checks: HealthChecks,
+    /// The metrics registry.
+    pub metrics: SharedRegistry,
+    /// The `/configz` document (JSON).
+    pub configz: Arc<String>,
+}
+
+impl std::fmt::Debug for AdminState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminState")
+            .field("checks", &self.checks)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The admin routes.
+pub fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/healthz/{check}", get(healthz_one))
+        .route("/livez", get(livez))
+        .route("/livez/{check}", get(livez_one))
+        .route("/readyz", get(readyz))
+        .route("/readyz/{check}", get(readyz_one))
+        .route("/metrics", get(metrics))
+        .route("/configz", get(configz))
+        .with_state(state)
+}
+
+fn plain(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-cache, private"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+fn report(state: &AdminState, endpoint: Endpoint, uri: &Uri) -> Response {
+    let (verbose, exclude) = parse_query(uri.query());
+    let report = state.checks.report(endpoint, &exclude);
+    let status = if report.healthy() {
+        StatusCode::OK
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR
+    };
+    plain(status, report.render(verbose))
+}
+
+fn one(state: &AdminState, endpoint: Endpoint, check: &str) -> Response {
+    match state.checks.check_one(endpoint, check) {
+        None => plain(StatusCode::NOT_FOUND, format!("no {} check named {check:?}\n", endpoint.name())),
+        Some(Ok(())) => plain(StatusCode::OK, "ok".to_owned()),
+        Some(Err(reason)) => plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("internal server error: {reason}\n"),
+        ),
+    }
+}
+
+async fn healthz(State(state): State<AdminState>, uri: Uri) -> Response {
+    report(&state, Endpoint::Healthz, &uri)
+}
+async fn livez(State(state): State<AdminState>, uri: Uri) -> Response {
+    report(&state, Endpoint::Livez, &uri)
+}
+async fn readyz(State(state): State<AdminState>, uri: Uri) -> Response {
+    report(&state, Endpoint::Readyz, &uri)
+}
+async fn healthz_one(State(state): State<AdminState>, Path(check): Path<String>) -> Response {
+    one(&state, Endpoint::Healthz, &check)
+}
+async fn livez_one(State(state): State<AdminState>, Path(check): Path<String>) -> Response {
+    one(&state, Endpoint::Livez, &check)
+}
+async fn readyz_one(State(state): State<AdminState>, Path(check): Path<String>) -> Response {
+    one(&state, Endpoint::Readyz, &check)
+}
+
+async fn metrics(State(state): State<AdminState>) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
+        state.metrics.encode(),
+    )
+        .into_response()
+}
+
+async fn configz(State(state): State<AdminState>) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        state.configz.as_str().to_owned(),
+    )
+        .into_response()
+}
+
+/// A running admin server.
+#[derive(Debug)]
+pub struct AdminServer {
+    local_addr: SocketAddr,
+    cert_pem: String,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl AdminServer {
+    /// Serve `state` over HTTPS on `listener` with `cert`, until [`stop`](Self::stop).
+    ///
+    /// # Errors
+    ///
+    /// [`AdminError::Listener`] if the listener cannot be used.
+    pub fn start(
+        listener: tokio::net::TcpListener,
+        cert: &ServingCert,
+        state: AdminState,
+    ) -> Result<Self, AdminError> {
+        let local_addr = listener.local_addr().map_err(AdminError::Listener)?;
+        let tls = TlsListener::new(listener, cert).map_err(AdminError::Listener)?;
+        let stop = CancellationToken::new();
+        let shutdown = stop.clone().cancelled_owned();
+        let app = router(state);
+        let task = tokio::spawn(async move {
+            if let Err(err) = axum::serve(tls, app).with_graceful_shutdown(shutdown).await {
+                tracing::error!(error = %err, "the secure port stopped serving");
+            }
+        });
+        tracing::info!(address = %local_addr, "serving /healthz, /livez, /readyz, /metrics and /configz over HTTPS");
+        Ok(AdminServer {
+            local_addr,
+            cert_pem: cert.cert_pem.clone(),
+            stop,
+            task,
+        })
+    }
+
+    /// Bind `address` and start.
+    ///
+    /// # Errors
+    ///
+    /// [`AdminError::Bind`] if the address cannot be bound.
+    pub async fn bind(address: SocketAddr, cert: &ServingCert, state: AdminState) -> Result<Self, AdminError> {
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .map_err(|source| AdminError::Bind { address, source })?;
+        Self::start(listener, cert, state)
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The serving certificate (PEM).
+    pub fn cert_pem(&self) -> &str {
+        &self.cert_pem
+    }
+
+    /// Stop accepting connections, let open requests finish (up to 5 s), and return.
+    pub async fn stop(self) {
+        self.stop.cancel();
+        let mut task = self.task;
+        if tokio::time::timeout(std::time::Duration::from_secs(5), &mut task)
+            .await
+            .is_err()
+        {
+            task.abort();
+        }
+    }
+}

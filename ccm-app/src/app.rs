@@ -1,0 +1,1159 @@
+//! The runtime: the builder a vendor's `main` calls, start-up, leader election, controllers, shutdown.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use ccm_core::names;
+use ccm_core::provider::{CloudProvider, InitializeContext};
+use ccm_core::registry::{ProviderRegistry, RegistryError};
+use ccm_core::runtime::controller::{ControllerContext, ControllerDescriptor, HealthCheck};
+use ccm_core::runtime::informer::{InformerScope, SharedInformers};
+use ccm_core::runtime::metrics::{ControllerManagerMetrics, SharedRegistry};
+use ccm_core::{BoxError, CloudError};
+use ccm_leaderelection::{LeaderElectionMetrics, LeaderElector, LeaderHandle, StepDownReason};
+use clap::{CommandFactory, FromArgMatches, Parser};
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::api::{Api, ListParams};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::admin::{AdminError, AdminServer, AdminState};
+use crate::client::{ClientError, ClientFactory, kube_config, user_agent_prefix};
+use crate::config_file::{ConfigFileError, load_config_file};
+use crate::controllers::{CatalogError, ControllerCatalog};
+use crate::health::{Endpoint, HealthChecks};
+use crate::options::{CcmOptions, Settings, ValidationError};
+use crate::tls::{CertSource, ServingCert, bind_address_name};
+
+/// How long the runtime waits for the API server's `/healthz` before starting controllers (Go: 10 s).
+pub const APISERVER_WAIT: Duration = Duration::from_secs(10);
+
+/// How long a clean shutdown waits for the Lease to be released.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The command line: `--config` plus every [`Settings`] flag.
+#[derive(Debug, Parser)]
+#[command(name = "cloud-controller-manager")]
+struct Cli {
+    /// A YAML file with settings (the camelCase names of the flags, see docs/schema/ccm-config.schema.json);
+    /// flags given on the command line override it.
+    #[arg(long, value_name = "FILE", help_heading = "Configuration")]
+    config: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    settings: Settings,
+}
+
+/// Problems found before anything starts: bad flags, an unusable config file, invalid settings.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartupError {
+    /// The command line does not parse (unknown flag, bad value), or `--help` / `--version` was asked for.
+    #[error("{0}")]
+    Args(#[source] clap::Error),
+    /// The config file cannot be read or parsed.
+    #[error(transparent)]
+    ConfigFile(#[from] ConfigFileError),
+    /// Settings violate one or more rules.
+    #[error("invalid settings: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Invalid(Vec<ValidationError>),
+    /// The binary registered controllers with clashing names (a programming error).
+    #[error("invalid controller registration: {0}")]
+    Catalog(#[from] CatalogError),
+}
+
+impl StartupError {
+    /// The process exit code: clap's for argument errors (0 for `--help`, 2 for usage errors), otherwise 1.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            StartupError::Args(err) => u8::try_from(err.exit_code()).unwrap_or(2),
+            _ => 1,
+        }
+    }
+}
+
+/// Why a running CCM stopped with an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The settings are invalid (when [`CcmBuilder::start`] is called with unchecked options).
+    #[error(transparent)]
+    Startup(#[from] StartupError),
+    /// The Kubernetes client cannot be built.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// The provider cannot be created.
+    #[error(transparent)]
+    Provider(#[from] RegistryError),
+    /// `--cloud-provider` names no provider of this binary (for example `external`).
+    #[error(
+        "cloud provider {name:?} could not be initialized: no provider runs in this process; set \
+         --cloud-provider to one of: {known}"
+    )]
+    NoProvider {
+        /// The name given.
+        name: String,
+        /// The registered names.
+        known: String,
+    },
+    /// The provider has no cluster ID and `--allow-untagged-cloud` is off.
+    #[error(
+        "no cluster ID found: a cluster ID is required for the cloud provider to function properly; this check \
+         can be bypassed by setting --allow-untagged-cloud"
+    )]
+    NoClusterId,
+    /// The admin server cannot start.
+    #[error(transparent)]
+    Admin(#[from] AdminError),
+    /// Leader election cannot be configured.
+    #[error("leader election: {0}")]
+    LeaderElection(#[source] ccm_leaderelection::Error),
+    /// The API server did not become healthy in time.
+    #[error("failed to wait for the API server to be healthy within {waited:?}: {last}")]
+    ApiServerUnhealthy {
+        /// How long the runtime waited.
+        waited: Duration,
+        /// The last error or answer.
+        last: String,
+    },
+    /// A scope selector is rejected by the API server.
+    #[error("invalid --{setting} {value:?}: the API server rejected it: {reason}")]
+    InvalidScope {
+        /// The flag name.
+        setting: &'static str,
+        /// The selector.
+        value: String,
+        /// The API server's message.
+        reason: String,
+    },
+    /// `CloudProvider::initialize` failed.
+    #[error("cloud provider initialization failed: {0}")]
+    Initialize(#[source] CloudError),
+    /// A controller's init function failed.
+    #[error("error starting controller {name}: {source}")]
+    ControllerInit {
+        /// The controller.
+        name: String,
+        /// Its error.
+        #[source]
+        source: BoxError,
+    },
+    /// A running controller returned an error or panicked.
+    #[error("controller {name} failed: {reason}")]
+    ControllerFailed {
+        /// The controller.
+        name: String,
+        /// What happened.
+        reason: String,
+    },
+    /// This replica lost leadership (Go: "leaderelection lost", exit 1).
+    #[error("leaderelection lost: {0}")]
+    LeadershipLost(StepDownReason),
+    /// The runtime task itself panicked.
+    #[error("the runtime task ended abnormally: {0}")]
+    Panicked(String),
+}
+
+/// Where a CCM is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CcmStatus {
+    /// Creating clients, the provider and the admin server.
+    Starting,
+    /// Campaigning for the leader Lease (another replica leads).
+    WaitingForLeadership,
+    /// Leading (or leader election is off): initializing the provider and starting controllers.
+    Leading,
+    /// Every enabled controller has been started and the informers are running.
+    Running,
+    /// Stopping controllers, releasing the Lease, stopping the admin server.
+    ShuttingDown,
+    /// Everything has stopped.
+    Stopped,
+}
+
+type DescriptorFn = Arc<dyn Fn(&CcmOptions) -> ControllerDescriptor + Send + Sync>;
+
+/// The entry point of a cloud controller manager.
+///
+/// ```no_run
+/// # async fn demo() -> std::process::ExitCode {
+/// let registry = ccm_core::ProviderRegistry::new();
+/// // AcmeCloud::register(&registry)?;
+/// ccm_app::CloudControllerManager::builder(registry)
+///     .with_default_controllers()
+///     .run_from_args()
+///     .await
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct CloudControllerManager;
+
+impl CloudControllerManager {
+    /// Start building a CCM over the providers in `registry`.
+    pub fn builder(registry: impl Into<Arc<ProviderRegistry>>) -> CcmBuilder {
+        CcmBuilder {
+            registry: registry.into(),
+            default_controllers: false,
+            controllers: Vec::new(),
+            defaults: CcmOptions::default(),
+            command_name: names::MANAGER_NAME.to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            about: "A Kubernetes cloud controller manager: initializes Nodes from the cloud, deletes Nodes whose \
+                    instances are gone, provisions load balancers for Services and configures pod routes."
+                .to_owned(),
+            client: None,
+            admin_listener: None,
+            health_checks: Vec::new(),
+        }
+    }
+}
+
+/// Builds and runs a CCM; made by [`CloudControllerManager::builder`].
+#[must_use = "a builder does nothing until run"]
+pub struct CcmBuilder {
+    registry: Arc<ProviderRegistry>,
+    default_controllers: bool,
+    controllers: Vec<DescriptorFn>,
+    defaults: CcmOptions,
+    command_name: String,
+    version: String,
+    about: String,
+    client: Option<kube::Client>,
+    admin_listener: Option<std::net::TcpListener>,
+    health_checks: Vec<(String, HealthCheck)>,
+}
+
+impl std::fmt::Debug for CcmBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CcmBuilder")
+            .field("registry", &self.registry)
+            .field("default_controllers", &self.default_controllers)
+            .field("controllers", &self.controllers.len())
+            .field("command_name", &self.command_name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CcmBuilder {
+    /// Register the four standard controllers (cloud-node, cloud-node-lifecycle, service, route), configured from
+    /// the flags.
+    pub fn with_default_controllers(mut self) -> Self {
+        self.default_controllers = true;
+        self
+    }
+
+    /// Register a vendor controller. Its name and aliases become valid in `--controllers`; a descriptor marked
+    /// [`disabled_by_default`](ControllerDescriptor::disabled_by_default) runs only when named there.
+    pub fn register_controller(mut self, descriptor: ControllerDescriptor) -> Self {
+        self.controllers
+            .push(Arc::new(move |_: &CcmOptions| descriptor.clone()));
+        self
+    }
+
+    /// Register a vendor controller whose configuration depends on the resolved settings.
+    pub fn register_controller_with<F>(mut self, make: F) -> Self
+    where
+        F: Fn(&CcmOptions) -> ControllerDescriptor + Send + Sync + 'static,
+    {
+        self.controllers.push(Arc::new(make));
+        self
+    }
+
+    /// The default of `--cloud-provider` (so it may be omitted).
+    pub fn with_default_provider(mut self, name: &str) -> Self {
+        self.defaults.cloud_provider = name.to_owned();
+        self
+    }
+
+    /// Change any default before flags and the config file are applied (for example a higher `kube_api_qps`).
+    pub fn with_defaults(mut self, change: impl FnOnce(&mut CcmOptions)) -> Self {
+        change(&mut self.defaults);
+        self
+    }
+
+    /// The command name used in `--help`, user agents and logs (default `cloud-controller-manager`).
+    pub fn with_command_name(mut self, name: &str) -> Self {
+        self.command_name = name.to_owned();
+        self
+    }
+
+    /// The version shown by `--version` and sent in user agents (default: this crate's version).
+    pub fn with_version(mut self, version: &str) -> Self {
+        self.version = version.to_owned();
+        self
+    }
+
+    /// The description shown by `--help`.
+    pub fn with_about(mut self, about: &str) -> Self {
+        self.about = about.to_owned();
+        self
+    }
+
+    /// Use this client instead of `--kubeconfig` / `--master` / in-cluster configuration (embedding, tests). Each
+    /// controller still gets its own token bucket and user agent on top of it.
+    pub fn with_client(mut self, client: kube::Client) -> Self {
+        self.client = Some(client);
+        self
+    }
+
+    /// Serve the admin endpoints on this already-bound listener instead of binding
+    /// `--bind-address:--secure-port` (socket activation, tests binding port 0).
+    pub fn with_admin_listener(mut self, listener: std::net::TcpListener) -> Self {
+        self.admin_listener = Some(listener);
+        self
+    }
+
+    /// Add a health check served at `/healthz/<name>`, `/livez/<name>` and `/readyz/<name>`.
+    pub fn with_health_check(mut self, name: &str, check: HealthCheck) -> Self {
+        self.health_checks.push((name.to_owned(), check));
+        self
+    }
+
+    /// The clap command (flags, help text) of this CCM.
+    pub fn command(&self) -> clap::Command {
+        Cli::command()
+            .name(self.command_name.clone())
+            .bin_name(self.command_name.clone())
+            .version(self.version.clone())
+            .about(self.about.clone())
+    }
+
+    /// The controllers this binary knows under `options`, in start order.
+    pub fn descriptors(&self, options: &CcmOptions) -> Vec<ControllerDescriptor> {
+        let mut descriptors = if self.default_controllers {
+            crate::defaults::default_controllers(options)
+        } else {
+            Vec::new()
+        };
+        descriptors.extend(self.controllers.iter().map(|make| make(options)));
+        descriptors
+    }
+
+    /// Parse a command line (the first item is the program name), read `--config`, apply the precedence
+    /// defaults < file < flags, and validate. Nothing is started.
+    ///
+    /// # Errors
+    ///
+    /// [`StartupError`] for unknown flags, bad values, an unusable config file or invalid settings.
+    pub fn parse_args<I, T>(&self, args: I) -> Result<CcmOptions, StartupError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let matches = self
+            .command()
+            .try_get_matches_from(args)
+            .map_err(StartupError::Args)?;
+        let cli = Cli::from_arg_matches(&matches).map_err(StartupError::Args)?;
+        let file = match &cli.config {
+            Some(path) => load_config_file(path)?,
+            None => Settings::default(),
+        };
+        let options = CcmOptions::resolve(&self.defaults, &file, &cli.settings);
+        self.validate(&options)?;
+        Ok(options)
+    }
+
+    /// Check `options` against every rule, including the binary's controllers and providers; returns the
+    /// controllers that will run, in order.
+    ///
+    /// # Errors
+    ///
+    /// [`StartupError::Invalid`] listing every violation, or [`StartupError::Catalog`].
+    pub fn validate(&self, options: &CcmOptions) -> Result<Vec<ControllerDescriptor>, StartupError> {
+        let mut errors = options.validate();
+        if !options.cloud_provider.is_empty() {
+            if options.cloud_provider == names::EXTERNAL_PROVIDER {
+                errors.push(ValidationError::Invalid {
+                    setting: "cloud-provider",
+                    reason: format!(
+                        "\"external\" means no provider runs in this process, but a cloud controller manager needs \
+                         one; use one of: {}",
+                        self.registry.names().join(", ")
+                    ),
+                });
+            } else if !self.registry.is_registered(&options.cloud_provider) {
+                errors.push(ValidationError::Invalid {
+                    setting: "cloud-provider",
+                    reason: format!(
+                        "unknown cloud provider {:?}; registered providers: {}",
+                        options.cloud_provider,
+                        self.registry.names().join(", ")
+                    ),
+                });
+            }
+        }
+        let descriptors = self.descriptors(options);
+        let catalog = ControllerCatalog::from_descriptors(&descriptors)?;
+        let enabled = match catalog.enabled(&options.controllers) {
+            Ok(enabled) => enabled,
+            Err(unknown) => {
+                errors.push(unknown.into());
+                Vec::new()
+            }
+        };
+        if self.default_controllers {
+            errors.extend(crate::defaults::validate(options, &enabled));
+        }
+        if !errors.is_empty() {
+            return Err(StartupError::Invalid(errors));
+        }
+        Ok(descriptors
+            .into_iter()
+            .filter(|d| enabled.contains(&d.name))
+            .collect())
+    }
+
+    /// Parse the process's command line, set up logging and signal handling, run until SIGTERM/SIGINT or a fatal
+    /// error, and return the exit code: 0 after a clean shutdown, 1 after an error (including lost leadership),
+    /// clap's code for bad flags (2) and `--help` (0).
+    pub async fn run_from_args(self) -> ExitCode {
+        self.run_from(std::env::args_os()).await
+    }
+
+    /// [`run_from_args`](Self::run_from_args) with an explicit command line (the first item is the program
+    /// name).
+    pub async fn run_from<I, T>(self, args: I) -> ExitCode
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let options = match self.parse_args(args) {
+            Ok(options) => options,
+            Err(StartupError::Args(err)) => {
+                let code = u8::try_from(err.exit_code()).unwrap_or(2);
+                let _ = err.print();
+                return ExitCode::from(code);
+            }
+            Err(err) => {
+                eprintln!("{}: error: {err}", self.command_name);
+                return ExitCode::from(err.exit_code());
+            }
+        };
+        crate::logging::init(options.verbosity, options.logging_format);
+        let shutdown = CancellationToken::new();
+        let signals = tokio::spawn(handle_signals(shutdown.clone()));
+        let command = self.command_name.clone();
+        let result = self.run(options, shutdown).await;
+        signals.abort();
+        match result {
+            Ok(()) => {
+                tracing::info!(command = %command, "stopped");
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                tracing::error!(command = %command, error = %err, "exiting with an error");
+                ExitCode::FAILURE
+            }
+        }
+    }
+
+    /// Run with already parsed options until `shutdown` is cancelled or a fatal error. Logging and signals are
+    /// the caller's business.
+    ///
+    /// # Errors
+    ///
+    /// [`RunError`] describing why the CCM stopped.
+    pub async fn run(self, options: CcmOptions, shutdown: CancellationToken) -> Result<(), RunError> {
+        self.start(options, shutdown).await?.wait().await
+    }
+
+    /// Start the CCM and return once the provider is created, the admin server listens and leader election runs;
+    /// the controllers start when this replica leads. Cancel `shutdown` to stop it, then
+    /// [`wait`](RunningCcm::wait).
+    ///
+    /// ```no_run
+    /// # async fn demo(registry: ccm_core::ProviderRegistry) -> Result<(), ccm_app::RunError> {
+    /// use tokio_util::sync::CancellationToken;
+    ///
+    /// let builder = ccm_app::CloudControllerManager::builder(registry).with_default_controllers();
+    /// let options = builder.parse_args(["ccm", "--cloud-provider=fake", "--secure-port=0"])?;
+    /// let shutdown = CancellationToken::new();
+    /// let running = builder.start(options, shutdown.clone()).await?;
+    /// shutdown.cancel();
+    /// running.wait().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`RunError`] if the settings are invalid or the client, provider, admin server or leader election cannot
+    /// be set up.
+    pub async fn start(self, options: CcmOptions, shutdown: CancellationToken) -> Result<RunningCcm, RunError> {
+        let plan = self.validate(&options)?;
+        note_compatibility_settings(&options);
+        tracing::info!(
+            command = %self.command_name,
+            version = %self.version,
+            provider = %options.cloud_provider,
+            controllers = ?plan.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(),
+            leader_elect = options.leader_elect,
+            "starting"
+        );
+        let (status_tx, status_rx) = watch::channel(CcmStatus::Starting);
+
+        let agent_prefix = user_agent_prefix(&self.command_name, &self.version);
+        let factory = match self.client {
+            Some(client) => {
+                ClientFactory::from_client(client, options.kube_api_qps, options.kube_api_burst, &agent_prefix)
+            }
+            None => ClientFactory::from_config(
+                kube_config(&options).await?,
+                options.kube_api_qps,
+                options.kube_api_burst,
+                &agent_prefix,
+            )?,
+        };
+
+        // The cloud initializer runs in every replica, before leader election (Go parity).
+        let provider = self
+            .registry
+            .init_cloud_provider(&options.cloud_provider, options.cloud_config.as_deref())?
+            .ok_or_else(|| RunError::NoProvider {
+                name: options.cloud_provider.clone(),
+                known: self.registry.names().join(", "),
+            })?;
+        if !provider.has_cluster_id() {
+            if options.allow_untagged_cloud {
+                tracing::warn!("detected a cluster without a cluster ID; --allow-untagged-cloud lets it start");
+            } else {
+                return Err(RunError::NoClusterId);
+            }
+        }
+
+        let metrics = SharedRegistry::new();
+        let manager_metrics = ControllerManagerMetrics::register(&metrics, names::MANAGER_NAME);
+        let checks = HealthChecks::new();
+        checks.add("ping", Endpoint::ALL, Arc::new(|| Ok(())));
+        for (name, check) in self.health_checks {
+            checks.add(&name, Endpoint::ALL, check);
+        }
+        let shutting_down = shutdown.clone();
+        checks.add(
+            "shutdown",
+            &[Endpoint::Readyz],
+            Arc::new(move || {
+                if shutting_down.is_cancelled() {
+                    Err("the process is shutting down".to_owned())
+                } else {
+                    Ok(())
+                }
+            }),
+        );
+
+        let identity = instance_name();
+        let leader = if options.leader_elect {
+            let le_metrics = metrics.with(LeaderElectionMetrics::register);
+            let elector = LeaderElector::builder(
+                factory.client("leader-election"),
+                options.leader_elect_resource_namespace.clone(),
+                options.leader_elect_resource_name.clone(),
+            )
+            .lease_duration(options.leader_elect_lease_duration)
+            .renew_deadline(options.leader_elect_renew_deadline)
+            .retry_period(options.leader_elect_retry_period)
+            .release_on_cancel(options.leader_elect_release_on_cancel)
+            .metrics(le_metrics)
+            .build()
+            .map_err(RunError::LeaderElection)?;
+            Some(elector)
+        } else {
+            None
+        };
+
+        let informers_slot: Arc<OnceLock<SharedInformers>> = Arc::default();
+        let slot = informers_slot.clone();
+        checks.add(
+            "informer-sync",
+            &[Endpoint::Readyz],
+            Arc::new(move || match slot.get() {
+                None => Err("the shared informers have not been started".to_owned()),
+                Some(i) if i.nodes().has_synced() && i.services().has_synced() => Ok(()),
+                Some(_) => Err("the shared informers have not synced yet".to_owned()),
+            }),
+        );
+
+        let admin = start_admin(&options, self.admin_listener, &checks, &metrics).await?;
+        let (admin_addr, admin_cert_pem) = match &admin {
+            Some(a) => (Some(a.local_addr()), Some(a.cert_pem().to_owned())),
+            None => (None, None),
+        };
+
+        let leader = leader.map(|elector| {
+            let token = CancellationToken::new();
+            let identity = elector.identity().to_owned();
+            let handle = elector.run(token.clone());
+            let health = handle.health();
+            checks.add(
+                health.name(),
+                Endpoint::ALL,
+                Arc::new(move || health.check().map_err(|e| e.to_string())),
+            );
+            let state = handle.state();
+            checks.add(
+                "leader",
+                &[Endpoint::Readyz],
+                Arc::new(move || {
+                    if state.borrow().is_leading() {
+                        Ok(())
+                    } else {
+                        Err("this replica is not the leader".to_owned())
+                    }
+                }),
+            );
+            tracing::info!(identity = %identity, "campaigning for leadership");
+            (handle, token)
+        });
+        let leader_identity = leader.as_ref().map(|(h, _)| h.identity().to_owned());
+
+        let supervisor = Supervisor {
+            options,
+            plan,
+            factory,
+            provider,
+            metrics: metrics.clone(),
+            manager_metrics,
+            checks,
+            status: status_tx,
+            shutdown,
+            instance: identity,
+            informers_slot,
+        };
+        let task = tokio::spawn(supervisor.supervise(leader, admin));
+        Ok(RunningCcm {
+            admin_addr,
+            admin_cert_pem,
+            status: status_rx,
+            metrics,
+            identity: leader_identity,
+            task,
+        })
+    }
+}
+
+fn note_compatibility_settings(options: &CcmOptions) {
+    if options.use_service_account_credentials {
+        tracing::warn!(
+            "--use-service-account-credentials is accepted for compatibility but not supported: every controller \
+             uses the CCM's own credentials"
+        );
+    }
+    if options.allocate_node_cidrs {
+        tracing::info!("--allocate-node-cidrs is accepted for compatibility; the CCM does not allocate node CIDRs");
+    }
+    if !options.node_sync_period.is_zero() {
+        tracing::warn!("--node-sync-period is deprecated and has no effect");
+    }
+    if !options.external_cloud_volume_plugin.is_empty() {
+        tracing::warn!("--external-cloud-volume-plugin is accepted for compatibility and has no effect");
+    }
+}
+
+async fn start_admin(
+    options: &CcmOptions,
+    listener: Option<std::net::TcpListener>,
+    checks: &HealthChecks,
+    metrics: &SharedRegistry,
+) -> Result<Option<AdminServer>, RunError> {
+    if listener.is_none() && options.secure_port == 0 {
+        tracing::info!("--secure-port=0: not serving /healthz, /readyz, /livez, /metrics");
+        return Ok(None);
+    }
+    let source = match (&options.tls_cert_file, &options.tls_private_key_file) {
+        (Some(cert), Some(key)) => CertSource::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        },
+        _ => CertSource::SelfSigned {
+            dir: options.cert_dir.clone(),
+            extra_names: bind_address_name(options.bind_address).into_iter().collect(),
+        },
+    };
+    let cert = ServingCert::load(&source).map_err(AdminError::from)?;
+    let configz = serde_json::json!({ "cloudcontrollermanager.config.k8s.io": options.to_settings() });
+    let state = AdminState {
+        checks: checks.clone(),
+        metrics: metrics.clone(),
+        configz: Arc::new(configz.to_string()),
+    };
+    let server = match listener {
+        Some(listener) => {
+            listener.set_nonblocking(true).map_err(AdminError::Listener)?;
+            let listener = tokio::net::TcpListener::from_std(listener).map_err(AdminError::Listener)?;
+            AdminServer::start(listener, &cert, state)?
+        }
+        None => {
+            AdminServer::bind(SocketAddr::new(options.bind_address, options.secure_port), &cert, state).await?
+        }
+    };
+    Ok(Some(server))
+}
+
+/// The replica's name for events: `$POD_NAME`, else the host name.
+fn instance_name() -> String {
+    std::env::var(ccm_leaderelection::POD_NAME_ENV)
+        .ok()
+        .filter(|p| !p.trim().is_empty())
+        .or_else(|| hostname::get().ok().map(|h| h.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| names::MANAGER_NAME.to_owned())
+}
+
+/// A started CCM; returned by [`CcmBuilder::start`].
+#[derive(Debug)]
+pub struct RunningCcm {
+    admin_addr: Option<SocketAddr>,
+    admin_cert_pem: Option<String>,
+    status: watch::Receiver<CcmStatus>,
+    metrics: SharedRegistry,
+    identity: Option<String>,
+    task: tokio::task::JoinHandle<Result<(), RunError>>,
+}
+
+impl RunningCcm {
+    /// The address of the admin server, if serving.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
+    /// The admin server's certificate (PEM), if serving; a self-signed one can be trusted directly.
+    pub fn admin_certificate_pem(&self) -> Option<&str> {
+        self.admin_cert_pem.as_deref()
+    }
+
+    /// The status channel.
+    pub fn status(&self) -> watch::Receiver<CcmStatus> {
+        self.status.clone()
+    }
+
+    /// The metrics registry `/metrics` serves.
+    pub fn metrics(&self) -> &SharedRegistry {
+        &self.metrics
+    }
+
+    /// The leader-election identity, when leader election is on.
+    pub fn identity(&self) -> Option<&str> {
+        self.identity.as_deref()
+    }
+
+    /// Wait until the CCM has stopped.
+    ///
+    /// # Errors
+    ///
+    /// [`RunError`] if it stopped because of an error rather than a cancelled shutdown token.
+    pub async fn wait(self) -> Result<(), RunError> {
+        self.task
+            .await
+            .map_err(|e| RunError::Panicked(e.to_string()))?
+    }
+}
+
+struct Supervisor {
+    options: CcmOptions,
+    plan: Vec<ControllerDescriptor>,
+    factory: ClientFactory,
+    provider: Arc<dyn CloudProvider>,
+    metrics: SharedRegistry,
+    manager_metrics: ControllerManagerMetrics,
+    checks: HealthChecks,
+    status: watch::Sender<CcmStatus>,
+    shutdown: CancellationToken,
+    instance: String,
+    informers_slot: Arc<OnceLock<SharedInformers>>,
+}
+
+/// Why the leader phase ended.
+enum Outcome {
+    Shutdown,
+    Lost(StepDownReason),
+    Failed(RunError),
+}
+
+impl Supervisor {
+    async fn supervise(
+        self,
+        leader: Option<(LeaderHandle, CancellationToken)>,
+        admin: Option<AdminServer>,
+    ) -> Result<(), RunError> {
+        let result = self.lead(leader.as_ref().map(|(h, _)| h)).await;
+        self.status.send_replace(CcmStatus::ShuttingDown);
+        // The controllers have stopped: now the Lease may be released.
+        if let Some((handle, token)) = leader {
+            token.cancel();
+            match tokio::time::timeout(RELEASE_TIMEOUT, handle.join()).await {
+                Ok(Ok(reason)) => tracing::info!(%reason, "leader election stopped"),
+                Ok(Err(err)) => tracing::warn!(error = %err, "leader election ended abnormally"),
+                Err(_) => tracing::warn!("releasing the leader lease did not finish in time"),
+            }
+        }
+        if let Some(admin) = admin {
+            admin.stop().await;
+        }
+        self.status.send_replace(CcmStatus::Stopped);
+        result
+    }
+
+    async fn lead(&self, leader: Option<&LeaderHandle>) -> Result<(), RunError> {
+        if let Some(handle) = leader {
+            self.status.send_replace(CcmStatus::WaitingForLeadership);
+            tokio::select! {
+                biased;
+                () = self.shutdown.cancelled() => return Ok(()),
+                result = handle.wait_leading() => match result {
+                    Ok(()) => tracing::info!(identity = %handle.identity(), "became leader"),
+                    Err(_) if self.shutdown.is_cancelled() => return Ok(()),
+                    Err(reason) => return Err(RunError::LeadershipLost(reason)),
+                },
+            }
+        }
+        self.status.send_replace(CcmStatus::Leading);
+        let lost = async {
+            match leader {
+                Some(handle) => handle.lost().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(lost);
+        let controllers = CancellationToken::new();
+        let informers = CancellationToken::new();
+        let mut running = JoinSet::new();
+        let mut names: HashMap<tokio::task::Id, (String, String)> = HashMap::new();
+        let outcome = self
+            .start_and_watch(&mut lost, &controllers, &informers, &mut running, &mut names)
+            .await;
+
+        // Stop taking work; let in-flight work finish within the bound.
+        controllers.cancel();
+        let grace = match &outcome {
+            // Another replica may take over once the lease expires: stop within what is left of it.
+            Outcome::Lost(_) => self
+                .options
+                .leader_elect_lease_duration
+                .saturating_sub(self.options.leader_elect_renew_deadline)
+                .min(self.options.shutdown_timeout),
+            _ => self.options.shutdown_timeout,
+        };
+        self.drain(&mut running, &mut names, grace).await;
+        informers.cancel();
+        match outcome {
+            Outcome::Shutdown => Ok(()),
+            Outcome::Lost(reason) => {
+                tracing::error!(%reason, "leaderelection lost");
+                Err(RunError::LeadershipLost(reason))
+            }
+            Outcome::Failed(err) => Err(err),
+        }
+    }
+
+    async fn start_and_watch(
+        &self,
+        lost: &mut (impl std::future::Future<Output = StepDownReason> + Unpin),
+        controllers: &CancellationToken,
+        informers_token: &CancellationToken,
+        running: &mut JoinSet<Result<(), BoxError>>,
+        names: &mut HashMap<tokio::task::Id, (String, String)>,
+    ) -> Outcome {
+        let shutdown = self.shutdown.clone();
+        macro_rules! guarded {
+            ($fut:expr) => {
+                tokio::select! {
+                    biased;
+                    () = shutdown.cancelled() => return Outcome::Shutdown,
+                    reason = &mut *lost => return Outcome::Lost(reason),
+                    value = $fut => value,
+                }
+            };
+        }
+
+        let base_client = self.factory.client(names::MANAGER_NAME);
+        if let Err(err) = guarded!(wait_for_apiserver(&base_client, APISERVER_WAIT)) {
+            return Outcome::Failed(err);
+        }
+        let scope = scope_of(&self.options);
+        let informer_client = self.factory.client("shared-informers");
+        if let Err(err) = guarded!(check_scope(&informer_client, &self.options)) {
+            return Outcome::Failed(err);
+        }
+        let informers = SharedInformers::new(informer_client, &scope);
+        let _ = self.informers_slot.set(informers.clone());
+
+        let init = InitializeContext::new(self.factory.client("cloud-provider"), controllers.clone());
+        if let Err(err) = guarded!(self.provider.initialize(init)) {
+            return Outcome::Failed(RunError::Initialize(err));
+        }
+
+        let base = ControllerContext::new(
+            base_client,
+            self.provider.clone(),
+            informers.clone(),
+            self.metrics.clone(),
+            self.options.cluster_name.clone(),
+        )
+        .with_instance(self.instance.clone());
+
+        for (i, descriptor) in self.plan.iter().enumerate() {
+            if shutdown.is_cancelled() {
+                return Outcome::Shutdown;
+            }
+            if i > 0 && !self.options.controller_start_interval.is_zero() {
+                let pause = jittered(self.options.controller_start_interval);
+                guarded!(tokio::time::sleep(pause));
+            }
+            let mut ctx = base.clone();
+            ctx.client = self.factory.client(client_name(&descriptor.name));
+            match (descriptor.init)(&ctx) {
+                Err(source) => {
+                    return Outcome::Failed(RunError::ControllerInit {
+                        name: descriptor.name.clone(),
+                        source,
+                    });
+                }
+                Ok(None) => {
+                    tracing::warn!(controller = %descriptor.name, "skipping controller: it was not started");
+                }
+                Ok(Some(controller)) => {
+                    let check: HealthCheck = controller.health_check().unwrap_or_else(|| Arc::new(|| Ok(())));
+                    self.checks
+                        .add(&descriptor.name, &[Endpoint::Healthz, Endpoint::Readyz], check);
+                    let short = descriptor.short_name().to_owned();
+                    self.manager_metrics.controller_started(&short);
+                    let handle = running.spawn(controller.run(controllers.child_token()));
+                    names.insert(handle.id(), (descriptor.name.clone(), short));
+                    tracing::info!(controller = %descriptor.name, "started controller");
+                }
+            }
+        }
+
+        tokio::spawn(informers.clone().run(informers_token.clone()));
+        tokio::spawn(resync_loop(
+            informers.clone(),
+            self.options.min_resync_period,
+            informers_token.clone(),
+        ));
+        self.status.send_replace(CcmStatus::Running);
+        tracing::info!(started = names.len(), "controllers started");
+
+        loop {
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => return Outcome::Shutdown,
+                reason = &mut *lost => return Outcome::Lost(reason),
+                Some(joined) = running.join_next_with_id(), if !running.is_empty() => {
+                    match joined {
+                        Ok((id, Ok(()))) => {
+                            if let Some((name, short)) = names.remove(&id) {
+                                self.manager_metrics.controller_stopped(&short);
+                                tracing::warn!(controller = %name, "controller stopped on its own");
+                            }
+                        }
+                        Ok((id, Err(err))) => {
+                            let name = self.finished(names, id);
+                            return Outcome::Failed(RunError::ControllerFailed { name, reason: err.to_string() });
+                        }
+                        Err(join_error) => {
+                            let name = self.finished(names, join_error.id());
+                            return Outcome::Failed(RunError::ControllerFailed {
+                                name,
+                                reason: format!("it panicked: {join_error}"),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn finished(&self, names: &mut HashMap<tokio::task::Id, (String, String)>, id: tokio::task::Id) -> String {
+        match names.remove(&id) {
+            Some((name, short)) => {
+                self.manager_metrics.controller_stopped(&short);
+                name
+            }
+            None => "unknown".to_owned(),
+        }
+    }
+
+    async fn drain(
+        &self,
+        running: &mut JoinSet<Result<(), BoxError>>,
+        names: &mut HashMap<tokio::task::Id, (String, String)>,
+        grace: Duration,
+    ) {
+        let deadline = Instant::now() + grace;
+        while !running.is_empty() {
+            match tokio::time::timeout_at(deadline, running.join_next_with_id()).await {
+                Ok(Some(Ok((id, result)))) => {
+                    let name = self.finished(names, id);
+                    match result {
+                        Ok(()) => tracing::info!(controller = %name, "controller stopped"),
+                        Err(err) => tracing::warn!(controller = %name, error = %err, "controller stopped with an error"),
+                    }
+                }
+                Ok(Some(Err(join_error))) => {
+                    let name = self.finished(names, join_error.id());
+                    tracing::warn!(controller = %name, error = %join_error, "controller task ended abnormally");
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    let pending: Vec<&str> = names.values().map(|(n, _)| n.as_str()).collect();
+                    tracing::warn!(
+                        controllers = ?pending,
+                        grace = ?grace,
+                        "controllers did not stop in time; abandoning their in-flight work"
+                    );
+                    running.abort_all();
+                    while running.join_next().await.is_some() {}
+                    for (_, short) in names.drain().map(|(_, v)| v) {
+                        self.manager_metrics.controller_stopped(&short);
+                    }
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The client name (user agent suffix) of a controller: Go's names for the standard ones.
+pub fn client_name(controller: &str) -> &str {
+    match controller {
+        names::controllers::CLOUD_NODE | names::controllers::CLOUD_NODE_LIFECYCLE => {
+            names::controllers::NODE_CONTROLLER_CLIENT
+        }
+        names::controllers::SERVICE_LB => names::controllers::SERVICE_CONTROLLER_CLIENT,
+        names::controllers::NODE_ROUTE => names::controllers::ROUTE_CONTROLLER_CLIENT,
+        other => other,
+    }
+}
+
+/// The informer scope of `--node-selector`, `--service-selector`, `--service-namespace`.
+pub fn scope_of(options: &CcmOptions) -> InformerScope {
+    let mut scope = InformerScope::all();
+    if let Some(selector) = &options.node_selector {
+        scope = scope.with_node_selector(selector.clone());
+    }
+    if let Some(selector) = &options.service_selector {
+        scope = scope.with_service_selector(selector.clone());
+    }
+    if let Some(namespace) = &options.service_namespace {
+        scope = scope.with_service_namespace(namespace.clone());
+    }
+    scope
+}
+
+/// `interval` stretched by a random factor in [1, 2) (Go: `wait.Jitter(interval, 1.0)`).
+fn jittered(interval: Duration) -> Duration {
+    interval.mul_f64(1.0 + rand::random::<f64>())
+}
+
+async fn wait_for_apiserver(client: &kube::Client, timeout: Duration) -> Result<(), RunError> {
+    let deadline = Instant::now() + timeout;
+    let mut last = "no answer".to_owned();
+    loop {
+        let mut request = http::Request::new(Vec::new());
+        *request.uri_mut() = http::Uri::from_static("/healthz");
+        match tokio::time::timeout_at(deadline, client.request_text(request)).await {
+            Ok(Ok(text)) if text.trim() == "ok" => return Ok(()),
+            Ok(Ok(text)) => last = format!("/healthz answered {text:?}"),
+            Ok(Err(err)) => last = err.to_string(),
+            Err(_) => {}
+        }
+        if Instant::now() >= deadline {
+            return Err(RunError::ApiServerUnhealthy {
+                waited: timeout,
+                last,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Ask the API server once with each scope selector, so a malformed selector stops the CCM with a clear error
+/// instead of failing every watch forever.
+async fn check_scope(client: &kube::Client, options: &CcmOptions) -> Result<(), RunError> {
+    if let Some(selector) = &options.node_selector {
+        let nodes: Api<Node> = Api::all(client.clone());
+        let params = ListParams::default().labels(selector).limit(1);
+        reject_bad_request(nodes.list_metadata(&params).await, "node-selector", selector)?;
+    }
+    if let Some(selector) = &options.service_selector {
+        let services: Api<Service> = match &options.service_namespace {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
+        let params = ListParams::default().labels(selector).limit(1);
+        reject_bad_request(services.list_metadata(&params).await, "service-selector", selector)?;
+    }
+    Ok(())
+}
+
+fn reject_bad_request<T>(
+    result: Result<T, kube::Error>,
+    setting: &'static str,
+    value: &str,
+) -> Result<(), RunError> {
+    match result {
+        Err(kube::Error::Api(status)) if status.code == 400 => Err(RunError::InvalidScope {
+            setting,
+            value: value.to_owned(),
+            reason: status.message.clone(),
+        }),
+        Err(err) => {
+            tracing::warn!(setting, error = %err, "could not check the selector; the informers will retry");
+            Ok(())
+        }
+        Ok(_) => Ok(()),
+    }
+}
+
+/// Every `[min, 2 × min)` (Go: the informer factory's resync period), ask controllers to re-read the caches.
+async fn resync_loop(informers: SharedInformers, min: Duration, stop: CancellationToken) {
+    if min.is_zero() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(jittered(min)) => {
+                tracing::debug!("periodic informer resync");
+                informers.nodes().resync();
+                informers.services().resync();
+            }
+        }
+    }
+}
+
+async fn handle_signals(shutdown: CancellationToken) {
+    let Some(first) = next_signal().await else {
+        return;
+    };
+    tracing::info!(signal = first, "shutting down: stopping controllers, then releasing the lease");
+    shutdown.cancel();
+    if let Some(second) = next_signal().await {
+        tracing::error!(signal = second, "second signal: exiting immediately");
+        std::process::exit(130);
+    }
+}
+
+#[cfg(unix)]
+async fn next_signal() -> Option<&'static str> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::warn!("cannot install signal handlers; stop the process with SIGKILL");
+        return None;
+    };
+    tokio::select! {
+        _ = term.recv() => Some("SIGTERM"),
+        _ = int.recv() => Some("SIGINT"),
+    }
+}
+
+#[cfg(not(unix))]
+async fn next_signal() -> Option<&'static str> {
+    tokio::signal::ctrl_c().await.ok().map(|()| "Ctrl-C")
+}

@@ -1,0 +1,444 @@
+//! `--controllers`: which controllers run, with the Go reference's rules (`IsControllerEnabled`).
+//!
+//! The list is scanned in order and the **first explicit mention wins**: `name` enables, `-name` disables; a `*`
+//! anywhere means "every controller that is not disabled by default"; with no `*` and no mention a controller is
+//! off. Aliases (`cloud-node`, `cloud-node-lifecycle`, `service`, `route`, and any a vendor registers) are
+//! rewritten to canonical names first, keeping the `-` prefix. Unknown names are an error:
+//! `"foo" is not in the list of known controllers`.
+//!
+//! ```
+//! use ccm_app::controllers::ControllerCatalog;
+//!
+//! let catalog = ControllerCatalog::builder()
+//!     .controller("cloud-node-controller", &["cloud-node"], false)
+//!     .controller("service-lb-controller", &["service"], false)
+//!     .controller("tagging-controller", &["tagging"], true)
+//!     .build()
+//!     .unwrap();
+//! let list = vec!["*".to_owned(), "-service".to_owned()];
+//! assert_eq!(catalog.enabled(&list).unwrap(), vec!["cloud-node-controller"]);
+//! let list = vec!["tagging".to_owned()];
+//! assert_eq!(catalog.enabled(&list).unwrap(), vec!["tagging-controller"]);
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ccm_core::runtime::controller::ControllerDescriptor;
+
+/// The `--controllers` entry meaning "the defaults".
+pub const ALL: &str = "*";
+
+/// The Go reference's `IsControllerEnabled`: whether `name` runs under the (canonicalised) list `controllers`.
+///
+/// ```
+/// use std::collections::BTreeSet;
+/// use ccm_app::controllers::is_controller_enabled;
+///
+/// let none = BTreeSet::new();
+/// let list = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+/// assert!(is_controller_enabled("a", &none, &list(&["*"])));
+/// assert!(!is_controller_enabled("a", &none, &list(&["-a", "*"])));
+/// assert!(!is_controller_enabled("a", &none, &list(&["b"])));
+/// ```
+pub fn is_controller_enabled(
+    name: &str,
+    disabled_by_default: &BTreeSet<String>,
+    controllers: &[String],
+) -> bool {
+    let mut has_star = false;
+    for entry in controllers {
+        if entry == name {
+            return true;
+        }
+        if entry.strip_prefix('-') == Some(name) {
+            return false;
+        }
+        if entry == ALL {
+            has_star = true;
+        }
+    }
+    has_star && !disabled_by_default.contains(name)
+}
+
+/// A registration that cannot be accepted (a programming error of the binary, reported at start-up).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CatalogError {
+    /// Two controllers have the same name, or a name equals another controller's alias.
+    #[error(
+        "controller name or alias {name:?} is registered twice; give every controller a unique name and \
+         unique aliases"
+    )]
+    Duplicate {
+        /// The name or alias.
+        name: String,
+    },
+    /// A name or alias cannot be written in `--controllers`.
+    #[error(
+        "invalid controller name or alias {name:?}: it must be non-empty, must not be \"*\", must not start with \
+         '-' and must not contain ',' or whitespace"
+    )]
+    InvalidName {
+        /// The name or alias.
+        name: String,
+    },
+}
+
+/// Names in `--controllers` that match no controller.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .names.iter().map(|n| format!("{n:?} is not in the list of known controllers")).collect::<Vec<_>>().join("; "))]
+pub struct UnknownControllers {
+    /// The unknown names, without their `-` prefix, in the order given.
+    pub names: Vec<String>,
+}
+
+/// Every controller a CCM binary knows: canonical names in registration order, aliases, and the ones `*` leaves
+/// off.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ControllerCatalog {
+    names: Vec<String>,
+    aliases: BTreeMap<String, String>,
+    disabled_by_default: BTreeSet<String>,
+}
+
+/// Builds a [`ControllerCatalog`].
+#[derive(Debug, Default)]
+#[must_use]
+pub struct ControllerCatalogBuilder {
+    entries: Vec<(String, Vec<String>, bool)>,
+}
+
+impl ControllerCatalogBuilder {
+    /// Add a controller with its aliases and whether `*` leaves it off.
+    pub fn controller(mut self, name: &str, aliases: &[&str], disabled_by_default: bool) -> Self {
+        self.entries.push((
+            name.to_owned(),
+            aliases.iter().map(|a| (*a).to_owned()).collect(),
+            disabled_by_default,
+        ));
+        self
+    }
+
+    /// Check the names and build the catalog.
+    ///
+    /// # Errors
+    ///
+    /// [`CatalogError`] for a duplicate or unusable name or alias.
+    pub fn build(self) -> Result<ControllerCatalog, CatalogError> {
+        let mut catalog = ControllerCatalog::default();
+        let mut seen = BTreeSet::new();
+        for (name, aliases, disabled) in self.entries {
+            for id in std::iter::once(&name).chain(&aliases) {
+                check_name(id)?;
+                if !seen.insert(id.clone()) {
+                    return Err(CatalogError::Duplicate { name: id.clone() });
+                }
+            }
+            for alias in aliases {
+                catalog.aliases.insert(alias, name.clone());
+            }
+            if disabled {
+                catalog.disabled_by_default.insert(name.clone());
+            }
+            catalog.names.push(name);
+        }
+        Ok(catalog)
+    }
+}
+
+fn check_name(name: &str) -> Result<(), CatalogError> {
+    let bad = name.is_empty()
+        || name == ALL
+        || name.starts_with('-')
+        || name.contains(',')
+        || name.chars().any(char::is_whitespace);
+    if bad {
+        return Err(CatalogError::InvalidName {
+            name: name.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+impl ControllerCatalog {
+    /// Start an empty catalog.
+    pub fn builder() -> ControllerCatalogBuilder {
+        ControllerCatalogBuilder::default()
+    }
+
+    /// The catalog of these descriptors, in order.
+    ///
+    /// # Errors
+    ///
+    /// [`CatalogError`] for a duplicate or unusable name or alias.
+    pub fn from_descriptors(descriptors: &[ControllerDescriptor]) -> Result<Self, CatalogError> {
+        let mut builder = Self::builder();
+        for d in descriptors {
+            let aliases: Vec<&str> = d.aliases.iter().map(String::as_str).collect();
+            builder = builder.controller(&d.name, &aliases, d.disabled_by_default);
+        }
+        builder.build()
+    }
+
+    /// Canonical names, in registration order.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The canonical name of a name or alias, if known.
+    pub fn canonical(&self, name: &str) -> Option<&str> {
+        if let Some(canonical) = self.aliases.get(name) {
+            return Some(canonical);
+        }
+        self.names
+            .iter()
+            .find(|n| n.as_str() == name)
+            .map(String::as_str)
+    }
+
+    /// Controllers `*` leaves off.
+    pub fn disabled_by_default(&self) -> &BTreeSet<String> {
+        &self.disabled_by_default
+    }
+
+    /// Rewrite aliases to canonical names, keeping `-` prefixes; `*` and unknown names are kept as they are.
+    pub fn canonicalize(&self, controllers: &[String]) -> Vec<String> {
+        controllers
+            .iter()
+            .map(|entry| {
+                let (prefix, bare) = match entry.strip_prefix('-') {
+                    Some(bare) => ("-", bare),
+                    None => ("", entry.as_str()),
+                };
+                match self.aliases.get(bare) {
+                    Some(canonical) => format!("{prefix}{canonical}"),
+                    None => entry.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// Check that every entry (other than `*`) names a known controller or alias, with or without `-`.
+    ///
+    /// # Errors
+    ///
+    /// [`UnknownControllers`] listing every unknown name, as the Go reference reports them.
+    pub fn validate(&self, controllers: &[String]) -> Result<(), UnknownControllers> {
+        let names: Vec<String> = controllers
+            .iter()
+            .filter(|entry| entry.as_str() != ALL)
+            .map(|entry| entry.strip_prefix('-').unwrap_or(entry))
+            .filter(|bare| self.canonical(bare).is_none())
+            .map(str::to_owned)
+            .collect();
+        if names.is_empty() {
+            Ok(())
+        } else {
+            Err(UnknownControllers { names })
+        }
+    }
+
+    /// The canonical names that run under `controllers`, in registration order.
+    ///
+    /// # Errors
+    ///
+    /// [`UnknownControllers`] if the list names unknown controllers.
+    pub fn enabled(&self, controllers: &[String]) -> Result<Vec<String>, UnknownControllers> {
+        self.validate(controllers)?;
+        let canonical = self.canonicalize(controllers);
+        Ok(self
+            .names
+            .iter()
+            .filter(|name| is_controller_enabled(name, &self.disabled_by_default, &canonical))
+            .cloned()
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(entries: &[&str]) -> Vec<String> {
+        entries.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    fn standard() -> ControllerCatalog {
+        ControllerCatalog::builder()
+            .controller("cloud-node-controller", &["cloud-node"], false)
+            .controller("cloud-node-lifecycle-controller", &["cloud-node-lifecycle"], false)
+            .controller("service-lb-controller", &["service"], false)
+            .controller("node-route-controller", &["route"], false)
+            .controller("tagging-controller", &["tagging"], true)
+            .build()
+            .unwrap()
+    }
+
+    const DEFAULTS: [&str; 4] = [
+        "cloud-node-controller",
+        "cloud-node-lifecycle-controller",
+        "service-lb-controller",
+        "node-route-controller",
+    ];
+
+    #[test]
+    fn is_enabled_truth_table() {
+        let off: BTreeSet<String> = ["x".to_owned()].into();
+        let none = BTreeSet::new();
+        // (name, disabled-by-default set, list, expected)
+        let cases: Vec<(&str, &BTreeSet<String>, Vec<String>, bool)> = vec![
+            ("a", &none, list(&[]), false),
+            ("a", &none, list(&["*"]), true),
+            ("a", &none, list(&["a"]), true),
+            ("a", &none, list(&["-a"]), false),
+            ("a", &none, list(&["b"]), false),
+            ("a", &none, list(&["-b"]), false),
+            ("a", &none, list(&["*", "-a"]), false),
+            ("a", &none, list(&["-a", "*"]), false),
+            ("a", &none, list(&["a", "-a"]), true),
+            ("a", &none, list(&["-a", "a"]), false),
+            ("a", &none, list(&["b", "*"]), true),
+            ("a", &none, list(&["*", "*"]), true),
+            ("x", &off, list(&["*"]), false),
+            ("x", &off, list(&["*", "x"]), true),
+            ("x", &off, list(&["x"]), true),
+            ("x", &off, list(&["-x", "*"]), false),
+            ("a", &off, list(&["*"]), true),
+            ("a", &none, list(&["aa", "-"]), false),
+        ];
+        for (name, disabled, controllers, want) in cases {
+            assert_eq!(
+                is_controller_enabled(name, disabled, &controllers),
+                want,
+                "{name} {controllers:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn default_list_enables_the_four_and_not_the_opt_in_one() {
+        assert_eq!(standard().enabled(&list(&["*"])).unwrap(), DEFAULTS);
+    }
+
+    #[test]
+    fn aliases_are_canonicalised_keeping_the_minus() {
+        let c = standard();
+        assert_eq!(
+            c.canonicalize(&list(&["cloud-node", "-route", "*", "x", "-y", "service-lb-controller"])),
+            list(&[
+                "cloud-node-controller",
+                "-node-route-controller",
+                "*",
+                "x",
+                "-y",
+                "service-lb-controller"
+            ])
+        );
+        assert_eq!(
+            c.enabled(&list(&["*", "-route", "-service"])).unwrap(),
+            list(&["cloud-node-controller", "cloud-node-lifecycle-controller"])
+        );
+        assert_eq!(
+            c.enabled(&list(&["route", "cloud-node"])).unwrap(),
+            list(&["cloud-node-controller", "node-route-controller"])
+        );
+        // an alias and its canonical name are the same controller: the first mention wins
+        assert_eq!(
+            c.enabled(&list(&["-service", "service-lb-controller", "*"]))
+                .unwrap(),
+            list(&[
+                "cloud-node-controller",
+                "cloud-node-lifecycle-controller",
+                "node-route-controller"
+            ])
+        );
+        assert_eq!(
+            c.enabled(&list(&["tagging", "*"])).unwrap(),
+            list(&[
+                "cloud-node-controller",
+                "cloud-node-lifecycle-controller",
+                "service-lb-controller",
+                "node-route-controller",
+                "tagging-controller"
+            ])
+        );
+    }
+
+    #[test]
+    fn without_star_only_named_controllers_run() {
+        let c = standard();
+        assert!(c.enabled(&list(&[])).unwrap().is_empty());
+        assert!(c.enabled(&list(&["-route"])).unwrap().is_empty());
+        assert_eq!(
+            c.enabled(&list(&["service"])).unwrap(),
+            list(&["service-lb-controller"])
+        );
+    }
+
+    #[test]
+    fn unknown_names_are_reported_like_go() {
+        let c = standard();
+        let err = c
+            .enabled(&list(&["*", "bogus", "-nope", "route", ""]))
+            .unwrap_err();
+        assert_eq!(err.names, list(&["bogus", "nope", ""]));
+        assert_eq!(
+            err.to_string(),
+            "\"bogus\" is not in the list of known controllers; \"nope\" is not in the list of known \
+             controllers; \"\" is not in the list of known controllers"
+        );
+        assert!(c.validate(&list(&["*", "-cloud-node", "tagging-controller"])).is_ok());
+        // "-*" is not the star
+        assert_eq!(c.validate(&list(&["-*"])).unwrap_err().names, list(&["*"]));
+    }
+
+    #[test]
+    fn catalog_rejects_duplicates_and_bad_names() {
+        let dup = ControllerCatalog::builder()
+            .controller("a", &["x"], false)
+            .controller("b", &["x"], false)
+            .build()
+            .unwrap_err();
+        assert_eq!(dup, CatalogError::Duplicate { name: "x".into() });
+        let dup = ControllerCatalog::builder()
+            .controller("a", &[], false)
+            .controller("b", &["a"], false)
+            .build()
+            .unwrap_err();
+        assert_eq!(dup, CatalogError::Duplicate { name: "a".into() });
+        let dup = ControllerCatalog::builder()
+            .controller("a", &["a"], false)
+            .build()
+            .unwrap_err();
+        assert_eq!(dup, CatalogError::Duplicate { name: "a".into() });
+        for bad in ["", "*", "-a", "a,b", "a b"] {
+            let err = ControllerCatalog::builder()
+                .controller(bad, &[], false)
+                .build()
+                .unwrap_err();
+            assert_eq!(err, CatalogError::InvalidName { name: bad.into() });
+            let err = ControllerCatalog::builder()
+                .controller("ok", &[bad], false)
+                .build()
+                .unwrap_err();
+            assert_eq!(err, CatalogError::InvalidName { name: bad.into() });
+        }
+    }
+
+    #[test]
+    fn catalog_from_descriptors() {
+        use ccm_core::runtime::controller::ControllerDescriptor;
+        let d = |name: &str| ControllerDescriptor::new(name, |_| Ok(None));
+        let catalog = ControllerCatalog::from_descriptors(&[
+            d("one").with_aliases(&["1"]),
+            d("two").disabled_by_default(),
+        ])
+        .unwrap();
+        assert_eq!(catalog.names(), list(&["one", "two"]));
+        assert_eq!(catalog.canonical("1"), Some("one"));
+        assert_eq!(catalog.canonical("two"), Some("two"));
+        assert_eq!(catalog.canonical("three"), None);
+        assert!(catalog.disabled_by_default().contains("two"));
+        assert_eq!(catalog.enabled(&list(&["*"])).unwrap(), list(&["one"]));
+    }
+}

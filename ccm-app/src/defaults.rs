@@ -1,0 +1,240 @@
+//! The four standard controllers, configured from the resolved settings.
+//!
+//! | canonical name | alias | crate |
+//! |---|---|---|
+//! | `cloud-node-controller` | `cloud-node` | `ccm-nodecontroller` |
+//! | `cloud-node-lifecycle-controller` | `cloud-node-lifecycle` | `ccm-nodecontroller` |
+//! | `service-lb-controller` | `service` | `ccm-servicecontroller` |
+//! | `node-route-controller` | `route` | `ccm-routecontroller` |
+
+use ccm_core::names;
+use ccm_core::runtime::controller::ControllerDescriptor;
+use ccm_nodecontroller::{CloudNodeConfig, CloudNodeLifecycleConfig, NodeOwnership};
+use ccm_routecontroller::RouteSyncMode;
+
+use crate::options::{CcmOptions, NodeOwnershipOption, RouteSyncModeOption, ValidationError};
+
+fn count(value: i32) -> usize {
+    usize::try_from(value).unwrap_or(0)
+}
+
+/// The cloud node controller's settings: `--concurrent-node-syncs`, `--concurrent-node-status-updates`,
+/// `--node-status-update-frequency`, `--cloud-call-timeout`.
+pub fn cloud_node_config(options: &CcmOptions) -> CloudNodeConfig {
+    CloudNodeConfig::default()
+        .with_concurrent_node_syncs(count(options.concurrent_node_syncs))
+        .with_concurrent_node_status_updates(count(options.concurrent_node_status_updates))
+        .with_node_status_update_frequency(options.node_status_update_frequency)
+        .with_cloud_call_timeout(options.cloud_call_timeout)
+}
+
+/// The cloud node lifecycle controller's settings: `--node-monitor-period`, `--node-lifecycle-concurrency`,
+/// `--node-lifecycle-ownership`, `--protect-initializing-nodes`, `--cloud-call-timeout`.
+pub fn cloud_node_lifecycle_config(options: &CcmOptions) -> CloudNodeLifecycleConfig {
+    CloudNodeLifecycleConfig::default()
+        .with_node_monitor_period(options.node_monitor_period)
+        .with_concurrency(count(options.node_lifecycle_concurrency))
+        .with_ownership(match options.node_lifecycle_ownership {
+            NodeOwnershipOption::AllNodes => NodeOwnership::AllNodes,
+            NodeOwnershipOption::ProviderIdPrefix => NodeOwnership::ProviderIdPrefix,
+        })
+        .with_protect_initializing_nodes(options.protect_initializing_nodes)
+        .with_cloud_call_timeout(options.cloud_call_timeout)
+}
+
+/// The service controller's settings: `--concurrent-service-syncs` and the `--service-*`,
+/// `--load-balancer-class`, `--class-less-services` additions.
+pub fn service_config(options: &CcmOptions) -> ccm_servicecontroller::Config {
+    ccm_servicecontroller::Config::default()
+        .with_concurrent_service_syncs(count(options.concurrent_service_syncs))
+        .with_retry_backoff(
+            options.service_retry_base_delay,
+            options.service_retry_max_delay,
+        )
+        .with_node_sync_debounce(options.service_node_sync_debounce)
+        .with_node_sync_max_delay(options.service_node_sync_max_delay)
+        .with_periodic_reensure(
+            (!options.service_periodic_reensure.is_zero()).then_some(options.service_periodic_reensure),
+        )
+        .with_load_balancer_class(options.load_balancer_class.clone())
+        .with_class_less_services(options.class_less_services)
+        .with_extended_update_fields(options.service_extended_update_fields)
+}
+
+/// The route controller's settings: `--configure-cloud-routes`, `--cluster-cidr`,
+/// `--route-reconciliation-period` and the `--route-*` additions.
+pub fn route_config(options: &CcmOptions) -> ccm_routecontroller::Config {
+    ccm_routecontroller::Config::default()
+        .with_configure_cloud_routes(options.configure_cloud_routes)
+        .with_cluster_cidr(options.cluster_cidr.clone())
+        .with_route_reconciliation_period(options.route_reconciliation_period)
+        .with_sync_mode(match options.route_sync_mode {
+            RouteSyncModeOption::Periodic => RouteSyncMode::Periodic,
+            RouteSyncModeOption::EventDriven => RouteSyncMode::EventDriven {
+                resync: options.route_resync_period,
+            },
+        })
+        .with_max_retry_backoff(options.route_max_retry_backoff)
+        .with_max_concurrent_route_operations(count(options.route_max_concurrent_operations))
+}
+
+/// The four standard controllers, in start order: cloud-node, cloud-node-lifecycle, service, route.
+pub fn default_controllers(options: &CcmOptions) -> Vec<ControllerDescriptor> {
+    vec![
+        ccm_nodecontroller::cloud_node_descriptor(cloud_node_config(options)),
+        ccm_nodecontroller::cloud_node_lifecycle_descriptor(cloud_node_lifecycle_config(options)),
+        ccm_servicecontroller::descriptor(service_config(options)),
+        ccm_routecontroller::descriptor(route_config(options)),
+    ]
+}
+
+/// Check the settings of the enabled standard controllers with their own rules, before anything starts.
+pub(crate) fn validate(options: &CcmOptions, enabled: &[String]) -> Vec<ValidationError> {
+    let on = |name: &str| enabled.iter().any(|e| e == name);
+    let mut errors = Vec::new();
+    let mut push = |setting: &'static str, result: Result<(), String>| {
+        if let Err(reason) = result {
+            errors.push(ValidationError::Invalid { setting, reason });
+        }
+    };
+    if on(names::controllers::CLOUD_NODE) {
+        push(
+            "concurrent-node-syncs",
+            cloud_node_config(options).validate().map_err(|e| e.to_string()),
+        );
+    }
+    if on(names::controllers::CLOUD_NODE_LIFECYCLE) {
+        push(
+            "node-monitor-period",
+            cloud_node_lifecycle_config(options)
+                .validate()
+                .map_err(|e| e.to_string()),
+        );
+    }
+    if on(names::controllers::SERVICE_LB) {
+        push(
+            "concurrent-service-syncs",
+            service_config(options).validate().map_err(|e| e.to_string()),
+        );
+    }
+    // An empty --cluster-cidr is only an error if the provider supports routes, which is known at start-up.
+    if on(names::controllers::NODE_ROUTE)
+        && options.configure_cloud_routes
+        && !options.cluster_cidr.trim().is_empty()
+    {
+        push(
+            "cluster-cidr",
+            route_config(options)
+                .validate()
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+        );
+    }
+    errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn options() -> CcmOptions {
+        CcmOptions {
+            cloud_provider: "fake".into(),
+            ..CcmOptions::default()
+        }
+    }
+
+    const ALL: [&str; 4] = [
+        names::controllers::CLOUD_NODE,
+        names::controllers::CLOUD_NODE_LIFECYCLE,
+        names::controllers::SERVICE_LB,
+        names::controllers::NODE_ROUTE,
+    ];
+
+    fn all() -> Vec<String> {
+        ALL.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn the_four_controllers_with_go_names_and_aliases() {
+        let descriptors = default_controllers(&options());
+        let names: Vec<(&str, &str)> = descriptors
+            .iter()
+            .map(|d| (d.name.as_str(), d.short_name()))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("cloud-node-controller", "cloud-node"),
+                ("cloud-node-lifecycle-controller", "cloud-node-lifecycle"),
+                ("service-lb-controller", "service"),
+                ("node-route-controller", "route"),
+            ]
+        );
+        assert!(descriptors.iter().all(|d| !d.disabled_by_default));
+    }
+
+    #[test]
+    fn flags_reach_the_controller_configs() {
+        let o = CcmOptions {
+            concurrent_node_syncs: 7,
+            concurrent_node_status_updates: 3,
+            node_status_update_frequency: Duration::from_secs(60),
+            node_monitor_period: Duration::from_secs(9),
+            node_lifecycle_ownership: NodeOwnershipOption::AllNodes,
+            protect_initializing_nodes: false,
+            concurrent_service_syncs: 4,
+            service_periodic_reensure: Duration::from_secs(3600),
+            load_balancer_class: Some("example.com/lb".into()),
+            cluster_cidr: "10.244.0.0/16".into(),
+            route_reconciliation_period: Duration::from_secs(20),
+            route_sync_mode: RouteSyncModeOption::Periodic,
+            ..options()
+        };
+        let node = cloud_node_config(&o);
+        assert_eq!(node.concurrent_node_syncs, 7);
+        assert_eq!(node.concurrent_node_status_updates, 3);
+        assert_eq!(node.node_status_update_frequency, Duration::from_secs(60));
+        let lifecycle = cloud_node_lifecycle_config(&o);
+        assert_eq!(lifecycle.node_monitor_period, Duration::from_secs(9));
+        assert_eq!(lifecycle.ownership, NodeOwnership::AllNodes);
+        assert!(!lifecycle.protect_initializing_nodes);
+        let service = service_config(&o);
+        assert_eq!(service.concurrent_service_syncs, 4);
+        assert_eq!(service.periodic_reensure, Some(Duration::from_secs(3600)));
+        assert_eq!(service.load_balancer_class.as_deref(), Some("example.com/lb"));
+        let route = route_config(&o);
+        assert_eq!(route.cluster_cidr, "10.244.0.0/16");
+        assert_eq!(route.route_reconciliation_period, Duration::from_secs(20));
+        assert_eq!(route.sync_mode, RouteSyncMode::Periodic);
+        assert!(validate(&o, &all()).is_empty());
+    }
+
+    #[test]
+    fn defaults_match_the_controller_crates() {
+        let o = options();
+        assert_eq!(cloud_node_config(&o), CloudNodeConfig::default());
+        assert_eq!(cloud_node_lifecycle_config(&o), CloudNodeLifecycleConfig::default());
+        assert_eq!(service_config(&o), ccm_servicecontroller::Config::default());
+        assert_eq!(route_config(&o), ccm_routecontroller::Config::default());
+        assert!(validate(&o, &all()).is_empty(), "an empty cluster CIDR is checked at start-up");
+    }
+
+    #[test]
+    fn invalid_controller_settings_are_reported_only_for_enabled_controllers() {
+        let o = CcmOptions {
+            cluster_cidr: "10.0.0.0/8,10.1.0.0/16".into(),
+            ..options()
+        };
+        let errors = validate(&o, &all());
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].to_string().starts_with("invalid --cluster-cidr: "), "{}", errors[0]);
+        assert!(validate(&o, &all()[..3]).is_empty());
+        let no_routes = CcmOptions {
+            configure_cloud_routes: false,
+            ..o
+        };
+        assert!(validate(&no_routes, &all()).is_empty());
+    }
+}

@@ -1,0 +1,74 @@
+//! Structured logs with `tracing-subscriber`: `-v N` mapped to a level, `--logging-format=text|json`, written to
+//! standard error (as klog does).
+
+use tracing_subscriber::EnvFilter;
+
+use crate::options::LogFormat;
+
+/// Dependencies that are noisy at debug level; kept at `warn` unless `-v` is 8 or more.
+const QUIET_TARGETS: &[&str] = &["hyper", "hyper_util", "rustls", "tower", "h2", "tokio_rustls"];
+
+/// The `EnvFilter` directive for klog verbosity `v`: 0-3 → `info`, 4-5 → `debug`, 6 and above → `trace`; below 8
+/// the HTTP and TLS libraries stay at `warn`.
+///
+/// ```
+/// assert_eq!(ccm_app::logging::filter_directive(2), "info,hyper=warn,hyper_util=warn,rustls=warn,tower=warn,h2=warn,tokio_rustls=warn");
+/// assert_eq!(ccm_app::logging::filter_directive(9), "trace");
+/// ```
+pub fn filter_directive(verbosity: u8) -> String {
+    let level = match verbosity {
+        0..=3 => "info",
+        4..=5 => "debug",
+        _ => "trace",
+    };
+    if verbosity >= 8 {
+        return level.to_owned();
+    }
+    let mut directive = level.to_owned();
+    for target in QUIET_TARGETS {
+        directive.push_str(&format!(",{target}=warn"));
+    }
+    directive
+}
+
+/// Install the global subscriber. `RUST_LOG`, when set and valid, replaces the `-v` mapping. Returns `false` if a
+/// subscriber was already installed (for example by a test harness or the vendor's `main`), which is kept.
+pub fn init(verbosity: u8, format: LogFormat) -> bool {
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .and_then(|v| EnvFilter::try_new(v).ok())
+        .unwrap_or_else(|| EnvFilter::new(filter_directive(verbosity)));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let result = match format {
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+    result.is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verbosity_mapping() {
+        for v in 0..=3 {
+            assert!(filter_directive(v).starts_with("info,"), "{v}");
+        }
+        for v in 4..=5 {
+            assert!(filter_directive(v).starts_with("debug,"), "{v}");
+        }
+        for v in 6..=7 {
+            assert!(filter_directive(v).starts_with("trace,"), "{v}");
+            assert!(filter_directive(v).contains("hyper=warn"), "{v}");
+        }
+        assert_eq!(filter_directive(8), "trace");
+        assert_eq!(filter_directive(u8::MAX), "trace");
+        for v in [0, 4, 6, 8] {
+            EnvFilter::try_new(filter_directive(v)).expect("valid directive");
+        }
+    }
+}

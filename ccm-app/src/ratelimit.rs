@@ -1,0 +1,302 @@
+//! A client-side token bucket for Kubernetes API requests: `--kube-api-qps` / `--kube-api-burst`, enforced the
+//! way client-go's `flowcontrol.NewTokenBucketRateLimiter` does (kube-rs has no such limiter).
+//!
+//! The bucket holds up to `burst` tokens and refills at `qps` tokens per second; every request takes one token,
+//! waiting for it when the bucket is empty. Waiting happens in `poll_ready`, before the request is sent, so
+//! requests leave in order. As in client-go, `qps == 0` means the default 5 QPS (burst 10 when `burst == 0`), and a
+//! negative `qps` disables limiting.
+//!
+//! ```no_run
+//! use ccm_app::ratelimit::TokenBucketLayer;
+//!
+//! # async fn demo(config: kube::Config) -> Result<(), kube::Error> {
+//! let client = kube::client::ClientBuilder::try_from(config)?
+//!     .with_layer(&TokenBucketLayer::new(20.0, 30))
+//!     .build();
+//! # drop(client);
+//! # Ok(())
+//! # }
+//! ```
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use tokio::time::{Instant, Sleep};
+use tower::{Layer, Service};
+
+/// client-go's default QPS, used when `qps == 0`.
+pub const CLIENT_GO_DEFAULT_QPS: f32 = 5.0;
+/// client-go's default burst, used when `burst == 0`.
+pub const CLIENT_GO_DEFAULT_BURST: i32 = 10;
+
+/// The state of one token bucket (golang.org/x/time/rate semantics: tokens may go negative, which is a debt paid
+/// by waiting).
+#[derive(Debug)]
+pub struct TokenBucket {
+    qps: f64,
+    burst: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+impl TokenBucket {
+    /// A full bucket.
+    pub fn new(qps: f64, burst: u32) -> Self {
+        let burst = f64::from(burst.max(1));
+        TokenBucket {
+            qps,
+            burst,
+            tokens: burst,
+            last: Instant::now(),
+        }
+    }
+
+    /// Take one token now and return how long to wait before using it (zero if one was available).
+    pub fn reserve(&mut self, now: Instant) -> Duration {
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+        self.last = self.last.max(now);
+        self.tokens = (self.tokens + elapsed * self.qps).min(self.burst);
+        self.tokens -= 1.0;
+        if self.tokens >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-self.tokens / self.qps)
+        }
+    }
+}
+
+/// A [`Layer`] adding one shared token bucket in front of a service. Clones share the bucket.
+#[derive(Debug, Clone)]
+pub struct TokenBucketLayer {
+    bucket: Option<Arc<Mutex<TokenBucket>>>,
+}
+
+impl TokenBucketLayer {
+    /// A limiter of `qps` requests per second with bursts of `burst`, with client-go's handling of zero and
+    /// negative values.
+    pub fn new(qps: f32, burst: i32) -> Self {
+        let (qps, burst) = effective_limits(qps, burst);
+        TokenBucketLayer {
+            bucket: qps.map(|qps| Arc::new(Mutex::new(TokenBucket::new(f64::from(qps), burst)))),
+        }
+    }
+
+    /// Whether requests are limited at all.
+    pub fn is_limited(&self) -> bool {
+        self.bucket.is_some()
+    }
+}
+
+/// client-go's rules: `qps == 0` → 5, `burst == 0` → 10, `qps < 0` → no limit (`None`).
+pub fn effective_limits(qps: f32, burst: i32) -> (Option<f32>, u32) {
+    let burst = if burst <= 0 {
+        CLIENT_GO_DEFAULT_BURST
+    } else {
+        burst
+    };
+    let burst = u32::try_from(burst).unwrap_or(1);
+    if qps < 0.0 || qps.is_nan() {
+        (None, burst)
+    } else if qps == 0.0 {
+        (Some(CLIENT_GO_DEFAULT_QPS), burst)
+    } else {
+        (Some(qps), burst)
+    }
+}
+
+impl<S> Layer<S> for TokenBucketLayer {
+    type Service = TokenBucketService<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        TokenBucketService {
+            inner,
+            bucket: self.bucket.clone(),
+            state: State::Idle,
+        }
+    }
+}
+
+enum State {
+    /// No token held.
+    Idle,
+    /// A token is reserved; waiting until it may be used.
+    Waiting(Pin<Box<Sleep>>),
+    /// A token may be used by the next `call`.
+    Ready,
+}
+
+/// The service made by [`TokenBucketLayer`].
+pub struct TokenBucketService<S> {
+    inner: S,
+    bucket: Option<Arc<Mutex<TokenBucket>>>,
+    state: State,
+}
+
+impl<S: std::fmt::Debug> std::fmt::Debug for TokenBucketService<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenBucketService")
+            .field("inner", &self.inner)
+            .field("limited", &self.bucket.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, Request> Service<Request> for TokenBucketService<S>
+where
+    S: Service<Request>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        let Some(bucket) = &self.bucket else {
+            return self.inner.poll_ready(cx);
+        };
+        loop {
+            match &mut self.state {
+                State::Idle => {
+                    let wait = bucket
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .reserve(Instant::now());
+                    self.state = if wait.is_zero() {
+                        State::Ready
+                    } else {
+                        tracing::trace!(wait_ms = wait.as_millis() as u64, "client-side throttling");
+                        State::Waiting(Box::pin(tokio::time::sleep(wait)))
+                    };
+                }
+                State::Waiting(sleep) => {
+                    ready!(sleep.as_mut().poll(cx));
+                    self.state = State::Ready;
+                }
+                State::Ready => return self.inner.poll_ready(cx),
+            }
+        }
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        // The token reserved by `poll_ready` is used by this request.
+        self.state = State::Idle;
+        self.inner.call(request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tower::ServiceExt;
+
+    fn echo() -> impl Service<u32, Response = (u32, Instant), Error = std::convert::Infallible> + Clone
+    {
+        tower::service_fn(|n: u32| async move { Ok((n, Instant::now())) })
+    }
+
+    /// Send `n` requests one after the other and return when each was sent, relative to the start.
+    async fn send_sequentially(layer: &TokenBucketLayer, n: u32) -> Vec<Duration> {
+        let mut svc = layer.layer(echo());
+        let start = Instant::now();
+        let mut sent = Vec::new();
+        for i in 0..n {
+            let (_, at) = svc.ready().await.unwrap().call(i).await.unwrap();
+            sent.push(at - start);
+        }
+        sent
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn burst_then_qps() {
+        let layer = TokenBucketLayer::new(20.0, 30);
+        assert!(layer.is_limited());
+        let sent = send_sequentially(&layer, 40).await;
+        // the first 30 leave at once
+        assert!(sent[..30].iter().all(|d| d.is_zero()), "{sent:?}");
+        // then one every 50 ms
+        for (i, at) in sent[30..].iter().enumerate() {
+            let want = Duration::from_millis(50 * (i as u64 + 1));
+            let diff = at.abs_diff(want);
+            assert!(diff < Duration::from_millis(2), "request {}: {at:?} vs {want:?}", 30 + i);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_bucket_refills_while_idle_but_not_beyond_burst() {
+        let layer = TokenBucketLayer::new(10.0, 5);
+        let sent = send_sequentially(&layer, 5).await;
+        assert!(sent.iter().all(|d| d.is_zero()));
+        // after one second 10 tokens were earned, but the bucket holds 5
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let sent = send_sequentially(&layer, 7).await;
+        assert!(sent[..5].iter().all(|d| d.is_zero()), "{sent:?}");
+        assert!(sent[5] >= Duration::from_millis(99), "{sent:?}");
+        assert!(sent[6] >= Duration::from_millis(199), "{sent:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn clones_of_a_layer_share_one_bucket() {
+        let layer = TokenBucketLayer::new(1.0, 2);
+        let mut a = layer.layer(echo());
+        let mut b = layer.clone().layer(echo());
+        let start = Instant::now();
+        a.ready().await.unwrap().call(1).await.unwrap();
+        b.ready().await.unwrap().call(2).await.unwrap();
+        let (_, at) = a.ready().await.unwrap().call(3).await.unwrap();
+        assert!(at - start >= Duration::from_millis(999), "{:?}", at - start);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn throughput_over_a_long_run_is_qps() {
+        let layer = TokenBucketLayer::new(20.0, 30);
+        let sent = send_sequentially(&layer, 230).await;
+        // 30 from the burst, then 200 at 20/s: 10 s
+        let last = *sent.last().unwrap();
+        assert!(
+            last.abs_diff(Duration::from_secs(10)) < Duration::from_millis(5),
+            "{last:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn negative_qps_disables_limiting_and_zero_means_client_go_defaults() {
+        let unlimited = TokenBucketLayer::new(-1.0, 0);
+        assert!(!unlimited.is_limited());
+        let sent = send_sequentially(&unlimited, 1000).await;
+        assert!(sent.iter().all(|d| d.is_zero()));
+
+        assert_eq!(effective_limits(0.0, 0), (Some(5.0), 10));
+        assert_eq!(effective_limits(20.0, 30), (Some(20.0), 30));
+        assert_eq!(effective_limits(-1.0, 30), (None, 30));
+        assert_eq!(effective_limits(f32::NAN, 3), (None, 3));
+        let defaults = TokenBucketLayer::new(0.0, 0);
+        let sent = send_sequentially(&defaults, 11).await;
+        assert!(sent[..10].iter().all(|d| d.is_zero()));
+        assert!(sent[10] >= Duration::from_millis(199), "{sent:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn concurrent_callers_are_served_in_turn() {
+        // Through tower's Buffer (as kube's Client does), concurrent requests queue for tokens.
+        let layer = TokenBucketLayer::new(10.0, 1);
+        let inner = tower::service_fn(|n: u32| async move { Ok::<_, std::convert::Infallible>((n, Instant::now())) });
+        let svc = tower::buffer::Buffer::new(layer.layer(inner), 64);
+        let start = Instant::now();
+        let tasks: Vec<_> = (0..5)
+            .map(|i| {
+                let svc = svc.clone();
+                tokio::spawn(async move { svc.oneshot(i).await.unwrap().1 })
+            })
+            .collect();
+        let mut times = Vec::new();
+        for t in tasks {
+            times.push(t.await.unwrap() - start);
+        }
+        times.sort();
+        for (i, at) in times.iter().enumerate() {
+            let want = Duration::from_millis(100 * i as u64);
+            assert!(at.abs_diff(want) < Duration::from_millis(2), "{times:?}");
+        }
+    }
+}

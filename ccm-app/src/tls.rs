@@ -1,0 +1,375 @@
+//! The serving certificate of the secure port: from `--tls-cert-file`/`--tls-private-key-file`, or self-signed (in
+//! memory, or kept in `--cert-dir`) as the Go CCM does.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls::ServerConfig;
+use tokio_rustls::rustls::crypto::ring;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::server::TlsStream;
+
+/// The base name of the self-signed pair in `--cert-dir` (Go: `cloud-controller-manager.crt` / `.key`).
+pub const PAIR_NAME: &str = "cloud-controller-manager";
+
+/// How long a client may take to complete the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why the serving certificate cannot be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsError {
+    /// A certificate or key file cannot be read or parsed.
+    #[error("cannot load {what} from {path}: {reason}; check --tls-cert-file, --tls-private-key-file and --cert-dir")]
+    Load {
+        /// `certificate` or `private key`.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The self-signed certificate cannot be generated.
+    #[error("cannot generate a self-signed serving certificate: {0}")]
+    Generate(String),
+    /// The generated pair cannot be written to `--cert-dir`.
+    #[error("cannot write the self-signed certificate to {path}: {source}; check --cert-dir")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// rustls rejected the certificate or key.
+    #[error("invalid serving certificate or key: {0}")]
+    Rustls(String),
+}
+
+/// Where the serving certificate comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CertSource {
+    /// PEM files given by the user.
+    Files {
+        /// The certificate chain.
+        cert: PathBuf,
+        /// The private key.
+        key: PathBuf,
+    },
+    /// A self-signed certificate for `localhost`, `127.0.0.1` and the extra names; generated in memory, or kept
+    /// in `dir` (reused on restart) when set.
+    SelfSigned {
+        /// `--cert-dir`.
+        dir: Option<PathBuf>,
+        /// Extra DNS names or IPs for the certificate.
+        extra_names: Vec<String>,
+    },
+}
+
+/// A loaded serving certificate.
+#[derive(Clone)]
+pub struct ServingCert {
+    /// The certificate chain, PEM (the first is the serving certificate); clients of a self-signed certificate
+    /// may trust it directly.
+    pub cert_pem: String,
+    config: Arc<ServerConfig>,
+}
+
+impl std::fmt::Debug for ServingCert {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServingCert").finish_non_exhaustive()
+    }
+}
+
+fn load_err<'a>(what: &'static str, path: &'a Path) -> impl Fn(String) -> TlsError + 'a {
+    move |reason| TlsError::Load {
+        what,
+        path: path.to_owned(),
+        reason,
+    }
+}
+
+impl ServingCert {
+    /// Load or generate the certificate described by `source`.
+    ///
+    /// # Errors
+    ///
+    /// [`TlsError`] naming the file or step that failed.
+    pub fn load(source: &CertSource) -> Result<Self, TlsError> {
+        match source {
+            CertSource::Files { cert, key } => Self::from_files(cert, key),
+            CertSource::SelfSigned { dir: None, extra_names } => {
+                let (cert, key) = generate(extra_names)?;
+                Self::from_pem(&cert, &key, Path::new("(generated)"))
+            }
+            CertSource::SelfSigned {
+                dir: Some(dir),
+                extra_names,
+            } => {
+                let cert_path = dir.join(format!("{PAIR_NAME}.crt"));
+                let key_path = dir.join(format!("{PAIR_NAME}.key"));
+                if cert_path.is_file() && key_path.is_file() {
+                    return Self::from_files(&cert_path, &key_path);
+                }
+                let (cert, key) = generate(extra_names)?;
+                std::fs::create_dir_all(dir).map_err(|source| TlsError::Write {
+                    path: dir.clone(),
+                    source,
+                })?;
+                write_private(&key_path, &key)?;
+                std::fs::write(&cert_path, &cert).map_err(|source| TlsError::Write {
+                    path: cert_path.clone(),
+                    source,
+                })?;
+                tracing::info!(cert = %cert_path.display(), "wrote a self-signed serving certificate");
+                Self::from_pem(&cert, &key, &cert_path)
+            }
+        }
+    }
+
+    fn from_files(cert: &Path, key: &Path) -> Result<Self, TlsError> {
+        let cert_pem = std::fs::read_to_string(cert).map_err(|e| load_err("certificate", cert)(e.to_string()))?;
+        let key_pem = std::fs::read_to_string(key).map_err(|e| load_err("private key", key)(e.to_string()))?;
+        Self::from_pem_paths(&cert_pem, &key_pem, cert, key)
+    }
+
+    fn from_pem(cert_pem: &str, key_pem: &str, origin: &Path) -> Result<Self, TlsError> {
+        Self::from_pem_paths(cert_pem, key_pem, origin, origin)
+    }
+
+    fn from_pem_paths(cert_pem: &str, key_pem: &str, cert_path: &Path, key_path: &Path) -> Result<Self, TlsError> {
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+            .collect::<Result<_, _>>()
+            .map_err(|e| load_err("certificate", cert_path)(e.to_string()))?;
+        if chain.is_empty() {
+            return Err(load_err("certificate", cert_path)("no PEM certificate found".to_owned()));
+        }
+        let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
+            .map_err(|e| load_err("private key", key_path)(e.to_string()))?;
+        let mut config = ServerConfig::builder_with_provider(Arc::new(ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsError::Rustls(e.to_string()))?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .map_err(|e| TlsError::Rustls(e.to_string()))?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(ServingCert {
+            cert_pem: cert_pem.to_owned(),
+            config: Arc::new(config),
+        })
+    }
+
+    /// The rustls server configuration.
+    pub fn server_config(&self) -> Arc<ServerConfig> {
+        self.config.clone()
+    }
+}
+
+/// The names a self-signed certificate covers: `localhost`, `127.0.0.1`, then `extra` (deduplicated).
+pub fn self_signed_names(extra: &[String]) -> Vec<String> {
+    let mut names = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
+    for name in extra {
+        if !name.is_empty() && !names.contains(name) {
+            names.push(name.clone());
+        }
+    }
+    names
+}
+
+/// The extra certificate name for a bind address: the address itself unless it is unspecified or loopback.
+pub fn bind_address_name(address: IpAddr) -> Option<String> {
+    (!address.is_unspecified() && !address.is_loopback()).then(|| address.to_string())
+}
+
+fn generate(extra: &[String]) -> Result<(String, String), TlsError> {
+    let names = self_signed_names(extra);
+    let mut params = rcgen::CertificateParams::new(names).map_err(|e| TlsError::Generate(e.to_string()))?;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, format!("localhost@{stamp}"));
+    let key = rcgen::KeyPair::generate().map_err(|e| TlsError::Generate(e.to_string()))?;
+    let cert = params
+        .self_signed(&key)
+        .map_err(|e| TlsError::Generate(e.to_string()))?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+fn write_private(path: &Path, content: &str) -> Result<(), TlsError> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path).map_err(|source| TlsError::Write {
+        path: path.to_owned(),
+        source,
+    })?;
+    file.write_all(content.as_bytes()).map_err(|source| TlsError::Write {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// A listener that accepts TCP connections and completes TLS handshakes concurrently, for `axum::serve`.
+pub(crate) struct TlsListener {
+    rx: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    local: SocketAddr,
+    acceptor: JoinHandle<()>,
+}
+
+impl TlsListener {
+    pub(crate) fn new(listener: TcpListener, cert: &ServingCert) -> std::io::Result<Self> {
+        let local = listener.local_addr()?;
+        let tls = TlsAcceptor::from(cert.server_config());
+        let (tx, rx) = mpsc::channel(64);
+        let acceptor = tokio::spawn(async move {
+            loop {
+                let (tcp, peer) = match listener.accept().await {
+                    Ok(conn) => conn,
+                    Err(err) => {
+                        tracing::warn!(error = %err, "accepting a connection on the secure port failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                };
+                let tls = tls.clone();
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(tcp)).await {
+                        Ok(Ok(stream)) => {
+                            let _ = tx.send((stream, peer)).await;
+                        }
+                        Ok(Err(err)) => {
+                            tracing::debug!(%peer, error = %err, "TLS handshake failed");
+                        }
+                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                    }
+                });
+            }
+        });
+        Ok(TlsListener { rx, local, acceptor })
+    }
+}
+
+impl Drop for TlsListener {
+    fn drop(&mut self) {
+        self.acceptor.abort();
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.rx.recv().await {
+            Some(conn) => conn,
+            // The acceptor only ends when aborted, i.e. when this listener is dropped.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.local)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn self_signed_in_memory() {
+        let cert = ServingCert::load(&CertSource::SelfSigned {
+            dir: None,
+            extra_names: vec!["10.0.0.5".into()],
+        })
+        .unwrap();
+        assert!(cert.cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
+        assert_eq!(cert.server_config().alpn_protocols, vec![b"http/1.1".to_vec()]);
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(self_signed_names(&[]), vec!["localhost", "127.0.0.1"]);
+        assert_eq!(
+            self_signed_names(&["localhost".into(), "10.0.0.1".into(), String::new()]),
+            vec!["localhost", "127.0.0.1", "10.0.0.1"]
+        );
+        assert_eq!(bind_address_name("0.0.0.0".parse().unwrap()), None);
+        assert_eq!(bind_address_name("127.0.0.1".parse().unwrap()), None);
+        assert_eq!(bind_address_name("::".parse().unwrap()), None);
+        assert_eq!(
+            bind_address_name("10.1.2.3".parse().unwrap()).as_deref(),
+            Some("10.1.2.3")
+        );
+    }
+
+    #[test]
+    fn cert_dir_is_written_once_and_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = CertSource::SelfSigned {
+            dir: Some(dir.path().join("certs")),
+            extra_names: vec![],
+        };
+        let first = ServingCert::load(&source).unwrap();
+        let second = ServingCert::load(&source).unwrap();
+        assert_eq!(first.cert_pem, second.cert_pem);
+        let key = dir.path().join("certs").join("cloud-controller-manager.key");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&key).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        // the written files load as user-provided files too
+        let files = ServingCert::load(&CertSource::Files {
+            cert: dir.path().join("certs").join("cloud-controller-manager.crt"),
+            key,
+        })
+        .unwrap();
+        assert_eq!(files.cert_pem, first.cert_pem);
+    }
+
+    #[test]
+    fn bad_files_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = dir.path().join("tls.crt");
+        let key = dir.path().join("tls.key");
+        let err = ServingCert::load(&CertSource::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        })
+        .unwrap_err();
+        assert!(err.to_string().starts_with(&format!("cannot load certificate from {}", cert.display())), "{err}");
+        std::fs::write(&cert, "not a certificate").unwrap();
+        std::fs::write(&key, "not a key").unwrap();
+        let err = ServingCert::load(&CertSource::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("no PEM certificate found"), "{err}");
+        let (good_cert, _) = generate(&[]).unwrap();
+        std::fs::write(&cert, good_cert).unwrap();
+        let err = ServingCert::load(&CertSource::Files { cert, key: key.clone() }).unwrap_err();
+        assert!(
+            err.to_string().starts_with(&format!("cannot load private key from {}", key.display())),
+            "{err}"
+        );
+    }
+}

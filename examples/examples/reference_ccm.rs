@@ -1,0 +1,21 @@
+//! The reference cloud controller manager: the four standard controllers on the fake provider.
+//!
+//! ```text
+//! cargo run -p examples --example reference-ccm -- \
+//!     --cloud-provider=fake --cloud-config=examples/inventory.yaml --kubeconfig=$KUBECONFIG
+//! ```
+//!
+//! Every flag of the Go cloud-controller-manager that the SDK supports is accepted; `--help` lists them.
+
+use std::process::ExitCode;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    match examples::reference_ccm() {
+        Ok(ccm) => ccm.run_from_args().await,
+        Err(err) => {
+            eprintln!("reference-ccm: cannot register the fake provider: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
