@@ -14,7 +14,7 @@ use ccm_core::runtime::events::EventRecorder;
 use ccm_core::runtime::informer::{Informer, InformerEvent, Subscription};
 use ccm_core::runtime::workqueue::{ItemExponentialBackoff, WorkQueue};
 use ccm_core::{BoxError, CloudError, LoadBalancer};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
@@ -148,8 +148,8 @@ impl ServiceController {
     /// syncs finish before this returns; a node-sync pass stops starting new host updates.
     pub async fn run(self, shutdown: CancellationToken) {
         let inner = self.inner;
-        let services = inner.services.subscribe();
-        let nodes = inner.nodes.subscribe();
+        let mut services = inner.services.subscribe();
+        let mut nodes = inner.nodes.subscribe();
         tracing::info!(
             provider = %inner.provider,
             workers = inner.config.concurrent_service_syncs,
@@ -166,6 +166,10 @@ impl ServiceController {
             _ = shutdown.cancelled() => return,
             _ = inner.nodes.wait_synced() => {}
         }
+        // Everything seen so far is in the caches, which `enqueue_all` reads: the events buffered while
+        // syncing would only queue the same Services a second time.
+        while let Some(Some(_)) = services.recv().now_or_never() {}
+        while let Some(Some(_)) = nodes.recv().now_or_never() {}
         inner.enqueue_all();
 
         let mut tasks = JoinSet::new();

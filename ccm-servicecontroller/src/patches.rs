@@ -46,7 +46,7 @@ pub fn remove_finalizer(current: &[String]) -> Option<Value> {
             ]
         })
         .collect();
-    (!ops.is_empty()).then(|| Value::Array(ops))
+    (!ops.is_empty()).then_some(Value::Array(ops))
 }
 
 /// A JSON merge patch setting `status.loadBalancer.ingress` (removing it when `status` has no ingress).
