@@ -9,8 +9,8 @@ use ccm_core::runtime::controller::{Controller, ControllerContext};
 use ccm_core::runtime::events::EventRecorder;
 use ccm_core::runtime::informer::Informer;
 use ccm_core::{BoxError, Routes};
-use futures::StreamExt;
 use futures::future::join_all;
+use futures::{FutureExt, StreamExt};
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -84,7 +84,7 @@ impl PassReport {
 /// use ccm_routecontroller::{Config, RouteController};
 /// use tokio_util::sync::CancellationToken;
 ///
-/// # async fn demo(client: kube::Client, provider: Arc<dyn ccm_core::CloudProvider>) -> Result<(), Box<dyn std::error::Error>> {
+/// # async fn demo(client: kube::Client, provider: Arc<dyn ccm_core::CloudProvider>) -> Result<(), ccm_core::BoxError> {
 /// let informers = SharedInformers::new(client.clone(), &InformerScope::all());
 /// let ctx = ControllerContext::new(client, provider, informers.clone(), SharedRegistry::new(), "kubernetes");
 /// let controller = RouteController::new(&ctx, Config::default().with_cluster_cidr("10.244.0.0/16"))?;
@@ -455,7 +455,7 @@ impl Controller for RouteController {
         );
         // Subscribe before waiting for the cache, so no change between the initial list and the first pass is
         // missed.
-        let events = self.nodes.subscribe();
+        let mut events = self.nodes.subscribe();
         tokio::select! {
             _ = shutdown.cancelled() => {
                 tracing::info!("route controller stopped before the node cache synced");
@@ -463,6 +463,13 @@ impl Controller for RouteController {
             }
             _ = self.nodes.wait_synced() => {}
         }
+        // The events of the initial list are already in the cache that the first pass reads: drop them instead of
+        // letting them schedule a redundant second pass.
+        let mut covered = 0usize;
+        while let Some(Some(_)) = events.recv().now_or_never() {
+            covered += 1;
+        }
+        tracing::debug!(events = covered, "node events covered by the first pass");
         let this = &*self;
         let passes = this
             .scheduler

@@ -17,7 +17,7 @@
 //! `route_reconciliation_period`), retries failures with backoff, and repairs drift with a slow full resync. The
 //! Go behaviour stays available as [`RouteSyncMode::Periodic`]. See `docs/route-controller.md`.
 //!
-//! The decisions are pure functions in [`plan`] (what to delete, create and write) and [`filter`] (which Node
+//! The decisions are pure functions in [`mod@plan`] (what to delete, create and write) and [`filter`] (which Node
 //! changes matter); [`schedule`] decides when passes run; [`RouteController`] does the I/O.
 //!
 //! ```no_run
