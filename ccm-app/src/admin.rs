@@ -24,7 +24,9 @@ pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.
 #[non_exhaustive]
 pub enum AdminError {
     /// The address cannot be bound.
-    #[error("cannot listen on {address} for the secure port: {source}; check --bind-address and --secure-port")]
+    #[error(
+        "cannot listen on {address} for the secure port: {source}; check --bind-address and --secure-port"
+    )]
     Bind {
         /// The address.
         address: SocketAddr,
@@ -99,7 +101,10 @@ fn report(state: &AdminState, endpoint: Endpoint, uri: &Uri) -> Response {
 
 fn one(state: &AdminState, endpoint: Endpoint, check: &str) -> Response {
     match state.checks.check_one(endpoint, check) {
-        None => plain(StatusCode::NOT_FOUND, format!("no {} check named {check:?}\n", endpoint.name())),
+        None => plain(
+            StatusCode::NOT_FOUND,
+            format!("no {} check named {check:?}\n", endpoint.name()),
+        ),
         Some(Ok(())) => plain(StatusCode::OK, "ok".to_owned()),
         Some(Err(reason)) => plain(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -189,7 +194,11 @@ impl AdminServer {
     /// # Errors
     ///
     /// [`AdminError::Bind`] if the address cannot be bound.
-    pub async fn bind(address: SocketAddr, cert: &ServingCert, state: AdminState) -> Result<Self, AdminError> {
+    pub async fn bind(
+        address: SocketAddr,
+        cert: &ServingCert,
+        state: AdminState,
+    ) -> Result<Self, AdminError> {
         let listener = tokio::net::TcpListener::bind(address)
             .await
             .map_err(|source| AdminError::Bind { address, source })?;

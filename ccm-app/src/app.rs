@@ -7,6 +7,8 @@ use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use ccm_core::budget::{CloudCallMetrics, RateLimitInterceptor};
+use ccm_core::intercept::InterceptedProvider;
 use ccm_core::names;
 use ccm_core::provider::{CloudProvider, InitializeContext};
 use ccm_core::registry::{ProviderRegistry, RegistryError};
@@ -366,7 +368,10 @@ impl CcmBuilder {
     /// # Errors
     ///
     /// [`StartupError::Invalid`] listing every violation, or [`StartupError::Catalog`].
-    pub fn validate(&self, options: &CcmOptions) -> Result<Vec<ControllerDescriptor>, StartupError> {
+    pub fn validate(
+        &self,
+        options: &CcmOptions,
+    ) -> Result<Vec<ControllerDescriptor>, StartupError> {
         let mut errors = options.validate();
         if !options.cloud_provider.is_empty() {
             if options.cloud_provider == names::EXTERNAL_PROVIDER {
@@ -460,7 +465,11 @@ impl CcmBuilder {
     /// # Errors
     ///
     /// [`RunError`] describing why the CCM stopped.
-    pub async fn run(self, options: CcmOptions, shutdown: CancellationToken) -> Result<(), RunError> {
+    pub async fn run(
+        self,
+        options: CcmOptions,
+        shutdown: CancellationToken,
+    ) -> Result<(), RunError> {
         self.start(options, shutdown).await?.wait().await
     }
 
@@ -486,7 +495,11 @@ impl CcmBuilder {
     ///
     /// [`RunError`] if the settings are invalid or the client, provider, admin server or leader election cannot
     /// be set up.
-    pub async fn start(self, options: CcmOptions, shutdown: CancellationToken) -> Result<RunningCcm, RunError> {
+    pub async fn start(
+        self,
+        options: CcmOptions,
+        shutdown: CancellationToken,
+    ) -> Result<RunningCcm, RunError> {
         let plan = self.validate(&options)?;
         note_compatibility_settings(&options);
         tracing::info!(
@@ -501,9 +514,12 @@ impl CcmBuilder {
 
         let agent_prefix = user_agent_prefix(&self.command_name, &self.version);
         let factory = match self.client {
-            Some(client) => {
-                ClientFactory::from_client(client, options.kube_api_qps, options.kube_api_burst, &agent_prefix)
-            }
+            Some(client) => ClientFactory::from_client(
+                client,
+                options.kube_api_qps,
+                options.kube_api_burst,
+                &agent_prefix,
+            ),
             None => ClientFactory::from_config(
                 kube_config(&options).await?,
                 options.kube_api_qps,
@@ -522,7 +538,9 @@ impl CcmBuilder {
             })?;
         if !provider.has_cluster_id() {
             if options.allow_untagged_cloud {
-                tracing::warn!("detected a cluster without a cluster ID; --allow-untagged-cloud lets it start");
+                tracing::warn!(
+                    "detected a cluster without a cluster ID; --allow-untagged-cloud lets it start"
+                );
             } else {
                 return Err(RunError::NoClusterId);
             }
@@ -530,6 +548,19 @@ impl CcmBuilder {
 
         let metrics = SharedRegistry::new();
         let manager_metrics = ControllerManagerMetrics::register(&metrics, names::MANAGER_NAME);
+        // Every controller's cloud calls share one budget and are counted per operation.
+        let limiter = RateLimitInterceptor::new(&options.cloud_budget(), shutdown.clone())
+            .map_err(|e| {
+                StartupError::Invalid(vec![ValidationError::Invalid {
+                    setting: "cloud-api-qps",
+                    reason: e.to_string(),
+                }])
+            })?;
+        let provider: Arc<dyn CloudProvider> = Arc::new(
+            InterceptedProvider::new(provider)
+                .with_interceptor(limiter)
+                .with_interceptor(CloudCallMetrics::register(&metrics)),
+        );
         let checks = HealthChecks::new();
         checks.add("ping", Endpoint::ALL, Arc::new(|| Ok(())));
         for (name, check) in self.health_checks {
@@ -646,13 +677,17 @@ fn note_compatibility_settings(options: &CcmOptions) {
         );
     }
     if options.allocate_node_cidrs {
-        tracing::info!("--allocate-node-cidrs is accepted for compatibility; the CCM does not allocate node CIDRs");
+        tracing::info!(
+            "--allocate-node-cidrs is accepted for compatibility; the CCM does not allocate node CIDRs"
+        );
     }
     if !options.node_sync_period.is_zero() {
         tracing::warn!("--node-sync-period is deprecated and has no effect");
     }
     if !options.external_cloud_volume_plugin.is_empty() {
-        tracing::warn!("--external-cloud-volume-plugin is accepted for compatibility and has no effect");
+        tracing::warn!(
+            "--external-cloud-volume-plugin is accepted for compatibility and has no effect"
+        );
     }
 }
 
@@ -673,11 +708,14 @@ async fn start_admin(
         },
         _ => CertSource::SelfSigned {
             dir: options.cert_dir.clone(),
-            extra_names: bind_address_name(options.bind_address).into_iter().collect(),
+            extra_names: bind_address_name(options.bind_address)
+                .into_iter()
+                .collect(),
         },
     };
     let cert = ServingCert::load(&source).map_err(AdminError::from)?;
-    let configz = serde_json::json!({ "cloudcontrollermanager.config.k8s.io": options.to_settings() });
+    let configz =
+        serde_json::json!({ "cloudcontrollermanager.config.k8s.io": options.to_settings() });
     let state = AdminState {
         checks: checks.clone(),
         metrics: metrics.clone(),
@@ -685,12 +723,20 @@ async fn start_admin(
     };
     let server = match listener {
         Some(listener) => {
-            listener.set_nonblocking(true).map_err(AdminError::Listener)?;
-            let listener = tokio::net::TcpListener::from_std(listener).map_err(AdminError::Listener)?;
+            listener
+                .set_nonblocking(true)
+                .map_err(AdminError::Listener)?;
+            let listener =
+                tokio::net::TcpListener::from_std(listener).map_err(AdminError::Listener)?;
             AdminServer::start(listener, &cert, state)?
         }
         None => {
-            AdminServer::bind(SocketAddr::new(options.bind_address, options.secure_port), &cert, state).await?
+            AdminServer::bind(
+                SocketAddr::new(options.bind_address, options.secure_port),
+                &cert,
+                state,
+            )
+            .await?
         }
     };
     Ok(Some(server))
@@ -701,7 +747,11 @@ fn instance_name() -> String {
     std::env::var(ccm_leaderelection::POD_NAME_ENV)
         .ok()
         .filter(|p| !p.trim().is_empty())
-        .or_else(|| hostname::get().ok().map(|h| h.to_string_lossy().into_owned()))
+        .or_else(|| {
+            hostname::get()
+                .ok()
+                .map(|h| h.to_string_lossy().into_owned())
+        })
         .unwrap_or_else(|| names::MANAGER_NAME.to_owned())
 }
 
@@ -825,7 +875,13 @@ impl Supervisor {
         let mut running = JoinSet::new();
         let mut names: HashMap<tokio::task::Id, (String, String)> = HashMap::new();
         let outcome = self
-            .start_and_watch(&mut lost, &controllers, &informers, &mut running, &mut names)
+            .start_and_watch(
+                &mut lost,
+                &controllers,
+                &informers,
+                &mut running,
+                &mut names,
+            )
             .await;
 
         // Stop taking work; let in-flight work finish within the bound.
@@ -883,7 +939,8 @@ impl Supervisor {
         let informers = SharedInformers::new(informer_client, &scope);
         let _ = self.informers_slot.set(informers.clone());
 
-        let init = InitializeContext::new(self.factory.client("cloud-provider"), controllers.clone());
+        let init =
+            InitializeContext::new(self.factory.client("cloud-provider"), controllers.clone());
         if let Err(err) = guarded!(self.provider.initialize(init)) {
             return Outcome::Failed(RunError::Initialize(err));
         }
@@ -918,9 +975,14 @@ impl Supervisor {
                     tracing::warn!(controller = %descriptor.name, "skipping controller: it was not started");
                 }
                 Ok(Some(controller)) => {
-                    let check: HealthCheck = controller.health_check().unwrap_or_else(|| Arc::new(|| Ok(())));
-                    self.checks
-                        .add(&descriptor.name, &[Endpoint::Healthz, Endpoint::Readyz], check);
+                    let check: HealthCheck = controller
+                        .health_check()
+                        .unwrap_or_else(|| Arc::new(|| Ok(())));
+                    self.checks.add(
+                        &descriptor.name,
+                        &[Endpoint::Healthz, Endpoint::Readyz],
+                        check,
+                    );
                     let short = descriptor.short_name().to_owned();
                     self.manager_metrics.controller_started(&short);
                     let handle = running.spawn(controller.run(controllers.child_token()));
@@ -969,7 +1031,11 @@ impl Supervisor {
         }
     }
 
-    fn finished(&self, names: &mut HashMap<tokio::task::Id, (String, String)>, id: tokio::task::Id) -> String {
+    fn finished(
+        &self,
+        names: &mut HashMap<tokio::task::Id, (String, String)>,
+        id: tokio::task::Id,
+    ) -> String {
         match names.remove(&id) {
             Some((name, short)) => {
                 self.manager_metrics.controller_stopped(&short);
@@ -992,7 +1058,9 @@ impl Supervisor {
                     let name = self.finished(names, id);
                     match result {
                         Ok(()) => tracing::info!(controller = %name, "controller stopped"),
-                        Err(err) => tracing::warn!(controller = %name, error = %err, "controller stopped with an error"),
+                        Err(err) => {
+                            tracing::warn!(controller = %name, error = %err, "controller stopped with an error")
+                        }
                     }
                 }
                 Ok(Some(Err(join_error))) => {
@@ -1079,7 +1147,11 @@ async fn check_scope(client: &kube::Client, options: &CcmOptions) -> Result<(), 
     if let Some(selector) = &options.node_selector {
         let nodes: Api<Node> = Api::all(client.clone());
         let params = ListParams::default().labels(selector).limit(1);
-        reject_bad_request(nodes.list_metadata(&params).await, "node-selector", selector)?;
+        reject_bad_request(
+            nodes.list_metadata(&params).await,
+            "node-selector",
+            selector,
+        )?;
     }
     if let Some(selector) = &options.service_selector {
         let services: Api<Service> = match &options.service_namespace {
@@ -1087,7 +1159,11 @@ async fn check_scope(client: &kube::Client, options: &CcmOptions) -> Result<(), 
             None => Api::all(client.clone()),
         };
         let params = ListParams::default().labels(selector).limit(1);
-        reject_bad_request(services.list_metadata(&params).await, "service-selector", selector)?;
+        reject_bad_request(
+            services.list_metadata(&params).await,
+            "service-selector",
+            selector,
+        )?;
     }
     Ok(())
 }
@@ -1132,7 +1208,10 @@ async fn handle_signals(shutdown: CancellationToken) {
     let Some(first) = next_signal().await else {
         return;
     };
-    tracing::info!(signal = first, "shutting down: stopping controllers, then releasing the lease");
+    tracing::info!(
+        signal = first,
+        "shutting down: stopping controllers, then releasing the lease"
+    );
     shutdown.cancel();
     if let Some(second) = next_signal().await {
         tracing::error!(signal = second, "second signal: exiting immediately");
@@ -1143,7 +1222,10 @@ async fn handle_signals(shutdown: CancellationToken) {
 #[cfg(unix)]
 async fn next_signal() -> Option<&'static str> {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         tracing::warn!("cannot install signal handlers; stop the process with SIGKILL");
         return None;
     };

@@ -65,10 +65,11 @@ pub async fn kube_config(options: &CcmOptions) -> Result<kube::Config, ClientErr
     };
     let mut config = match (&options.kubeconfig, &master) {
         (Some(path), _) => {
-            let kubeconfig = Kubeconfig::read_from(path).map_err(|source| ClientError::Kubeconfig {
-                path: path.clone(),
-                source,
-            })?;
+            let kubeconfig =
+                Kubeconfig::read_from(path).map_err(|source| ClientError::Kubeconfig {
+                    path: path.clone(),
+                    source,
+                })?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
                 .await
                 .map_err(|source| ClientError::Kubeconfig {
@@ -85,10 +86,12 @@ pub async fn kube_config(options: &CcmOptions) -> Result<kube::Config, ClientErr
                     "neither --kubeconfig nor --master was specified and the in-cluster configuration is not \
                      available; trying the default kubeconfig"
                 );
-                kube::Config::infer().await.map_err(|infer| ClientError::NoConfig {
-                    in_cluster: in_cluster.to_string(),
-                    infer: infer.to_string(),
-                })?
+                kube::Config::infer()
+                    .await
+                    .map_err(|infer| ClientError::NoConfig {
+                        in_cluster: in_cluster.to_string(),
+                        infer: infer.to_string(),
+                    })?
             }
         },
     };
@@ -204,7 +207,10 @@ mod tests {
         assert!(parse_master("http://localhost:8080").is_ok());
         for bad in ["10.0.0.1:6443", "not a url", "ftp://x", "https://"] {
             let err = parse_master(bad).unwrap_err();
-            assert!(err.to_string().starts_with("invalid --master"), "{bad}: {err}");
+            assert!(
+                err.to_string().starts_with("invalid --master"),
+                "{bad}: {err}"
+            );
         }
     }
 
@@ -216,14 +222,18 @@ mod tests {
         };
         let err = kube_config(&options).await.unwrap_err();
         assert!(
-            err.to_string().starts_with("cannot use kubeconfig /nonexistent/kubeconfig"),
+            err.to_string()
+                .starts_with("cannot use kubeconfig /nonexistent/kubeconfig"),
             "{err}"
         );
         let options = CcmOptions {
             master: Some("nope".into()),
             ..CcmOptions::default()
         };
-        assert!(matches!(kube_config(&options).await, Err(ClientError::Master { .. })));
+        assert!(matches!(
+            kube_config(&options).await,
+            Err(ClientError::Master { .. })
+        ));
     }
 
     #[tokio::test]
@@ -271,7 +281,10 @@ mod tests {
             "default",
         );
         let prefix = user_agent_prefix("cloud-controller-manager", "0.1.0");
-        assert!(prefix.starts_with("cloud-controller-manager/v0.1.0 ("), "{prefix}");
+        assert!(
+            prefix.starts_with("cloud-controller-manager/v0.1.0 ("),
+            "{prefix}"
+        );
         let factory = ClientFactory::from_client(base, 20.0, 30, &prefix);
         let client = factory.client("service-controller");
         let text = client
@@ -279,6 +292,9 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(text, "ok");
-        assert_eq!(seen.lock().unwrap().as_slice(), [format!("{prefix}/service-controller")]);
+        assert_eq!(
+            seen.lock().unwrap().as_slice(),
+            [format!("{prefix}/service-controller")]
+        );
     }
 }

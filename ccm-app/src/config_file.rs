@@ -194,8 +194,8 @@ pub fn load_config_file(path: &Path) -> Result<Settings, ConfigFileError> {
 /// `docs/schema/ccm-config.schema.json`.
 pub fn config_schema_json() -> String {
     let schema = schemars::schema_for!(Settings);
-    let mut text = serde_json::to_string_pretty(&schema)
-        .expect("a JSON schema always serializes to JSON");
+    let mut text =
+        serde_json::to_string_pretty(&schema).expect("a JSON schema always serializes to JSON");
     text.push('\n');
     text
 }
@@ -252,7 +252,10 @@ loggingFormat: json
 
     #[test]
     fn locations_are_stripped_from_messages() {
-        assert_eq!(strip_location("invalid i32 at line 1, column 15"), "invalid i32");
+        assert_eq!(
+            strip_location("invalid i32 at line 1, column 15"),
+            "invalid i32"
+        );
         assert_eq!(strip_location("bad at line one"), "bad at line one");
         assert_eq!(strip_location("no location"), "no location");
     }
@@ -278,14 +281,19 @@ loggingFormat: json
         let err = parse_config_str("nodeMonitorPeriod: 5 minutes\n", "ccm.yaml").unwrap_err();
         assert_eq!(err.field(), Some("nodeMonitorPeriod"));
         assert!(
-            err.to_string()
-                .starts_with("invalid config file ccm.yaml: nodeMonitorPeriod: invalid duration \"5 minutes\""),
+            err.to_string().starts_with(
+                "invalid config file ccm.yaml: nodeMonitorPeriod: invalid duration \"5 minutes\""
+            ),
             "{err}"
         );
 
         let err = parse_config_str("kubeApiBurst: lots\n", "ccm.yaml").unwrap_err();
         assert_eq!(err.field(), Some("kubeApiBurst"));
-        assert!(err.to_string().starts_with("invalid config file ccm.yaml: kubeApiBurst: "), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("invalid config file ccm.yaml: kubeApiBurst: "),
+            "{err}"
+        );
         assert_eq!(err.to_string().matches("line 1").count(), 1, "{err}");
 
         let err = parse_config_str("securePort: 70000\n", "ccm.yaml").unwrap_err();
@@ -303,10 +311,18 @@ loggingFormat: json
 
         let err = parse_config_str("- a\n- b\n", "ccm.yaml").unwrap_err();
         assert!(matches!(err, ConfigFileError::Syntax { .. }), "{err}");
-        assert!(err.to_string().starts_with("invalid config file ccm.yaml: "), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("invalid config file ccm.yaml: "),
+            "{err}"
+        );
 
         let err = parse_config_str("a: [\n", "ccm.yaml").unwrap_err();
-        assert!(err.to_string().starts_with("invalid config file ccm.yaml: "), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("invalid config file ccm.yaml: "),
+            "{err}"
+        );
     }
 
     #[test]

@@ -266,7 +266,11 @@ mod tests {
     fn standard() -> ControllerCatalog {
         ControllerCatalog::builder()
             .controller("cloud-node-controller", &["cloud-node"], false)
-            .controller("cloud-node-lifecycle-controller", &["cloud-node-lifecycle"], false)
+            .controller(
+                "cloud-node-lifecycle-controller",
+                &["cloud-node-lifecycle"],
+                false,
+            )
             .controller("service-lb-controller", &["service"], false)
             .controller("node-route-controller", &["route"], false)
             .controller("tagging-controller", &["tagging"], true)
@@ -324,7 +328,14 @@ mod tests {
     fn aliases_are_canonicalised_keeping_the_minus() {
         let c = standard();
         assert_eq!(
-            c.canonicalize(&list(&["cloud-node", "-route", "*", "x", "-y", "service-lb-controller"])),
+            c.canonicalize(&list(&[
+                "cloud-node",
+                "-route",
+                "*",
+                "x",
+                "-y",
+                "service-lb-controller"
+            ])),
             list(&[
                 "cloud-node-controller",
                 "-node-route-controller",
@@ -387,7 +398,10 @@ mod tests {
             "\"bogus\" is not in the list of known controllers; \"nope\" is not in the list of known \
              controllers; \"\" is not in the list of known controllers"
         );
-        assert!(c.validate(&list(&["*", "-cloud-node", "tagging-controller"])).is_ok());
+        assert!(
+            c.validate(&list(&["*", "-cloud-node", "tagging-controller"]))
+                .is_ok()
+        );
         // "-*" is not the star
         assert_eq!(c.validate(&list(&["-*"])).unwrap_err().names, list(&["*"]));
     }

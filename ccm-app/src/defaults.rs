@@ -54,7 +54,8 @@ pub fn service_config(options: &CcmOptions) -> ccm_servicecontroller::Config {
         .with_node_sync_debounce(options.service_node_sync_debounce)
         .with_node_sync_max_delay(options.service_node_sync_max_delay)
         .with_periodic_reensure(
-            (!options.service_periodic_reensure.is_zero()).then_some(options.service_periodic_reensure),
+            (!options.service_periodic_reensure.is_zero())
+                .then_some(options.service_periodic_reensure),
         )
         .with_load_balancer_class(options.load_balancer_class.clone())
         .with_class_less_services(options.class_less_services)
@@ -100,7 +101,9 @@ pub(crate) fn validate(options: &CcmOptions, enabled: &[String]) -> Vec<Validati
     if on(names::controllers::CLOUD_NODE) {
         push(
             "concurrent-node-syncs",
-            cloud_node_config(options).validate().map_err(|e| e.to_string()),
+            cloud_node_config(options)
+                .validate()
+                .map_err(|e| e.to_string()),
         );
     }
     if on(names::controllers::CLOUD_NODE_LIFECYCLE) {
@@ -114,7 +117,9 @@ pub(crate) fn validate(options: &CcmOptions, enabled: &[String]) -> Vec<Validati
     if on(names::controllers::SERVICE_LB) {
         push(
             "concurrent-service-syncs",
-            service_config(options).validate().map_err(|e| e.to_string()),
+            service_config(options)
+                .validate()
+                .map_err(|e| e.to_string()),
         );
     }
     // An empty --cluster-cidr is only an error if the provider supports routes, which is known at start-up.
@@ -203,7 +208,10 @@ mod tests {
         let service = service_config(&o);
         assert_eq!(service.concurrent_service_syncs, 4);
         assert_eq!(service.periodic_reensure, Some(Duration::from_secs(3600)));
-        assert_eq!(service.load_balancer_class.as_deref(), Some("example.com/lb"));
+        assert_eq!(
+            service.load_balancer_class.as_deref(),
+            Some("example.com/lb")
+        );
         let route = route_config(&o);
         assert_eq!(route.cluster_cidr, "10.244.0.0/16");
         assert_eq!(route.route_reconciliation_period, Duration::from_secs(20));
@@ -215,10 +223,16 @@ mod tests {
     fn defaults_match_the_controller_crates() {
         let o = options();
         assert_eq!(cloud_node_config(&o), CloudNodeConfig::default());
-        assert_eq!(cloud_node_lifecycle_config(&o), CloudNodeLifecycleConfig::default());
+        assert_eq!(
+            cloud_node_lifecycle_config(&o),
+            CloudNodeLifecycleConfig::default()
+        );
         assert_eq!(service_config(&o), ccm_servicecontroller::Config::default());
         assert_eq!(route_config(&o), ccm_routecontroller::Config::default());
-        assert!(validate(&o, &all()).is_empty(), "an empty cluster CIDR is checked at start-up");
+        assert!(
+            validate(&o, &all()).is_empty(),
+            "an empty cluster CIDR is checked at start-up"
+        );
     }
 
     #[test]
@@ -229,7 +243,13 @@ mod tests {
         };
         let errors = validate(&o, &all());
         assert_eq!(errors.len(), 1);
-        assert!(errors[0].to_string().starts_with("invalid --cluster-cidr: "), "{}", errors[0]);
+        assert!(
+            errors[0]
+                .to_string()
+                .starts_with("invalid --cluster-cidr: "),
+            "{}",
+            errors[0]
+        );
         assert!(validate(&o, &all()[..3]).is_empty());
         let no_routes = CcmOptions {
             configure_cloud_routes: false,

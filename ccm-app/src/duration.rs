@@ -195,11 +195,7 @@ pub fn format_go_duration(duration: Duration) -> String {
         } else {
             (1_000_000, "ms")
         };
-        return format!(
-            "{}{}{suffix}",
-            nanos / unit,
-            fraction(nanos % unit, unit)
-        );
+        return format!("{}{}{suffix}", nanos / unit, fraction(nanos % unit, unit));
     }
     let secs = nanos / NANOS_PER_SECOND;
     let (hours, minutes, seconds) = (secs / 3600, (secs / 60) % 60, secs % 60);
@@ -371,8 +367,14 @@ mod tests {
             ("52763797000ns", Duration::from_nanos(52_763_797_000)),
             ("0.3333333333333333333h", Duration::from_secs(1200)),
             ("1.5h", Duration::from_secs(5400)),
-            ("9223372036854775807ns", Duration::from_nanos(i64::MAX as u64)),
-            ("9223372036s854ms775us807ns", Duration::from_nanos(i64::MAX as u64)),
+            (
+                "9223372036854775807ns",
+                Duration::from_nanos(i64::MAX as u64),
+            ),
+            (
+                "9223372036s854ms775us807ns",
+                Duration::from_nanos(i64::MAX as u64),
+            ),
         ];
         for (text, want) in cases {
             assert_eq!(d(text), *want, "{text}");
@@ -381,7 +383,20 @@ mod tests {
 
     #[test]
     fn rejects_what_go_rejects() {
-        for text in ["", "3", "-", "s", ".", "-.", ".s", "+.s", "1d", "\u{85}\u{85}", "1.2.3s", "5 s"] {
+        for text in [
+            "",
+            "3",
+            "-",
+            "s",
+            ".",
+            "-.",
+            ".s",
+            "+.s",
+            "1d",
+            "\u{85}\u{85}",
+            "1.2.3s",
+            "5 s",
+        ] {
             let err = parse_go_duration(text).expect_err(text);
             assert!(
                 err.to_string().starts_with("invalid duration"),
@@ -400,7 +415,12 @@ mod tests {
             parse_go_duration("-5s"),
             Err(DurationError::Negative { .. })
         ));
-        for text in ["9223372036854775808ns", "9223372036854775807ns1ns", "3000000h", "99999999999999999999999999999999999999999h"] {
+        for text in [
+            "9223372036854775808ns",
+            "9223372036854775807ns1ns",
+            "3000000h",
+            "99999999999999999999999999999999999999999h",
+        ] {
             assert!(
                 matches!(parse_go_duration(text), Err(DurationError::Overflow { .. })),
                 "{text}"
@@ -416,15 +436,27 @@ mod tests {
             (Duration::from_nanos(1100), "1.1\u{b5}s"),
             (Duration::from_micros(2200), "2.2ms"),
             (Duration::from_millis(3300), "3.3s"),
-            (Duration::from_secs(240) + Duration::from_millis(5500), "4m5.5s"),
-            (Duration::from_secs(5 * 3600 + 360) + Duration::from_millis(7001), "5h6m7.001s"),
-            (Duration::from_secs(8 * 60) + Duration::from_nanos(1), "8m0.000000001s"),
+            (
+                Duration::from_secs(240) + Duration::from_millis(5500),
+                "4m5.5s",
+            ),
+            (
+                Duration::from_secs(5 * 3600 + 360) + Duration::from_millis(7001),
+                "5h6m7.001s",
+            ),
+            (
+                Duration::from_secs(8 * 60) + Duration::from_nanos(1),
+                "8m0.000000001s",
+            ),
             (Duration::from_secs(300), "5m0s"),
             (Duration::from_secs(3600), "1h0m0s"),
             (Duration::from_secs(12 * 3600), "12h0m0s"),
             (Duration::from_secs(10), "10s"),
             (Duration::from_millis(100), "100ms"),
-            (Duration::from_nanos(i64::MAX as u64), "2562047h47m16.854775807s"),
+            (
+                Duration::from_nanos(i64::MAX as u64),
+                "2562047h47m16.854775807s",
+            ),
         ];
         for (duration, want) in cases {
             assert_eq!(format_go_duration(*duration), *want);
@@ -454,7 +486,9 @@ mod tests {
     fn schema_pattern_agrees_with_the_parser() {
         let schema = serde_json::to_value(schemars::schema_for!(GoDuration)).unwrap();
         let validator = jsonschema::validator_for(&schema).unwrap();
-        for good in ["0", "10s", "5m", "1h30m", "1.5h", ".5s", "300ms", "+5s", "12µs"] {
+        for good in [
+            "0", "10s", "5m", "1h30m", "1.5h", ".5s", "300ms", "+5s", "12µs",
+        ] {
             assert!(d(good) >= Duration::ZERO);
             assert!(validator.is_valid(&serde_json::json!(good)), "{good}");
         }

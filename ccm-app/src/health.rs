@@ -194,7 +194,11 @@ impl HealthChecks {
 pub fn parse_query(query: Option<&str>) -> (bool, Vec<String>) {
     let mut verbose = false;
     let mut exclude = Vec::new();
-    for pair in query.unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         match key {
             "verbose" => verbose = value != "false" && value != "0",
@@ -212,16 +216,14 @@ fn percent_decode(value: &str) -> String {
     while i < bytes.len() {
         let hex = |b: u8| (b as char).to_digit(16);
         match bytes[i] {
-            b'%' if i + 2 < bytes.len() => {
-                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                    (Some(h), Some(l)) => {
-                        out.push(u8::try_from(h * 16 + l).unwrap_or(b'?'));
-                        i += 3;
-                        continue;
-                    }
-                    _ => out.push(b'%'),
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push(u8::try_from(h * 16 + l).unwrap_or(b'?'));
+                    i += 3;
+                    continue;
                 }
-            }
+                _ => out.push(b'%'),
+            },
             b'+' => out.push(b' '),
             b => out.push(b),
         }
@@ -257,13 +259,20 @@ mod tests {
         checks.add("ping", Endpoint::ALL, ok());
         checks.add("leaderElection", Endpoint::ALL, ok());
         checks.add("leader", &[Endpoint::Readyz], flag(&leader));
-        checks.add("service-lb-controller", &[Endpoint::Healthz, Endpoint::Readyz], ok());
+        checks.add(
+            "service-lb-controller",
+            &[Endpoint::Healthz, Endpoint::Readyz],
+            ok(),
+        );
 
         assert_eq!(
             checks.names(Endpoint::Healthz),
             vec!["ping", "leaderElection", "service-lb-controller"]
         );
-        assert_eq!(checks.names(Endpoint::Livez), vec!["ping", "leaderElection"]);
+        assert_eq!(
+            checks.names(Endpoint::Livez),
+            vec!["ping", "leaderElection"]
+        );
 
         let healthz = checks.report(Endpoint::Healthz, &[]);
         assert!(healthz.healthy());
@@ -329,10 +338,18 @@ mod tests {
         assert_eq!(parse_query(Some("verbose=1")), (true, vec![]));
         assert_eq!(parse_query(Some("verbose=false")), (false, vec![]));
         assert_eq!(
-            parse_query(Some("exclude=leaderElection&exclude=a%2Db&x=y&verbose=true")),
+            parse_query(Some(
+                "exclude=leaderElection&exclude=a%2Db&x=y&verbose=true"
+            )),
             (true, vec!["leaderElection".to_owned(), "a-b".to_owned()])
         );
-        assert_eq!(parse_query(Some("exclude=&exclude=%zz")), (false, vec!["%zz".to_owned()]));
-        assert_eq!(parse_query(Some("exclude=a%2")), (false, vec!["a%2".to_owned()]));
+        assert_eq!(
+            parse_query(Some("exclude=&exclude=%zz")),
+            (false, vec!["%zz".to_owned()])
+        );
+        assert_eq!(
+            parse_query(Some("exclude=a%2")),
+            (false, vec!["a%2".to_owned()])
+        );
     }
 }

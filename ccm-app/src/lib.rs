@@ -48,7 +48,7 @@ pub mod ratelimit;
 pub mod tls;
 
 pub use app::{
-    APISERVER_WAIT, CcmBuilder, CcmStatus, CloudControllerManager, RunError, RunningCcm, StartupError,
-    client_name, scope_of,
+    APISERVER_WAIT, CcmBuilder, CcmStatus, CloudControllerManager, RunError, RunningCcm,
+    StartupError, client_name, scope_of,
 };
 pub use options::{CcmOptions, LogFormat, Settings};

@@ -6,7 +6,14 @@ use tracing_subscriber::EnvFilter;
 use crate::options::LogFormat;
 
 /// Dependencies that are noisy at debug level; kept at `warn` unless `-v` is 8 or more.
-const QUIET_TARGETS: &[&str] = &["hyper", "hyper_util", "rustls", "tower", "h2", "tokio_rustls"];
+const QUIET_TARGETS: &[&str] = &[
+    "hyper",
+    "hyper_util",
+    "rustls",
+    "tower",
+    "h2",
+    "tokio_rustls",
+];
 
 /// The `EnvFilter` directive for klog verbosity `v`: 0-3 → `info`, 4-5 → `debug`, 6 and above → `trace`; below 8
 /// the HTTP and TLS libraries stay at `warn`.
@@ -41,6 +48,7 @@ pub fn init(verbosity: u8, format: LogFormat) -> bool {
         .unwrap_or_else(|| EnvFilter::new(filter_directive(verbosity)));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let result = match format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),

@@ -18,10 +18,12 @@
 //! assert_eq!(options.kube_api_burst, 30); // the default
 //! ```
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use ccm_core::budget::{CloudBudget, OperationBudget};
 use ccm_core::names;
 use clap::{Args, ValueEnum};
 use schemars::JsonSchema;
@@ -51,11 +53,15 @@ pub fn parse_go_bool(value: &str) -> Result<bool, String> {
 }
 
 fn parse_duration_flag(value: &str) -> Result<GoDuration, String> {
-    value.parse().map_err(|e: crate::duration::DurationError| e.to_string())
+    value
+        .parse()
+        .map_err(|e: crate::duration::DurationError| e.to_string())
 }
 
 /// The log line format (`--logging-format`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum LogFormat {
@@ -67,7 +73,9 @@ pub enum LogFormat {
 }
 
 /// Which nodes the cloud node lifecycle controller may taint and delete (`--node-lifecycle-ownership`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum NodeOwnershipOption {
@@ -79,7 +87,9 @@ pub enum NodeOwnershipOption {
 }
 
 /// How the route controller is triggered (`--route-sync-mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum RouteSyncModeOption {
@@ -160,8 +170,13 @@ pub struct Settings {
     // ---- controllers ----
     /// The controllers to run, comma separated: `name` enables, `-name` disables, `*` means every controller that
     /// is on by default; the first mention of a controller wins. Default: *.
-    #[arg(long, value_name = "NAMES", value_delimiter = ',', allow_hyphen_values = true,
-          help_heading = "Controllers")]
+    #[arg(
+        long,
+        value_name = "NAMES",
+        value_delimiter = ',',
+        allow_hyphen_values = true,
+        help_heading = "Controllers"
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub controllers: Option<Vec<String>>,
 
@@ -183,7 +198,11 @@ pub struct Settings {
 
     /// The pod CIDR range of the cluster (one CIDR or a comma-separated dual-stack pair), used by the route
     /// controller. Default: none.
-    #[arg(long = "cluster-cidr", value_name = "CIDRS", help_heading = "Controllers")]
+    #[arg(
+        long = "cluster-cidr",
+        value_name = "CIDRS",
+        help_heading = "Controllers"
+    )]
     #[serde(rename = "clusterCIDR", skip_serializing_if = "Option::is_none")]
     pub cluster_cidr: Option<String>,
 
@@ -258,7 +277,11 @@ pub struct Settings {
 
     /// SDK addition: which nodes the lifecycle controller may taint and delete: provider-id-prefix (nodes whose
     /// providerID has this provider's prefix) or all-nodes (Go). Default: provider-id-prefix.
-    #[arg(long, value_name = "RULE", help_heading = "Controllers (SDK additions)")]
+    #[arg(
+        long,
+        value_name = "RULE",
+        help_heading = "Controllers (SDK additions)"
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_lifecycle_ownership: Option<NodeOwnershipOption>,
 
@@ -270,7 +293,11 @@ pub struct Settings {
     pub protect_initializing_nodes: Option<bool>,
 
     /// SDK addition: also manage LoadBalancer Services with this spec.loadBalancerClass. Default: none.
-    #[arg(long, value_name = "CLASS", help_heading = "Controllers (SDK additions)")]
+    #[arg(
+        long,
+        value_name = "CLASS",
+        help_heading = "Controllers (SDK additions)"
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub load_balancer_class: Option<String>,
 
@@ -321,7 +348,11 @@ pub struct Settings {
 
     /// SDK addition: how the route controller is triggered: periodic (Go) or event-driven. Default:
     /// event-driven.
-    #[arg(long, value_name = "MODE", help_heading = "Controllers (SDK additions)")]
+    #[arg(
+        long,
+        value_name = "MODE",
+        help_heading = "Controllers (SDK additions)"
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub route_sync_mode: Option<RouteSyncModeOption>,
 
@@ -343,6 +374,23 @@ pub struct Settings {
     #[arg(long, value_name = "N", help_heading = "Controllers (SDK additions)")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub route_max_concurrent_operations: Option<i32>,
+
+    /// SDK addition: calls per second the CCM may make to the cloud provider, all controllers together (a token
+    /// bucket; calls wait for a token); 0 disables the limit. Default: 50.
+    #[arg(long, value_name = "QPS", help_heading = "Controllers (SDK additions)")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cloud_api_qps: Option<f64>,
+
+    /// SDK addition: the burst of the cloud-call token bucket. Default: 100.
+    #[arg(long, value_name = "N", help_heading = "Controllers (SDK additions)")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cloud_api_burst: Option<u32>,
+
+    /// SDK addition (config file only): extra limits for single cloud operations, by call-log name (`create`,
+    /// `instance-metadata-by-provider-id`, `list-routes`, ...), each `{qps, burst}`. Default: none.
+    #[arg(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cloud_api_operation_limits: Option<BTreeMap<String, OperationBudget>>,
 
     // ---- scope (SDK additions) ----
     /// SDK addition: watch (and so manage) only Nodes matching this label selector. Default: every Node.
@@ -439,7 +487,12 @@ pub struct Settings {
     // ---- logging ----
     /// Log verbosity, as klog's -v: 0-3 info, 4-5 debug, 6 and above trace. `RUST_LOG`, when set, overrides it.
     /// Default: 0.
-    #[arg(short = 'v', long = "v", value_name = "LEVEL", help_heading = "Logging")]
+    #[arg(
+        short = 'v',
+        long = "v",
+        value_name = "LEVEL",
+        help_heading = "Logging"
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verbosity: Option<u8>,
 
@@ -535,6 +588,12 @@ pub struct CcmOptions {
     pub route_max_retry_backoff: Duration,
     /// `--route-max-concurrent-operations` (SDK addition).
     pub route_max_concurrent_operations: i32,
+    /// `--cloud-api-qps` (SDK addition; 0 = unlimited).
+    pub cloud_api_qps: f64,
+    /// `--cloud-api-burst` (SDK addition).
+    pub cloud_api_burst: u32,
+    /// `cloudApiOperationLimits` (SDK addition, config file only).
+    pub cloud_api_operation_limits: BTreeMap<String, OperationBudget>,
     /// `--node-selector` (SDK addition).
     pub node_selector: Option<String>,
     /// `--service-selector` (SDK addition).
@@ -591,6 +650,7 @@ impl Default for CcmOptions {
         let lifecycle = ccm_nodecontroller::CloudNodeLifecycleConfig::default();
         let service = ccm_servicecontroller::Config::default();
         let route = ccm_routecontroller::Config::default();
+        let budget = CloudBudget::default();
         CcmOptions {
             cloud_provider: String::new(),
             cloud_config: None,
@@ -640,6 +700,9 @@ impl Default for CcmOptions {
             route_max_retry_backoff: route.max_retry_backoff,
             route_max_concurrent_operations: i32::try_from(route.max_concurrent_route_operations)
                 .unwrap_or(i32::MAX),
+            cloud_api_qps: budget.qps,
+            cloud_api_burst: budget.burst,
+            cloud_api_operation_limits: budget.operations,
             node_selector: None,
             service_selector: None,
             service_namespace: None,
@@ -751,30 +814,66 @@ impl CcmOptions {
             &mut self.concurrent_node_status_updates,
             &s.concurrent_node_status_updates,
         );
-        set(&mut self.concurrent_service_syncs, &s.concurrent_service_syncs);
+        set(
+            &mut self.concurrent_service_syncs,
+            &s.concurrent_service_syncs,
+        );
         set_duration(&mut self.cloud_call_timeout, &s.cloud_call_timeout);
-        set(&mut self.node_lifecycle_concurrency, &s.node_lifecycle_concurrency);
-        set(&mut self.node_lifecycle_ownership, &s.node_lifecycle_ownership);
-        set(&mut self.protect_initializing_nodes, &s.protect_initializing_nodes);
+        set(
+            &mut self.node_lifecycle_concurrency,
+            &s.node_lifecycle_concurrency,
+        );
+        set(
+            &mut self.node_lifecycle_ownership,
+            &s.node_lifecycle_ownership,
+        );
+        set(
+            &mut self.protect_initializing_nodes,
+            &s.protect_initializing_nodes,
+        );
         if let Some(v) = &s.load_balancer_class {
             self.load_balancer_class = non_empty(v);
         }
         set(&mut self.class_less_services, &s.class_less_services);
-        set_duration(&mut self.service_periodic_reensure, &s.service_periodic_reensure);
-        set_duration(&mut self.service_retry_base_delay, &s.service_retry_base_delay);
-        set_duration(&mut self.service_retry_max_delay, &s.service_retry_max_delay);
-        set_duration(&mut self.service_node_sync_debounce, &s.service_node_sync_debounce);
-        set_duration(&mut self.service_node_sync_max_delay, &s.service_node_sync_max_delay);
+        set_duration(
+            &mut self.service_periodic_reensure,
+            &s.service_periodic_reensure,
+        );
+        set_duration(
+            &mut self.service_retry_base_delay,
+            &s.service_retry_base_delay,
+        );
+        set_duration(
+            &mut self.service_retry_max_delay,
+            &s.service_retry_max_delay,
+        );
+        set_duration(
+            &mut self.service_node_sync_debounce,
+            &s.service_node_sync_debounce,
+        );
+        set_duration(
+            &mut self.service_node_sync_max_delay,
+            &s.service_node_sync_max_delay,
+        );
         set(
             &mut self.service_extended_update_fields,
             &s.service_extended_update_fields,
         );
         set(&mut self.route_sync_mode, &s.route_sync_mode);
         set_duration(&mut self.route_resync_period, &s.route_resync_period);
-        set_duration(&mut self.route_max_retry_backoff, &s.route_max_retry_backoff);
+        set_duration(
+            &mut self.route_max_retry_backoff,
+            &s.route_max_retry_backoff,
+        );
         set(
             &mut self.route_max_concurrent_operations,
             &s.route_max_concurrent_operations,
+        );
+        set(&mut self.cloud_api_qps, &s.cloud_api_qps);
+        set(&mut self.cloud_api_burst, &s.cloud_api_burst);
+        set(
+            &mut self.cloud_api_operation_limits,
+            &s.cloud_api_operation_limits,
         );
         if let Some(v) = &s.node_selector {
             self.node_selector = non_empty(v);
@@ -876,6 +975,9 @@ impl CcmOptions {
             route_resync_period: Some(self.route_resync_period.into()),
             route_max_retry_backoff: Some(self.route_max_retry_backoff.into()),
             route_max_concurrent_operations: Some(self.route_max_concurrent_operations),
+            cloud_api_qps: Some(self.cloud_api_qps),
+            cloud_api_burst: Some(self.cloud_api_burst),
+            cloud_api_operation_limits: Some(self.cloud_api_operation_limits.clone()),
             node_selector: text(&self.node_selector),
             service_selector: text(&self.service_selector),
             service_namespace: text(&self.service_namespace),
@@ -957,8 +1059,14 @@ impl CcmOptions {
             },
         );
         for (setting, value) in [
-            ("node-lifecycle-concurrency", self.node_lifecycle_concurrency),
-            ("route-max-concurrent-operations", self.route_max_concurrent_operations),
+            (
+                "node-lifecycle-concurrency",
+                self.node_lifecycle_concurrency,
+            ),
+            (
+                "route-max-concurrent-operations",
+                self.route_max_concurrent_operations,
+            ),
         ] {
             check(
                 value > 0,
@@ -971,15 +1079,18 @@ impl CcmOptions {
         for (setting, value) in [
             ("cloud-call-timeout", self.cloud_call_timeout),
             ("service-retry-base-delay", self.service_retry_base_delay),
-            ("route-reconciliation-period", self.route_reconciliation_period),
+            (
+                "route-reconciliation-period",
+                self.route_reconciliation_period,
+            ),
             ("node-monitor-period", self.node_monitor_period),
-            ("node-status-update-frequency", self.node_status_update_frequency),
+            (
+                "node-status-update-frequency",
+                self.node_status_update_frequency,
+            ),
             ("shutdown-timeout", self.shutdown_timeout),
         ] {
-            check(
-                !value.is_zero(),
-                ValidationError::ZeroDuration { setting },
-            );
+            check(!value.is_zero(), ValidationError::ZeroDuration { setting });
         }
         check(
             self.cluster_name.is_empty() || !self.cluster_name.chars().any(char::is_control),
@@ -992,7 +1103,8 @@ impl CcmOptions {
             self.tls_cert_file.is_some() == self.tls_private_key_file.is_some(),
             ValidationError::Invalid {
                 setting: "tls-cert-file",
-                reason: "--tls-cert-file and --tls-private-key-file must be given together".to_owned(),
+                reason: "--tls-cert-file and --tls-private-key-file must be given together"
+                    .to_owned(),
             },
         );
         if let Some(ns) = &self.service_namespace {
@@ -1018,10 +1130,27 @@ impl CcmOptions {
                 );
             }
         }
+        if let Err(err) = self.cloud_budget().validate() {
+            errors.push(ValidationError::Invalid {
+                setting: "cloud-api-qps",
+                reason: err.to_string(),
+            });
+        }
         if self.leader_elect {
             errors.extend(self.validate_leader_election());
         }
         errors
+    }
+
+    /// The cloud-call budget of `--cloud-api-qps`, `--cloud-api-burst` and `cloudApiOperationLimits`.
+    pub fn cloud_budget(&self) -> CloudBudget {
+        let mut budget = CloudBudget::default()
+            .with_qps(self.cloud_api_qps)
+            .with_burst(self.cloud_api_burst);
+        for (name, limit) in &self.cloud_api_operation_limits {
+            budget = budget.with_operation(name, limit.qps, limit.burst);
+        }
+        budget
     }
 
     fn validate_leader_election(&self) -> Vec<ValidationError> {
@@ -1036,8 +1165,14 @@ impl CcmOptions {
             });
         }
         for (setting, value) in [
-            ("leader-elect-lease-duration", self.leader_elect_lease_duration),
-            ("leader-elect-renew-deadline", self.leader_elect_renew_deadline),
+            (
+                "leader-elect-lease-duration",
+                self.leader_elect_lease_duration,
+            ),
+            (
+                "leader-elect-renew-deadline",
+                self.leader_elect_renew_deadline,
+            ),
             ("leader-elect-retry-period", self.leader_elect_retry_period),
         ] {
             if value < Duration::from_secs(1) {
@@ -1201,7 +1336,10 @@ mod tests {
         assert_eq!(o.secure_port, 10258);
         assert_eq!(o.bind_address.to_string(), "0.0.0.0");
         assert_eq!(o.controller_start_interval, Duration::ZERO);
-        assert_eq!(o.kube_api_content_type, "application/vnd.kubernetes.protobuf");
+        assert_eq!(
+            o.kube_api_content_type,
+            "application/vnd.kubernetes.protobuf"
+        );
         assert!(!o.use_service_account_credentials);
         assert_eq!(
             o.validate(),
@@ -1262,7 +1400,11 @@ mod tests {
         o.cloud_config = Some("/etc/cloud.yaml".into());
         o.node_selector = Some("a=b".into());
         o.min_resync_period = Duration::from_millis(1500);
-        let again = CcmOptions::resolve(&CcmOptions::default(), &o.to_settings(), &Settings::default());
+        let again = CcmOptions::resolve(
+            &CcmOptions::default(),
+            &o.to_settings(),
+            &Settings::default(),
+        );
         assert_eq!(again, o);
         // and it survives serialization, so /configz output is a valid config file
         let json = serde_json::to_value(o.to_settings()).unwrap();
@@ -1310,11 +1452,19 @@ mod tests {
         assert!(le(15, 10, 2000).validate().is_empty());
         let errs = le(10, 10, 2000).validate();
         assert_eq!(errs.len(), 1);
-        assert!(errs[0].to_string().contains("must be greater than the renew deadline"));
+        assert!(
+            errs[0]
+                .to_string()
+                .contains("must be greater than the renew deadline")
+        );
         // 10s <= 1.2 × 9s
         let errs = le(15, 10, 9000).validate();
         assert_eq!(errs.len(), 1);
-        assert!(errs[0].to_string().contains("1.2 × the retry period (9s)"), "{}", errs[0]);
+        assert!(
+            errs[0].to_string().contains("1.2 × the retry period (9s)"),
+            "{}",
+            errs[0]
+        );
         let errs = le(15, 10, 500).validate();
         assert!(errs[0].to_string().contains("minimum of 1s"), "{}", errs[0]);
         // leader election off: the timings are not checked

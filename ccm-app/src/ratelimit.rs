@@ -165,7 +165,10 @@ where
                     self.state = if wait.is_zero() {
                         State::Ready
                     } else {
-                        tracing::trace!(wait_ms = wait.as_millis() as u64, "client-side throttling");
+                        tracing::trace!(
+                            wait_ms = wait.as_millis() as u64,
+                            "client-side throttling"
+                        );
                         State::Waiting(Box::pin(tokio::time::sleep(wait)))
                     };
                 }
@@ -190,8 +193,8 @@ mod tests {
     use super::*;
     use tower::ServiceExt;
 
-    fn echo() -> impl Service<u32, Response = (u32, Instant), Error = std::convert::Infallible> + Clone
-    {
+    fn echo()
+    -> impl Service<u32, Response = (u32, Instant), Error = std::convert::Infallible> + Clone {
         tower::service_fn(|n: u32| async move { Ok((n, Instant::now())) })
     }
 
@@ -218,7 +221,11 @@ mod tests {
         for (i, at) in sent[30..].iter().enumerate() {
             let want = Duration::from_millis(50 * (i as u64 + 1));
             let diff = at.abs_diff(want);
-            assert!(diff < Duration::from_millis(2), "request {}: {at:?} vs {want:?}", 30 + i);
+            assert!(
+                diff < Duration::from_millis(2),
+                "request {}: {at:?} vs {want:?}",
+                30 + i
+            );
         }
     }
 
@@ -280,7 +287,9 @@ mod tests {
     async fn concurrent_callers_are_served_in_turn() {
         // Through tower's Buffer (as kube's Client does), concurrent requests queue for tokens.
         let layer = TokenBucketLayer::new(10.0, 1);
-        let inner = tower::service_fn(|n: u32| async move { Ok::<_, std::convert::Infallible>((n, Instant::now())) });
+        let inner = tower::service_fn(|n: u32| async move {
+            Ok::<_, std::convert::Infallible>((n, Instant::now()))
+        });
         let svc = tower::buffer::Buffer::new(layer.layer(inner), 64);
         let start = Instant::now();
         let tasks: Vec<_> = (0..5)

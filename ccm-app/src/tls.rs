@@ -27,7 +27,9 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 #[non_exhaustive]
 pub enum TlsError {
     /// A certificate or key file cannot be read or parsed.
-    #[error("cannot load {what} from {path}: {reason}; check --tls-cert-file, --tls-private-key-file and --cert-dir")]
+    #[error(
+        "cannot load {what} from {path}: {reason}; check --tls-cert-file, --tls-private-key-file and --cert-dir"
+    )]
     Load {
         /// `certificate` or `private key`.
         what: &'static str,
@@ -106,7 +108,10 @@ impl ServingCert {
     pub fn load(source: &CertSource) -> Result<Self, TlsError> {
         match source {
             CertSource::Files { cert, key } => Self::from_files(cert, key),
-            CertSource::SelfSigned { dir: None, extra_names } => {
+            CertSource::SelfSigned {
+                dir: None,
+                extra_names,
+            } => {
                 let (cert, key) = generate(extra_names)?;
                 Self::from_pem(&cert, &key, Path::new("(generated)"))
             }
@@ -136,8 +141,10 @@ impl ServingCert {
     }
 
     fn from_files(cert: &Path, key: &Path) -> Result<Self, TlsError> {
-        let cert_pem = std::fs::read_to_string(cert).map_err(|e| load_err("certificate", cert)(e.to_string()))?;
-        let key_pem = std::fs::read_to_string(key).map_err(|e| load_err("private key", key)(e.to_string()))?;
+        let cert_pem = std::fs::read_to_string(cert)
+            .map_err(|e| load_err("certificate", cert)(e.to_string()))?;
+        let key_pem = std::fs::read_to_string(key)
+            .map_err(|e| load_err("private key", key)(e.to_string()))?;
         Self::from_pem_paths(&cert_pem, &key_pem, cert, key)
     }
 
@@ -145,12 +152,20 @@ impl ServingCert {
         Self::from_pem_paths(cert_pem, key_pem, origin, origin)
     }
 
-    fn from_pem_paths(cert_pem: &str, key_pem: &str, cert_path: &Path, key_path: &Path) -> Result<Self, TlsError> {
-        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
-            .collect::<Result<_, _>>()
-            .map_err(|e| load_err("certificate", cert_path)(e.to_string()))?;
+    fn from_pem_paths(
+        cert_pem: &str,
+        key_pem: &str,
+        cert_path: &Path,
+        key_path: &Path,
+    ) -> Result<Self, TlsError> {
+        let chain: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+                .collect::<Result<_, _>>()
+                .map_err(|e| load_err("certificate", cert_path)(e.to_string()))?;
         if chain.is_empty() {
-            return Err(load_err("certificate", cert_path)("no PEM certificate found".to_owned()));
+            return Err(load_err("certificate", cert_path)(
+                "no PEM certificate found".to_owned(),
+            ));
         }
         let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
             .map_err(|e| load_err("private key", key_path)(e.to_string()))?;
@@ -191,7 +206,8 @@ pub fn bind_address_name(address: IpAddr) -> Option<String> {
 
 fn generate(extra: &[String]) -> Result<(String, String), TlsError> {
     let names = self_signed_names(extra);
-    let mut params = rcgen::CertificateParams::new(names).map_err(|e| TlsError::Generate(e.to_string()))?;
+    let mut params =
+        rcgen::CertificateParams::new(names).map_err(|e| TlsError::Generate(e.to_string()))?;
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -218,10 +234,11 @@ fn write_private(path: &Path, content: &str) -> Result<(), TlsError> {
         path: path.to_owned(),
         source,
     })?;
-    file.write_all(content.as_bytes()).map_err(|source| TlsError::Write {
-        path: path.to_owned(),
-        source,
-    })
+    file.write_all(content.as_bytes())
+        .map_err(|source| TlsError::Write {
+            path: path.to_owned(),
+            source,
+        })
 }
 
 /// A listener that accepts TCP connections and completes TLS handshakes concurrently, for `axum::serve`.
@@ -261,7 +278,11 @@ impl TlsListener {
                 });
             }
         });
-        Ok(TlsListener { rx, local, acceptor })
+        Ok(TlsListener {
+            rx,
+            local,
+            acceptor,
+        })
     }
 }
 
@@ -300,7 +321,10 @@ mod tests {
         })
         .unwrap();
         assert!(cert.cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
-        assert_eq!(cert.server_config().alpn_protocols, vec![b"http/1.1".to_vec()]);
+        assert_eq!(
+            cert.server_config().alpn_protocols,
+            vec![b"http/1.1".to_vec()]
+        );
     }
 
     #[test]
@@ -329,7 +353,10 @@ mod tests {
         let first = ServingCert::load(&source).unwrap();
         let second = ServingCert::load(&source).unwrap();
         assert_eq!(first.cert_pem, second.cert_pem);
-        let key = dir.path().join("certs").join("cloud-controller-manager.key");
+        let key = dir
+            .path()
+            .join("certs")
+            .join("cloud-controller-manager.key");
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -338,7 +365,10 @@ mod tests {
         }
         // the written files load as user-provided files too
         let files = ServingCert::load(&CertSource::Files {
-            cert: dir.path().join("certs").join("cloud-controller-manager.crt"),
+            cert: dir
+                .path()
+                .join("certs")
+                .join("cloud-controller-manager.crt"),
             key,
         })
         .unwrap();
@@ -355,7 +385,11 @@ mod tests {
             key: key.clone(),
         })
         .unwrap_err();
-        assert!(err.to_string().starts_with(&format!("cannot load certificate from {}", cert.display())), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with(&format!("cannot load certificate from {}", cert.display())),
+            "{err}"
+        );
         std::fs::write(&cert, "not a certificate").unwrap();
         std::fs::write(&key, "not a key").unwrap();
         let err = ServingCert::load(&CertSource::Files {
@@ -363,12 +397,20 @@ mod tests {
             key: key.clone(),
         })
         .unwrap_err();
-        assert!(err.to_string().contains("no PEM certificate found"), "{err}");
+        assert!(
+            err.to_string().contains("no PEM certificate found"),
+            "{err}"
+        );
         let (good_cert, _) = generate(&[]).unwrap();
         std::fs::write(&cert, good_cert).unwrap();
-        let err = ServingCert::load(&CertSource::Files { cert, key: key.clone() }).unwrap_err();
+        let err = ServingCert::load(&CertSource::Files {
+            cert,
+            key: key.clone(),
+        })
+        .unwrap_err();
         assert!(
-            err.to_string().starts_with(&format!("cannot load private key from {}", key.display())),
+            err.to_string()
+                .starts_with(&format!("cannot load private key from {}", key.display())),
             "{err}"
         );
     }

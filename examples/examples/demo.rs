@@ -26,7 +26,8 @@ struct Args {
 async fn demo(args: Args) -> anyhow::Result<String> {
     let kubeconfig = Kubeconfig::read_from(&args.kubeconfig)
         .with_context(|| format!("reading {}", args.kubeconfig.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    let config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
     let client = kube::Client::try_from(config)?;
     let options = DemoOptions {
         timeout: Duration::from_secs(args.timeout_seconds),

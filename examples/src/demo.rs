@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use ccm_core::names;
 use k8s_openapi::api::core::v1::{
-    Namespace, Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Service, ServicePort, ServiceSpec, Taint,
+    Namespace, Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Service, ServicePort,
+    ServiceSpec, Taint,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -37,7 +38,11 @@ pub struct DemoOptions {
 impl Default for DemoOptions {
     fn default() -> Self {
         DemoOptions {
-            nodes: vec!["demo-node-1".into(), "demo-node-2".into(), "demo-node-3".into()],
+            nodes: vec![
+                "demo-node-1".into(),
+                "demo-node-2".into(),
+                "demo-node-3".into(),
+            ],
             namespace: "ccm-demo".into(),
             service: "web".into(),
             timeout: Duration::from_secs(60),
@@ -211,7 +216,16 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 /// The node table.
 pub fn node_table(rows: &[NodeRow]) -> String {
     table(
-        &["NODE", "PROVIDER-ID", "INSTANCE-TYPE", "ZONE", "REGION", "TAINTED", "NETWORK-UNAVAILABLE", "ADDRESSES"],
+        &[
+            "NODE",
+            "PROVIDER-ID",
+            "INSTANCE-TYPE",
+            "ZONE",
+            "REGION",
+            "TAINTED",
+            "NETWORK-UNAVAILABLE",
+            "ADDRESSES",
+        ],
         &rows
             .iter()
             .map(|r| {
@@ -257,7 +271,9 @@ where
             return Ok(value);
         }
         if Instant::now() >= deadline {
-            bail!("timed out after {timeout:?} waiting for {what}; is the CCM running? (see its log)");
+            bail!(
+                "timed out after {timeout:?} waiting for {what}; is the CCM running? (see its log)"
+            );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -268,7 +284,11 @@ where
 /// # Errors
 ///
 /// If an object cannot be created or the CCM does not act within the timeout.
-pub async fn run(client: kube::Client, options: &DemoOptions, out: &mut String) -> anyhow::Result<()> {
+pub async fn run(
+    client: kube::Client,
+    options: &DemoOptions,
+    out: &mut String,
+) -> anyhow::Result<()> {
     let started = Instant::now();
     let nodes: Api<Node> = Api::all(client.clone());
     let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -283,7 +303,9 @@ pub async fn run(client: kube::Client, options: &DemoOptions, out: &mut String) 
         nodes
             .create(&PostParams::default(), &kubelet_node(name, i))
             .await
-            .with_context(|| format!("registering node {name} (does it exist already? use a fresh cluster)"))?;
+            .with_context(|| {
+                format!("registering node {name} (does it exist already? use a fresh cluster)")
+            })?;
         let status = serde_json::json!({ "status": kubelet_status(name) });
         nodes
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
@@ -298,10 +320,17 @@ pub async fn run(client: kube::Client, options: &DemoOptions, out: &mut String) 
     );
     let services: Api<Service> = Api::namespaced(client.clone(), &options.namespace);
     services
-        .create(&PostParams::default(), &load_balancer_service(&options.namespace, &options.service))
+        .create(
+            &PostParams::default(),
+            &load_balancer_service(&options.namespace, &options.service),
+        )
         .await
         .context("creating the LoadBalancer Service")?;
-    let _ = writeln!(out, "created Service {}/{} of type LoadBalancer", options.namespace, options.service);
+    let _ = writeln!(
+        out,
+        "created Service {}/{} of type LoadBalancer",
+        options.namespace, options.service
+    );
 
     let selector = ListParams::default().labels(&format!("{DEMO_LABEL}=true"));
     let rows = poll("the CCM to initialize the nodes", options.timeout, || {
@@ -310,25 +339,40 @@ pub async fn run(client: kube::Client, options: &DemoOptions, out: &mut String) 
         async move {
             let list = nodes.list(&selector).await.context("listing nodes")?;
             let rows: Vec<NodeRow> = list.items.iter().map(NodeRow::of).collect();
-            Ok((rows.len() == options.nodes.len() && rows.iter().all(NodeRow::initialized)).then_some(rows))
+            Ok(
+                (rows.len() == options.nodes.len() && rows.iter().all(NodeRow::initialized))
+                    .then_some(rows),
+            )
         }
     })
     .await?;
-    let _ = writeln!(out, "\nnodes initialized by the CCM after {:.1} s:\n", started.elapsed().as_secs_f64());
+    let _ = writeln!(
+        out,
+        "\nnodes initialized by the CCM after {:.1} s:\n",
+        started.elapsed().as_secs_f64()
+    );
     out.push_str(&node_table(&rows));
 
     let service_name = options.service.clone();
-    let addresses = poll("the CCM to provision the load balancer", options.timeout, || {
-        let services = services.clone();
-        let name = service_name.clone();
-        async move {
-            let service = services.get(&name).await.context("reading the Service")?;
-            let addresses = ingress(&service);
-            Ok((!addresses.is_empty()).then_some(addresses))
-        }
-    })
+    let addresses = poll(
+        "the CCM to provision the load balancer",
+        options.timeout,
+        || {
+            let services = services.clone();
+            let name = service_name.clone();
+            async move {
+                let service = services.get(&name).await.context("reading the Service")?;
+                let addresses = ingress(&service);
+                Ok((!addresses.is_empty()).then_some(addresses))
+            }
+        },
+    )
     .await?;
-    let _ = writeln!(out, "\nload balancer provisioned after {:.1} s:\n", started.elapsed().as_secs_f64());
+    let _ = writeln!(
+        out,
+        "\nload balancer provisioned after {:.1} s:\n",
+        started.elapsed().as_secs_f64()
+    );
     out.push_str(&table(
         &["SERVICE", "TYPE", "EXTERNAL-IP", "PORTS"],
         &[vec![
@@ -344,16 +388,24 @@ pub async fn run(client: kube::Client, options: &DemoOptions, out: &mut String) 
         .delete(&options.service, &DeleteParams::default())
         .await
         .context("deleting the Service")?;
-    poll("the CCM to delete the load balancer", options.timeout, || {
-        let services = services.clone();
-        let name = service_name.clone();
-        async move {
-            match services.get_opt(&name).await.context("reading the Service")? {
-                None => Ok(Some(())),
-                Some(_) => Ok(None),
+    poll(
+        "the CCM to delete the load balancer",
+        options.timeout,
+        || {
+            let services = services.clone();
+            let name = service_name.clone();
+            async move {
+                match services
+                    .get_opt(&name)
+                    .await
+                    .context("reading the Service")?
+                {
+                    None => Ok(Some(())),
+                    Some(_) => Ok(None),
+                }
             }
-        }
-    })
+        },
+    )
     .await?;
     let _ = writeln!(
         out,
@@ -364,8 +416,14 @@ pub async fn run(client: kube::Client, options: &DemoOptions, out: &mut String) 
         .delete_collection(&DeleteParams::default(), &selector)
         .await
         .context("deleting the demo nodes")?;
-    let _ = namespaces.delete(&options.namespace, &DeleteParams::default()).await;
-    let _ = writeln!(out, "deleted the demo nodes ({:.1} s in total)", started.elapsed().as_secs_f64());
+    let _ = namespaces
+        .delete(&options.namespace, &DeleteParams::default())
+        .await;
+    let _ = writeln!(
+        out,
+        "deleted the demo nodes ({:.1} s in total)",
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 
@@ -375,7 +433,13 @@ mod tests {
 
     #[test]
     fn tables_are_aligned() {
-        let text = table(&["A", "LONGER"], &[vec!["xyz".into(), "1".into()], vec!["q".into(), "22".into()]]);
+        let text = table(
+            &["A", "LONGER"],
+            &[
+                vec!["xyz".into(), "1".into()],
+                vec!["q".into(), "22".into()],
+            ],
+        );
         assert_eq!(text, "A    LONGER\nxyz  1\nq    22\n");
     }
 
@@ -388,7 +452,11 @@ mod tests {
         assert_eq!(row.provider_id, "-");
         node.spec.as_mut().unwrap().taints = None;
         node.spec.as_mut().unwrap().provider_id = Some("fake://n1".into());
-        node.metadata.labels.as_mut().unwrap().insert(names::labels::TOPOLOGY_ZONE.into(), "zone-a".into());
+        node.metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert(names::labels::TOPOLOGY_ZONE.into(), "zone-a".into());
         node.status = Some(kubelet_status("n1"));
         let row = NodeRow::of(&node);
         assert!(row.initialized());
@@ -402,7 +470,10 @@ mod tests {
     #[test]
     fn kubelet_objects() {
         let node = kubelet_node("n", 2);
-        assert_eq!(node.spec.as_ref().unwrap().pod_cidr.as_deref(), Some("10.244.3.0/24"));
+        assert_eq!(
+            node.spec.as_ref().unwrap().pod_cidr.as_deref(),
+            Some("10.244.3.0/24")
+        );
         let service = load_balancer_service("ns", "web");
         assert_eq!(service.spec.unwrap().type_.as_deref(), Some("LoadBalancer"));
         assert!(ingress(&Service::default()).is_empty());

@@ -16,7 +16,7 @@ pub mod demo;
 
 use std::path::Path;
 
-use ccm_app::deploy::{ManifestOptions, Manifest, object, render, yaml_documents};
+use ccm_app::deploy::{Manifest, ManifestOptions, object, render, yaml_documents};
 use ccm_app::{CcmBuilder, CloudControllerManager};
 use ccm_core::{ProviderRegistry, RegistryError};
 use ccm_provider_fake::FakeCloud;
@@ -120,7 +120,9 @@ pub fn generated_files() -> Vec<GeneratedFile> {
 pub fn stale_files(root: &Path) -> Vec<String> {
     generated_files()
         .into_iter()
-        .filter(|f| std::fs::read_to_string(root.join(&f.path)).ok().as_deref() != Some(f.content.as_str()))
+        .filter(|f| {
+            std::fs::read_to_string(root.join(&f.path)).ok().as_deref() != Some(f.content.as_str())
+        })
         .map(|f| f.path)
         .collect()
 }
@@ -160,7 +162,11 @@ mod tests {
     fn the_reference_ccm_knows_the_fake_provider_and_the_four_controllers() {
         let builder = reference_ccm().unwrap();
         let options = builder
-            .parse_args(["reference-ccm", "--cloud-provider=fake", "--cloud-config=examples/inventory.yaml"])
+            .parse_args([
+                "reference-ccm",
+                "--cloud-provider=fake",
+                "--cloud-config=examples/inventory.yaml",
+            ])
             .unwrap();
         let names: Vec<String> = builder
             .validate(&options)

@@ -10,7 +10,9 @@
 
 mod ci;
 mod controlplane;
+mod demo;
 mod gobuild;
+mod manifests;
 mod paths;
 mod process;
 mod test;
@@ -38,6 +40,11 @@ enum Command {
     Test(test::TestArgs),
     /// Run every CI check: fmt, clippy, docs, control-plane build, tests.
     Ci(ci::CiArgs),
+    /// Run the reference CCM against a local control plane and watch it initialize nodes and provision a load
+    /// balancer.
+    Demo(demo::DemoArgs),
+    /// Regenerate the deployment manifests (deploy/) and the config-file schema; --check verifies them.
+    Manifests(manifests::ManifestsArgs),
 }
 
 async fn dispatch(command: Command, interrupt: &Interrupt) -> anyhow::Result<()> {
@@ -45,6 +52,8 @@ async fn dispatch(command: Command, interrupt: &Interrupt) -> anyhow::Result<()>
         Command::Controlplane(args) => controlplane::run(args, interrupt).await,
         Command::Test(args) => test::run(&args, interrupt).await,
         Command::Ci(args) => ci::run(&args, interrupt).await,
+        Command::Demo(args) => demo::run(&args, interrupt).await,
+        Command::Manifests(args) => manifests::run(&args, interrupt).await,
     }
 }
 
