@@ -361,8 +361,9 @@ impl FakeCloud {
             .map(|i| resolved(i, &st.provider_name))
     }
 
-    /// Every instance, by node name, with providerIDs resolved.
-    pub fn all_instances(&self) -> Vec<FakeInstance> {
+    /// Every instance, ordered by node name, with providerIDs resolved. (Shadows the
+    /// [`CloudProvider::instances`](ccm_core::CloudProvider::instances) accessor; see [`FakeCloud`].)
+    pub fn instances(&self) -> Vec<FakeInstance> {
         let st = self.lock();
         st.instances
             .values()

@@ -1079,7 +1079,7 @@ impl FakeCloud {
     /// use ccm_provider_fake::FakeCloud;
     ///
     /// match FakeCloud::from_inventory_file(Path::new("inventory.yaml")) {
-    ///     Ok(cloud) => println!("{} instances", cloud.all_instances().len()),
+    ///     Ok(cloud) => println!("{} instances", cloud.instances().len()),
     ///     Err(err) => eprintln!("{err}"), // inventory.yaml: instances[0].name: ...
     /// }
     /// ```

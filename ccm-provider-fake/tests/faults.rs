@@ -147,7 +147,7 @@ async fn retry_after_error_carries_its_delay() {
 async fn every_injected_error_kind_reaches_the_caller() {
     let cloud = FakeCloud::new();
     cloud.add_instance(FakeInstance::new("node-a"));
-    let v1 = cloud.instances().unwrap();
+    let v1 = CloudProvider::instances(&cloud).unwrap();
     let cases = [
         (InjectedError::InstanceNotFound, ErrorKind::InstanceNotFound),
         (InjectedError::NotImplemented, ErrorKind::NotImplemented),

@@ -165,7 +165,7 @@ async fn v2_unknown_instance_semantics() {
 async fn shutdown_instances_still_exist() {
     let cloud = cloud_with_two();
     let v2 = cloud.instances_v2().unwrap();
-    let v1 = cloud.instances().unwrap();
+    let v1 = CloudProvider::instances(&cloud).unwrap();
     assert!(cloud.set_shutdown("node-b", true));
     assert!(!cloud.set_shutdown("node-z", true));
     let n = node("node-b", "fake:///zone-b/i-0b");
@@ -206,7 +206,7 @@ async fn run_time_changes_are_visible_immediately() {
     assert!(!cloud.remove_instance("node-a"));
     assert!(!v2.instance_exists(&n).await.unwrap());
     assert!(cloud.instance("node-a").is_none());
-    assert_eq!(cloud.all_instances().len(), 1);
+    assert_eq!(cloud.instances().len(), 1);
 
     cloud.add_instance(FakeInstance::new("node-a"));
     assert!(v2.instance_exists(&n).await.unwrap());
@@ -222,7 +222,7 @@ async fn no_metadata_and_no_provider_id() {
             .with_instance_type("t"),
     );
     let v2 = cloud.instances_v2().unwrap();
-    let v1 = cloud.instances().unwrap();
+    let v1 = CloudProvider::instances(&cloud).unwrap();
 
     assert_eq!(
         v2.instance_metadata(&node("quiet", "")).await.unwrap(),
@@ -251,7 +251,7 @@ async fn no_metadata_and_no_provider_id() {
 #[tokio::test]
 async fn v1_by_provider_id_and_by_name() {
     let cloud = cloud_with_two();
-    let v1 = cloud.instances().unwrap();
+    let v1 = CloudProvider::instances(&cloud).unwrap();
 
     assert_eq!(
         v1.node_addresses("node-a").await.unwrap()[0],
@@ -288,7 +288,7 @@ async fn v1_by_provider_id_fails_so_the_controller_falls_back_to_the_name() {
     // Go's node controller tries the by-providerID call first and the by-name call when it errors: a foreign
     // or stale providerID must give an error (not an empty answer), and the by-name call must still work.
     let cloud = cloud_with_two();
-    let v1 = cloud.instances().unwrap();
+    let v1 = CloudProvider::instances(&cloud).unwrap();
     for id in ["aws://node-a", "fake://gone", ""] {
         assert_eq!(
             v1.node_addresses_by_provider_id(id)
@@ -320,7 +320,7 @@ async fn v1_by_provider_id_fails_so_the_controller_falls_back_to_the_name() {
 #[tokio::test]
 async fn v1_unknown_name_is_instance_not_found() {
     let cloud = cloud_with_two();
-    let v1 = cloud.instances().unwrap();
+    let v1 = CloudProvider::instances(&cloud).unwrap();
     assert!(matches!(
         v1.instance_id("gone").await,
         Err(CloudError::InstanceNotFound)
@@ -417,7 +417,7 @@ async fn clusters_list_and_master() {
 async fn instance_calls_are_logged_with_their_targets() {
     let cloud = cloud_with_two();
     let v2 = cloud.instances_v2().unwrap();
-    let v1 = cloud.instances().unwrap();
+    let v1 = CloudProvider::instances(&cloud).unwrap();
     let zones = cloud.zones().unwrap();
     let _ = v2.instance_exists(&node("node-a", "")).await;
     let _ = v2

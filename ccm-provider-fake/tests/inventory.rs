@@ -37,7 +37,7 @@ async fn example_inventory_builds_the_described_cloud() {
         !cloud.instances_v2().unwrap().supports_bulk(),
         "bulk is off by default"
     );
-    let names: Vec<String> = cloud.all_instances().into_iter().map(|i| i.name).collect();
+    let names: Vec<String> = cloud.instances().into_iter().map(|i| i.name).collect();
     assert_eq!(names, ["node-a", "node-b", "node-c"]);
 
     let a = cloud.instance("node-a").unwrap();
@@ -106,7 +106,7 @@ async fn example_inventory_builds_the_described_cloud() {
 fn empty_documents_give_an_empty_cloud_with_defaults() {
     for yaml in ["", "\n", "# nothing yet\n", "---\n", "{}"] {
         let cloud = FakeCloud::from_inventory_str(yaml, "inventory.yaml").unwrap();
-        assert!(cloud.all_instances().is_empty(), "{yaml:?}");
+        assert!(cloud.instances().is_empty(), "{yaml:?}");
         assert_eq!(cloud.provider_name(), "fake");
         assert!(Capability::ALL.iter().all(|c| cloud.has_capability(*c)));
         assert!(cloud.has_cluster_id());
