@@ -352,6 +352,47 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_silent_server_times_out() {
+        // Accepts connections and never answers.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hold = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{port}\n\
+                 users:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: x\n  context:\n    cluster: c\n    \
+                 user: u\ncurrent-context: x\n"
+            ),
+        )
+        .unwrap();
+        let args = parse(&[
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--timeout",
+            "500ms",
+        ])
+        .unwrap();
+        let err = execute(&args).await.unwrap_err();
+        assert!(matches!(err, DoctorError::Timeout { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "the cluster at https://127.0.0.1:{port} did not answer within 500ms; check that it is reachable, \
+                 or raise --timeout"
+            )
+        );
+        hold.abort();
+    }
+
+    #[tokio::test]
     async fn a_missing_kubeconfig_is_a_clear_error() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("nope");

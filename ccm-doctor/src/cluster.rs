@@ -67,10 +67,7 @@ pub enum DoctorError {
         detail: String,
     },
     /// A request failed.
-    #[error(
-        "failed to {action} on {server}: {detail} (check that the cluster is reachable and that the kubeconfig's \
-         user may read nodes, pods, deployments, daemonsets and leases)"
-    )]
+    #[error("failed to {action} on {server}: {detail} ({hint})")]
     Api {
         /// What was being read.
         action: String,
@@ -78,12 +75,15 @@ pub enum DoctorError {
         server: String,
         /// What went wrong (with its causes).
         detail: String,
+        /// What to check.
+        hint: &'static str,
         /// The client error.
         error: Box<kube::Error>,
     },
     /// The cluster did not answer in time.
     #[error(
-        "the cluster at {server} did not answer within {timeout:?}; check that it is reachable, or raise --timeout"
+        "the cluster at {server} did not answer within {}; check that it is reachable, or raise --timeout",
+        crate::duration::format_go_duration(*timeout)
     )]
     Timeout {
         /// The API server URL.
@@ -113,6 +113,23 @@ pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// What to check after a failed request.
+fn hint_for(error: &kube::Error) -> &'static str {
+    match error {
+        kube::Error::Api(status) if status.code == 401 => {
+            "the API server rejected the kubeconfig's credentials: check that they are current"
+        }
+        kube::Error::Api(status) if status.code == 403 => {
+            "the kubeconfig's user needs to list nodes, pods, deployments and daemonsets and get leases; see \
+             docs/doctor.md for the permissions"
+        }
+        kube::Error::Api(_) => "the API server refused the request",
+        _ => {
+            "check that the cluster is reachable: the server URL, the network and TLS settings of the kubeconfig"
+        }
+    }
 }
 
 /// What to examine in the cluster and how to judge it.
@@ -219,6 +236,7 @@ impl Reader<'_> {
             action,
             server: self.server.to_owned(),
             detail: error_chain(&error),
+            hint: hint_for(&error),
             error: Box::new(error),
         }
     }

@@ -742,6 +742,7 @@ async fn an_unreachable_cluster_is_a_clear_error() {
         "{text}"
     );
     assert!(text.to_lowercase().contains("connection refused"), "{text}");
+    assert!(text.ends_with("(check that the cluster is reachable: the server URL, the network and TLS settings of the kubeconfig)"), "{text}");
 
     // An unknown context is a kubeconfig error.
     let args = Cli::try_parse_from([
@@ -755,6 +756,27 @@ async fn an_unreachable_cluster_is_a_clear_error() {
     .doctor;
     let err = execute(&args).await.unwrap_err();
     assert!(matches!(err, DoctorError::Kubeconfig { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_user_without_rights_gets_a_clear_error() {
+    let env = TestEnv::shared().await;
+    let client = env.client_for_user(&env.unique_name("nobody"), &[]);
+    let options = ccm_doctor::DoctorOptions::default();
+    let err = ccm_doctor::diagnose_cluster(client, "https://test", &options)
+        .await
+        .unwrap_err();
+    let DoctorError::Api { action, hint, .. } = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(action, "list nodes");
+    assert!(hint.contains("needs to list nodes"), "{hint}");
+    let text = err.to_string();
+    assert!(
+        text.starts_with("failed to list nodes on https://test: "),
+        "{text}"
+    );
+    assert!(text.contains("forbidden"), "{text}");
 }
 
 #[tokio::test]
