@@ -348,6 +348,35 @@ async fn a_healthy_cluster_reports_nothing() {
 }
 
 #[tokio::test]
+async fn the_generated_deployment_is_healthy_in_a_cluster() {
+    let w = World::new("doctor-deploy").await;
+    w.node("cp", false, true, Some(true)).await;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/deployment.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    let mut deployment = docs
+        .into_iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("deploy/deployment.yaml holds a Deployment");
+    deployment["metadata"]["namespace"] = json!(w.ns);
+    w.create_deployment(deployment).await;
+
+    // Found by its name (the default), with its Lease named by its own --leader-elect-resource-name.
+    let report = w.doctor(&[]).await;
+    assert_eq!(
+        findings(&report),
+        vec![(CheckId::LeaseMissing, Severity::Error)],
+        "{}",
+        report.render_text()
+    );
+    w.lease(lease::NAME, 1, 15).await;
+    let report = w.doctor(&[]).await;
+    assert_eq!(findings(&report), vec![], "{}", report.render_text());
+    assert_eq!(report.exit_code(), 0);
+    w.cleanup().await;
+}
+
+#[tokio::test]
 async fn uninitialized_nodes_and_nodes_without_provider_id() {
     let w = World::new("doctor-nodes").await;
     w.create_deployment(good_deployment(DEFAULT_WORKLOAD_NAME, 1, &[]))
