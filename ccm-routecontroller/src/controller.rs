@@ -213,7 +213,11 @@ impl RouteController {
         if plan.is_noop() {
             return HashSet::new();
         }
-        let limit = Semaphore::new(self.config.max_concurrent_route_operations);
+        let limit = Semaphore::new(
+            self.config
+                .max_concurrent_route_operations
+                .min(Semaphore::MAX_PERMITS),
+        );
         let (late, early): (Vec<&RouteCreate>, Vec<&RouteCreate>) =
             plan.creates.iter().partition(|c| c.after_deletes);
         let deletes_then_late = async {

@@ -20,7 +20,7 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use tokio_util::sync::CancellationToken;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -48,13 +48,13 @@ impl Harness {
             })
     }
 
-    /// Start a controller; `prepare` may seed the fake cloud first.
-    async fn start(config: Config, prepare: impl FnOnce(&FakeCloud)) -> Harness {
+    /// Start a controller; `prepare` may seed the fake cloud first (it gets the node name prefix).
+    async fn start(config: Config, prepare: impl FnOnce(&FakeCloud, &str)) -> Harness {
         let env = TestEnv::shared().await;
         let client = env.client();
         let label = env.unique_name("routes");
         let fake = FakeCloud::new();
-        prepare(&fake);
+        prepare(&fake, &label);
         let informers = SharedInformers::new(
             client.clone(),
             &InformerScope::all().with_node_selector(format!("{LABEL}={label}")),
@@ -240,7 +240,7 @@ fn metric(registry: &SharedRegistry, line_prefix: &str) -> Option<u64> {
 
 #[tokio::test]
 async fn nodes_with_pod_cidrs_get_routes_and_route_created() {
-    let h = Harness::start(Harness::config(), |_| {}).await;
+    let h = Harness::start(Harness::config(), |_, _| {}).await;
     let calico = NodeCondition {
         type_: names::conditions::NETWORK_UNAVAILABLE.into(),
         status: "False".into(),
@@ -307,7 +307,7 @@ async fn nodes_with_pod_cidrs_get_routes_and_route_created() {
 
 #[tokio::test]
 async fn deleted_node_loses_its_route() {
-    let h = Harness::start(Harness::config(), |_| {}).await;
+    let h = Harness::start(Harness::config(), |_, _| {}).await;
     h.create_node("keep", &["10.244.10.0/24"], "10.0.1.1", vec![])
         .await;
     h.create_node("gone", &["10.244.11.0/24"], "10.0.1.2", vec![])
@@ -325,7 +325,7 @@ async fn deleted_node_loses_its_route() {
 
 #[tokio::test]
 async fn stale_routes_in_range_are_deleted_and_foreign_ones_kept() {
-    let h = Harness::start(Harness::config(), |fake| {
+    let h = Harness::start(Harness::config(), |fake, _| {
         fake.insert_route(Route::new("ghost-node", "10.244.99.0/24"));
         fake.insert_route(Route::new("ghost-node", "fd00:10:244:99::/64"));
         fake.insert_route(Route::new("", "10.244.98.0/24").with_blackhole(true));
@@ -354,7 +354,7 @@ async fn stale_routes_in_range_are_deleted_and_foreign_ones_kept() {
 
 #[tokio::test]
 async fn blackhole_of_a_node_cidr_is_replaced_in_one_pass() {
-    let h = Harness::start(Harness::config(), |_| {}).await;
+    let h = Harness::start(Harness::config(), |_, _| {}).await;
     let name = h.name("hole");
     h.fake
         .insert_route(Route::new(name.clone(), "10.244.30.0/24").with_blackhole(true));
@@ -369,8 +369,50 @@ async fn blackhole_of_a_node_cidr_is_replaced_in_one_pass() {
 }
 
 #[tokio::test]
+async fn changed_node_addresses_replace_the_route_deletes_first() {
+    let h = Harness::start(Harness::config(), |fake, label| {
+        let old = vec![NodeAddress {
+            type_: "InternalIP".into(),
+            address: "10.9.9.9".into(),
+        }];
+        fake.insert_route(
+            Route::new(format!("{label}-m"), "10.244.35.0/24").with_node_addresses(old),
+        );
+    })
+    .await;
+    h.create_node("m", &["10.244.35.0/24"], "10.0.3.5", vec![])
+        .await;
+    let routes = wait_for("the route to carry the new addresses", TIMEOUT, || async {
+        let routes = h.fake.routes();
+        routes
+            .iter()
+            .any(|r| {
+                r.target_node_addresses
+                    .iter()
+                    .any(|a| a.address == "10.0.3.5")
+            })
+            .then_some(routes)
+    })
+    .await
+    .unwrap();
+    assert_eq!(routes.len(), 1);
+    assert_eq!(routes[0].target_node, h.name("m"));
+    // The old route went first: the fake would keep it if the create came before the delete.
+    let ops: Vec<String> = h
+        .fake
+        .calls()
+        .into_iter()
+        .map(|c| c.op)
+        .filter(|op| op == ops::DELETE_ROUTE || op == ops::CREATE_ROUTE)
+        .collect();
+    assert_eq!(ops, vec![ops::DELETE_ROUTE, ops::CREATE_ROUTE]);
+    h.wait_condition("m", "False", "RouteCreated").await;
+    h.cleanup().await;
+}
+
+#[tokio::test]
 async fn create_failures_warn_and_recover_after_the_fault_clears() {
-    let h = Harness::start(Harness::config(), |fake| {
+    let h = Harness::start(Harness::config(), |fake, _| {
         fake.inject(
             ops::CREATE_ROUTE,
             Fault::always(InjectedError::Other("route table is full".into())),
@@ -432,7 +474,7 @@ async fn create_failures_warn_and_recover_after_the_fault_clears() {
 
 #[tokio::test]
 async fn event_driven_mode_lists_nothing_while_nothing_changes() {
-    let h = Harness::start(Harness::config(), |_| {}).await;
+    let h = Harness::start(Harness::config(), |_, _| {}).await;
     h.create_node("idle", &["10.244.50.0/24"], "10.0.5.1", vec![])
         .await;
     h.wait_routes(&[("idle", "10.244.50.0/24")]).await;
@@ -447,10 +489,26 @@ async fn event_driven_mode_lists_nothing_while_nothing_changes() {
     .await
     .unwrap();
 
-    // Ten periods without a Node change: no cloud call at all.
+    // Ten periods in which the Node changes only in ways that cannot affect routes (kubelet heartbeats, labels):
+    // no cloud call at all.
     let lists = h.fake.call_count(ops::LIST_ROUTES);
     let calls = h.fake.calls().len();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let name = h.name("idle");
+    for i in 0..6 {
+        let mut ready = ready_condition();
+        ready.last_heartbeat_time = Some(Time(Timestamp::from_second(1_700_000_100 + i).unwrap()));
+        let heartbeat = serde_json::json!({ "status": { "conditions": [ready] } });
+        h.nodes
+            .patch_status(&name, &PatchParams::default(), &Patch::Strategic(heartbeat))
+            .await
+            .unwrap();
+        let label = serde_json::json!({ "metadata": { "labels": { "heartbeat": i.to_string() } } });
+        h.nodes
+            .patch(&name, &PatchParams::default(), &Patch::Merge(label))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     assert_eq!(h.fake.call_count(ops::LIST_ROUTES), lists);
     assert_eq!(h.fake.calls().len(), calls);
     assert_eq!(
@@ -470,7 +528,7 @@ async fn event_driven_mode_lists_nothing_while_nothing_changes() {
 #[tokio::test]
 async fn periodic_mode_lists_every_period() {
     let config = Harness::config().with_sync_mode(RouteSyncMode::Periodic);
-    let h = Harness::start(config, |_| {}).await;
+    let h = Harness::start(config, |_, _| {}).await;
     h.create_node("p", &["10.244.60.0/24"], "10.0.6.1", vec![])
         .await;
     h.wait_condition("p", "False", "RouteCreated").await;
