@@ -1239,3 +1239,394 @@ async fn next_signal() -> Option<&'static str> {
 async fn next_signal() -> Option<&'static str> {
     tokio::signal::ctrl_c().await.ok().map(|()| "Ctrl-C")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    struct Named;
+    impl CloudProvider for Named {
+        fn provider_name(&self) -> &str {
+            "fake"
+        }
+    }
+
+    fn builder() -> CcmBuilder {
+        let registry = ProviderRegistry::new();
+        registry
+            .register("fake", |_| Ok(Arc::new(Named) as Arc<dyn CloudProvider>))
+            .unwrap();
+        CloudControllerManager::builder(registry).with_default_controllers()
+    }
+
+    fn parse(args: &[&str]) -> Result<CcmOptions, StartupError> {
+        let mut argv = vec!["ccm"];
+        argv.extend_from_slice(args);
+        builder().parse_args(argv)
+    }
+
+    fn error(args: &[&str]) -> String {
+        match parse(args) {
+            Ok(_) => panic!("{args:?} should be rejected"),
+            Err(err) => err.to_string(),
+        }
+    }
+
+    #[test]
+    fn defaults_with_only_the_provider() {
+        let o = parse(&["--cloud-provider=fake"]).unwrap();
+        assert_eq!(
+            o,
+            CcmOptions {
+                cloud_provider: "fake".into(),
+                ..CcmOptions::default()
+            }
+        );
+    }
+
+    #[test]
+    fn every_go_flag_is_accepted() {
+        let o = parse(&[
+            "--cloud-provider",
+            "fake",
+            "--cloud-config=/etc/cloud.conf",
+            "--kubeconfig=/etc/kubeconfig",
+            "--master=https://10.0.0.1:6443",
+            "--controllers=*,-route",
+            "--leader-elect=false",
+            "--leader-elect-lease-duration=30s",
+            "--leader-elect-renew-deadline=20s",
+            "--leader-elect-retry-period=5s",
+            "--leader-elect-resource-lock=leases",
+            "--leader-elect-resource-name=my-ccm",
+            "--leader-elect-resource-namespace=ccm-system",
+            "--cluster-name=prod",
+            "--cluster-cidr=10.244.0.0/16",
+            "--configure-cloud-routes=false",
+            "--allocate-node-cidrs=true",
+            "--cidr-allocator-type=RangeAllocator",
+            "--concurrent-node-syncs=5",
+            "--concurrent-node-status-updates=3",
+            "--concurrent-service-syncs=4",
+            "--node-monitor-period=10s",
+            "--node-status-update-frequency=1m",
+            "--route-reconciliation-period=30s",
+            "--min-resync-period=1h",
+            "--kube-api-qps=100",
+            "--kube-api-burst=200",
+            "--kube-api-content-type=application/json",
+            "--secure-port=0",
+            "--bind-address=127.0.0.1",
+            "--controller-start-interval=1s",
+            "--use-service-account-credentials=true",
+            "--allow-untagged-cloud",
+            "--node-sync-period=0s",
+            "--external-cloud-volume-plugin=",
+            "--v=4",
+            "--logging-format=json",
+        ])
+        .unwrap();
+        assert_eq!(
+            o.cloud_config.as_deref(),
+            Some(std::path::Path::new("/etc/cloud.conf"))
+        );
+        assert_eq!(o.master.as_deref(), Some("https://10.0.0.1:6443"));
+        assert_eq!(o.controllers, vec!["*", "-route"]);
+        assert!(!o.leader_elect);
+        assert_eq!(o.leader_elect_lease_duration, Duration::from_secs(30));
+        assert_eq!(o.leader_elect_resource_namespace, "ccm-system");
+        assert_eq!(o.cluster_name, "prod");
+        assert!(!o.configure_cloud_routes);
+        assert!(o.allocate_node_cidrs);
+        assert_eq!(o.concurrent_node_syncs, 5);
+        assert_eq!(o.concurrent_node_status_updates, 3);
+        assert_eq!(o.concurrent_service_syncs, 4);
+        assert_eq!(o.node_status_update_frequency, Duration::from_secs(60));
+        assert_eq!(o.min_resync_period, Duration::from_secs(3600));
+        assert_eq!(o.kube_api_qps, 100.0);
+        assert_eq!(o.kube_api_burst, 200);
+        assert_eq!(o.secure_port, 0);
+        assert_eq!(o.controller_start_interval, Duration::from_secs(1));
+        assert!(o.use_service_account_credentials);
+        assert!(o.allow_untagged_cloud);
+        assert_eq!(o.verbosity, 4);
+        assert_eq!(o.logging_format, crate::LogFormat::Json);
+    }
+
+    #[test]
+    fn go_style_booleans_and_verbosity() {
+        assert!(
+            parse(&["--cloud-provider=fake", "--leader-elect"])
+                .unwrap()
+                .leader_elect
+        );
+        assert!(
+            !parse(&["--cloud-provider=fake", "--leader-elect=f"])
+                .unwrap()
+                .leader_elect
+        );
+        // as with Go's flag package, a separate value is not the flag's value
+        assert!(
+            error(&["--cloud-provider=fake", "--leader-elect", "false"])
+                .contains("unexpected argument")
+        );
+        assert!(
+            error(&["--cloud-provider=fake", "--leader-elect=nope"]).contains("invalid boolean")
+        );
+        assert_eq!(
+            parse(&["--cloud-provider=fake", "-v", "5"])
+                .unwrap()
+                .verbosity,
+            5
+        );
+        assert_eq!(
+            parse(&["--cloud-provider=fake", "-v=6"]).unwrap().verbosity,
+            6
+        );
+    }
+
+    #[test]
+    fn controllers_flag_forms() {
+        let o = parse(&["--cloud-provider=fake", "--controllers", "-route"]).unwrap();
+        assert_eq!(o.controllers, vec!["-route"]);
+        let o = parse(&[
+            "--cloud-provider=fake",
+            "--controllers=service",
+            "--controllers=route",
+        ])
+        .unwrap();
+        assert_eq!(o.controllers, vec!["service", "route"]);
+        let o = parse(&["--cloud-provider=fake", "--controllers="]).unwrap();
+        assert!(o.controllers.is_empty());
+        let enabled: Vec<String> = builder()
+            .validate(
+                &parse(&["--cloud-provider=fake", "--controllers=cloud-node,service"]).unwrap(),
+            )
+            .unwrap()
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(enabled, ["cloud-node-controller", "service-lb-controller"]);
+    }
+
+    #[test]
+    fn bad_input_is_rejected_before_anything_starts() {
+        let unknown = parse(&["--cloud-provider=fake", "--no-such-flag"]).unwrap_err();
+        assert!(matches!(unknown, StartupError::Args(_)));
+        assert_eq!(unknown.exit_code(), 2);
+        assert!(unknown.to_string().contains("--no-such-flag"), "{unknown}");
+
+        let message = error(&["--cloud-provider=fake", "--node-monitor-period=5 minutes"]);
+        assert!(
+            message.contains("invalid duration \"5 minutes\""),
+            "{message}"
+        );
+        let message = error(&["--cloud-provider=fake", "--node-monitor-period=5"]);
+        assert!(message.contains("missing unit"), "{message}");
+
+        let message = error(&["--cloud-provider=fake", "--controllers=*,bogus"]);
+        assert!(
+            message.contains("\"bogus\" is not in the list of known controllers"),
+            "{message}"
+        );
+
+        let message = error(&[]);
+        assert!(
+            message.contains("--cloud-provider cannot be empty"),
+            "{message}"
+        );
+        let message = error(&["--cloud-provider=acme"]);
+        assert!(
+            message.contains("unknown cloud provider \"acme\"; registered providers: fake"),
+            "{message}"
+        );
+        let message = error(&["--cloud-provider=external"]);
+        assert!(
+            message.contains("\"external\" means no provider"),
+            "{message}"
+        );
+
+        let message = error(&["--cloud-provider=fake", "--config=/nonexistent/ccm.yaml"]);
+        assert!(
+            message.starts_with("cannot read config file /nonexistent/ccm.yaml"),
+            "{message}"
+        );
+
+        let message = error(&["--cloud-provider=fake", "--kube-api-qps=lots"]);
+        assert!(message.contains("--kube-api-qps"), "{message}");
+        let message = error(&["--cloud-provider=fake", "--secure-port=70000"]);
+        assert!(message.contains("--secure-port"), "{message}");
+        let message = error(&["--cloud-provider=fake", "--cluster-cidr=10.0.0.0/33"]);
+        assert!(message.contains("invalid --cluster-cidr"), "{message}");
+        let message = error(&["--cloud-provider=fake", "--leader-elect-renew-deadline=20s"]);
+        assert!(
+            message.contains("must be greater than the renew deadline"),
+            "{message}"
+        );
+        let message = error(&["--cloud-provider=fake", "positional"]);
+        assert!(message.contains("unexpected argument"), "{message}");
+    }
+
+    #[test]
+    fn help_and_version_are_not_errors() {
+        let help = parse(&["--help"]).unwrap_err();
+        assert_eq!(help.exit_code(), 0);
+        let text = help.to_string();
+        for flag in [
+            "--cloud-provider",
+            "--kube-api-qps",
+            "--leader-elect-lease-duration",
+            "--config",
+        ] {
+            assert!(text.contains(flag), "{flag} missing from --help");
+        }
+        assert_eq!(parse(&["--version"]).unwrap_err().exit_code(), 0);
+    }
+
+    #[test]
+    fn config_file_precedence() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ccm.yaml");
+        let mut file = std::fs::File::create(&path).unwrap();
+        writeln!(
+            file,
+            "cloudProvider: fake\nkubeApiQps: 50\nkubeApiBurst: 60\nclusterName: from-file\nnodeMonitorPeriod: 7s"
+        )
+        .unwrap();
+        let config = format!("--config={}", path.display());
+        let o = builder()
+            .parse_args(["ccm", &config, "--kube-api-qps=100", "--kube-api-burst=30"])
+            .unwrap();
+        assert_eq!(o.cloud_provider, "fake");
+        assert_eq!(o.kube_api_qps, 100.0, "an explicit flag beats the file");
+        assert_eq!(o.kube_api_burst, 30, "even when it equals the default");
+        assert_eq!(o.cluster_name, "from-file");
+        assert_eq!(o.node_monitor_period, Duration::from_secs(7));
+        assert_eq!(o.node_status_update_frequency, Duration::from_secs(300));
+
+        std::fs::write(&path, "cloudProvider: fake\nkubeAPIQPS: 5\n").unwrap();
+        let err = builder().parse_args(["ccm", &config]).unwrap_err();
+        assert!(matches!(err, StartupError::ConfigFile(_)));
+        let message = err.to_string();
+        assert!(message.contains(&path.display().to_string()), "{message}");
+        assert!(message.contains("\"kubeAPIQPS\""), "{message}");
+    }
+
+    #[test]
+    fn vendor_defaults_and_controllers() {
+        let registry = ProviderRegistry::new();
+        registry
+            .register("acme", |_| Ok(Arc::new(Named) as Arc<dyn CloudProvider>))
+            .unwrap();
+        let builder = CloudControllerManager::builder(registry)
+            .with_default_provider("acme")
+            .with_defaults(|o| o.kube_api_qps = 40.0)
+            .with_default_controllers()
+            .register_controller(
+                ControllerDescriptor::new("tagging-controller", |_| Ok(None))
+                    .with_aliases(&["tagging"])
+                    .disabled_by_default(),
+            )
+            .register_controller_with(|o: &CcmOptions| {
+                let cluster = o.cluster_name.clone();
+                ControllerDescriptor::new(format!("{cluster}-extra"), |_| Ok(None))
+            });
+        let o = builder.parse_args(["ccm"]).unwrap();
+        assert_eq!(o.cloud_provider, "acme");
+        assert_eq!(o.kube_api_qps, 40.0);
+        let names = |o: &CcmOptions| -> Vec<String> {
+            builder
+                .validate(o)
+                .unwrap()
+                .into_iter()
+                .map(|d| d.name)
+                .collect()
+        };
+        assert_eq!(
+            names(&o),
+            [
+                "cloud-node-controller",
+                "cloud-node-lifecycle-controller",
+                "service-lb-controller",
+                "node-route-controller",
+                "kubernetes-extra"
+            ]
+        );
+        let o = builder
+            .parse_args(["ccm", "--controllers=tagging,-route,*"])
+            .unwrap();
+        assert!(names(&o).contains(&"tagging-controller".to_owned()));
+        assert!(!names(&o).contains(&"node-route-controller".to_owned()));
+
+        let clash = CloudControllerManager::builder(ProviderRegistry::new())
+            .with_default_provider("x")
+            .with_default_controllers()
+            .register_controller(
+                ControllerDescriptor::new("mine", |_| Ok(None)).with_aliases(&["service"]),
+            );
+        let err = clash.validate(&CcmOptions::default()).unwrap_err();
+        assert!(matches!(err, StartupError::Catalog(_)), "{err}");
+    }
+
+    #[test]
+    fn client_names_are_gos() {
+        assert_eq!(client_name("cloud-node-controller"), "node-controller");
+        assert_eq!(
+            client_name("cloud-node-lifecycle-controller"),
+            "node-controller"
+        );
+        assert_eq!(client_name("service-lb-controller"), "service-controller");
+        assert_eq!(client_name("node-route-controller"), "route-controller");
+        assert_eq!(client_name("tagging-controller"), "tagging-controller");
+    }
+
+    #[test]
+    fn scope_flags_map_to_the_informer_scope() {
+        let o = parse(&[
+            "--cloud-provider=fake",
+            "--node-selector=ccm=a",
+            "--service-namespace=team-a",
+            "--service-selector=lb=public",
+        ])
+        .unwrap();
+        assert_eq!(
+            scope_of(&o),
+            InformerScope::all()
+                .with_node_selector("ccm=a")
+                .with_service_namespace("team-a")
+                .with_service_selector("lb=public")
+        );
+        assert_eq!(scope_of(&CcmOptions::default()), InformerScope::all());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn start_interval_jitter_stays_within_one_to_two_times() {
+        for _ in 0..100 {
+            let d = jittered(Duration::from_secs(10));
+            assert!(
+                d >= Duration::from_secs(10) && d < Duration::from_secs(20),
+                "{d:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn run_from_reports_bad_input_with_a_non_zero_exit_code() {
+        assert_eq!(
+            builder().run_from(["ccm", "--bogus"]).await,
+            ExitCode::from(2)
+        );
+        assert_eq!(builder().run_from(["ccm"]).await, ExitCode::from(1));
+        assert_eq!(
+            builder()
+                .run_from(["ccm", "--cloud-provider=fake", "--controllers=nope"])
+                .await,
+            ExitCode::from(1)
+        );
+        assert_eq!(
+            builder().run_from(["ccm", "--help"]).await,
+            ExitCode::SUCCESS
+        );
+    }
+}

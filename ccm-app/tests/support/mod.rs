@@ -1,0 +1,259 @@
+//! Helpers shared by the integration tests: kubelet-like Nodes, LoadBalancer Services, an HTTPS client for the
+//! admin server, and CCM set-up against the shared test apiserver.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ccm_app::{CcmBuilder, CloudControllerManager};
+use ccm_core::{ProviderRegistry, names};
+use ccm_provider_fake::{FakeCloud, FakeInstance};
+use k8s_openapi::api::core::v1::{
+    Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Service, ServicePort, ServiceSpec,
+    Taint,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_rustls::TlsConnector;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+use tokio_rustls::rustls::{ClientConfig, RootCertStore, crypto::ring};
+
+/// How long to wait for the CCM to act.
+pub const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The label key every test puts on its Nodes.
+pub const TEST_LABEL: &str = "ccm-test";
+
+/// A Node as a kubelet with `--cloud-provider=external` registers it, labelled `ccm-test=<label>`.
+pub fn kubelet_node(name: &str, label: &str, pod_cidr: &str) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: Some(
+                [
+                    (TEST_LABEL.to_owned(), label.to_owned()),
+                    (names::labels::HOSTNAME.to_owned(), name.to_owned()),
+                ]
+                .into(),
+            ),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            pod_cidr: Some(pod_cidr.to_owned()),
+            pod_cidrs: Some(vec![pod_cidr.to_owned()]),
+            taints: Some(vec![Taint {
+                key: names::taints::UNINITIALIZED.to_owned(),
+                value: Some("true".to_owned()),
+                effect: "NoSchedule".to_owned(),
+                ..Taint::default()
+            }]),
+            ..NodeSpec::default()
+        }),
+        ..Node::default()
+    }
+}
+
+/// Create a kubelet-like Node and report it Ready.
+pub async fn create_node(client: &kube::Client, name: &str, label: &str, pod_cidr: &str) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .create(&PostParams::default(), &kubelet_node(name, label, pod_cidr))
+        .await
+        .unwrap_or_else(|e| panic!("creating node {name}: {e}"));
+    let status = NodeStatus {
+        conditions: Some(vec![NodeCondition {
+            type_: names::conditions::READY.to_owned(),
+            status: "True".to_owned(),
+            reason: Some("KubeletReady".to_owned()),
+            ..NodeCondition::default()
+        }]),
+        addresses: Some(vec![NodeAddress {
+            type_: "Hostname".to_owned(),
+            address: name.to_owned(),
+        }]),
+        ..NodeStatus::default()
+    };
+    nodes
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({ "status": status })),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("reporting the status of node {name}: {e}"));
+}
+
+/// Delete every Node labelled `ccm-test=<label>`.
+pub async fn delete_nodes(client: &kube::Client, label: &str) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let _ = nodes
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels(&format!("{TEST_LABEL}={label}")),
+        )
+        .await;
+}
+
+/// A `type: LoadBalancer` Service.
+pub fn load_balancer_service(namespace: &str, name: &str) -> Service {
+    Service {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("LoadBalancer".to_owned()),
+            selector: Some([("app".to_owned(), name.to_owned())].into()),
+            ports: Some(vec![ServicePort {
+                port: 80,
+                protocol: Some("TCP".to_owned()),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+/// Whether a node was initialized: no uninitialized taint and a providerID.
+pub fn initialized(node: &Node) -> bool {
+    !ccm_core::helpers::node_has_taint(node, names::taints::UNINITIALIZED)
+        && node
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.as_ref())
+            .is_some()
+}
+
+/// The ingress IPs of a Service.
+pub fn ingress_ips(service: &Service) -> Vec<String> {
+    service
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref())
+        .map(|i| i.iter().filter_map(|x| x.ip.clone()).collect())
+        .unwrap_or_default()
+}
+
+/// A fake cloud with one instance per node name, registered as `fake` in a new registry.
+pub fn fake_cloud(node_names: &[String]) -> (FakeCloud, ProviderRegistry) {
+    let cloud = FakeCloud::new();
+    for (i, name) in node_names.iter().enumerate() {
+        cloud.add_instance(
+            FakeInstance::new(name.clone())
+                .with_internal_ip(format!("10.0.0.{}", i + 10))
+                .with_hostname(name.clone())
+                .with_instance_type("fake.large")
+                .with_zone("zone-a", "region-1"),
+        );
+    }
+    let registry = ProviderRegistry::new();
+    cloud
+        .register_shared(&registry, "fake")
+        .expect("register the fake cloud");
+    (cloud, registry)
+}
+
+/// A CCM builder over `client` with the default controllers, serving on an ephemeral loopback port.
+pub fn ccm(registry: ProviderRegistry, client: kube::Client) -> CcmBuilder {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    CloudControllerManager::builder(registry)
+        .with_default_controllers()
+        .with_client(client)
+        .with_admin_listener(listener)
+}
+
+/// The flags every runtime test uses: its own node label, Service namespace and Lease, short election timings.
+pub fn flags(label: &str, namespace: &str, lease: &str) -> Vec<String> {
+    vec![
+        "test-ccm".to_owned(),
+        "--cloud-provider=fake".to_owned(),
+        format!("--node-selector={TEST_LABEL}={label}"),
+        format!("--service-namespace={namespace}"),
+        format!("--leader-elect-resource-namespace={namespace}"),
+        format!("--leader-elect-resource-name={lease}"),
+        "--leader-elect-lease-duration=4s".to_owned(),
+        "--leader-elect-renew-deadline=3s".to_owned(),
+        "--leader-elect-retry-period=1s".to_owned(),
+        "--cluster-cidr=10.244.0.0/16".to_owned(),
+        "--shutdown-timeout=10s".to_owned(),
+    ]
+}
+
+/// A minimal HTTPS GET against the admin server, trusting its (self-signed) certificate. Returns the status code
+/// and the body.
+pub async fn https_get(addr: SocketAddr, cert_pem: &str, path: &str) -> (u16, String) {
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(cert_pem.as_bytes()) {
+        roots
+            .add(cert.expect("PEM certificate"))
+            .expect("trust the certificate");
+    }
+    let config = ClientConfig::builder_with_provider(Arc::new(ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = TlsConnector::from(Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect to the admin server");
+    let name = ServerName::try_from("localhost").expect("server name");
+    let mut tls = connector
+        .connect(name, tcp)
+        .await
+        .expect("TLS handshake with the admin server");
+    tls.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .expect("send the request");
+    let mut raw = Vec::new();
+    // The server may close without close_notify; what was read is complete (Connection: close).
+    let _ = tls.read_to_end(&mut raw).await;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status code");
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
+    (status, body)
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = rest[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// The value of a Prometheus sample line `name{labels} value` whose line starts with `prefix`.
+pub fn metric(text: &str, prefix: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
