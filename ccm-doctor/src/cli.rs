@@ -215,6 +215,72 @@ pub async fn run(args: DoctorArgs) -> ExitCode {
     }
 }
 
+/// The subcommand name a CCM binary dispatches to [`run_from`].
+pub const SUBCOMMAND: &str = "doctor";
+
+#[derive(Debug, clap::Parser)]
+struct DoctorCommand {
+    #[command(flatten)]
+    doctor: DoctorArgs,
+}
+
+/// The `doctor` command as a standalone clap command named `bin_name` (for `--help` and usage lines).
+pub fn command(bin_name: &str) -> clap::Command {
+    use clap::CommandFactory as _;
+    DoctorCommand::command()
+        .name(bin_name.to_owned())
+        .bin_name(bin_name.to_owned())
+        .about(
+            "Diagnose why nodes stay uninitialized or the cloud controller manager cannot start (the \
+             chicken-and-egg problem), in a live cluster or, with --manifest, in a manifest. Exit status: 0 \
+             healthy, 1 warnings, 2 errors, 3 the doctor could not run.",
+        )
+}
+
+/// Parse the doctor's flags (`args` without the program name or subcommand); `bin_name` names the command in
+/// help and errors (for example `my-ccm doctor`).
+///
+/// # Errors
+/// clap's error for unknown flags or bad values, and for `--help` (print it with [`clap::Error::print`]).
+pub fn parse_from<I, T>(bin_name: &str, args: I) -> Result<DoctorArgs, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::FromArgMatches as _;
+    let argv =
+        std::iter::once(std::ffi::OsString::from(bin_name)).chain(args.into_iter().map(Into::into));
+    let matches = command(bin_name).try_get_matches_from(argv)?;
+    DoctorCommand::from_arg_matches(&matches).map(|c| c.doctor)
+}
+
+/// Parse the doctor's flags and [`run`] it: the whole `doctor` subcommand for a CCM binary, which hands over the
+/// arguments after `doctor`. `--help` prints the help and returns 0; bad flags print the error and return 2.
+///
+/// ```no_run
+/// # async fn main_of_a_ccm() -> std::process::ExitCode {
+/// let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+/// if args.get(1).is_some_and(|a| a == ccm_doctor::cli::SUBCOMMAND) {
+///     return ccm_doctor::cli::run_from("my-ccm doctor", args.into_iter().skip(2)).await;
+/// }
+/// // ... run the CCM
+/// # std::process::ExitCode::SUCCESS
+/// # }
+/// ```
+pub async fn run_from<I, T>(bin_name: &str, args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    match parse_from(bin_name, args) {
+        Ok(args) => run(args).await,
+        Err(err) => {
+            let _ = err.print();
+            ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,6 +380,42 @@ mod tests {
         assert!(err.contains("invalid label selector"), "{err}");
         let err = parse(&["--output", "yaml"]).unwrap_err().to_string();
         assert!(err.contains("yaml"), "{err}");
+    }
+
+    #[test]
+    fn a_standalone_command() {
+        let args = parse_from("my-ccm doctor", ["--workload", "x", "-o", "json"]).unwrap();
+        assert_eq!(args.workload.as_deref(), Some("x"));
+        assert_eq!(args.output, OutputFormat::Json);
+        let help = parse_from("my-ccm doctor", ["--help"]).unwrap_err();
+        assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
+        assert_eq!(help.exit_code(), 0);
+        let rendered = help.render().to_string();
+        assert!(
+            rendered.contains("Usage: my-ccm doctor [OPTIONS]"),
+            "{rendered}"
+        );
+        assert!(
+            rendered.contains("--uninitialized-threshold <DURATION>"),
+            "{rendered}"
+        );
+        let bad = parse_from("my-ccm doctor", ["--nope"]).unwrap_err();
+        assert_eq!(bad.exit_code(), 2);
+        command("x").debug_assert();
+    }
+
+    #[tokio::test]
+    async fn run_from_returns_the_exit_status() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ccm.yaml");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
+        )
+        .unwrap();
+        let failed = run_from("d", ["--manifest", path.to_str().unwrap()]).await;
+        assert_eq!(failed, ExitCode::from(EXIT_DOCTOR_FAILED));
+        assert_eq!(run_from("d", ["--bogus"]).await, ExitCode::from(2));
     }
 
     #[tokio::test]

@@ -49,7 +49,7 @@ pub mod selfcheck;
 pub mod workload;
 
 pub use analysis::{AnalysisConfig, Snapshot, analyze};
-pub use cli::{DoctorArgs, OutputFormat, execute, run};
+pub use cli::{DoctorArgs, OutputFormat, SUBCOMMAND, execute, run, run_from};
 pub use cluster::{DoctorError, DoctorOptions, connect, diagnose_cluster, run_with_client};
 pub use finding::{CheckId, Finding, ObjectRef, Severity};
 pub use report::{EXIT_DOCTOR_FAILED, EXIT_ERRORS, EXIT_HEALTHY, EXIT_WARNINGS, Report, Summary};
