@@ -364,6 +364,11 @@ impl FakeCloud {
     /// Every instance, ordered by node name, with providerIDs resolved. (Shadows the
     /// [`CloudProvider::instances`](ccm_core::CloudProvider::instances) accessor; see [`FakeCloud`].)
     pub fn instances(&self) -> Vec<FakeInstance> {
+        self.all_instances()
+    }
+
+    /// The same as [`instances`](Self::instances), under a name that no provider trait uses.
+    pub fn all_instances(&self) -> Vec<FakeInstance> {
         let st = self.lock();
         st.instances
             .values()

@@ -207,6 +207,7 @@ async fn run_time_changes_are_visible_immediately() {
     assert!(!v2.instance_exists(&n).await.unwrap());
     assert!(cloud.instance("node-a").is_none());
     assert_eq!(cloud.instances().len(), 1);
+    assert_eq!(cloud.all_instances(), cloud.instances());
 
     cloud.add_instance(FakeInstance::new("node-a"));
     assert!(v2.instance_exists(&n).await.unwrap());
