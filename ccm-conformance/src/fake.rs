@@ -19,6 +19,8 @@ use k8s_openapi::api::core::v1::Service;
 
 use crate::fixture::{ConformanceFixture, ConformanceSubject, InstanceRef, LoadBalancerInspector};
 
+/// The prefix of the instance names of [`cloud`] and [`fixture`].
+pub const DEFAULT_PREFIX: &str = "conformance";
 /// The running instance's node name.
 pub const RUNNING: &str = "conformance-running";
 /// The stopped instance's node name.
@@ -26,38 +28,38 @@ pub const STOPPED: &str = "conformance-stopped";
 /// The other backend instances' node names.
 pub const BACKENDS: [&str; 2] = ["conformance-backend-1", "conformance-backend-2"];
 
-/// Node name, internal IP and external IP of each instance of [`cloud`].
+/// Name suffix, internal IP and external IP of each instance, running first, then stopped, then the backends.
 const INSTANCES: [(&str, &str, &str); 4] = [
-    (RUNNING, "10.0.0.11", "198.51.100.11"),
-    (STOPPED, "10.0.0.12", "198.51.100.12"),
-    (BACKENDS[0], "10.0.0.13", "198.51.100.13"),
-    (BACKENDS[1], "10.0.0.14", "198.51.100.14"),
+    ("running", "10.0.0.11", "198.51.100.11"),
+    ("stopped", "10.0.0.12", "198.51.100.12"),
+    ("backend-1", "10.0.0.13", "198.51.100.13"),
+    ("backend-2", "10.0.0.14", "198.51.100.14"),
 ];
 
 fn provider_id(name: &str) -> String {
     format!("{}://{name}", ccm_provider_fake::PROVIDER_NAME)
 }
 
-fn instance_ref(name: &str, internal_ip: &str) -> InstanceRef {
-    InstanceRef::new(name)
-        .with_provider_id(provider_id(name))
-        .with_internal_ip(internal_ip)
-        .with_address("Hostname", name)
-}
-
 /// A fake cloud holding the instances [`fixture`] names: every capability on, [`STOPPED`] shut down.
 pub fn cloud() -> FakeCloud {
+    cloud_with_prefix(DEFAULT_PREFIX)
+}
+
+/// Like [`cloud`], with instances named `<prefix>-running`, `<prefix>-stopped`, `<prefix>-backend-1` and
+/// `<prefix>-backend-2` (for runs that share a Kubernetes API server, where Node names must be unique).
+pub fn cloud_with_prefix(prefix: &str) -> FakeCloud {
     let cloud = FakeCloud::new();
-    for (name, internal, external) in INSTANCES {
+    for (suffix, internal, external) in INSTANCES {
+        let name = format!("{prefix}-{suffix}");
         cloud.add_instance(
-            FakeInstance::new(name)
+            FakeInstance::new(name.as_str())
                 .with_internal_ip(internal)
                 .with_external_ip(external)
-                .with_hostname(name)
+                .with_hostname(name.as_str())
                 .with_instance_type("fake.medium")
                 .with_zone("zone-a", "region-1")
                 .with_label("conformance.example.com/pool", "default")
-                .with_shutdown(name == STOPPED),
+                .with_shutdown(suffix == "stopped"),
         );
     }
     cloud
@@ -66,9 +68,20 @@ pub fn cloud() -> FakeCloud {
 /// The fixture describing [`cloud`]: the running and stopped instances, three backend nodes, short time
 /// limits (the fake answers at once). The unknown instance is left to the suite's default.
 pub fn fixture() -> ConformanceFixture {
+    fixture_with_prefix(DEFAULT_PREFIX)
+}
+
+/// The fixture describing [`cloud_with_prefix`] with the same prefix.
+pub fn fixture_with_prefix(prefix: &str) -> ConformanceFixture {
     let refs: Vec<InstanceRef> = INSTANCES
         .iter()
-        .map(|(name, internal, _)| instance_ref(name, internal))
+        .map(|(suffix, internal, _)| {
+            let name = format!("{prefix}-{suffix}");
+            InstanceRef::new(name.as_str())
+                .with_provider_id(provider_id(&name))
+                .with_internal_ip(*internal)
+                .with_address("Hostname", name.as_str())
+        })
         .collect();
     let backends = vec![refs[0].clone(), refs[2].clone(), refs[3].clone()];
     ConformanceFixture::new()
@@ -102,6 +115,15 @@ impl LoadBalancerInspector for FakeInspector {
 /// [`FakeInspector`].
 pub fn subject_for(cloud: FakeCloud) -> ConformanceSubject {
     ConformanceSubject::new(Arc::new(cloud.clone()), fixture()).with_inspector(FakeInspector(cloud))
+}
+
+/// A subject for a fresh [`cloud_with_prefix`] with the matching fixture and a [`FakeInspector`]; returns the
+/// cloud too, to inspect or change it.
+pub fn subject_with_prefix(prefix: &str) -> (FakeCloud, ConformanceSubject) {
+    let cloud = cloud_with_prefix(prefix);
+    let subject = ConformanceSubject::new(Arc::new(cloud.clone()), fixture_with_prefix(prefix))
+        .with_inspector(FakeInspector(cloud.clone()));
+    (cloud, subject)
 }
 
 /// A subject for a fresh [`cloud`].

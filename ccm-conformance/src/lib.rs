@@ -49,7 +49,7 @@ pub mod fake;
 pub mod faults;
 mod fixture;
 mod runner;
-
+pub mod scenarios;
 mod validate;
 
 pub use clause::{Clause, ClauseResult, Outcome, Report};

@@ -137,25 +137,25 @@ async fn outcome_of(clause: Clause, subject: ConformanceSubject) -> Outcome {
             reason: format!("skipped by the fixture: {reason}"),
         };
     }
-    if let Some(capability) = clause.capability() {
-        if !capability.supported_by(provider.as_ref()) {
-            let accessor = capability.as_str().replace('-', "_");
-            return if fixture.expected_capabilities.contains(&capability) {
-                Outcome::Failed {
-                    message: format!(
-                        "the fixture expects the {} capability, but CloudProvider::{accessor}() returned None",
-                        capability.as_str()
-                    ),
-                }
-            } else {
-                Outcome::Skipped {
-                    reason: format!(
-                        "the provider does not support {} (CloudProvider::{accessor}() returned None)",
-                        capability.as_str()
-                    ),
-                }
-            };
-        }
+    if let Some(capability) = clause.capability()
+        && !capability.supported_by(provider.as_ref())
+    {
+        let accessor = capability.as_str().replace('-', "_");
+        return if fixture.expected_capabilities.contains(&capability) {
+            Outcome::Failed {
+                message: format!(
+                    "the fixture expects the {} capability, but CloudProvider::{accessor}() returned None",
+                    capability.as_str()
+                ),
+            }
+        } else {
+            Outcome::Skipped {
+                reason: format!(
+                    "the provider does not support {} (CloudProvider::{accessor}() returned None)",
+                    capability.as_str()
+                ),
+            }
+        };
     }
     let limit = fixture.clause_timeout;
     let ctx = Ctx::new(clause, provider, fixture, inspector);

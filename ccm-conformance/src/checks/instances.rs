@@ -124,12 +124,12 @@ pub(crate) async fn provider_id_round_trips(ctx: &Ctx) -> Check {
             "the node controller would build providerID {built:?} from instance_id {id:?}, which is not of the form <provider>://<id>"
         ));
     }
-    if let Some(expected) = &running.provider_id {
-        if *expected != built {
-            return fail(format!(
-                "the node controller would set spec.providerID to {built:?} (<provider_name>://<instance_id>), but the instance's providerID is {expected:?}"
-            ));
-        }
+    if let Some(expected) = &running.provider_id
+        && *expected != built
+    {
+        return fail(format!(
+            "the node controller would set spec.providerID to {built:?} (<provider_name>://<instance_id>), but the instance's providerID is {expected:?}"
+        ));
     }
     let what = format!("instance_exists_by_provider_id of {built:?}");
     if !ctx

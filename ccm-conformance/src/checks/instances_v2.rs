@@ -60,13 +60,13 @@ fn check_provider_id(ctx: &Ctx, node: &Node, expected: Option<&str>, reported: &
             id.provider()
         ));
     }
-    if let Some(expected) = expected {
-        if reported != expected {
-            return fail(format!(
-                "instance_metadata of {} reports providerID {reported:?}, but the instance's providerID is {expected:?} (spec.providerID never changes once set)",
-                describe_node(node)
-            ));
-        }
+    if let Some(expected) = expected
+        && reported != expected
+    {
+        return fail(format!(
+            "instance_metadata of {} reports providerID {reported:?}, but the instance's providerID is {expected:?} (spec.providerID never changes once set)",
+            describe_node(node)
+        ));
     }
     Ok(())
 }

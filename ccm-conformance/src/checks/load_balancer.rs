@@ -256,13 +256,13 @@ pub(crate) async fn delete_never_implemented_elsewhere(ctx: &Ctx) -> Check {
                 lb.ensure_load_balancer_deleted(ctx.cluster(), service),
             )
             .await?;
-        if let Err(err) = result {
-            if err.kind() == ErrorKind::ImplementedElsewhere {
-                return fail(format!(
-                    "{what} returned ImplementedElsewhere: {}; the contract forbids it on delete (return Ok when this provider has nothing to delete)",
-                    describe_error(&err)
-                ));
-            }
+        if let Err(err) = result
+            && err.kind() == ErrorKind::ImplementedElsewhere
+        {
+            return fail(format!(
+                "{what} returned ImplementedElsewhere: {}; the contract forbids it on delete (return Ok when this provider has nothing to delete)",
+                describe_error(&err)
+            ));
         }
     }
     Ok(())
