@@ -35,7 +35,7 @@ pub struct Snapshot {
     pub workloads: Vec<Workload>,
     /// The CCM pods found.
     pub ccm_pods: Vec<Pod>,
-    /// How the CCM was looked for, for messages (for example `Deployment or DaemonSet named
+    /// How the CCM was looked for, for messages (for example `searched: Deployment or DaemonSet named
     /// cloud-controller-manager or labelled k8s-app=cloud-controller-manager in namespace kube-system`).
     pub ccm_search: String,
     /// The CNI pods found; `None` if they were not looked for (no node needed it).
@@ -92,6 +92,25 @@ fn deadlock_candidates<'a>(
 }
 
 /// Run every check on `snapshot`. Findings come in check order; [`crate::Report`] sorts them by severity.
+///
+/// ```
+/// use ccm_doctor::{AnalysisConfig, CheckId, Snapshot, analyze};
+///
+/// let snapshot = Snapshot {
+///     now: "2026-01-01T00:00:00Z".parse().unwrap(),
+///     nodes: vec![],
+///     workloads: vec![],
+///     ccm_pods: vec![],
+///     ccm_search: "searched: namespace kube-system".into(),
+///     cni_pods: None,
+///     cni_search: String::new(),
+///     lease_namespace: "kube-system".into(),
+///     lease_name: "cloud-controller-manager".into(),
+///     lease: None,
+/// };
+/// let findings = analyze(&snapshot, &AnalysisConfig::default());
+/// assert_eq!(findings[0].check, CheckId::CcmWorkloadNotFound);
+/// ```
 pub fn analyze(snapshot: &Snapshot, config: &AnalysisConfig) -> Vec<Finding> {
     let mut findings = Vec::new();
     findings.extend(check_uninitialized_nodes(snapshot, config));

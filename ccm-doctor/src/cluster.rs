@@ -509,6 +509,17 @@ pub async fn run_with_client(
 /// Build a client from `--kubeconfig` (and `--context`), or, without a path, from the usual places
 /// (`$KUBECONFIG`, `~/.kube/config`, the in-cluster service account). Returns the client and the server URL.
 ///
+/// ```no_run
+/// use ccm_doctor::{DoctorOptions, connect, diagnose_cluster};
+///
+/// # async fn demo() -> Result<(), ccm_doctor::DoctorError> {
+/// let (client, server) = connect(Some(std::path::Path::new("/etc/kubernetes/admin.conf")), None).await?;
+/// let report = diagnose_cluster(client, &server, &DoctorOptions::default()).await?;
+/// println!("{}", report.render_text());
+/// # Ok(())
+/// # }
+/// ```
+///
 /// # Errors
 /// [`DoctorError::Kubeconfig`] if the configuration cannot be loaded, [`DoctorError::Client`] if no client can
 /// be built from it.
