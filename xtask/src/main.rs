@@ -9,6 +9,7 @@
 //! an `Args` struct, an async `run`, and a variant in [`Command`].
 
 mod ci;
+mod conformance;
 mod controlplane;
 mod demo;
 mod gobuild;
@@ -45,6 +46,9 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Regenerate the deployment manifests (deploy/) and the config-file schema; --check verifies them.
     Manifests(manifests::ManifestsArgs),
+    /// Run the provider conformance suite and the controller scenarios with the fake provider against a local
+    /// control plane, printing a pass/fail table for each.
+    Conformance(conformance::ConformanceArgs),
 }
 
 async fn dispatch(command: Command, interrupt: &Interrupt) -> anyhow::Result<()> {
@@ -54,6 +58,7 @@ async fn dispatch(command: Command, interrupt: &Interrupt) -> anyhow::Result<()>
         Command::Ci(args) => ci::run(&args, interrupt).await,
         Command::Demo(args) => demo::run(&args, interrupt).await,
         Command::Manifests(args) => manifests::run(&args, interrupt).await,
+        Command::Conformance(args) => conformance::run(&args, interrupt).await,
     }
 }
 
