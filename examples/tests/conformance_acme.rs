@@ -1,0 +1,38 @@
+//! The Acme example provider runs the conformance suite from its own test file, as a vendor would: one test per
+//! clause, plus a check of the whole report.
+
+#[path = "../examples/custom_provider/acme.rs"]
+mod acme;
+
+use ccm_conformance::{Clause, run_all};
+use ccm_core::intercept::Capability;
+
+ccm_conformance::provider_conformance_tests!(acme::factory);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acme_conforms_and_only_its_missing_capabilities_are_skipped() {
+    let report = run_all(acme::factory).await;
+    assert_eq!(report.provider, "acme");
+    assert!(report.is_success(), "{report}");
+    let skipped = report.skipped();
+    assert!(!skipped.is_empty());
+    for clause in &skipped {
+        assert!(
+            matches!(
+                clause.capability(),
+                Some(Capability::Instances | Capability::Zones)
+            ),
+            "{clause} was skipped:\n{report}"
+        );
+    }
+    let passed = report.passed();
+    assert!(
+        passed.contains(&Clause::LoadBalancerUpdateReplacesHosts),
+        "{report}"
+    );
+    assert!(
+        passed.contains(&Clause::InstancesV2StoppedInstanceExists),
+        "{report}"
+    );
+    assert!(passed.contains(&Clause::RoutesScopedToCluster), "{report}");
+}
