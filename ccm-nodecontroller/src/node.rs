@@ -15,7 +15,8 @@
 //! # Ok(()) }
 //! ```
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -29,6 +30,7 @@ use ccm_core::runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch};
+use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
@@ -172,6 +174,10 @@ struct Inner {
     recorder: EventRecorder,
     metrics: NodeMetrics,
     config: Config,
+    /// Per node initialized by this controller, the resourceVersions its writes superseded. A cached node
+    /// still at one of them is older than our own write: the watch has not caught up yet, and the event for
+    /// the newer version will queue the node again. Skipping it saves a cloud call and a doomed patch.
+    superseded: Mutex<HashMap<String, Vec<String>>>,
 }
 
 /// The cloud node controller (Go: `CloudNodeController`).
@@ -216,6 +222,7 @@ impl CloudNodeController {
                 recorder: ctx.recorder(names::components::CLOUD_NODE_CONTROLLER),
                 metrics: NodeMetrics::register(&ctx.metrics),
                 config,
+                superseded: Mutex::new(HashMap::new()),
             }),
             informer,
             events,
@@ -311,6 +318,38 @@ impl Controller for CloudNodeController {
 }
 
 impl Inner {
+    /// Publish an event in the background, as Go's event broadcaster does: a worker never waits for it.
+    fn event(&self, node: &Node, type_: EventType, reason: &'static str, note: String) {
+        let recorder = self.recorder.clone();
+        let reference = node.object_ref(&());
+        tokio::spawn(async move {
+            recorder.publish(&reference, type_, reason, note).await;
+        });
+    }
+
+    fn superseded_versions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<String>>> {
+        self.superseded.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// True if the cached node is a version our own writes already replaced; forgets the record once the cache
+    /// has moved past it.
+    fn is_stale(&self, node: &Node) -> bool {
+        let mut superseded = self.superseded_versions();
+        let name = node_name(node);
+        let Some(versions) = superseded.get(name) else {
+            return false;
+        };
+        let stale = node
+            .metadata
+            .resource_version
+            .as_ref()
+            .is_some_and(|rv| versions.contains(rv));
+        if !stale {
+            superseded.remove(name);
+        }
+        stale
+    }
+
     async fn work(&self) {
         while let Some(key) = self.queue.get().await {
             match self.sync_node(&key).await {
@@ -332,8 +371,16 @@ impl Inner {
     /// Go: `syncNode`.
     async fn sync_node(&self, name: &str) -> Result<(), Error> {
         let Some(node) = self.store.get(name) else {
+            self.superseded_versions().remove(name);
             return Ok(());
         };
+        if self.is_stale(&node) {
+            tracing::debug!(
+                node = name,
+                "cached node is older than our last write; waiting for the newer version"
+            );
+            return Ok(());
+        }
         if !node_has_taint(&node, names::taints::UNINITIALIZED) {
             return self.reconcile_labels(&node).await;
         }
@@ -349,20 +396,21 @@ impl Inner {
             }
             Err(err) => {
                 if let Error::MissingProviderId { .. } = err {
-                    self.recorder
-                        .warning(
-                            &node.object_ref(&()),
-                            reasons::MISSING_PROVIDER_ID,
-                            err.to_string(),
-                        )
-                        .await;
+                    self.event(
+                        &node,
+                        EventType::Warning,
+                        reasons::MISSING_PROVIDER_ID,
+                        err.to_string(),
+                    );
                 }
                 return Err(err);
             }
         };
 
         let mut discarded_logged = false;
+        let mut versions = Vec::new();
         let outcome = guarded_update(&self.nodes, (*node).clone(), |current, written| {
+            versions.extend(current.metadata.resource_version.clone());
             if !node_has_taint(current, names::taints::UNINITIALIZED) {
                 return Ok(None);
             }
@@ -387,13 +435,12 @@ impl Inner {
             Ok(outcome) => outcome,
             Err(err) => {
                 if let Error::InvalidNodeIp { .. } = err {
-                    self.recorder
-                        .warning(
-                            &node.object_ref(&()),
-                            reasons::INVALID_NODE_IP,
-                            err.to_string(),
-                        )
-                        .await;
+                    self.event(
+                        &node,
+                        EventType::Warning,
+                        reasons::INVALID_NODE_IP,
+                        err.to_string(),
+                    );
                 }
                 return Err(err);
             }
@@ -406,16 +453,17 @@ impl Inner {
             // Someone else removed the taint meanwhile.
             return Ok(());
         }
+        versions.retain(|v| updated.metadata.resource_version.as_ref() != Some(v));
+        self.superseded_versions().insert(name.to_owned(), versions);
         let created = updated.metadata.creation_timestamp.as_ref();
         self.metrics.taint_removed(created);
         tracing::info!(node = name, provider_id = %ccm_core::helpers::node_provider_id(&updated), "successfully initialized node with cloud provider");
-        self.recorder
-            .normal(
-                &updated.object_ref(&()),
-                names::events::SYNCED,
-                "Node synced successfully",
-            )
-            .await;
+        self.event(
+            &updated,
+            EventType::Normal,
+            names::events::SYNCED,
+            "Node synced successfully".to_owned(),
+        );
         self.metrics.initial_sync_done(created);
         Ok(())
     }
