@@ -83,6 +83,8 @@ pub struct ManifestOptions {
     pub cloud_config: Option<CloudConfigMount>,
     /// The PriorityClass (default `system-cluster-critical`).
     pub priority_class_name: String,
+    /// The name of the ClusterRole and ClusterRoleBinding (default [`CLUSTER_ROLE_NAME`]).
+    pub cluster_role_name: String,
 }
 
 impl ManifestOptions {
@@ -99,6 +101,7 @@ impl ManifestOptions {
             secure_port: names::ports::CLOUD_CONTROLLER_MANAGER,
             cloud_config: None,
             priority_class_name: "system-cluster-critical".to_owned(),
+            cluster_role_name: CLUSTER_ROLE_NAME.to_owned(),
         }
     }
 
@@ -118,6 +121,23 @@ impl ManifestOptions {
             config_map: config_map.to_owned(),
             mount_dir: mount_dir.to_owned(),
         });
+        self
+    }
+
+    /// Use other names: the ServiceAccount/Deployment `name` in `namespace`, the Lease `lease_namespace/name`
+    /// and the ClusterRole `cluster_role_name` (several CCMs in one cluster, tests).
+    pub fn with_names(
+        mut self,
+        name: &str,
+        namespace: &str,
+        lease_namespace: &str,
+        cluster_role_name: &str,
+    ) -> Self {
+        self.name = name.to_owned();
+        self.namespace = namespace.to_owned();
+        self.lease_namespace = lease_namespace.to_owned();
+        self.lease_name = name.to_owned();
+        self.cluster_role_name = cluster_role_name.to_owned();
         self
     }
 
@@ -157,31 +177,24 @@ fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
     }
 }
 
-/// The cluster-wide rules the standard controllers need.
+/// The cluster-wide rules the standard controllers need. Every write is a patch (the Go controllers also `update`
+/// Nodes and Services, so Go's role has more verbs).
 pub fn cluster_role_rules() -> Vec<PolicyRule> {
     vec![
-        // cloud node controller: read, initialize (labels, taints, providerID), lifecycle: taint and delete
+        // cloud node controller: read and initialize (labels, taints, providerID); lifecycle: taint and delete
         rule(
             &[""],
             &["nodes"],
-            &["get", "list", "watch", "update", "patch", "delete"],
+            &["get", "list", "watch", "patch", "delete"],
         ),
         // addresses (node controller), NetworkUnavailable (route controller)
-        rule(&[""], &["nodes/status"], &["patch", "update"]),
-        // service controller: read Services, finalizer
-        rule(
-            &[""],
-            &["services"],
-            &["get", "list", "watch", "patch", "update"],
-        ),
-        // service controller: load-balancer status
-        rule(&[""], &["services/status"], &["patch", "update"]),
-        // events of every controller (events.k8s.io/v1)
-        rule(
-            &["events.k8s.io"],
-            &["events"],
-            &["create", "patch", "update"],
-        ),
+        rule(&[""], &["nodes/status"], &["patch"]),
+        // service controller: read Services
+        rule(&[""], &["services"], &["get", "list", "watch"]),
+        // service controller: finalizer and load-balancer status (both through the status subresource)
+        rule(&[""], &["services/status"], &["patch"]),
+        // events of every controller (events.k8s.io/v1; repeats are patched into a series)
+        rule(&["events.k8s.io"], &["events"], &["create", "patch"]),
     ]
 }
 
@@ -194,12 +207,6 @@ pub fn lease_role_rules(lease_name: &str) -> Vec<PolicyRule> {
             resource_names: Some(vec![lease_name.to_owned()]),
             ..rule(&["coordination.k8s.io"], &["leases"], &["get", "update"])
         },
-        // LeaderElection events on the Lease
-        rule(
-            &["events.k8s.io"],
-            &["events"],
-            &["create", "patch", "update"],
-        ),
     ]
 }
 
@@ -223,7 +230,7 @@ fn subject(options: &ManifestOptions) -> Subject {
 /// The ClusterRole.
 pub fn cluster_role(options: &ManifestOptions) -> ClusterRole {
     ClusterRole {
-        metadata: options.meta(CLUSTER_ROLE_NAME, None),
+        metadata: options.meta(&options.cluster_role_name, None),
         rules: Some(cluster_role_rules()),
         ..ClusterRole::default()
     }
@@ -232,11 +239,11 @@ pub fn cluster_role(options: &ManifestOptions) -> ClusterRole {
 /// The ClusterRoleBinding of the ServiceAccount.
 pub fn cluster_role_binding(options: &ManifestOptions) -> ClusterRoleBinding {
     ClusterRoleBinding {
-        metadata: options.meta(CLUSTER_ROLE_NAME, None),
+        metadata: options.meta(&options.cluster_role_name, None),
         role_ref: RoleRef {
             api_group: Some("rbac.authorization.k8s.io".to_owned()),
             kind: "ClusterRole".to_owned(),
-            name: CLUSTER_ROLE_NAME.to_owned(),
+            name: options.cluster_role_name.clone(),
         },
         subjects: Some(vec![subject(options)]),
     }

@@ -1,0 +1,220 @@
+//! The CCM runs its whole scenario under exactly the generated least-privilege RBAC (ServiceAccount token,
+//! RBAC enforced by the real apiserver) without a single forbidden (403) request.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+
+use ccm_app::CcmStatus;
+use ccm_app::deploy::{
+    ManifestOptions, cluster_role, cluster_role_binding, lease_role, lease_role_binding,
+};
+use ccm_testenv::{TestEnv, wait_for};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use tokio_util::sync::CancellationToken;
+
+use support::*;
+
+/// Wrap `client` so that every 403 answer is recorded as `METHOD path`.
+fn counting_forbidden(client: kube::Client) -> (kube::Client, Arc<Mutex<Vec<String>>>) {
+    let forbidden: Arc<Mutex<Vec<String>>> = Arc::default();
+    let record = forbidden.clone();
+    let default_ns = client.default_namespace().to_owned();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let client = client.clone();
+        let record = record.clone();
+        let what = format!("{} {}", request.method(), request.uri());
+        async move {
+            let response = client.send(request).await?;
+            if response.status() == http::StatusCode::FORBIDDEN {
+                record.lock().unwrap().push(what);
+            }
+            Ok::<_, kube::Error>(response)
+        }
+    });
+    (kube::Client::new(service, default_ns), forbidden)
+}
+
+async fn allowed(
+    client: &kube::Client,
+    verb: &str,
+    resource: &str,
+    namespace: Option<&str>,
+) -> bool {
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some(verb.to_owned()),
+                resource: Some(resource.to_owned()),
+                namespace: namespace.map(str::to_owned),
+                group: Some(
+                    if resource == "leases" {
+                        "coordination.k8s.io"
+                    } else {
+                        ""
+                    }
+                    .to_owned(),
+                ),
+                ..ResourceAttributes::default()
+            }),
+            ..SelfSubjectAccessReviewSpec::default()
+        },
+        ..SelfSubjectAccessReview::default()
+    };
+    reviews
+        .create(&PostParams::default(), &review)
+        .await
+        .ok()
+        .and_then(|r| r.status)
+        .is_some_and(|s| s.allowed)
+}
+
+#[tokio::test]
+async fn the_full_scenario_runs_under_the_generated_cluster_role_without_forbidden_requests() {
+    let env = TestEnv::shared().await;
+    let admin = env.client();
+    let ns = env.namespace("rbac").await;
+    let label = env.unique_name("rbac");
+    let role_name = format!("system:{}", env.unique_name("ccm-rbac"));
+    let manifests =
+        ManifestOptions::new("example.invalid/ccm:test").with_names("ccm", &ns, &ns, &role_name);
+
+    // The ServiceAccount, then exactly the generated RBAC objects.
+    let sa_client = env.client_for_service_account(&ns, "ccm").await;
+    let post = PostParams::default();
+    Api::<ClusterRole>::all(admin.clone())
+        .create(&post, &cluster_role(&manifests))
+        .await
+        .expect("create the ClusterRole");
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&post, &cluster_role_binding(&manifests))
+        .await
+        .expect("create the ClusterRoleBinding");
+    Api::<Role>::namespaced(admin.clone(), &ns)
+        .create(&post, &lease_role(&manifests))
+        .await
+        .expect("create the Role");
+    Api::<RoleBinding>::namespaced(admin.clone(), &ns)
+        .create(&post, &lease_role_binding(&manifests))
+        .await
+        .expect("create the RoleBinding");
+    // RBAC objects reach the authorizer through its cache: wait until it knows them.
+    wait_for("the RBAC rules to take effect", TIMEOUT, || async {
+        (allowed(&sa_client, "list", "nodes", None).await
+            && allowed(&sa_client, "create", "leases", Some(&ns)).await)
+            .then_some(())
+    })
+    .await
+    .expect("RBAC in effect");
+    assert!(
+        !allowed(&sa_client, "list", "secrets", Some(&ns)).await,
+        "least privilege: no secrets"
+    );
+
+    let (client, forbidden) = counting_forbidden(sa_client);
+    let node_names: Vec<String> = (0..2).map(|i| format!("{label}-n{i}")).collect();
+    let (cloud, registry) = fake_cloud(&node_names);
+    let builder = ccm(registry, client.clone());
+    let mut args = flags(&label, &ns, "ccm");
+    args.push("--node-monitor-period=1s".to_owned());
+    let options = builder.parse_args(args).expect("flags");
+    let shutdown = CancellationToken::new();
+    let running = builder
+        .start(options, shutdown.clone())
+        .await
+        .expect("start");
+    let mut status = running.status();
+    tokio::time::timeout(TIMEOUT, status.wait_for(|s| *s == CcmStatus::Running))
+        .await
+        .expect("running in time")
+        .expect("status");
+
+    // node initialization and routes
+    for (i, name) in node_names.iter().enumerate() {
+        create_node(&admin, name, &label, &format!("10.244.{i}.0/24")).await;
+    }
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let selector = ListParams::default().labels(&format!("{TEST_LABEL}={label}"));
+    wait_for("the nodes to be initialized", TIMEOUT, || async {
+        let list = nodes.list(&selector).await.ok()?;
+        (list.items.len() == 2 && list.items.iter().all(initialized)).then_some(())
+    })
+    .await
+    .expect("nodes initialized");
+
+    // load balancer: provision, then delete (finalizer removal)
+    let services: Api<Service> = Api::namespaced(admin.clone(), &ns);
+    services
+        .create(&post, &load_balancer_service(&ns, "web"))
+        .await
+        .expect("create the Service");
+    wait_for("the load balancer", TIMEOUT, || async {
+        let service = services.get("web").await.ok()?;
+        (!ingress_ips(&service).is_empty()).then_some(())
+    })
+    .await
+    .expect("provisioned");
+    services
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("delete the Service");
+    wait_for("the Service to be gone", TIMEOUT, || async {
+        services.get_opt("web").await.ok()?.is_none().then_some(())
+    })
+    .await
+    .expect("load balancer deleted and finalizer removed");
+    assert!(cloud.load_balancer(&format!("{ns}/web")).is_none());
+
+    // lifecycle: the instance of a NotReady node is gone, so the node is deleted
+    assert!(cloud.remove_instance(&node_names[1]));
+    let not_ready = serde_json::json!({"status": {"conditions": [
+        {"type": "Ready", "status": "False", "reason": "KubeletDown"}
+    ]}});
+    nodes
+        .patch_status(
+            &node_names[1],
+            &PatchParams::default(),
+            &Patch::Merge(&not_ready),
+        )
+        .await
+        .expect("mark the node NotReady");
+    wait_for(
+        "the lifecycle controller to delete the node",
+        TIMEOUT,
+        || async {
+            nodes
+                .get_opt(&node_names[1])
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await
+    .expect("node deleted");
+
+    shutdown.cancel();
+    running
+        .wait()
+        .await
+        .expect("clean shutdown (lease released)");
+    let forbidden = forbidden.lock().unwrap().clone();
+    assert!(
+        forbidden.is_empty(),
+        "forbidden requests under the generated RBAC: {forbidden:#?}"
+    );
+
+    delete_nodes(&admin, &label).await;
+    let _ = Api::<ClusterRoleBinding>::all(admin.clone())
+        .delete(&role_name, &DeleteParams::default())
+        .await;
+    let _ = Api::<ClusterRole>::all(admin.clone())
+        .delete(&role_name, &DeleteParams::default())
+        .await;
+}
