@@ -16,7 +16,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use tokio::time::Instant;
 
-use crate::clause::Clause;
 use crate::clause::format_elapsed;
 use crate::fixture::{ConformanceFixture, InstanceRef, LoadBalancerInspector};
 
@@ -66,12 +65,10 @@ pub(crate) struct Ctx {
 
 impl Ctx {
     pub(crate) fn new(
-        clause: Clause,
         provider: Arc<dyn CloudProvider>,
         fixture: ConformanceFixture,
         inspector: Option<Arc<dyn LoadBalancerInspector>>,
     ) -> Self {
-        let _ = clause;
         let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
         Ctx {
             provider,

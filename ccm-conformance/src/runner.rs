@@ -158,7 +158,7 @@ async fn outcome_of(clause: Clause, subject: ConformanceSubject) -> Outcome {
         };
     }
     let limit = fixture.clause_timeout;
-    let ctx = Ctx::new(clause, provider, fixture, inspector);
+    let ctx = Ctx::new(provider, fixture, inspector);
     let body = AssertUnwindSafe(checks::run(clause, &ctx)).catch_unwind();
     let outcome = match tokio::time::timeout(limit, body).await {
         Ok(Ok(Ok(()))) => Outcome::Passed,
