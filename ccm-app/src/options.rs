@@ -11,7 +11,8 @@
 //! use std::time::Duration;
 //!
 //! let file: Settings = serde_json::from_value(serde_json::json!({"kubeApiQps": 50.0, "nodeMonitorPeriod": "10s"})).unwrap();
-//! let flags = Settings { kube_api_qps: Some(100.0), ..Settings::default() };
+//! let mut flags = Settings::default();
+//! flags.kube_api_qps = Some(100.0);
 //! let options = CcmOptions::resolve(&CcmOptions::default(), &file, &flags);
 //! assert_eq!(options.kube_api_qps, 100.0); // the flag wins
 //! assert_eq!(options.node_monitor_period, Duration::from_secs(10)); // from the file
@@ -20,7 +21,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ccm_core::budget::{CloudBudget, OperationBudget};
@@ -726,8 +727,8 @@ impl Default for CcmOptions {
     }
 }
 
-fn non_empty_path(p: &PathBuf) -> Option<PathBuf> {
-    (!p.as_os_str().is_empty()).then(|| p.clone())
+fn non_empty_path(p: &Path) -> Option<PathBuf> {
+    (!p.as_os_str().is_empty()).then(|| p.to_path_buf())
 }
 
 fn non_empty(s: &str) -> Option<String> {

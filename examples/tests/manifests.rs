@@ -25,6 +25,21 @@ fn committed_files_equal_the_generated_ones() {
     );
 }
 
+#[test]
+fn the_doctor_finds_nothing_wrong_with_the_deployment() {
+    let path = workspace_root().join("deploy").join("deployment.yaml");
+    let report = ccm_doctor::manifest::lint_manifest_file(
+        &path,
+        &ccm_doctor::manifest::WorkloadFilter::default(),
+    )
+    .expect("lint");
+    assert!(
+        report.findings().is_empty(),
+        "the doctor objects to deploy/deployment.yaml: {:#?}",
+        report.findings()
+    );
+}
+
 fn typed<K: DeserializeOwned>(doc: &serde_json::Value) -> K {
     serde_json::from_value(doc.clone()).unwrap_or_else(|e| panic!("{}: {e}", doc["kind"]))
 }
