@@ -38,8 +38,8 @@ use ccm_core::runtime::metrics::SharedRegistry;
 use ccm_core::{CloudProvider, Route, names};
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::{
-    Namespace, Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Service, ServicePort,
-    ServiceSpec, Taint,
+    Event as CoreEvent, Namespace, Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Service,
+    ServicePort, ServiceSpec, Taint,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -531,6 +531,47 @@ impl World {
         }
     }
 
+    /// Wait for an Event with `reason` from `component` about the object named `object` in `namespace`
+    /// (Events about Nodes live in `default`).
+    async fn wait_event(
+        &self,
+        namespace: &str,
+        object: &str,
+        reason: &str,
+        component: &str,
+    ) -> Check {
+        let events: Api<CoreEvent> = Api::namespaced(self.client.clone(), namespace);
+        let what = format!("event {reason} from {component} about {object}");
+        let selector = format!("involvedObject.name={object}");
+        self.wait(&what, || async {
+            let list = events
+                .list(&ListParams::default().fields(&selector))
+                .await
+                .map_err(|e| format!("listing events failed: {e}"))?;
+            let from = |e: &CoreEvent| {
+                e.reporting_component
+                    .clone()
+                    .filter(|c| !c.is_empty())
+                    .or_else(|| e.source.as_ref().and_then(|s| s.component.clone()))
+                    .unwrap_or_default()
+            };
+            if list
+                .items
+                .iter()
+                .any(|e| e.reason.as_deref() == Some(reason) && from(e) == component)
+            {
+                return Ok(());
+            }
+            let seen: Vec<String> = list
+                .items
+                .iter()
+                .map(|e| format!("{} from {}", e.reason.clone().unwrap_or_default(), from(e)))
+                .collect();
+            Err(format!("events [{}]", seen.join(", ")))
+        })
+        .await
+    }
+
     /// A Node for `instance` with this world's label.
     fn node(&self, instance: &InstanceRef, shape: NodeShape<'_>) -> Node {
         build_node(instance, (RUN_LABEL, &self.id), shape)
@@ -930,6 +971,14 @@ async fn node_initialization(world: &World) -> Check {
                 Some(node) => initialization_gaps(&node, &expected),
             }
         })
+        .await?;
+    world
+        .wait_event(
+            "default",
+            name,
+            names::events::SYNCED,
+            names::components::CLOUD_NODE_CONTROLLER,
+        )
         .await
 }
 
@@ -1009,6 +1058,14 @@ async fn node_lifecycle(world: &World) -> Check {
                     Some(_) => Err("the Node still exists".to_owned()),
                 }
             },
+        )
+        .await?;
+    world
+        .wait_event(
+            "default",
+            gone,
+            names::events::DELETING_NODE,
+            names::components::CLOUD_NODE_LIFECYCLE_CONTROLLER,
         )
         .await?;
     let shutdown = names::taints::SHUTDOWN;
@@ -1207,6 +1264,14 @@ async fn load_balancer(world: &World) -> Check {
             },
         )
         .await?;
+    world
+        .wait_event(
+            &namespace,
+            "conformance",
+            names::events::ENSURED_LOAD_BALANCER,
+            names::components::SERVICE_CONTROLLER,
+        )
+        .await?;
     let written = ready
         .status
         .as_ref()
@@ -1298,6 +1363,14 @@ async fn load_balancer(world: &World) -> Check {
                     Err(e) => Err(format!("reading the Service failed: {e}")),
                 }
             },
+        )
+        .await?;
+    world
+        .wait_event(
+            &namespace,
+            "conformance",
+            names::events::DELETED_LOAD_BALANCER,
+            names::components::SERVICE_CONTROLLER,
         )
         .await?;
     world
