@@ -49,6 +49,10 @@ struct Args {
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 900)]
     timeout_secs: u64,
+    /// Instead of the Rust controller, time this command (for example the Go reference CCM, started with
+    /// `--controllers=cloud-node`) initializing the nodes; only the time is measured then. Split on whitespace.
+    #[arg(long)]
+    external_command: Option<String>,
 }
 
 /// Counts requests by "VERB resource[/subresource]".
@@ -223,7 +227,23 @@ async fn main() -> anyhow::Result<()> {
 
     let start = Instant::now();
     let informer_task = tokio::spawn(informers.clone().run(token.clone()));
-    let controller_task = tokio::spawn(Box::new(controller).run(token.clone()));
+    let mut external = None;
+    let controller_task = match &args.external_command {
+        None => Some(tokio::spawn(Box::new(controller).run(token.clone()))),
+        Some(command) => {
+            let mut parts = command.split_whitespace();
+            let program = parts.next().context("--external-command is empty")?;
+            let child = tokio::process::Command::new(program)
+                .args(parts)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .with_context(|| format!("starting {program}"))?;
+            external = Some(child);
+            None
+        }
+    };
     let store = informers.nodes().store();
     let deadline = start + Duration::from_secs(args.timeout_secs);
     let mut last_report = Instant::now();
@@ -254,10 +274,17 @@ async fn main() -> anyhow::Result<()> {
     // Let the in-flight events and the last queue passes settle before reading the counters.
     tokio::time::sleep(Duration::from_secs(2)).await;
     token.cancel();
-    controller_task
-        .await
-        .context("controller task")?
-        .map_err(|e| anyhow::anyhow!("controller failed: {e}"))?;
+    if let Some(task) = controller_task {
+        task.await
+            .context("controller task")?
+            .map_err(|e| anyhow::anyhow!("controller failed: {e}"))?;
+    }
+    if let Some(mut child) = external {
+        child
+            .kill()
+            .await
+            .context("stopping the external command")?;
+    }
     informer_task.await.context("informer task")?;
 
     let requests = counter.snapshot();
@@ -278,6 +305,24 @@ async fn main() -> anyhow::Result<()> {
         .sum();
 
     println!("nodes:                  {}", args.nodes);
+    if let Some(command) = &args.external_command {
+        println!("controller:             external: {command}");
+        println!(
+            "all initialized after:  {:.2?} ({:.0} nodes/s)",
+            all_done,
+            args.nodes as f64 / all_done.as_secs_f64()
+        );
+        println!("(API requests and cloud calls are only counted for the Rust controller)");
+        eprintln!("deleting the nodes ...");
+        nodes
+            .delete_collection(
+                &DeleteParams::default(),
+                &ListParams::default().labels(&selector),
+            )
+            .await
+            .context("deleting the bench nodes")?;
+        return Ok(());
+    }
     println!(
         "instance API:           {}",
         if args.v1 {

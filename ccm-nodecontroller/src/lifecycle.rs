@@ -64,6 +64,47 @@ pub enum NodeOwnership {
     AllNodes,
 }
 
+impl NodeOwnership {
+    /// The flag spelling: `provider-id-prefix` or `all-nodes`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeOwnership::ProviderIdPrefix => "provider-id-prefix",
+            NodeOwnership::AllNodes => "all-nodes",
+        }
+    }
+}
+
+impl std::fmt::Display for NodeOwnership {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An unknown [`NodeOwnership`] spelling.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown node ownership {0:?}: use provider-id-prefix (the default) or all-nodes (the Go behaviour)"
+)]
+pub struct ParseNodeOwnershipError(pub String);
+
+impl std::str::FromStr for NodeOwnership {
+    type Err = ParseNodeOwnershipError;
+
+    /// ```
+    /// use ccm_nodecontroller::NodeOwnership;
+    /// assert_eq!("all-nodes".parse::<NodeOwnership>().unwrap(), NodeOwnership::AllNodes);
+    /// assert_eq!(NodeOwnership::ProviderIdPrefix.to_string(), "provider-id-prefix");
+    /// assert!("mine".parse::<NodeOwnership>().is_err());
+    /// ```
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "provider-id-prefix" => Ok(NodeOwnership::ProviderIdPrefix),
+            "all-nodes" => Ok(NodeOwnership::AllNodes),
+            other => Err(ParseNodeOwnershipError(other.to_owned())),
+        }
+    }
+}
+
 /// Settings of the cloud node lifecycle controller. `Default` gives the Go reference's flag defaults plus the
 /// safety rules described on [`NodeOwnership`] and [`Config::protect_initializing_nodes`].
 ///
