@@ -244,7 +244,7 @@ impl std::fmt::Debug for CcmBuilder {
 
 impl CcmBuilder {
     /// Register the four standard controllers (cloud-node, cloud-node-lifecycle, service, route), configured from
-    /// the flags.
+    /// the flags, and the doctor's bootstrap self-check (`node-bootstrap-selfcheck`).
     pub fn with_default_controllers(mut self) -> Self {
         self.default_controllers = true;
         self
@@ -423,12 +423,17 @@ impl CcmBuilder {
     }
 
     /// [`run_from_args`](Self::run_from_args) with an explicit command line (the first item is the program
-    /// name).
+    /// name). `<command> doctor [...]` runs the chicken-and-egg doctor instead (`docs/doctor.md`).
     pub async fn run_from<I, T>(self, args: I) -> ExitCode
     where
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
+        let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+        if args.get(1).is_some_and(|a| a == ccm_doctor::SUBCOMMAND) {
+            let name = format!("{} {}", self.command_name, ccm_doctor::SUBCOMMAND);
+            return ccm_doctor::run_from(&name, args.into_iter().skip(2)).await;
+        }
         let options = match self.parse_args(args) {
             Ok(options) => options,
             Err(StartupError::Args(err)) => {
@@ -1550,6 +1555,7 @@ mod tests {
                 "cloud-node-lifecycle-controller",
                 "service-lb-controller",
                 "node-route-controller",
+                "node-bootstrap-selfcheck",
                 "kubernetes-extra"
             ]
         );

@@ -6,6 +6,10 @@
 //! | `cloud-node-lifecycle-controller` | `cloud-node-lifecycle` | `ccm-nodecontroller` |
 //! | `service-lb-controller` | `service` | `ccm-servicecontroller` |
 //! | `node-route-controller` | `route` | `ccm-routecontroller` |
+//! | `node-bootstrap-selfcheck` | `bootstrap-selfcheck` | `ccm-doctor` |
+//!
+//! The last one is an SDK addition: gauges and warnings about nodes waiting for initialization
+//! (`docs/doctor.md`).
 
 use ccm_core::names;
 use ccm_core::runtime::controller::ControllerDescriptor;
@@ -79,13 +83,15 @@ pub fn route_config(options: &CcmOptions) -> ccm_routecontroller::Config {
         .with_max_concurrent_route_operations(count(options.route_max_concurrent_operations))
 }
 
-/// The four standard controllers, in start order: cloud-node, cloud-node-lifecycle, service, route.
+/// The four standard controllers, in start order — cloud-node, cloud-node-lifecycle, service, route — and the
+/// bootstrap self-check.
 pub fn default_controllers(options: &CcmOptions) -> Vec<ControllerDescriptor> {
     vec![
         ccm_nodecontroller::cloud_node_descriptor(cloud_node_config(options)),
         ccm_nodecontroller::cloud_node_lifecycle_descriptor(cloud_node_lifecycle_config(options)),
         ccm_servicecontroller::descriptor(service_config(options)),
         ccm_routecontroller::descriptor(route_config(options)),
+        ccm_doctor::selfcheck::descriptor(ccm_doctor::selfcheck::SelfCheckConfig::default()),
     ]
 }
 
@@ -175,6 +181,7 @@ mod tests {
                 ("cloud-node-lifecycle-controller", "cloud-node-lifecycle"),
                 ("service-lb-controller", "service"),
                 ("node-route-controller", "route"),
+                ("node-bootstrap-selfcheck", "bootstrap-selfcheck"),
             ]
         );
         assert!(descriptors.iter().all(|d| !d.disabled_by_default));

@@ -12,14 +12,6 @@ use std::process::ExitCode;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args
-        .get(1)
-        .is_some_and(|a| a == ccm_doctor::cli::SUBCOMMAND)
-    {
-        let name = format!("{} {}", examples::COMMAND_NAME, ccm_doctor::cli::SUBCOMMAND);
-        return ccm_doctor::cli::run_from(&name, args.into_iter().skip(2)).await;
-    }
     match examples::reference_ccm() {
         Ok(ccm) => ccm.run_from_args().await,
         Err(err) => {

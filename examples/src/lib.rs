@@ -38,8 +38,8 @@ pub const CLOUD_CONFIG_MAP: &str = "reference-ccm-cloud-config";
 /// Where the inventory is mounted in the reference deployment.
 pub const CLOUD_CONFIG_DIR: &str = "/etc/kubernetes/cloud-config";
 
-/// The reference CCM: the fake provider registered as `fake`, the four standard controllers, and the doctor's
-/// `node-bootstrap-selfcheck` controller (gauges and warnings about nodes waiting for initialization).
+/// The reference CCM: the fake provider registered as `fake` and the standard controllers (the four Go ones and
+/// the doctor's `node-bootstrap-selfcheck`); `reference-ccm doctor [...]` runs the doctor.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<std::process::ExitCode, ccm_core::RegistryError> {
@@ -55,9 +55,6 @@ pub fn reference_ccm() -> Result<CcmBuilder, RegistryError> {
     FakeCloud::register(&registry)?;
     Ok(CloudControllerManager::builder(registry)
         .with_default_controllers()
-        .register_controller(ccm_doctor::selfcheck::descriptor(
-            ccm_doctor::selfcheck::SelfCheckConfig::default(),
-        ))
         .with_command_name(COMMAND_NAME)
         .with_about(
             "The reference cloud controller manager of the ccm-rs SDK: the four standard controllers on the fake \
