@@ -194,14 +194,37 @@ async fn no_metadata_skips_the_node_without_retrying() {
     let fake = FakeCloud::new();
     let mut h = Harness::new(fake.clone()).await;
     let name = h.name("nometa");
+    // A witness whose metadata call always fails: it is retried on the same backoff schedule a retried
+    // no-metadata node would follow.
+    let witness = h.name("witness");
     fake.add_instance(FakeInstance::new(&name).with_no_metadata());
+    fake.add_instance(FakeInstance::new(&witness));
+    fake.inject_for(
+        ops::INSTANCE_METADATA,
+        &witness,
+        Fault::always(InjectedError::Other("cloud API down".into())),
+    );
     h.create(&h.kubelet_node(&name, true)).await;
+    h.create(&h.kubelet_node(&witness, true)).await;
     h.start_node_controller(CloudNodeConfig::default());
 
-    h.wait_calls(ops::INSTANCE_METADATA, 1).await;
-    // A retry with backoff would call again within milliseconds; none comes.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(fake.call_count(ops::INSTANCE_METADATA), 1);
+    let witness_calls = || {
+        fake.call_targets(ops::INSTANCE_METADATA)
+            .iter()
+            .filter(|t| **t == witness)
+            .count()
+    };
+    ccm_testenv::wait_for("the witness to be retried 4 times", TIMEOUT, || async {
+        (witness_calls() >= 5).then_some(())
+    })
+    .await
+    .unwrap();
+    let skipped_calls = fake
+        .call_targets(ops::INSTANCE_METADATA)
+        .iter()
+        .filter(|t| **t == name)
+        .count();
+    assert_eq!(skipped_calls, 1, "Ok(None) is not retried");
     assert!(uninitialized(&h.get(&name).await.unwrap()));
 
     // The next change of the node is a new chance.
