@@ -16,6 +16,7 @@ use tokio::sync::Notify;
 use crate::fault::{Call, Fault, FaultTable, LoadBalancerCall};
 use crate::instance::FakeInstance;
 use crate::ops;
+use crate::quota::{Quota, QuotaError};
 
 /// The provider name [`FakeCloud::new`] uses and [`FakeCloud::register`] registers.
 pub const PROVIDER_NAME: &str = "fake";
@@ -109,6 +110,8 @@ pub(crate) struct State {
     pub(crate) clusters: Vec<(String, String)>,
     pub(crate) calls: Vec<Call>,
     pub(crate) faults: FaultTable,
+    pub(crate) quota: Option<Quota>,
+    pub(crate) throttled: usize,
 }
 
 impl State {
@@ -129,6 +132,8 @@ impl State {
             clusters: Vec::new(),
             calls: Vec::new(),
             faults: FaultTable::default(),
+            quota: None,
+            throttled: 0,
         }
     }
 
@@ -552,11 +557,62 @@ impl FakeCloud {
         }
     }
 
-    /// Forget every logged call (and [`load_balancer_calls`](Self::load_balancer_calls)).
+    /// Forget every logged call (and [`load_balancer_calls`](Self::load_balancer_calls) and the
+    /// [`throttled_count`](Self::throttled_count)).
     pub fn clear_calls(&self) {
         let mut st = self.lock();
         st.calls.clear();
         st.lb_calls.clear();
+        st.throttled = 0;
+    }
+
+    // ----- quota -----
+
+    /// Enforce an API quota like a real cloud's: a token bucket of `requests_per_second`, holding at most
+    /// `burst` requests (full when set). Every call except `initialize` takes a token when it arrives (a bulk
+    /// call takes one); a call that finds none is rejected at once, before its latency and faults, with
+    /// [`CloudError::Throttled`] carrying the time until the next token, and is counted in
+    /// [`throttled_count`](Self::throttled_count). Rejected calls are still logged. Uses tokio time, so paused
+    /// test time works.
+    ///
+    /// ```
+    /// use ccm_core::{CloudProvider, ErrorKind};
+    /// use ccm_provider_fake::{FakeCloud, FakeInstance};
+    /// use k8s_openapi::api::core::v1::Node;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let cloud = FakeCloud::new();
+    /// cloud.add_instance(FakeInstance::new("node-a"));
+    /// cloud.set_quota(2.0, 2).unwrap();
+    /// let v2 = cloud.instances_v2().unwrap();
+    /// let mut node = Node::default();
+    /// node.metadata.name = Some("node-a".into());
+    /// assert!(v2.instance_exists(&node).await.unwrap());
+    /// assert!(v2.instance_exists(&node).await.unwrap());
+    /// let err = v2.instance_exists(&node).await.unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::Throttled);
+    /// assert_eq!(cloud.throttled_count(), 1);
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`QuotaError`] if the rate is not a finite number above 0 or the burst is 0 (the quota is unchanged).
+    pub fn set_quota(&self, requests_per_second: f64, burst: u32) -> Result<(), QuotaError> {
+        let quota = Quota::new(requests_per_second, burst)?;
+        self.lock().quota = Some(quota);
+        Ok(())
+    }
+
+    /// Remove the quota: no call is throttled any more.
+    pub fn clear_quota(&self) {
+        self.lock().quota = None;
+    }
+
+    /// How many calls the quota rejected (since creation or the last [`clear_calls`](Self::clear_calls)).
+    pub fn throttled_count(&self) -> usize {
+        self.lock().throttled
     }
 
     // ----- faults -----
@@ -612,14 +668,28 @@ impl FakeCloud {
 
     // ----- call plumbing -----
 
-    /// Log the call, wait the op's latency, and return the injected error if one fires.
+    /// Log the call, check the quota, wait the op's latency, and return the injected error if one fires.
     pub(crate) async fn begin(&self, op: &'static str, target: &str) -> Result<(), CloudError> {
-        let latency = {
+        let (latency, throttled) = {
             let mut st = self.lock();
             st.calls.push(Call::new(op, target));
-            st.faults.latency(op)
+            let throttled = match st.quota.as_mut() {
+                Some(quota) if op != ops::INITIALIZE => match quota.try_take() {
+                    Ok(()) => None,
+                    Err(retry_after) => Some(quota.error(op, retry_after)),
+                },
+                _ => None,
+            };
+            if throttled.is_some() {
+                st.throttled += 1;
+            }
+            (st.faults.latency(op), throttled)
         };
         self.called.notify_waiters();
+        if let Some(err) = throttled {
+            tracing::debug!(op, target, error = %err, "fake cloud call rejected by the quota");
+            return Err(err);
+        }
         tracing::debug!(op, target, latency = ?latency, "fake cloud call");
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;

@@ -22,6 +22,7 @@ use crate::cloud::{DEFAULT_CLUSTER, FakeCloud, PROVIDER_NAME};
 use crate::fault::{Fault, InjectedError, Times};
 use crate::instance::FakeInstance;
 use crate::ops;
+use crate::quota::QuotaError;
 use ccm_core::intercept::Capability;
 
 fn yes() -> bool {
@@ -88,6 +89,36 @@ pub struct Inventory {
     /// Errors injected into operations.
     #[serde(default)]
     pub faults: Vec<FaultSpec>,
+    /// An API quota: calls beyond it are rejected with a throttling error. Default: no quota.
+    #[serde(default)]
+    pub quota: Option<QuotaSpec>,
+}
+
+/// An API quota, enforced as a token bucket (see `FakeCloud::set_quota`).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct QuotaSpec {
+    /// Requests per second the cloud accepts (greater than 0).
+    pub requests_per_second: f64,
+    /// Requests accepted at once after a quiet period (at least 1). Default: the rate, rounded up.
+    #[serde(default)]
+    pub burst: Option<u32>,
+}
+
+impl QuotaSpec {
+    /// The burst: as given, or the rate rounded up (at least 1).
+    pub fn effective_burst(&self) -> u32 {
+        self.burst.unwrap_or_else(|| {
+            let rounded = self.requests_per_second.ceil();
+            if rounded.is_finite() && rounded >= 1.0 {
+                // saturating float-to-int conversion
+                rounded.min(f64::from(u32::MAX)) as u32
+            } else {
+                1
+            }
+        })
+    }
 }
 
 impl Default for Inventory {
@@ -107,6 +138,7 @@ impl Default for Inventory {
             default_latency: None,
             latency: BTreeMap::new(),
             faults: Vec::new(),
+            quota: None,
         }
     }
 }
@@ -1049,6 +1081,17 @@ impl FakeCloud {
                 Some(target) => cloud.inject_for(&spec.operation, target, fault),
                 None => cloud.inject(&spec.operation, fault),
             }
+        }
+        if let Some(quota) = &inventory.quota {
+            cloud
+                .set_quota(quota.requests_per_second, quota.effective_burst())
+                .map_err(|err| {
+                    let path = match err {
+                        QuotaError::ZeroBurst => "quota.burst",
+                        _ => "quota.requestsPerSecond",
+                    };
+                    check.invalid(path.into(), err.to_string())
+                })?;
         }
         Ok(cloud)
     }

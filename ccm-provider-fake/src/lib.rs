@@ -10,7 +10,8 @@
 //!   removed or shut down, a fault injected) are seen by the next call;
 //! - every call is logged ([`Call`], with the stable names of [`ops`]); errors can be injected per operation
 //!   ([`Fault`], [`Times`], [`InjectedError`], including the retry-after error) and answers delayed
-//!   ([`FakeCloud::set_latency`], honouring paused tokio time);
+//!   ([`FakeCloud::set_latency`], honouring paused tokio time), and an API quota can be enforced
+//!   ([`FakeCloud::set_quota`], answering [`CloudError::Throttled`](ccm_core::CloudError::Throttled) beyond it);
 //! - an [`Inventory`] YAML file describes a whole cloud, so a CCM can run against it with
 //!   `--cloud-provider=fake --cloud-config=inventory.yaml` after [`FakeCloud::register`].
 //!
@@ -45,6 +46,7 @@ mod instance;
 mod inventory;
 pub mod ops;
 mod provider;
+mod quota;
 
 /// The provider capabilities (re-exported from ccm-core), switched with [`FakeCloud::set_capability`].
 pub use ccm_core::intercept::Capability;
@@ -56,5 +58,6 @@ pub use fault::{Call, Fault, InjectedError, LoadBalancerCall, Times};
 pub use instance::FakeInstance;
 pub use inventory::{
     AddressSpec, AddressType, CapabilitiesSpec, FaultKind, FaultSpec, InstanceSpec, Inventory,
-    InventoryError, IpModeSpec, Position, RouteSpec, ZoneSpec,
+    InventoryError, IpModeSpec, Position, QuotaSpec, RouteSpec, ZoneSpec,
 };
+pub use quota::QuotaError;
