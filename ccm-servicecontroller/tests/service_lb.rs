@@ -713,3 +713,29 @@ async fn unsupported_provider_is_skipped_by_the_descriptor() {
     let bad = ccm_servicecontroller::descriptor(Config::default().with_concurrent_service_syncs(0));
     assert!((bad.init)(&ctx).is_err(), "invalid config is an error");
 }
+
+#[tokio::test]
+async fn finalizer_is_stored_before_the_cloud_is_called() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let env = ccm_testenv::TestEnv::shared().await;
+    let fake = FakeCloud::new();
+    let cloud = Arc::new(OrderCheckingCloud {
+        fake: fake.clone(),
+        client: env.client(),
+        ensures_without_finalizer: AtomicUsize::new(0),
+        ensures: AtomicUsize::new(0),
+    });
+    let provider: Arc<dyn CloudProvider> = Arc::new(OrderCheckingProvider(cloud.clone()));
+    let h = Harness::start_with(test_config(), fake, provider).await;
+    h.create_node("a").await;
+    for name in ["one", "two", "three"] {
+        h.create_lb(name).await;
+    }
+    for name in ["one", "two", "three"] {
+        h.wait_ingress(name).await;
+    }
+    assert_eq!(cloud.ensures.load(Ordering::SeqCst), 3);
+    assert_eq!(cloud.ensures_without_finalizer.load(Ordering::SeqCst), 0);
+    h.finish().await;
+}

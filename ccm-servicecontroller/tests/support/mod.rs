@@ -494,3 +494,85 @@ impl EmptyStatusCloud {
         CloudProvider::load_balancer(&self.fake).expect("the fake cloud supports load balancers")
     }
 }
+
+/// A provider wrapping the fake cloud whose `ensure_load_balancer` first reads the Service from the API and
+/// counts the calls made while the stored Service had no cleanup finalizer yet.
+pub struct OrderCheckingCloud {
+    pub fake: FakeCloud,
+    pub client: Client,
+    pub ensures_without_finalizer: AtomicUsize,
+    pub ensures: AtomicUsize,
+}
+
+pub struct OrderCheckingProvider(pub Arc<OrderCheckingCloud>);
+
+impl CloudProvider for OrderCheckingProvider {
+    fn provider_name(&self) -> &str {
+        "fake"
+    }
+    fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>> {
+        Some(self.0.clone())
+    }
+}
+
+#[async_trait]
+impl LoadBalancer for OrderCheckingCloud {
+    async fn get_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+    ) -> Result<Option<LoadBalancerStatus>, CloudError> {
+        self.lb().get_load_balancer(cluster_name, service).await
+    }
+
+    async fn ensure_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<LoadBalancerStatus, CloudError> {
+        let api: Api<Service> = Api::namespaced(
+            self.client.clone(),
+            service.metadata.namespace.as_deref().unwrap_or_default(),
+        );
+        let stored = api
+            .get(&service.name_any())
+            .await
+            .map_err(|e| CloudError::msg(format!("reading the service: {e}")))?;
+        self.ensures.fetch_add(1, Ordering::SeqCst);
+        if !has_finalizer(&stored) || !has_finalizer(service) {
+            self.ensures_without_finalizer
+                .fetch_add(1, Ordering::SeqCst);
+        }
+        self.lb()
+            .ensure_load_balancer(cluster_name, service, nodes)
+            .await
+    }
+
+    async fn update_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<(), CloudError> {
+        self.lb()
+            .update_load_balancer(cluster_name, service, nodes)
+            .await
+    }
+
+    async fn ensure_load_balancer_deleted(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+    ) -> Result<(), CloudError> {
+        self.lb()
+            .ensure_load_balancer_deleted(cluster_name, service)
+            .await
+    }
+}
+
+impl OrderCheckingCloud {
+    fn lb(&self) -> Arc<dyn LoadBalancer> {
+        CloudProvider::load_balancer(&self.fake).expect("the fake cloud supports load balancers")
+    }
+}
