@@ -6,10 +6,20 @@
 //!   `instance-metadata`) share one cloud call;
 //! - successful answers are kept for a short time (`ttl`), so the lifecycle loop, which asks about every NotReady
 //!   node every 5 seconds, does not ask the cloud the same question again while nothing changed. "Does not exist"
-//!   is never cached: a node is only deleted on a fresh answer.
+//!   and errors are never kept: a node is only deleted on a fresh answer;
+//! - with a provider that answers bulk calls natively ([`InstancesV2::supports_bulk`]), a bulk call reuses the
+//!   kept answers and asks the cloud, in one bulk call, only about the other nodes; its answers are kept too.
 //!
-//! The cache forgets a node when it is deleted or its providerID changes: run [`InstanceCache::run_invalidator`]
-//! with the shared Node informer, or call [`InstanceCache::invalidate`].
+//! An answer is about a node's name **and** providerID, and is at most `ttl` old. The cache forgets a node when
+//! it is deleted, its providerID changes or its `Ready` condition status changes (so the first check after a node
+//! goes NotReady always asks the cloud), and forgets everything when informer events were missed: run
+//! [`InstanceCache::run_invalidator`] with the shared Node informer, or call [`InstanceCache::invalidate`]. An
+//! answer still in flight when its node is invalidated is returned to its callers but not kept.
+//!
+//! Put the cache **outside** the budget and metrics interceptors (`CachingProvider` wrapping an
+//! [`InterceptedProvider`](crate::intercept::InterceptedProvider)): answers from the cache then cost no budget and
+//! the call metrics count real cloud calls only. [`CachingProvider::with_metrics`] counts hits, coalesced
+//! questions and misses.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -17,7 +27,8 @@
 //! use ccm_core::cache::CachingProvider;
 //!
 //! # fn demo(cloud: Arc<dyn ccm_core::CloudProvider>, informers: ccm_core::runtime::informer::SharedInformers) {
-//! let caching = CachingProvider::new(cloud, Duration::from_secs(30));
+//! # let registry = ccm_core::runtime::metrics::SharedRegistry::new();
+//! let caching = CachingProvider::new(cloud, Duration::from_secs(30)).with_metrics(&registry);
 //! let cache = caching.cache();
 //! let token = tokio_util::sync::CancellationToken::new();
 //! tokio::spawn(cache.run_invalidator(informers.nodes().clone(), token));
@@ -27,22 +38,28 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use k8s_openapi::api::core::v1::Node;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::CloudError;
-use crate::helpers::{node_name, node_provider_id};
+use crate::helpers::{node_condition_status, node_name, node_provider_id};
+use crate::intercept::Operation;
+use crate::names;
 use crate::provider::{
     CloudProvider, Clusters, InitializeContext, Instances, InstancesV2, LoadBalancer, Routes, Zones,
 };
 use crate::runtime::informer::{Informer, InformerEvent};
+use crate::runtime::metrics::SharedRegistry;
 use crate::types::InstanceMetadata;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -52,26 +69,131 @@ enum Question {
     Metadata,
 }
 
+impl Question {
+    /// The operation that answers it (its call-log name labels the cache metrics).
+    fn operation(self) -> Operation {
+        match self {
+            Question::Exists => Operation::InstanceExists,
+            Question::Shutdown => Operation::InstanceShutdown,
+            Question::Metadata => Operation::InstanceMetadata,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Answer {
     Bool(bool),
     Metadata(Option<InstanceMetadata>),
 }
 
-type Key = (Question, String);
+impl Answer {
+    /// Whether the answer may be kept: "does not exist" is always asked again.
+    fn cacheable(&self, question: Question) -> bool {
+        !matches!((question, self), (Question::Exists, Answer::Bool(false)))
+    }
+}
+
+/// The question, the node's name and its providerID: a node whose providerID changed is a new key even before
+/// the informer reports the change.
+type Key = (Question, String, String);
 type Flight = Shared<BoxFuture<'static, Result<Answer, Arc<CloudError>>>>;
+
+fn key(question: Question, node: &Node) -> Key {
+    (
+        question,
+        node_name(node).to_owned(),
+        node_provider_id(node).to_owned(),
+    )
+}
+
+/// Expired answers are dropped after this many insertions (they are also replaced when asked again).
+const PRUNE_EVERY: u64 = 1024;
 
 #[derive(Default)]
 struct State {
     answers: HashMap<Key, (Instant, Answer)>,
     flights: HashMap<Key, (u64, Flight)>,
     generation: u64,
+    /// Bumped by every invalidation: a bulk answer that began before one is not stored.
+    epoch: u64,
+    inserts: u64,
+}
+
+impl State {
+    fn fresh(&self, key: &Key, ttl: Duration) -> Option<Answer> {
+        self.answers
+            .get(key)
+            .filter(|(at, _)| at.elapsed() < ttl)
+            .map(|(_, answer)| answer.clone())
+    }
+
+    fn insert(&mut self, key: Key, answer: Answer, ttl: Duration) {
+        self.answers.insert(key, (Instant::now(), answer));
+        self.inserts += 1;
+        if self.inserts.is_multiple_of(PRUNE_EVERY) {
+            self.answers.retain(|_, (at, _)| at.elapsed() < ttl);
+        }
+    }
+}
+
+/// How the cache answered so far (see [`InstanceCache::stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CacheStats {
+    /// Questions answered from a kept answer, without a cloud call.
+    pub hits: u64,
+    /// Questions that joined an identical call already in flight.
+    pub coalesced: u64,
+    /// Questions that needed a cloud call (one per node, also inside a bulk call).
+    pub misses: u64,
+}
+
+type Labels = Vec<(String, String)>;
+
+#[derive(Default)]
+struct Counters {
+    hits: AtomicU64,
+    coalesced: AtomicU64,
+    misses: AtomicU64,
+    family: OnceLock<Family<Labels, Counter>>,
+}
+
+#[derive(Clone, Copy)]
+enum Outcome {
+    Hit,
+    Coalesced,
+    Miss,
+}
+
+impl Counters {
+    fn record(&self, question: Question, outcome: Outcome, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let (counter, result) = match outcome {
+            Outcome::Hit => (&self.hits, "hit"),
+            Outcome::Coalesced => (&self.coalesced, "coalesced"),
+            Outcome::Miss => (&self.misses, "miss"),
+        };
+        counter.fetch_add(n, Ordering::Relaxed);
+        if let Some(family) = self.family.get() {
+            let labels = vec![
+                (
+                    "operation".to_owned(),
+                    question.operation().as_str().to_owned(),
+                ),
+                ("result".to_owned(), result.to_owned()),
+            ];
+            family.get_or_create(&labels).inc_by(n);
+        }
+    }
 }
 
 /// The shared state of a [`CachingProvider`]: answers, calls in flight, and counters.
 pub struct InstanceCache {
     ttl: Duration,
     state: Mutex<State>,
+    counters: Counters,
 }
 
 impl std::fmt::Debug for InstanceCache {
@@ -87,28 +209,50 @@ impl InstanceCache {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Forget everything about the node named `node_name`.
+    /// How long answers are kept (zero: coalescing only).
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// Forget everything about the node named `node_name`. A call about it still in flight is not kept when it
+    /// finishes (a later question asks the cloud again).
     pub fn invalidate(&self, node_name: &str) {
-        self.lock().answers.retain(|(_, name), _| name != node_name);
+        let mut state = self.lock();
+        state.answers.retain(|(_, name, _), _| name != node_name);
+        state.flights.retain(|(_, name, _), _| name != node_name);
+        state.epoch += 1;
     }
 
-    /// Forget everything.
+    /// Forget everything, including calls in flight (as [`invalidate`](Self::invalidate) does for one node).
     pub fn clear(&self) {
-        self.lock().answers.clear();
+        let mut state = self.lock();
+        state.answers.clear();
+        state.flights.clear();
+        state.epoch += 1;
     }
 
-    /// How many answers are cached.
+    /// How many answers are held (expired ones included until they are pruned).
     pub fn len(&self) -> usize {
         self.lock().answers.len()
     }
 
-    /// True if nothing is cached.
+    /// True if no answer is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Invalidate from Node events until `shutdown`: a deleted node, a changed providerID, or missed events
-    /// (everything).
+    /// Hits, coalesced questions and misses so far.
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.counters.hits.load(Ordering::Relaxed),
+            coalesced: self.counters.coalesced.load(Ordering::Relaxed),
+            misses: self.counters.misses.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Invalidate from Node events until `shutdown`: a deleted node, a changed providerID, a change of the
+    /// node's `Ready` condition status (so the first check after a node goes NotReady is always fresh), or missed
+    /// events (everything).
     pub async fn run_invalidator(
         self: Arc<Self>,
         nodes: Informer<Node>,
@@ -124,7 +268,7 @@ impl InstanceCache {
                 None => return,
                 Some(InformerEvent::Deleted(node)) => self.invalidate(node_name(&node)),
                 Some(InformerEvent::Updated { old, new }) => {
-                    if node_provider_id(&old) != node_provider_id(&new) {
+                    if invalidates(&old, &new) {
                         self.invalidate(node_name(&new));
                     }
                 }
@@ -138,17 +282,20 @@ impl InstanceCache {
     where
         F: Future<Output = Result<Answer, CloudError>> + Send + 'static,
     {
-        let key = (question, node_name(node).to_owned());
+        let key = key(question, node);
         let (generation, flight) = {
             let mut state = self.lock();
-            if let Some((at, answer)) = state.answers.get(&key)
-                && at.elapsed() < self.ttl
-            {
-                return Ok(answer.clone());
+            if let Some(answer) = state.fresh(&key, self.ttl) {
+                self.counters.record(question, Outcome::Hit, 1);
+                return Ok(answer);
             }
             match state.flights.get(&key) {
-                Some((generation, flight)) => (*generation, flight.clone()),
+                Some((generation, flight)) => {
+                    self.counters.record(question, Outcome::Coalesced, 1);
+                    (*generation, flight.clone())
+                }
                 None => {
+                    self.counters.record(question, Outcome::Miss, 1);
                     state.generation += 1;
                     let generation = state.generation;
                     let flight: Flight = call.map(|r| r.map_err(Arc::new)).boxed().shared();
@@ -167,16 +314,66 @@ impl InstanceCache {
             .is_some_and(|(g, _)| *g == generation)
         {
             state.flights.remove(&key);
-            if let Ok(answer) = &result {
-                let cacheable =
-                    !matches!((question, answer), (Question::Exists, Answer::Bool(false)));
-                if cacheable && !self.ttl.is_zero() {
-                    state.answers.insert(key, (Instant::now(), answer.clone()));
-                }
+            if let Ok(answer) = &result
+                && answer.cacheable(question)
+                && !self.ttl.is_zero()
+            {
+                state.insert(key, answer.clone(), self.ttl);
             }
         }
         result.map_err(|e| e.duplicate())
     }
+
+    /// The kept answer of each node (`None`: ask the cloud), and the epoch to pass to
+    /// [`store_many`](Self::store_many).
+    fn cached_many(&self, question: Question, nodes: &[Node]) -> (Vec<Option<Answer>>, u64) {
+        let state = self.lock();
+        let answers: Vec<Option<Answer>> = nodes
+            .iter()
+            .map(|node| state.fresh(&key(question, node), self.ttl))
+            .collect();
+        let hits = answers.iter().filter(|a| a.is_some()).count();
+        self.counters.record(
+            question,
+            Outcome::Hit,
+            u64::try_from(hits).unwrap_or(u64::MAX),
+        );
+        self.counters.record(
+            question,
+            Outcome::Miss,
+            u64::try_from(nodes.len() - hits).unwrap_or(u64::MAX),
+        );
+        (answers, state.epoch)
+    }
+
+    /// Keep the cacheable answers of a bulk call, unless something was invalidated since `epoch`.
+    fn store_many<'a>(
+        &self,
+        question: Question,
+        epoch: u64,
+        answers: impl Iterator<Item = (&'a Node, Answer)>,
+    ) {
+        if self.ttl.is_zero() {
+            return;
+        }
+        let mut state = self.lock();
+        if state.epoch != epoch {
+            return;
+        }
+        for (node, answer) in answers {
+            if answer.cacheable(question) {
+                state.insert(key(question, node), answer, self.ttl);
+            }
+        }
+    }
+}
+
+/// Whether an update makes the cached answers about the node unsafe to reuse: a new providerID, or a change of
+/// its Ready condition status.
+fn invalidates(old: &Node, new: &Node) -> bool {
+    node_provider_id(old) != node_provider_id(new)
+        || node_condition_status(old, names::conditions::READY)
+            != node_condition_status(new, names::conditions::READY)
 }
 
 /// A provider whose InstancesV2 answers are coalesced and cached; everything else passes through.
@@ -203,8 +400,24 @@ impl CachingProvider {
             cache: Arc::new(InstanceCache {
                 ttl,
                 state: Mutex::new(State::default()),
+                counters: Counters::default(),
             }),
         }
+    }
+
+    /// Count the cache's answers in `registry` as
+    /// `cloudprovider_instance_cache_requests_total{operation, result}` (`result` = `hit`, `coalesced` or
+    /// `miss`; `operation` = the call-log name of the InstancesV2 call). Register once per registry.
+    pub fn with_metrics(self, registry: &SharedRegistry) -> Self {
+        let family = Family::<Labels, Counter>::default();
+        if self.cache.counters.family.set(family.clone()).is_ok() {
+            registry.register(
+                "cloudprovider_instance_cache_requests",
+                "Instance questions answered by the cloud-call cache, by operation and result (hit, coalesced, miss)",
+                family,
+            );
+        }
+        self
     }
 
     /// The cache, for invalidation.
@@ -259,6 +472,72 @@ fn unexpected(question: Question) -> CloudError {
     ))
 }
 
+fn short_bulk_answer(operation: Operation, got: usize, asked: usize) -> CloudError {
+    CloudError::msg(format!(
+        "the provider's {operation} returned {got} answers for {asked} nodes; a bulk call must answer every \
+         node, in order"
+    ))
+}
+
+/// A bulk call of the wrapped provider.
+type BulkCall<'n, T> = BoxFuture<'n, Result<Vec<Result<T, CloudError>>, CloudError>>;
+
+impl CachedV2 {
+    /// A bulk call through the cache: kept answers are reused, the cloud is asked (in one bulk call) about the
+    /// other nodes only, and its answers are kept.
+    async fn bulk<T: Clone>(
+        &self,
+        question: Question,
+        operation: Operation,
+        nodes: &[Node],
+        call: for<'a> fn(&'a dyn InstancesV2, &'a [Node]) -> BulkCall<'a, T>,
+        wrap: fn(T) -> Answer,
+        unwrap: fn(Answer) -> Option<T>,
+    ) -> Result<Vec<Result<T, CloudError>>, CloudError> {
+        let (cached, epoch) = self.cache.cached_many(question, nodes);
+        let partly_cached: Vec<Node>;
+        let missing: &[Node] = if cached.iter().all(Option::is_none) {
+            nodes
+        } else {
+            partly_cached = nodes
+                .iter()
+                .zip(&cached)
+                .filter(|(_, answer)| answer.is_none())
+                .map(|(node, _)| node.clone())
+                .collect();
+            &partly_cached
+        };
+        let mut fresh = if missing.is_empty() {
+            Vec::new()
+        } else {
+            let asked = missing.len();
+            let answers = call(self.inner.as_ref(), missing).await?;
+            if answers.len() != asked {
+                return Err(short_bulk_answer(operation, answers.len(), asked));
+            }
+            self.cache.store_many(
+                question,
+                epoch,
+                missing
+                    .iter()
+                    .zip(&answers)
+                    .filter_map(|(node, r)| r.as_ref().ok().map(|v| (node, wrap(v.clone())))),
+            );
+            answers
+        }
+        .into_iter();
+        Ok(cached
+            .into_iter()
+            .map(|answer| match answer {
+                Some(answer) => unwrap(answer).ok_or_else(|| unexpected(question)),
+                None => fresh
+                    .next()
+                    .unwrap_or_else(|| Err(short_bulk_answer(operation, 0, 1))),
+            })
+            .collect())
+    }
+}
+
 #[async_trait]
 impl InstancesV2 for CachedV2 {
     async fn instance_exists(&self, node: &Node) -> Result<bool, CloudError> {
@@ -299,7 +578,18 @@ impl InstancesV2 for CachedV2 {
             }
             return Ok(out);
         }
-        self.inner.instance_metadata_bulk(nodes).await
+        self.bulk(
+            Question::Metadata,
+            Operation::InstanceMetadataBulk,
+            nodes,
+            |inner, missing| inner.instance_metadata_bulk(missing),
+            Answer::Metadata,
+            |answer| match answer {
+                Answer::Metadata(m) => Some(m),
+                Answer::Bool(_) => None,
+            },
+        )
+        .await
     }
     async fn instance_exists_bulk(
         &self,
@@ -312,7 +602,18 @@ impl InstancesV2 for CachedV2 {
             }
             return Ok(out);
         }
-        self.inner.instance_exists_bulk(nodes).await
+        self.bulk(
+            Question::Exists,
+            Operation::InstanceExistsBulk,
+            nodes,
+            |inner, missing| inner.instance_exists_bulk(missing),
+            Answer::Bool,
+            |answer| match answer {
+                Answer::Bool(b) => Some(b),
+                Answer::Metadata(_) => None,
+            },
+        )
+        .await
     }
 }
 
@@ -326,6 +627,11 @@ mod tests {
         calls: AtomicUsize,
         exists: Mutex<bool>,
         fail: Mutex<bool>,
+        bulk: bool,
+        /// The node names of each bulk call.
+        bulk_calls: Mutex<Vec<Vec<String>>>,
+        /// Answer one node fewer than asked (a broken provider).
+        short: bool,
     }
 
     #[async_trait]
@@ -352,6 +658,42 @@ mod tests {
                 node_name(node)
             ))))
         }
+        fn supports_bulk(&self) -> bool {
+            self.bulk
+        }
+        async fn instance_exists_bulk(
+            &self,
+            nodes: &[Node],
+        ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
+            self.bulk_calls
+                .lock()
+                .unwrap()
+                .push(nodes.iter().map(|n| node_name(n).to_owned()).collect());
+            let exists = *self.exists.lock().unwrap();
+            let answers = nodes.len() - usize::from(self.short);
+            // "gone-*" nodes do not exist, "err-*" nodes fail
+            Ok(nodes[..answers]
+                .iter()
+                .map(|n| match node_name(n) {
+                    name if name.starts_with("gone") => Ok(false),
+                    name if name.starts_with("err") => Err(CloudError::msg("item failed")),
+                    _ => Ok(exists),
+                })
+                .collect())
+        }
+        async fn instance_metadata_bulk(
+            &self,
+            nodes: &[Node],
+        ) -> Result<Vec<Result<Option<InstanceMetadata>, CloudError>>, CloudError> {
+            self.bulk_calls
+                .lock()
+                .unwrap()
+                .push(nodes.iter().map(|n| node_name(n).to_owned()).collect());
+            Ok(nodes
+                .iter()
+                .map(|n| Ok(Some(InstanceMetadata::new(format!("t://{}", node_name(n))))))
+                .collect())
+        }
     }
 
     struct Cloud(Arc<Counting>);
@@ -371,9 +713,13 @@ mod tests {
     }
 
     fn setup(ttl: Duration) -> (Arc<Counting>, CachingProvider) {
+        setup_with(ttl, Counting::default())
+    }
+
+    fn setup_with(ttl: Duration, counting: Counting) -> (Arc<Counting>, CachingProvider) {
         let counting = Arc::new(Counting {
             exists: Mutex::new(true),
-            ..Default::default()
+            ..counting
         });
         (
             counting.clone(),
@@ -484,8 +830,295 @@ mod tests {
         });
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert!(cache.is_empty());
+        // a node going NotReady: its next check is fresh; a status update that keeps Ready does not matter
+        v2.instance_exists(&node("c")).await.unwrap();
+        v2.instance_exists(&node("d")).await.unwrap();
+        informer.inject_for_test(InformerEvent::Updated {
+            old: Arc::new(ready("d", "True")),
+            new: Arc::new(ready("d", "True")),
+        });
+        informer.inject_for_test(InformerEvent::Updated {
+            old: Arc::new(ready("c", "True")),
+            new: Arc::new(ready("c", "False")),
+        });
+        informer.inject_for_test(InformerEvent::Added(Arc::new(node("e"))));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(cache.len(), 1, "only d is kept");
+        // missed events: forget everything
+        informer.inject_for_test(InformerEvent::Resync);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(cache.is_empty());
         token.cancel();
         task.await.unwrap();
+        assert_eq!(counting.calls.load(Ordering::SeqCst), 4);
+    }
+
+    fn names(list: &[&str]) -> Vec<Node> {
+        list.iter().map(|n| node(n)).collect()
+    }
+
+    fn with_provider_id(name: &str, id: &str) -> Node {
+        let mut n = node(name);
+        n.spec = Some(k8s_openapi::api::core::v1::NodeSpec {
+            provider_id: Some(id.into()),
+            ..Default::default()
+        });
+        n
+    }
+
+    fn ready(name: &str, status: &str) -> Node {
+        let mut n = node(name);
+        n.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+            conditions: Some(vec![k8s_openapi::api::core::v1::NodeCondition {
+                type_: "Ready".into(),
+                status: status.into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        n
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn bulk_calls_reuse_kept_answers_and_ask_only_about_the_rest() {
+        let (counting, cloud) = setup_with(
+            Duration::from_secs(30),
+            Counting {
+                bulk: true,
+                ..Default::default()
+            },
+        );
+        let v2 = cloud.instances_v2().unwrap();
+        assert!(v2.supports_bulk());
+        // a single answer about "a" is kept and reused by the bulk call
+        assert!(v2.instance_exists(&node("a")).await.unwrap());
+        let answers = v2
+            .instance_exists_bulk(&names(&["a", "b", "gone-c", "err-d"]))
+            .await
+            .unwrap();
+        assert_eq!(answers.len(), 4);
+        assert!(answers[0].as_ref().unwrap() & answers[1].as_ref().unwrap());
+        assert!(!answers[2].as_ref().unwrap());
+        assert!(answers[3].is_err());
+        assert_eq!(
+            *counting.bulk_calls.lock().unwrap(),
+            vec![vec!["b", "gone-c", "err-d"]]
+        );
+        // "b" is kept now; "does not exist" and failures are asked again
+        v2.instance_exists_bulk(&names(&["a", "b", "gone-c", "err-d"]))
+            .await
+            .unwrap();
+        assert_eq!(
+            counting.bulk_calls.lock().unwrap()[1],
+            vec!["gone-c", "err-d"]
+        );
+        // everything kept: no call at all
+        let answers = v2.instance_exists_bulk(&names(&["b", "a"])).await.unwrap();
+        assert_eq!(answers.len(), 2);
+        assert_eq!(counting.bulk_calls.lock().unwrap().len(), 2);
+        // bulk answers are shared with single questions
+        assert!(v2.instance_exists(&node("b")).await.unwrap());
+        assert_eq!(counting.calls.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            cloud.cache().stats(),
+            CacheStats {
+                hits: 1 + 2 + 2 + 1,
+                coalesced: 0,
+                misses: 1 + 3 + 2,
+            }
+        );
+        // after the TTL the bulk call asks about everyone again
+        tokio::time::sleep(Duration::from_secs(31)).await;
+        v2.instance_exists_bulk(&names(&["a", "b"])).await.unwrap();
+        assert_eq!(counting.bulk_calls.lock().unwrap()[2], vec!["a", "b"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn bulk_metadata_is_cached_too_and_zero_ttl_keeps_nothing() {
+        let (counting, cloud) = setup_with(
+            Duration::from_secs(30),
+            Counting {
+                bulk: true,
+                ..Default::default()
+            },
+        );
+        let v2 = cloud.instances_v2().unwrap();
+        let first = v2
+            .instance_metadata_bulk(&names(&["a", "b"]))
+            .await
+            .unwrap();
+        assert_eq!(
+            first[1].as_ref().unwrap().as_ref().unwrap().provider_id,
+            "t://b"
+        );
+        let again = v2.instance_metadata(&node("b")).await.unwrap().unwrap();
+        assert_eq!(again.provider_id, "t://b");
+        assert_eq!(counting.calls.load(Ordering::SeqCst), 0);
+        assert_eq!(counting.bulk_calls.lock().unwrap().len(), 1);
+
+        let (counting, cloud) = setup_with(
+            Duration::ZERO,
+            Counting {
+                bulk: true,
+                ..Default::default()
+            },
+        );
+        let v2 = cloud.instances_v2().unwrap();
+        for _ in 0..3 {
+            v2.instance_exists_bulk(&names(&["a", "b"])).await.unwrap();
+        }
+        assert_eq!(counting.bulk_calls.lock().unwrap().len(), 3);
+        assert!(cloud.cache().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_bulk_answer_of_the_wrong_length_is_an_error() {
+        let (_, cloud) = setup_with(
+            Duration::from_secs(30),
+            Counting {
+                bulk: true,
+                short: true,
+                ..Default::default()
+            },
+        );
+        let v2 = cloud.instances_v2().unwrap();
+        let err = v2
+            .instance_exists_bulk(&names(&["a", "b"]))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("returned 1 answers for 2 nodes; a bulk call must answer every node"),
+            "{err}"
+        );
+        assert!(cloud.cache().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_native_bulk_the_bulk_methods_use_the_cached_single_calls() {
+        let (counting, cloud) = setup(Duration::from_secs(30));
+        let v2 = cloud.instances_v2().unwrap();
+        assert!(!v2.supports_bulk());
+        v2.instance_exists_bulk(&names(&["a", "b"])).await.unwrap();
+        v2.instance_exists_bulk(&names(&["a", "b"])).await.unwrap();
         assert_eq!(counting.calls.load(Ordering::SeqCst), 2);
+        assert!(counting.bulk_calls.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_in_flight_during_invalidation_is_not_kept() {
+        let (counting, cloud) = setup(Duration::from_secs(300));
+        let cache = cloud.cache();
+        let v2 = cloud.instances_v2().unwrap();
+        let n = node("a");
+        let invalidate = async {
+            // the cloud answers after 100 ms
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            cache.invalidate("a");
+        };
+        let (answer, ()) = tokio::join!(v2.instance_exists(&n), invalidate);
+        assert!(answer.unwrap());
+        assert!(cache.is_empty(), "the answer predates the invalidation");
+        v2.instance_exists(&n).await.unwrap();
+        assert_eq!(counting.calls.load(Ordering::SeqCst), 2);
+        assert_eq!(cache.len(), 1);
+        // the same for clear()
+        cache.clear();
+        let clear = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            cache.clear();
+        };
+        let _ = tokio::join!(v2.instance_exists(&n), clear);
+        assert!(cache.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_new_provider_id_is_a_new_question() {
+        let (counting, cloud) = setup(Duration::from_secs(300));
+        let v2 = cloud.instances_v2().unwrap();
+        v2.instance_exists(&with_provider_id("a", "t://1"))
+            .await
+            .unwrap();
+        v2.instance_exists(&with_provider_id("a", "t://1"))
+            .await
+            .unwrap();
+        v2.instance_exists(&with_provider_id("a", "t://2"))
+            .await
+            .unwrap();
+        assert_eq!(counting.calls.load(Ordering::SeqCst), 2);
+        // invalidation by name forgets both
+        cloud.cache().invalidate("a");
+        assert!(cloud.cache().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stats_and_metrics_count_hits_coalesced_and_misses() {
+        let registry = SharedRegistry::new();
+        let (_, cloud) = setup(Duration::from_secs(30));
+        let cloud = cloud.with_metrics(&registry);
+        let v2 = cloud.instances_v2().unwrap();
+        let n = node("a");
+        let _ = futures::future::join_all((0..3).map(|_| v2.instance_exists(&n))).await;
+        v2.instance_exists(&n).await.unwrap();
+        assert_eq!(
+            cloud.cache().stats(),
+            CacheStats {
+                hits: 1,
+                coalesced: 2,
+                misses: 1
+            }
+        );
+        let text = registry.encode();
+        for line in [
+            r#"cloudprovider_instance_cache_requests_total{operation="instance-exists",result="miss"} 1"#,
+            r#"cloudprovider_instance_cache_requests_total{operation="instance-exists",result="coalesced"} 2"#,
+            r#"cloudprovider_instance_cache_requests_total{operation="instance-exists",result="hit"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} in\n{text}");
+        }
+        // registering twice does not register the family twice
+        let cloud = cloud.with_metrics(&registry);
+        assert_eq!(
+            registry
+                .encode()
+                .matches("# TYPE cloudprovider_instance_cache_requests counter")
+                .count(),
+            1
+        );
+        assert_eq!(cloud.cache().ttl(), Duration::from_secs(30));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn expired_answers_are_pruned() {
+        let (_, cloud) = setup(Duration::from_secs(30));
+        let v2 = cloud.instances_v2().unwrap();
+        for i in 0..1000 {
+            v2.instance_metadata(&node(&format!("old-{i}")))
+                .await
+                .unwrap();
+        }
+        assert_eq!(cloud.cache().len(), 1000);
+        tokio::time::sleep(Duration::from_secs(31)).await;
+        for i in 0..24 {
+            v2.instance_metadata(&node(&format!("new-{i}")))
+                .await
+                .unwrap();
+        }
+        assert_eq!(cloud.cache().len(), 24, "the 1024th insertion prunes");
+    }
+
+    #[test]
+    fn what_invalidates() {
+        assert!(!invalidates(&node("a"), &node("a")));
+        assert!(invalidates(
+            &with_provider_id("a", "t://1"),
+            &with_provider_id("a", "t://2")
+        ));
+        assert!(invalidates(&ready("a", "True"), &ready("a", "False")));
+        assert!(invalidates(&ready("a", "False"), &ready("a", "True")));
+        // a missing condition counts as Unknown
+        assert!(!invalidates(&node("a"), &ready("a", "Unknown")));
+        assert!(invalidates(&node("a"), &ready("a", "False")));
+        assert!(!invalidates(&ready("a", "False"), &ready("a", "False")));
     }
 }
