@@ -329,7 +329,7 @@ async fn node_changes_update_hosts() {
 #[tokio::test]
 async fn burst_of_node_changes_is_one_update_per_load_balancer() {
     let config = test_config()
-        .with_node_sync_debounce(Duration::from_secs(3))
+        .with_node_sync_debounce(Duration::from_secs(5))
         .with_node_sync_max_delay(Duration::from_secs(60));
     let h = Harness::start(config).await;
     h.create_node("seed").await;
@@ -553,7 +553,7 @@ async fn recreated_service_replaces_the_old_load_balancer() {
     let h = Harness::start(test_config()).await;
     h.create_node("a").await;
     h.create_lb("web").await;
-    h.wait_ingress("web").await;
+    let old_ip = h.wait_ingress("web").await;
     let old_uid = h.get_service("web").await.unwrap().metadata.uid;
     h.services()
         .patch(
@@ -563,16 +563,30 @@ async fn recreated_service_replaces_the_old_load_balancer() {
         )
         .await
         .unwrap();
+    // Keep the single worker busy on another Service, so the deletion and the re-creation of "web" are both
+    // seen before "web" is synced again: the sync finds a new UID and deletes the old load balancer first.
+    h.fake
+        .set_latency(ops::ENSURE_LOAD_BALANCER, Duration::from_secs(2));
+    h.create_lb("blocker").await;
+    wait_for("the blocker's ensure started", TIMEOUT, || async {
+        (h.fake.call_count(ops::ENSURE_LOAD_BALANCER) >= 2).then_some(())
+    })
+    .await
+    .unwrap();
     h.delete_service("web").await;
     h.wait_service_gone("web").await;
     h.create_lb("web").await;
-    h.wait_ingress("web").await;
+    let new_ip = h.wait_ingress("web").await;
+    h.fake.clear_latency();
     assert_ne!(h.get_service("web").await.unwrap().metadata.uid, old_uid);
-    assert!(
-        h.fake.call_count(ops::ENSURE_LOAD_BALANCER_DELETED) >= 1,
-        "old load balancer deleted"
+    assert_eq!(
+        h.fake.call_count(ops::ENSURE_LOAD_BALANCER_DELETED),
+        1,
+        "the old load balancer was deleted once"
     );
+    assert_ne!(new_ip, old_ip, "a new load balancer");
     assert!(h.fake.load_balancer(&h.key("web")).is_some());
+    h.wait_event("web", "DeletingLoadBalancer").await;
     h.finish().await;
 }
 
