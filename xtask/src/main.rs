@@ -4,10 +4,12 @@
 //!   (docs/control-plane.md).
 //! - `test`: the workspace's tests against one shared control plane.
 //! - `ci`: everything CI checks (fmt, clippy, docs, control-plane build, tests).
+//! - `bench nodes|lbs`: benchmarks side by side with the Go reference CCM (docs/benchmarks.md).
 //!
 //! Each command lives in its own module; add new ones (benchmarks, manifests, ...) the same way:
 //! an `Args` struct, an async `run`, and a variant in [`Command`].
 
+mod bench;
 mod ci;
 mod conformance;
 mod controlplane;
@@ -49,6 +51,9 @@ enum Command {
     /// Run the provider conformance suite and the controller scenarios with the fake provider against a local
     /// control plane, printing a pass/fail table for each.
     Conformance(conformance::ConformanceArgs),
+    /// Benchmarks against a local control plane, printed side by side with the Go reference CCM
+    /// (bench nodes, bench lbs); see docs/benchmarks.md.
+    Bench(bench::BenchArgs),
 }
 
 async fn dispatch(command: Command, interrupt: &Interrupt) -> anyhow::Result<()> {
@@ -59,6 +64,7 @@ async fn dispatch(command: Command, interrupt: &Interrupt) -> anyhow::Result<()>
         Command::Demo(args) => demo::run(&args, interrupt).await,
         Command::Manifests(args) => manifests::run(&args, interrupt).await,
         Command::Conformance(args) => conformance::run(&args, interrupt).await,
+        Command::Bench(args) => bench::run(args, interrupt).await,
     }
 }
 
