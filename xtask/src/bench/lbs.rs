@@ -704,6 +704,7 @@ mod tests {
                 timeout_seconds: 60,
                 quiet_seconds: 3,
                 no_build: true,
+                rust_ccm: None,
             },
         }
     }

@@ -105,6 +105,10 @@ pub struct CommonArgs {
     /// Use the binaries already built instead of building (control plane, reference-ccm).
     #[arg(long)]
     pub no_build: bool,
+    /// Run this reference-ccm binary instead of building `examples --example reference-ccm`
+    /// (e.g. one built from a clean checkout of a commit).
+    #[arg(long, value_name = "PATH")]
+    pub rust_ccm: Option<PathBuf>,
 }
 
 impl CommonArgs {
@@ -163,6 +167,29 @@ pub struct BenchBinaries {
 }
 
 impl BenchBinaries {
+    /// Fails unless the binary of `implementation` exists; the message says how to get it.
+    ///
+    /// # Errors
+    /// When the file is missing.
+    pub fn check(&self, implementation: Implementation) -> anyhow::Result<()> {
+        let path = self.of(implementation);
+        if path.is_file() {
+            return Ok(());
+        }
+        match implementation {
+            Implementation::Go => bail!(
+                "the Go reference CCM is missing ({}): run `cargo xtask controlplane build \
+                 --go-ccm`, or leave it out with --impl rust",
+                path.display()
+            ),
+            Implementation::Rust => bail!(
+                "the Rust reference CCM is missing ({}): check --rust-ccm, run without \
+                 --no-build, or run `cargo build --release -p examples --example reference-ccm`",
+                path.display()
+            ),
+        }
+    }
+
     /// The binary of `implementation`.
     pub fn of(&self, implementation: Implementation) -> &Path {
         match implementation {
@@ -178,23 +205,24 @@ impl BenchBinaries {
 /// If a build fails or a binary is missing (the message says what to run).
 pub async fn prepare(common: &CommonArgs, interrupt: &Interrupt) -> anyhow::Result<BenchBinaries> {
     let binaries = BenchBinaries {
-        rust_ccm: paths::target_dir()
-            .join("release")
-            .join("examples")
-            .join("reference-ccm"),
+        rust_ccm: common.rust_ccm.as_deref().map_or_else(
+            || {
+                paths::target_dir()
+                    .join("release")
+                    .join("examples")
+                    .join("reference-ccm")
+            },
+            paths::absolute,
+        ),
         go_ccm: paths::controlplane_bin_dir().join(GO_CCM.name),
     };
     let wants = |i| common.implementations.contains(&i);
-    if wants(Implementation::Go) && !binaries.go_ccm.is_file() {
-        bail!(
-            "the Go reference CCM is missing ({}): run `cargo xtask controlplane build --go-ccm`, \
-             or leave it out with --impl rust",
-            binaries.go_ccm.display()
-        );
+    if wants(Implementation::Go) {
+        binaries.check(Implementation::Go)?;
     }
     if !common.no_build {
         controlplane::build(&BuildArgs::default(), interrupt).await?;
-        if wants(Implementation::Rust) {
+        if wants(Implementation::Rust) && common.rust_ccm.is_none() {
             let mut build = process::cargo();
             build.args([
                 "build",
@@ -208,12 +236,8 @@ pub async fn prepare(common: &CommonArgs, interrupt: &Interrupt) -> anyhow::Resu
         }
     }
     controlplane::binaries()?;
-    if wants(Implementation::Rust) && !binaries.rust_ccm.is_file() {
-        bail!(
-            "the Rust reference CCM is missing ({}): run without --no-build, or \
-             `cargo build --release -p examples --example reference-ccm`",
-            binaries.rust_ccm.display()
-        );
+    if wants(Implementation::Rust) {
+        binaries.check(Implementation::Rust)?;
     }
     Ok(binaries)
 }
@@ -1016,6 +1040,7 @@ mod tests {
             timeout_seconds: 10,
             quiet_seconds: 3,
             no_build: true,
+            rust_ccm: None,
         }
     }
 
@@ -1054,6 +1079,28 @@ mod tests {
                 burst: 2000
             }
         );
+    }
+
+    #[test]
+    fn missing_binaries_say_how_to_get_them() {
+        let binaries = BenchBinaries {
+            rust_ccm: PathBuf::from("/nonexistent/reference-ccm"),
+            go_ccm: PathBuf::from("/nonexistent/fake-cloud-controller-manager"),
+        };
+        let go = binaries.check(Implementation::Go).expect_err("missing");
+        assert!(
+            go.to_string()
+                .contains("run `cargo xtask controlplane build --go-ccm`"),
+            "{go}"
+        );
+        let rust = binaries.check(Implementation::Rust).expect_err("missing");
+        assert!(rust.to_string().contains("--rust-ccm"), "{rust}");
+        let present = BenchBinaries {
+            rust_ccm: std::env::current_exe().expect("test binary"),
+            go_ccm: std::env::current_exe().expect("test binary"),
+        };
+        assert!(present.check(Implementation::Rust).is_ok());
+        assert!(present.check(Implementation::Go).is_ok());
     }
 
     #[test]
