@@ -31,6 +31,10 @@ pub mod ops {
     pub const INSTANCE_EXISTS_BY_PROVIDER_ID: &str = "instance-exists-by-provider-id";
     /// V1 `instance_shutdown_by_provider_id`.
     pub const INSTANCE_SHUTDOWN_BY_PROVIDER_ID: &str = "instance-shutdown-by-provider-id";
+    /// InstancesV2 `instance_metadata_bulk` (providers with native bulk calls).
+    pub const INSTANCE_METADATA_BULK: &str = "instance-metadata-bulk";
+    /// InstancesV2 `instance_exists_bulk` (providers with native bulk calls).
+    pub const INSTANCE_EXISTS_BULK: &str = "instance-exists-bulk";
 }
 
 #[derive(Clone)]
@@ -198,6 +202,95 @@ impl CloudInstances {
                 .map(Some)
                 .map_err(Self::cloud_err(node, ops::NODE_ADDRESSES)),
         }
+    }
+
+    /// Whether the provider answers InstancesV2 bulk calls natively; the periodic loops then make one call per
+    /// period for all nodes instead of one per node.
+    pub(crate) fn supports_bulk(&self) -> bool {
+        matches!(&self.api, Api::V2(v2) if v2.supports_bulk())
+    }
+
+    /// Check a bulk answer's length and wrap each item's error with its node.
+    fn bulk_items<T>(
+        nodes: &[Node],
+        operation: &'static str,
+        item_operation: &'static str,
+        answers: Result<Vec<Result<T, CloudError>>, CloudError>,
+    ) -> Result<Vec<Result<T, Error>>, Error> {
+        let failed = |source| Error::BulkCloud {
+            nodes: nodes.len(),
+            operation,
+            source,
+        };
+        let answers = answers.map_err(failed)?;
+        if answers.len() != nodes.len() {
+            return Err(failed(CloudError::msg(format!(
+                "the provider returned {} answers for {} nodes; a bulk call must answer every node, in order",
+                answers.len(),
+                nodes.len()
+            ))));
+        }
+        Ok(nodes
+            .iter()
+            .zip(answers)
+            .map(|(node, answer)| answer.map_err(Self::cloud_err(node, item_operation)))
+            .collect())
+    }
+
+    /// The addresses of many nodes in one bulk call (InstancesV2 `instance_metadata_bulk`; only when
+    /// [`supports_bulk`](Self::supports_bulk)): one answer per node, in order, `None` → skip the node. The outer
+    /// error means the whole call failed.
+    pub(crate) async fn addresses_bulk(
+        &self,
+        nodes: &[Node],
+    ) -> Result<Vec<Result<Option<Vec<NodeAddress>>, Error>>, Error> {
+        let Api::V2(v2) = &self.api else {
+            return Err(Error::BulkCloud {
+                nodes: nodes.len(),
+                operation: ops::INSTANCE_METADATA_BULK,
+                source: CloudError::NotImplemented,
+            });
+        };
+        let answers = self
+            .timed(
+                ops::INSTANCE_METADATA_BULK,
+                v2.instance_metadata_bulk(nodes),
+            )
+            .await;
+        Ok(Self::bulk_items(
+            nodes,
+            ops::INSTANCE_METADATA_BULK,
+            ops::INSTANCE_METADATA,
+            answers,
+        )?
+        .into_iter()
+        .map(|answer| answer.map(|meta| meta.map(|m| m.node_addresses)))
+        .collect())
+    }
+
+    /// Whether the instances of many nodes exist, in one bulk call (InstancesV2 `instance_exists_bulk`; only when
+    /// [`supports_bulk`](Self::supports_bulk)): one answer per node, in order. The outer error means the whole call
+    /// failed.
+    pub(crate) async fn exists_bulk(
+        &self,
+        nodes: &[Node],
+    ) -> Result<Vec<Result<bool, Error>>, Error> {
+        let Api::V2(v2) = &self.api else {
+            return Err(Error::BulkCloud {
+                nodes: nodes.len(),
+                operation: ops::INSTANCE_EXISTS_BULK,
+                source: CloudError::NotImplemented,
+            });
+        };
+        let answers = self
+            .timed(ops::INSTANCE_EXISTS_BULK, v2.instance_exists_bulk(nodes))
+            .await;
+        Self::bulk_items(
+            nodes,
+            ops::INSTANCE_EXISTS_BULK,
+            ops::INSTANCE_EXISTS,
+            answers,
+        )
     }
 
     /// Whether the node's instance exists (Go: `ensureNodeExistsByProviderID`). For V1, also the providerID that
@@ -726,5 +819,74 @@ mod tests {
             cloud.addresses(&node("n", None)).await.unwrap(),
             Some(vec![addr("10.2.2.2")])
         );
+    }
+
+    #[tokio::test]
+    async fn bulk_answers_are_checked_and_wrapped_per_node() {
+        let mut v2 = MockInstancesV2::new();
+        v2.expect_supports_bulk().return_const(true);
+        v2.expect_instance_exists_bulk().returning(|nodes| {
+            Ok(nodes
+                .iter()
+                .map(|n| match node_name(n) {
+                    "bad" => Err(CloudError::msg("item down")),
+                    name => Ok(name != "gone"),
+                })
+                .collect())
+        });
+        v2.expect_instance_metadata_bulk()
+            .returning(|nodes| Ok(nodes.iter().skip(1).map(|_| Ok(None)).collect()));
+        let cloud = v2_cloud(v2);
+        assert!(cloud.supports_bulk());
+        let nodes = vec![node("a", None), node("gone", None), node("bad", None)];
+        let answers = cloud.exists_bulk(&nodes).await.unwrap();
+        assert!(matches!(answers[0], Ok(true)));
+        assert!(matches!(answers[1], Ok(false)));
+        let err = answers[2].as_ref().unwrap_err();
+        assert!(
+            matches!(err, Error::Cloud { node, operation: ops::INSTANCE_EXISTS, .. } if node == "bad"),
+            "{err}"
+        );
+        // a provider answering for fewer nodes than asked fails the whole call
+        let err = cloud.addresses_bulk(&nodes).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::BulkCloud {
+                    nodes: 3,
+                    operation: ops::INSTANCE_METADATA_BULK,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("returned 2 answers for 3 nodes"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_bulk_call_keeps_its_kind_and_v1_has_no_bulk() {
+        let mut v2 = MockInstancesV2::new();
+        v2.expect_supports_bulk().return_const(true);
+        v2.expect_instance_exists_bulk().returning(|_| {
+            Err(CloudError::Throttled {
+                message: "quota".into(),
+                retry_after: Some(Duration::from_secs(2)),
+            })
+        });
+        let cloud = v2_cloud(v2);
+        let err = cloud.exists_bulk(&[node("a", None)]).await.unwrap_err();
+        assert_eq!(err.cloud_kind(), Some(ErrorKind::Throttled));
+        assert_eq!(err.retry_after(), Some(Duration::from_secs(2)));
+
+        let mut plain = MockInstancesV2::new();
+        plain.expect_supports_bulk().return_const(false);
+        assert!(!v2_cloud(plain).supports_bulk());
+        let v1 = v1_cloud(MockInstances::new(), None);
+        assert!(!v1.supports_bulk());
+        let err = v1.addresses_bulk(&[node("a", None)]).await.unwrap_err();
+        assert_eq!(err.cloud_kind(), Some(ErrorKind::NotImplemented));
     }
 }

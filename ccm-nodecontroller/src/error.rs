@@ -38,6 +38,20 @@ pub enum Error {
         #[source]
         source: CloudError,
     },
+    /// A bulk cloud call (one call for many nodes) failed as a whole.
+    #[error(
+        "cloud provider bulk call {operation} for {nodes} nodes failed: {source}; the nodes are checked again \
+         next period"
+    )]
+    BulkCloud {
+        /// How many nodes the call was about.
+        nodes: usize,
+        /// The provider operation (for example `instance-metadata-bulk`).
+        operation: &'static str,
+        /// The provider's error.
+        #[source]
+        source: CloudError,
+    },
     /// The provider returned metadata without a providerID for a node that has none (Go 1.30 behaviour).
     #[error(
         "cloud provider does not set node provider ID for node {node}: the node stays tainted until the \
@@ -89,7 +103,7 @@ impl Error {
     /// The kind of the cloud error behind this error, if it is one.
     pub fn cloud_kind(&self) -> Option<ErrorKind> {
         match self {
-            Error::Cloud { source, .. } => Some(source.kind()),
+            Error::Cloud { source, .. } | Error::BulkCloud { source, .. } => Some(source.kind()),
             _ => None,
         }
     }
@@ -97,7 +111,7 @@ impl Error {
     /// How long the provider asked to wait before retrying, if it did.
     pub fn retry_after(&self) -> Option<std::time::Duration> {
         match self {
-            Error::Cloud { source, .. } => source.retry_after(),
+            Error::Cloud { source, .. } | Error::BulkCloud { source, .. } => source.retry_after(),
             _ => None,
         }
     }

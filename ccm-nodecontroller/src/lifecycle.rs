@@ -350,19 +350,61 @@ impl CloudNodeLifecycleController {
         })
     }
 
-    /// One pass over every cached node (Go: `MonitorNodes`), `config.concurrency` nodes at a time.
+    /// One pass over every cached node (Go: `MonitorNodes`), `config.concurrency` nodes at a time. With a
+    /// provider that answers bulk calls natively, every existence check of the pass is one
+    /// `instance_exists_bulk` call.
     pub async fn monitor_nodes(&self) {
         let nodes = self.store.list();
-        futures::stream::iter(nodes)
-            .for_each_concurrent(self.config.concurrency, |node| async move {
-                self.monitor_node(&node).await;
+        let mut probes = vec![Probe::default(); nodes.len()];
+        if self.cloud.supports_bulk() {
+            self.check_exists_in_bulk(&nodes, &mut probes).await;
+        }
+        futures::stream::iter(nodes.iter().zip(probes))
+            .for_each_concurrent(self.config.concurrency, |(node, probe)| async move {
+                self.monitor_node(node, probe).await;
             })
             .await;
     }
 
-    async fn monitor_node(&self, node: &Node) {
+    /// Ask, in one bulk call, about every node whose next step is an existence check, and record the answers in
+    /// `probes` (same order as `nodes`). A failed bulk call counts as a failed check of each of those nodes.
+    async fn check_exists_in_bulk(&self, nodes: &[Arc<Node>], probes: &mut [Probe]) {
+        let provider = self.cloud.provider_name();
+        let asked: Vec<usize> = nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, node)| {
+                decide(node, &self.config, provider, &Probe::default())
+                    == LifecycleAction::CheckExists
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if asked.is_empty() {
+            return;
+        }
+        let list: Vec<Node> = asked.iter().map(|&i| Node::clone(&nodes[i])).collect();
+        match self.cloud.exists_bulk(&list).await {
+            Ok(answers) => {
+                for (&i, answer) in asked.iter().zip(answers) {
+                    probes[i].exists = Some(answer.map_err(|err| {
+                        tracing::warn!(node = node_name(&nodes[i]), error = %err, "error checking if node exists; will check again next period");
+                        err.cloud_kind().unwrap_or(ErrorKind::Other)
+                    }));
+                }
+            }
+            Err(err) => {
+                tracing::warn!(nodes = asked.len(), error = %err, "error checking if nodes exist; will check again next period");
+                let kind = err.cloud_kind().unwrap_or(ErrorKind::Other);
+                for &i in &asked {
+                    probes[i].exists = Some(Err(kind));
+                }
+            }
+        }
+    }
+
+    /// Act on one node, starting from what the cloud already answered about it (`probe`).
+    async fn monitor_node(&self, node: &Node, mut probe: Probe) {
         let name = node_name(node);
-        let mut probe = Probe::default();
         let mut provider_id = None;
         loop {
             match decide(node, &self.config, self.cloud.provider_name(), &probe) {

@@ -28,7 +28,7 @@ use ccm_core::runtime::events::EventRecorder;
 use ccm_core::runtime::informer::{InformerEvent, Store, Subscription};
 use ccm_core::runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, NodeAddress};
 use kube::api::{Api, Patch};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
@@ -491,7 +491,9 @@ impl Inner {
         }
     }
 
-    /// Go: `UpdateNodeStatus`: refresh the addresses of every initialized node, with bounded parallelism.
+    /// Go: `UpdateNodeStatus`: refresh the addresses of every initialized node, with bounded parallelism. With a
+    /// provider that answers bulk calls natively, the addresses of all nodes come from one
+    /// `instance_metadata_bulk` call per period instead of one call per node.
     async fn update_node_status(&self) {
         let start = Instant::now();
         let nodes: Vec<Arc<Node>> = self
@@ -501,12 +503,47 @@ impl Inner {
             .filter(|n| !node_has_taint(n, names::taints::UNINITIALIZED))
             .collect();
         let count = nodes.len();
-        futures::stream::iter(nodes)
-            .for_each_concurrent(self.config.status_update_workers(), |node| async move {
-                self.sync_addresses(&node).await;
-            })
+        let bulk = self.cloud.supports_bulk();
+        if bulk {
+            self.update_addresses_in_bulk(&nodes).await;
+        } else {
+            futures::stream::iter(nodes)
+                .for_each_concurrent(self.config.status_update_workers(), |node| async move {
+                    self.sync_addresses(&node).await;
+                })
+                .await;
+        }
+        tracing::debug!(nodes = count, bulk, took = ?start.elapsed(), "updated node statuses");
+    }
+
+    /// One bulk cloud call for every node, then the writes with bounded parallelism. A failed bulk call skips
+    /// the round (every node is refreshed next period); a failed item skips its node.
+    async fn update_addresses_in_bulk(&self, nodes: &[Arc<Node>]) {
+        if nodes.is_empty() {
+            return;
+        }
+        let list: Vec<Node> = nodes.iter().map(|n| Node::clone(n)).collect();
+        let answers = match self.cloud.addresses_bulk(&list).await {
+            Ok(answers) => answers,
+            Err(err) => {
+                tracing::warn!(nodes = list.len(), error = %err, "error getting instance addresses in bulk; skipping this round");
+                return;
+            }
+        };
+        futures::stream::iter(list.iter().zip(answers))
+            .for_each_concurrent(
+                self.config.status_update_workers(),
+                |(node, answer)| async move {
+                    match answer {
+                        Ok(Some(addresses)) => self.apply_addresses(node, addresses).await,
+                        Ok(None) => {}
+                        Err(err) => {
+                            tracing::warn!(node = node_name(node), error = %err, "error getting instance addresses; skipping the node this round");
+                        }
+                    }
+                },
+            )
             .await;
-        tracing::debug!(nodes = count, took = ?start.elapsed(), "updated node statuses");
     }
 
     async fn sync_addresses(&self, node: &Node) {
@@ -519,6 +556,12 @@ impl Inner {
                 return;
             }
         };
+        self.apply_addresses(node, cloud_addresses).await;
+    }
+
+    /// Write the cloud's addresses to the node if they changed (Go: `updateNodeAddress`).
+    async fn apply_addresses(&self, node: &Node, cloud_addresses: Vec<NodeAddress>) {
+        let name = node_name(node);
         let result = guarded_update(&self.nodes, node.clone(), |current, _| {
             if node_has_taint(current, names::taints::UNINITIALIZED) {
                 return Ok(None);
