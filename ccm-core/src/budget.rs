@@ -19,7 +19,9 @@
 //! let registry = SharedRegistry::new();
 //! let budget = CloudBudget::default().with_qps(20.0).with_burst(40).with_operation("create", 2.0, 4);
 //! let cloud = InterceptedProvider::new(cloud)
-//!     .with_interceptor(RateLimitInterceptor::new(&budget, CancellationToken::new()).unwrap())
+//!     .with_interceptor(
+//!         RateLimitInterceptor::new(&budget, CancellationToken::new()).unwrap().with_metrics(&registry),
+//!     )
 //!     .with_interceptor(CloudCallMetrics::register(&registry));
 //! # }
 //! ```
@@ -178,6 +180,7 @@ pub struct RateLimitInterceptor {
     provider: Option<BucketRateLimiter>,
     operations: HashMap<Operation, BucketRateLimiter>,
     shutdown: CancellationToken,
+    waits: Option<Family<OpLabels, Histogram>>,
 }
 
 impl RateLimitInterceptor {
@@ -202,7 +205,22 @@ impl RateLimitInterceptor {
             provider,
             operations,
             shutdown,
+            waits: None,
         })
+    }
+
+    /// Observe how long each call waited for budget in `registry`, as
+    /// `cloudprovider_api_budget_wait_seconds{operation}` (a histogram from 1 ms to about 65 s; calls that did
+    /// not wait land in the lowest bucket). A growing wait means the budget, not the cloud, limits the CCM.
+    pub fn with_metrics(mut self, registry: &SharedRegistry) -> Self {
+        let family: Family<OpLabels, Histogram> = Family::new_with_constructor(latency_histogram);
+        registry.register(
+            "cloudprovider_api_budget_wait_seconds",
+            "Time cloud provider calls waited for the client-side cloud-call budget, by operation",
+            family.clone(),
+        );
+        self.waits = Some(family);
+        self
     }
 
     /// How long a call of `operation` issued now would wait (and reserve its tokens).
@@ -225,6 +243,11 @@ impl RateLimitInterceptor {
 impl ProviderInterceptor for RateLimitInterceptor {
     async fn before_call(&self, call: &CallInfo<'_>) -> Result<(), CloudError> {
         let wait = self.reserve(call.operation);
+        if let Some(waits) = &self.waits {
+            waits
+                .get_or_create(&labels(&[("operation", call.operation.as_str())]))
+                .observe(wait.as_secs_f64());
+        }
         if wait.is_zero() {
             return Ok(());
         }
@@ -245,7 +268,10 @@ type OpLabels = Vec<(String, String)>;
 ///
 /// - `cloudprovider_api_requests_total{operation, result}` (`result` = `success` or `error`);
 /// - `cloudprovider_api_request_errors_total{operation, kind}` (`kind` from [`ErrorKind::as_str`](crate::ErrorKind::as_str));
-/// - `cloudprovider_api_request_duration_seconds{operation}` (histogram, 1 ms to about 65 s).
+/// - `cloudprovider_api_request_duration_seconds{operation}` (histogram, 1 ms to about 65 s), measured from the
+///   start of the call through every interceptor before it (so including any wait for budget when the
+///   [`RateLimitInterceptor`] comes first; that wait alone is
+///   [`RateLimitInterceptor::with_metrics`]' `cloudprovider_api_budget_wait_seconds`).
 #[derive(Debug, Clone)]
 pub struct CloudCallMetrics {
     requests: Family<OpLabels, Counter>,
@@ -259,9 +285,7 @@ impl CloudCallMetrics {
         let metrics = CloudCallMetrics {
             requests: Family::default(),
             errors: Family::default(),
-            duration: Family::new_with_constructor(|| {
-                Histogram::new(exponential_buckets(0.001, 2.0, 17))
-            }),
+            duration: Family::new_with_constructor(latency_histogram),
         };
         registry.register(
             "cloudprovider_api_requests",
@@ -290,6 +314,10 @@ impl CloudCallMetrics {
             ]))
             .get()
     }
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
 }
 
 fn labels(pairs: &[(&str, &str)]) -> OpLabels {
@@ -429,6 +457,37 @@ mod tests {
         let info = call(Operation::InstanceExists);
         let (result, ()) = tokio::join!(limiter.before_call(&info), cancel);
         assert!(result.unwrap_err().to_string().contains("shutting down"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn budget_waits_are_observed() {
+        let registry = SharedRegistry::new();
+        let limiter = RateLimitInterceptor::new(
+            &CloudBudget::default().with_qps(1.0).with_burst(1),
+            CancellationToken::new(),
+        )
+        .unwrap()
+        .with_metrics(&registry);
+        for _ in 0..3 {
+            limiter
+                .before_call(&call(Operation::ListRoutes))
+                .await
+                .unwrap();
+        }
+        let text = registry.encode();
+        assert!(
+            text.contains(
+                r#"cloudprovider_api_budget_wait_seconds_count{operation="list-routes"} 3"#
+            ),
+            "{text}"
+        );
+        // one after another: waited 0 s, 1 s and 1 s
+        assert!(
+            text.contains(
+                r#"cloudprovider_api_budget_wait_seconds_sum{operation="list-routes"} 2.0"#
+            ),
+            "{text}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
