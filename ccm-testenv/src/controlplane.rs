@@ -317,7 +317,8 @@ pub fn etcd_args(data_dir: &Path, client_port: u16, peer_port: u16) -> Vec<Strin
 /// to kill, `forget N` removes one (the owner reaped it), `done` ends it quietly (the owner
 /// stopped everything); it acknowledges each line on stdout. At end of input, or on SIGTERM,
 /// it kills the recorded processes, waits for them to die and removes the directory `$1`.
-/// Interrupts (Ctrl-C) and hang-ups are ignored: they reach the owner, whose exit closes the pipe.
+/// It runs in its own process group and ignores interrupts and hang-ups: those are for the owner,
+/// whose exit closes the pipe.
 const WATCHDOG_SCRIPT: &str = r#"
 dir=$1
 pids=
@@ -667,7 +668,11 @@ fn prepare_dir(dir: &Path) -> Result<(), ControlPlaneError> {
 }
 
 fn spawn_watchdog(dir: &Path, stdout: Stdio) -> Result<(Child, ChildStdin), ControlPlaneError> {
+    use std::os::unix::process::CommandExt as _;
     let mut child = Command::new("sh")
+        // Own process group: killing the test run's group (Ctrl-C, a CI timeout) must not take
+        // the watchdog down with the test process before it has cleaned up.
+        .process_group(0)
         .arg("-c")
         .arg(WATCHDOG_SCRIPT)
         .arg("ccm-testenv-watchdog")

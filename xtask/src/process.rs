@@ -133,6 +133,82 @@ pub async fn run_status(
     }
 }
 
+/// Sends `signal` (e.g. `INT`, `KILL`) to every process of process group `pgid`.
+fn signal_group(pgid: u32, signal: &str) {
+    let result = std::process::Command::new("sh")
+        .args(["-c", "kill -s \"$1\" -- -\"$2\" 2>/dev/null", "sh"])
+        .arg(signal)
+        .arg(pgid.to_string())
+        .status();
+    if let Err(err) = result {
+        eprintln!("xtask: cannot send SIG{signal} to process group {pgid}: {err}");
+    }
+}
+
+/// Runs `command` in a process group of its own, so that it and everything it starts (cargo,
+/// test binaries) can be stopped together, and returns its exit status.
+///
+/// On Ctrl-C the group gets SIGINT, then SIGKILL once the leader exited or a grace period
+/// passed (processes that ignore SIGINT do not survive).
+/// When `timeout` (if any) passes first, the group gets SIGKILL and an error says so: a hanging
+/// test cannot eat a whole CI run.
+///
+/// # Errors
+/// If the program cannot be started, on timeout, or [`Interrupted`] on Ctrl-C.
+pub async fn run_group_with_timeout(
+    mut command: tokio::process::Command,
+    interrupt: &Interrupt,
+    timeout: Option<Duration>,
+) -> anyhow::Result<ExitStatus> {
+    interrupt.check()?;
+    let shown = display_command(&command);
+    eprintln!("+ {shown}");
+    command.process_group(0).kill_on_drop(true);
+    let mut child = command
+        .spawn()
+        .with_context(|| format!("cannot run `{shown}`"))?;
+    let pgid = child
+        .id()
+        .with_context(|| format!("`{shown}` exited before its process id was read"))?;
+    tokio::select! {
+        status = child.wait() => {
+            let status = status.with_context(|| format!("waiting for `{shown}`"))?;
+            if interrupt.is_interrupted() {
+                return Err(Interrupted.into());
+            }
+            Ok(status)
+        }
+        () = interrupt.interrupted() => {
+            signal_group(pgid, "INT");
+            let _ = tokio::time::timeout(INTERRUPT_GRACE, child.wait()).await;
+            // Whatever is left (the leader, or stragglers that ignore SIGINT) is killed.
+            signal_group(pgid, "KILL");
+            let _ = child.wait().await;
+            Err(Interrupted.into())
+        }
+        limit = expire(timeout) => {
+            signal_group(pgid, "KILL");
+            let _ = child.wait().await;
+            bail!(
+                "`{shown}` did not finish within {} and was killed with its process group \
+                 (a hanging test? libtest prints \"has been running for over 60 seconds\" for it)",
+                seconds(limit)
+            )
+        }
+    }
+}
+
+/// Resolves with `timeout` once it has passed; never without one.
+async fn expire(timeout: Option<Duration>) -> Duration {
+    match timeout {
+        Some(limit) => {
+            tokio::time::sleep(limit).await;
+            limit
+        }
+        None => std::future::pending().await,
+    }
+}
+
 /// Runs `command` and fails unless it exits successfully.
 ///
 /// # Errors
@@ -219,6 +295,101 @@ mod tests {
             .await
             .expect_err("interrupted");
         assert!(err.is::<Interrupted>());
+    }
+
+    fn group_exists(pgid: u32) -> bool {
+        std::process::Command::new("sh")
+            .args(["-c", "kill -s 0 -- -\"$1\" 2>/dev/null", "sh"])
+            .arg(pgid.to_string())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    async fn wait_group_gone(pgid: u32, limit: Duration) {
+        let deadline = std::time::Instant::now() + limit;
+        while group_exists(pgid) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "process group {pgid} survived"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// A shell that records its pid (= the process group id) in a file and starts a grandchild.
+    fn group_leader(pid_file: &std::path::Path) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new("sh");
+        command
+            .args(["-c", "echo $$ > \"$1\"; sleep 600 & wait", "sh"])
+            .arg(pid_file);
+        command
+    }
+
+    fn read_pgid(pid_file: &std::path::Path) -> u32 {
+        std::fs::read_to_string(pid_file)
+            .expect("pid file")
+            .trim()
+            .parse()
+            .expect("pid")
+    }
+
+    #[tokio::test]
+    async fn a_timed_out_group_is_killed_with_its_children() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pid_file = dir.path().join("pid");
+        let interrupt = Interrupt::never();
+        let err = run_group_with_timeout(
+            group_leader(&pid_file),
+            &interrupt,
+            Some(Duration::from_millis(500)),
+        )
+        .await
+        .expect_err("times out");
+        assert!(
+            err.to_string().contains("did not finish within 0.5 s"),
+            "{err}"
+        );
+        // The grandchild was killed too (it disappears once it is reaped).
+        wait_group_gone(read_pgid(&pid_file), Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test]
+    async fn group_runs_report_the_exit_status() {
+        let interrupt = Interrupt::never();
+        let mut command = tokio::process::Command::new("sh");
+        command.args(["-c", "exit 3"]);
+        let status = run_group_with_timeout(command, &interrupt, None)
+            .await
+            .expect("runs");
+        assert_eq!(status.code(), Some(3));
+    }
+
+    /// On Ctrl-C the group is stopped (by SIGINT, or by SIGKILL after the grace period when the
+    /// environment makes the processes ignore SIGINT).
+    #[tokio::test]
+    async fn an_interrupted_group_is_stopped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pid_file = dir.path().join("pid");
+        let interrupt = Interrupt::never();
+        let trigger = interrupt.token.clone();
+        let cancel = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            trigger.cancel();
+        });
+        let err = run_group_with_timeout(
+            group_leader(&pid_file),
+            &interrupt,
+            Some(Duration::from_secs(600)),
+        )
+        .await
+        .expect_err("interrupted");
+        cancel.await.expect("trigger");
+        assert!(err.is::<Interrupted>());
+        wait_group_gone(
+            read_pgid(&pid_file),
+            INTERRUPT_GRACE + Duration::from_secs(5),
+        )
+        .await;
     }
 
     /// An interrupt that did not reach the child (e.g. SIGINT sent to xtask alone): the child is

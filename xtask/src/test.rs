@@ -1,6 +1,7 @@
 //! `cargo xtask test`: run the workspace's tests against one shared local control plane.
 
 use std::ffi::OsString;
+use std::time::Duration;
 
 use anyhow::bail;
 use ccm_testenv::controlplane::Supervision;
@@ -8,14 +9,21 @@ use ccm_testenv::envfile;
 use clap::Args;
 
 use crate::controlplane::{self, BuildArgs};
-use crate::process::{self, Interrupt};
+use crate::process::{self, Interrupt, Interrupted};
+
+/// Default for `--timeout-minutes`.
+pub const DEFAULT_TIMEOUT_MINUTES: u64 = 45;
 
 /// Arguments of `cargo xtask test`.
-#[derive(Debug, Args, Default)]
+#[derive(Debug, Args)]
 pub struct TestArgs {
     /// Skip the doctest run (`cargo test --doc`).
     #[arg(long)]
     pub no_doc: bool,
+    /// Kill a `cargo test` run (with all its processes) that takes longer than this, so a
+    /// hanging test cannot block CI forever. 0 disables the limit.
+    #[arg(long, default_value_t = DEFAULT_TIMEOUT_MINUTES, value_name = "MINUTES")]
+    pub timeout_minutes: u64,
     /// Arguments for `cargo test` (e.g. `-p ccm-core`, `-- --nocapture`). `--workspace` is
     /// added unless a package is selected; `--all-targets` unless targets are selected.
     #[arg(
@@ -24,6 +32,16 @@ pub struct TestArgs {
         value_name = "CARGO_TEST_ARGS"
     )]
     pub cargo_args: Vec<OsString>,
+}
+
+impl Default for TestArgs {
+    fn default() -> Self {
+        Self {
+            no_doc: false,
+            timeout_minutes: DEFAULT_TIMEOUT_MINUTES,
+            cargo_args: Vec::new(),
+        }
+    }
 }
 
 /// Flags of `cargo test` that select targets; with any of them the doctest run is skipped.
@@ -58,11 +76,18 @@ pub fn cargo_test_invocations(user: &[OsString], no_doc: bool) -> Vec<Vec<OsStri
             .any(|f| a == f || a.starts_with(&format!("{f}=")))
     });
 
-    let scope: Vec<OsString> = if selects_package {
+    let mut scope: Vec<OsString> = if selects_package {
         Vec::new()
     } else {
         vec!["--workspace".into()]
     };
+    // Run every test binary even when one fails, so one run reports all failures.
+    if !cargo_part
+        .iter()
+        .any(|a| *a == "--no-fail-fast" || *a == "--fail-fast")
+    {
+        scope.push("--no-fail-fast".into());
+    }
     let invocation = |extra: &str| {
         let mut args: Vec<OsString> = vec!["test".into()];
         args.extend(scope.iter().cloned());
@@ -105,13 +130,18 @@ pub async fn run_tests(args: &TestArgs, interrupt: &Interrupt) -> anyhow::Result
         let mut command = process::cargo();
         command.args(&invocation).env(envfile::ENV_VAR, &env_path);
         let shown = process::display_command(&command);
-        match process::run_status(command, interrupt, "").await {
+        let timeout = match args.timeout_minutes {
+            0 => None,
+            minutes => Some(Duration::from_secs(minutes.saturating_mul(60))),
+        };
+        match process::run_group_with_timeout(command, interrupt, timeout).await {
             Ok(status) if status.success() => {}
             Ok(status) => failures.push(format!("`{shown}` failed with {status}")),
-            Err(err) => {
+            Err(err) if err.is::<Interrupted>() => {
                 stop_quietly(control_plane);
                 return Err(err);
             }
+            Err(err) => failures.push(format!("{err:#}")),
         }
     }
     stop_quietly(control_plane);
@@ -163,7 +193,10 @@ mod tests {
     fn default_runs_all_targets_and_doctests_of_the_workspace() {
         assert_eq!(
             strings(cargo_test_invocations(&[], false)),
-            ["test --workspace --all-targets", "test --workspace --doc"]
+            [
+                "test --workspace --no-fail-fast --all-targets",
+                "test --workspace --no-fail-fast --doc"
+            ]
         );
     }
 
@@ -171,11 +204,14 @@ mod tests {
     fn package_selection_replaces_workspace() {
         assert_eq!(
             strings(cargo_test_invocations(&args(&["-p", "ccm-core"]), false)),
-            ["test --all-targets -p ccm-core", "test --doc -p ccm-core"]
+            [
+                "test --no-fail-fast --all-targets -p ccm-core",
+                "test --no-fail-fast --doc -p ccm-core"
+            ]
         );
         assert_eq!(
             strings(cargo_test_invocations(&args(&["--package=x"]), true)),
-            ["test --all-targets --package=x"]
+            ["test --no-fail-fast --all-targets --package=x"]
         );
     }
 
@@ -183,7 +219,15 @@ mod tests {
     fn target_selection_disables_the_doc_run() {
         assert_eq!(
             strings(cargo_test_invocations(&args(&["--test", "api"]), false)),
-            ["test --workspace --test api"]
+            ["test --workspace --no-fail-fast --test api"]
+        );
+    }
+
+    #[test]
+    fn an_explicit_fail_fast_choice_is_kept() {
+        assert_eq!(
+            strings(cargo_test_invocations(&args(&["--fail-fast"]), true)),
+            ["test --workspace --all-targets --fail-fast"]
         );
     }
 
@@ -195,8 +239,8 @@ mod tests {
                 false
             )),
             [
-                "test --workspace --all-targets -- --nocapture --lib",
-                "test --workspace --doc -- --nocapture --lib"
+                "test --workspace --no-fail-fast --all-targets -- --nocapture --lib",
+                "test --workspace --no-fail-fast --doc -- --nocapture --lib"
             ]
         );
     }
