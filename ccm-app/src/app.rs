@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use ccm_core::budget::{CloudCallMetrics, RateLimitInterceptor};
+use ccm_core::cache::{CachingProvider, InstanceCache};
 use ccm_core::intercept::InterceptedProvider;
 use ccm_core::names;
 use ccm_core::provider::{CloudProvider, InitializeContext};
@@ -553,19 +554,27 @@ impl CcmBuilder {
 
         let metrics = SharedRegistry::new();
         let manager_metrics = ControllerManagerMetrics::register(&metrics, names::MANAGER_NAME);
-        // Every controller's cloud calls share one budget and are counted per operation.
-        let limiter = RateLimitInterceptor::new(&options.cloud_budget(), shutdown.clone())
+        // Every controller's cloud calls share one budget and are counted per operation. A call waiting for budget
+        // gives up when the process shuts down or the controllers stop (leadership lost).
+        let cloud_calls = shutdown.child_token();
+        let limiter = RateLimitInterceptor::new(&options.cloud_budget(), cloud_calls.clone())
             .map_err(|e| {
                 StartupError::Invalid(vec![ValidationError::Invalid {
                     setting: "cloud-api-qps",
                     reason: e.to_string(),
                 }])
-            })?;
-        let provider: Arc<dyn CloudProvider> = Arc::new(
+            })?
+            .with_metrics(&metrics);
+        let intercepted: Arc<dyn CloudProvider> = Arc::new(
             InterceptedProvider::new(provider)
                 .with_interceptor(limiter)
                 .with_interceptor(CloudCallMetrics::register(&metrics)),
         );
+        // Outside the budget: an answer from the cache costs no budget and is not counted as a cloud call.
+        let caching = CachingProvider::new(intercepted, options.cloud_instance_cache_ttl)
+            .with_metrics(&metrics);
+        let instance_cache = caching.cache();
+        let provider: Arc<dyn CloudProvider> = Arc::new(caching);
         let checks = HealthChecks::new();
         checks.add("ping", Endpoint::ALL, Arc::new(|| Ok(())));
         for (name, check) in self.health_checks {
@@ -654,6 +663,8 @@ impl CcmBuilder {
             plan,
             factory,
             provider,
+            instance_cache,
+            cloud_calls,
             metrics: metrics.clone(),
             manager_metrics,
             checks,
@@ -814,6 +825,10 @@ struct Supervisor {
     plan: Vec<ControllerDescriptor>,
     factory: ClientFactory,
     provider: Arc<dyn CloudProvider>,
+    /// The provider's instance cache, invalidated from the shared Node informer while leading.
+    instance_cache: Arc<InstanceCache>,
+    /// Cancelled when the controllers stop: cloud calls still waiting for budget give up.
+    cloud_calls: CancellationToken,
     metrics: SharedRegistry,
     manager_metrics: ControllerManagerMetrics,
     checks: HealthChecks,
@@ -891,6 +906,7 @@ impl Supervisor {
 
         // Stop taking work; let in-flight work finish within the bound.
         controllers.cancel();
+        self.cloud_calls.cancel();
         let grace = match &outcome {
             // Another replica may take over once the lease expires: stop within what is left of it.
             Outcome::Lost(_) => self
@@ -943,6 +959,13 @@ impl Supervisor {
         }
         let informers = SharedInformers::new(informer_client, &scope);
         let _ = self.informers_slot.set(informers.clone());
+        // Answers kept from before this term may be stale; from now on Node events invalidate them.
+        self.instance_cache.clear();
+        tokio::spawn(
+            self.instance_cache
+                .clone()
+                .run_invalidator(informers.nodes().clone(), informers_token.clone()),
+        );
 
         let init =
             InitializeContext::new(self.factory.client("cloud-provider"), controllers.clone());
@@ -1516,6 +1539,92 @@ mod tests {
         let message = err.to_string();
         assert!(message.contains(&path.display().to_string()), "{message}");
         assert!(message.contains("\"kubeAPIQPS\""), "{message}");
+    }
+
+    #[test]
+    fn cloud_budget_and_cache_flags_and_file() {
+        let o = parse(&["--cloud-provider=fake"]).unwrap();
+        assert_eq!(o.cloud_instance_cache_ttl, Duration::from_secs(30));
+        assert_eq!(o.cloud_budget(), ccm_core::budget::CloudBudget::default());
+
+        let o = parse(&[
+            "--cloud-provider=fake",
+            "--cloud-api-qps=45",
+            "--cloud-api-burst=40",
+            "--cloud-api-operation-limit=create=2:4",
+            "--cloud-api-operation-limit",
+            "list-routes=0.5",
+            "--cloud-instance-cache-ttl=0s",
+        ])
+        .unwrap();
+        let budget = o.cloud_budget();
+        assert_eq!((budget.qps, budget.burst), (45.0, 40));
+        assert_eq!(
+            (
+                budget.operations["create"].qps,
+                budget.operations["create"].burst
+            ),
+            (2.0, 4)
+        );
+        assert_eq!(budget.operations["list-routes"].burst, 1);
+        assert_eq!(o.cloud_instance_cache_ttl, Duration::ZERO);
+        // the effective settings show the limits in the config file's form
+        let settings = o.to_settings();
+        assert_eq!(settings.cloud_api_operation_limits.unwrap().len(), 2);
+        assert!(settings.cloud_api_operation_limit.is_none());
+
+        for (flag, expected) in [
+            (
+                "--cloud-api-operation-limit=creat=2:4",
+                "unknown cloud operation \"creat\"",
+            ),
+            (
+                "--cloud-api-operation-limit=create",
+                "expected OPERATION=QPS:BURST",
+            ),
+            (
+                "--cloud-api-operation-limit=create=fast",
+                "the rate \"fast\" is not a number",
+            ),
+            (
+                "--cloud-api-operation-limit=create=-1:2",
+                "is not a number >= 0",
+            ),
+            (
+                "--cloud-api-operation-limit=create=1:many",
+                "the burst \"many\"",
+            ),
+            (
+                "--cloud-api-operation-limit=create=1:0",
+                "burst must be at least 1",
+            ),
+            ("--cloud-instance-cache-ttl=soon", "soon"),
+        ] {
+            let message = error(&["--cloud-provider=fake", flag]);
+            assert!(message.contains(expected), "{flag}: {message}");
+        }
+
+        // the file's map, then the flags on top (per operation)
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ccm.yaml");
+        std::fs::write(
+            &path,
+            "cloudProvider: fake\ncloudApiQps: 10\ncloudInstanceCacheTtl: 1m\ncloudApiOperationLimits:\n  \
+             create: {qps: 1, burst: 1}\n  update: {qps: 3, burst: 3}\n",
+        )
+        .unwrap();
+        let config = format!("--config={}", path.display());
+        let o = builder()
+            .parse_args(["ccm", &config, "--cloud-api-operation-limit=create=5:10"])
+            .unwrap();
+        let budget = o.cloud_budget();
+        assert_eq!(budget.qps, 10.0);
+        assert_eq!(budget.operations["create"].burst, 10, "the flag wins");
+        assert_eq!(
+            budget.operations["update"].burst, 3,
+            "the file's other limits stay"
+        );
+        assert_eq!(o.cloud_instance_cache_ttl, Duration::from_secs(60));
     }
 
     #[test]

@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ccm_core::budget::{CloudBudget, OperationBudget};
+use ccm_core::intercept::Operation;
 use ccm_core::names;
 use clap::{Args, ValueEnum};
 use schemars::JsonSchema;
@@ -57,6 +58,64 @@ fn parse_duration_flag(value: &str) -> Result<GoDuration, String> {
     value
         .parse()
         .map_err(|e: crate::duration::DurationError| e.to_string())
+}
+
+/// One `--cloud-api-operation-limit` value: an operation's call-log name and its limit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct OperationLimit {
+    /// The operation ([`Operation::as_str`] names it).
+    pub operation: Operation,
+    /// Its rate and burst.
+    pub limit: OperationBudget,
+}
+
+/// Parse `OPERATION=QPS:BURST` or `OPERATION=QPS` (burst = QPS rounded up, at least 1).
+///
+/// ```
+/// use ccm_app::options::parse_operation_limit;
+/// let limit = parse_operation_limit("create=2:4").unwrap();
+/// assert_eq!((limit.operation.as_str(), limit.limit.qps, limit.limit.burst), ("create", 2.0, 4));
+/// assert_eq!(parse_operation_limit("list-routes=0.5").unwrap().limit.burst, 1);
+/// assert!(parse_operation_limit("nope=1:1").is_err());
+/// ```
+///
+/// # Errors
+///
+/// A message saying what is wrong: the shape, an unknown operation, or a rate or burst that is not a number.
+pub fn parse_operation_limit(value: &str) -> Result<OperationLimit, String> {
+    let shape = || {
+        format!(
+            "invalid operation limit {value:?}: expected OPERATION=QPS:BURST (or OPERATION=QPS), such as create=2:4"
+        )
+    };
+    let (name, limit) = value.split_once('=').ok_or_else(shape)?;
+    let operation = Operation::from_name(name).ok_or_else(|| {
+        format!(
+            "unknown cloud operation {name:?} in {value:?}; known operations: {}",
+            Operation::ALL.map(Operation::as_str).join(", ")
+        )
+    })?;
+    let (qps, burst) = match limit.split_once(':') {
+        Some((qps, burst)) => (qps, Some(burst)),
+        None => (limit, None),
+    };
+    let qps: f64 = qps
+        .parse()
+        .ok()
+        .filter(|q: &f64| q.is_finite() && *q >= 0.0)
+        .ok_or_else(|| format!("{}: the rate {qps:?} is not a number >= 0", shape()))?;
+    let burst = match burst {
+        Some(burst) => burst
+            .parse::<u32>()
+            .map_err(|_| format!("{}: the burst {burst:?} is not a whole number", shape()))?,
+        // at most u32::MAX after the clamp, so the conversion cannot truncate
+        None => qps.ceil().clamp(1.0, f64::from(u32::MAX)) as u32,
+    };
+    Ok(OperationLimit {
+        operation,
+        limit: OperationBudget { qps, burst },
+    })
 }
 
 /// The log line format (`--logging-format`).
@@ -387,11 +446,29 @@ pub struct Settings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cloud_api_burst: Option<u32>,
 
-    /// SDK addition (config file only): extra limits for single cloud operations, by call-log name (`create`,
-    /// `instance-metadata-by-provider-id`, `list-routes`, ...), each `{qps, burst}`. Default: none.
+    /// SDK addition: extra limits for single cloud operations, by call-log name (`create`,
+    /// `instance-metadata-by-provider-id`, `list-routes`, ...), each `{qps, burst}`; a call needs a token from its
+    /// operation's bucket and from the provider-wide one. On the command line: --cloud-api-operation-limit.
+    /// Default: none.
     #[arg(skip)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cloud_api_operation_limits: Option<BTreeMap<String, OperationBudget>>,
+
+    /// SDK addition: a limit for one cloud operation, `OPERATION=QPS:BURST` (or `OPERATION=QPS`, burst = QPS
+    /// rounded up), by call-log name, for example `create=2:4`; repeat the flag for several operations. Adds to
+    /// and overrides the config file's `cloudApiOperationLimits`. Default: none.
+    #[arg(long = "cloud-api-operation-limit", value_name = "OPERATION=QPS:BURST",
+          value_parser = parse_operation_limit, help_heading = "Controllers (SDK additions)")]
+    #[serde(skip)]
+    pub cloud_api_operation_limit: Option<Vec<OperationLimit>>,
+
+    /// SDK addition: how long answers about instances (exists, shut down, metadata) are reused; concurrent
+    /// identical questions always share one cloud call. "Does not exist" is never reused. 0 = share concurrent
+    /// calls only. Default: 30s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag,
+          help_heading = "Controllers (SDK additions)")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cloud_instance_cache_ttl: Option<GoDuration>,
 
     // ---- scope (SDK additions) ----
     /// SDK addition: watch (and so manage) only Nodes matching this label selector. Default: every Node.
@@ -593,8 +670,10 @@ pub struct CcmOptions {
     pub cloud_api_qps: f64,
     /// `--cloud-api-burst` (SDK addition).
     pub cloud_api_burst: u32,
-    /// `cloudApiOperationLimits` (SDK addition, config file only).
+    /// `cloudApiOperationLimits` and `--cloud-api-operation-limit` (SDK addition).
     pub cloud_api_operation_limits: BTreeMap<String, OperationBudget>,
+    /// `--cloud-instance-cache-ttl` (SDK addition; 0 = coalescing only).
+    pub cloud_instance_cache_ttl: Duration,
     /// `--node-selector` (SDK addition).
     pub node_selector: Option<String>,
     /// `--service-selector` (SDK addition).
@@ -704,6 +783,7 @@ impl Default for CcmOptions {
             cloud_api_qps: budget.qps,
             cloud_api_burst: budget.burst,
             cloud_api_operation_limits: budget.operations,
+            cloud_instance_cache_ttl: ccm_core::cache::DEFAULT_INSTANCE_CACHE_TTL,
             node_selector: None,
             service_selector: None,
             service_namespace: None,
@@ -876,6 +956,14 @@ impl CcmOptions {
             &mut self.cloud_api_operation_limits,
             &s.cloud_api_operation_limits,
         );
+        for flag in s.cloud_api_operation_limit.iter().flatten() {
+            self.cloud_api_operation_limits
+                .insert(flag.operation.as_str().to_owned(), flag.limit);
+        }
+        set_duration(
+            &mut self.cloud_instance_cache_ttl,
+            &s.cloud_instance_cache_ttl,
+        );
         if let Some(v) = &s.node_selector {
             self.node_selector = non_empty(v);
         }
@@ -979,6 +1067,9 @@ impl CcmOptions {
             cloud_api_qps: Some(self.cloud_api_qps),
             cloud_api_burst: Some(self.cloud_api_burst),
             cloud_api_operation_limits: Some(self.cloud_api_operation_limits.clone()),
+            // (the flag form adds to the map above)
+            cloud_api_operation_limit: None,
+            cloud_instance_cache_ttl: Some(self.cloud_instance_cache_ttl.into()),
             node_selector: text(&self.node_selector),
             service_selector: text(&self.service_selector),
             service_namespace: text(&self.service_namespace),
@@ -1143,7 +1234,8 @@ impl CcmOptions {
         errors
     }
 
-    /// The cloud-call budget of `--cloud-api-qps`, `--cloud-api-burst` and `cloudApiOperationLimits`.
+    /// The cloud-call budget of `--cloud-api-qps`, `--cloud-api-burst`, `cloudApiOperationLimits` and
+    /// `--cloud-api-operation-limit`.
     pub fn cloud_budget(&self) -> CloudBudget {
         let mut budget = CloudBudget::default()
             .with_qps(self.cloud_api_qps)
