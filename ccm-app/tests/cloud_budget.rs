@@ -1,0 +1,457 @@
+//! The cloud-call budget, the instance cache and bulk calls at scale: a whole CCM (the node and lifecycle
+//! controllers, built by the runtime from its flags) against the real kube-apiserver and a fake cloud that enforces
+//! a quota of 50 requests per second, with 1,000 nodes.
+//!
+//! - With `--cloud-api-qps=45` the CCM initializes every node and checks every NotReady node without a single
+//!   throttled call; the budget, not the cloud, sets the pace.
+//! - Without a budget the same CCM exceeds the quota (and still converges, retrying after the cloud's hint).
+//! - With a provider that answers bulk calls, one address-sync period is one cloud call for all 1,000 nodes.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use ccm_app::RunningCcm;
+use ccm_core::{ProviderRegistry, names};
+use ccm_provider_fake::{FakeCloud, FakeInstance, ops};
+use ccm_testenv::{TestEnv, wait_for};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use tokio_util::sync::CancellationToken;
+
+use support::{TEST_LABEL, ccm, delete_nodes, https_get, initialized, metric};
+
+const NODES: usize = 1000;
+/// Every tenth node is NotReady, so the lifecycle controller has work (and cloud calls) too.
+const NOT_READY_EVERY: usize = 10;
+const NOT_READY: usize = NODES / NOT_READY_EVERY;
+const QUOTA_RPS: f64 = 50.0;
+const QUOTA_BURST: u32 = 50;
+const BUDGET_QPS: f64 = 45.0;
+const BUDGET_BURST: u32 = 40;
+/// How long converging at scale may take on a loaded 2-core machine.
+const LONG: Duration = Duration::from_secs(150);
+/// Requests in flight while creating the nodes.
+const CREATE_CONCURRENCY: usize = 32;
+
+/// One test's nodes and their instances in a fake cloud with a quota.
+struct World {
+    client: kube::Client,
+    label: String,
+    namespace: String,
+    cloud: FakeCloud,
+}
+
+impl World {
+    /// `NODES` nodes labelled for this test, created in parallel; `initialized` nodes already have their
+    /// providerID and no uninitialized taint (as after a previous CCM run).
+    async fn new(prefix: &str, initialized: bool, bulk: bool) -> World {
+        let env = TestEnv::shared().await;
+        let client = env.client();
+        let label = env.unique_name(prefix);
+        let namespace = env.namespace(prefix).await;
+        let cloud = FakeCloud::new();
+        let names: Vec<String> = (0..NODES).map(|i| format!("{label}-{i}")).collect();
+        for (i, name) in names.iter().enumerate() {
+            cloud.add_instance(
+                FakeInstance::new(name.clone())
+                    .with_internal_ip(ip(i))
+                    .with_instance_type("fake.large")
+                    .with_zone("zone-a", "region-1"),
+            );
+        }
+        cloud.set_bulk(bulk);
+        cloud
+            .set_quota(QUOTA_RPS, QUOTA_BURST)
+            .expect("a valid quota");
+        let nodes: Api<Node> = Api::all(client.clone());
+        futures::stream::iter(names.iter().enumerate())
+            .map(|(i, name)| {
+                let nodes = nodes.clone();
+                let node = node_object(name, &label, i % NOT_READY_EVERY != 0, initialized);
+                async move {
+                    create_node(&nodes, &node).await;
+                    Ok::<(), ()>(())
+                }
+            })
+            .buffer_unordered(CREATE_CONCURRENCY)
+            .try_collect::<Vec<()>>()
+            .await
+            .expect("nodes created");
+        World {
+            client,
+            label,
+            namespace,
+            cloud,
+        }
+    }
+
+    /// Start a CCM running only the two node controllers, scoped to this test's nodes, with `extra` flags.
+    async fn start(&self, extra: &[&str]) -> (RunningCcm, CancellationToken) {
+        let mut argv: Vec<String> = [
+            "test-ccm",
+            "--cloud-provider=fake",
+            "--leader-elect=false",
+            "--controllers=cloud-node,cloud-node-lifecycle",
+            // the API server is not what is measured here
+            "--kube-api-qps=5000",
+            "--kube-api-burst=5000",
+            "--concurrent-node-syncs=10",
+            "--shutdown-timeout=10s",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        argv.push(format!("--node-selector={TEST_LABEL}={}", self.label));
+        argv.push(format!("--service-namespace={}", self.namespace));
+        argv.extend(extra.iter().map(|s| (*s).to_owned()));
+        let registry = ProviderRegistry::new();
+        self.cloud
+            .register_shared(&registry, "fake")
+            .expect("register the fake cloud");
+        let builder = ccm(registry, self.client.clone());
+        let options = builder.parse_args(argv).expect("valid flags");
+        let token = CancellationToken::new();
+        let running = builder
+            .start(options, token.clone())
+            .await
+            .expect("the CCM starts");
+        (running, token)
+    }
+
+    async fn finish(self) {
+        delete_nodes(&self.client, &self.label).await;
+    }
+
+    /// Every node of this test, read from the API server once.
+    async fn nodes(&self) -> Vec<Node> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        nodes
+            .list(&ListParams::default().labels(&format!("{TEST_LABEL}={}", self.label)))
+            .await
+            .expect("list the nodes")
+            .items
+    }
+}
+
+fn ip(i: usize) -> String {
+    format!("10.{}.{}.{}", 100 + i / 65536, (i / 256) % 256, i % 256)
+}
+
+/// A Node as a kubelet registers it (Ready or not), or as it looks once initialized.
+fn node_object(name: &str, label: &str, ready: bool, initialized: bool) -> Node {
+    let taints = (!initialized).then(|| {
+        vec![Taint {
+            key: names::taints::UNINITIALIZED.to_owned(),
+            value: Some("true".to_owned()),
+            effect: "NoSchedule".to_owned(),
+            ..Taint::default()
+        }]
+    });
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: Some(
+                [
+                    (TEST_LABEL.to_owned(), label.to_owned()),
+                    (names::labels::HOSTNAME.to_owned(), name.to_owned()),
+                ]
+                .into(),
+            ),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            taints,
+            provider_id: initialized.then(|| format!("fake://{name}")),
+            ..NodeSpec::default()
+        }),
+        status: Some(NodeStatus {
+            conditions: Some(vec![NodeCondition {
+                type_: names::conditions::READY.to_owned(),
+                status: if ready { "True" } else { "False" }.to_owned(),
+                reason: Some(
+                    if ready {
+                        "KubeletReady"
+                    } else {
+                        "KubeletNotReady"
+                    }
+                    .to_owned(),
+                ),
+                ..NodeCondition::default()
+            }]),
+            addresses: Some(vec![NodeAddress {
+                type_: "Hostname".to_owned(),
+                address: name.to_owned(),
+            }]),
+            ..NodeStatus::default()
+        }),
+    }
+}
+
+async fn create_node(nodes: &Api<Node>, node: &Node) {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    nodes
+        .create(&PostParams::default(), node)
+        .await
+        .unwrap_or_else(|e| panic!("creating node {name}: {e}"));
+    nodes
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({ "status": node.status })),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("reporting the status of node {name}: {e}"));
+}
+
+/// How many nodes the node controller initialized (the count of its initial-sync histogram).
+fn initialized_count(running: &RunningCcm) -> usize {
+    let text = running.metrics().encode();
+    metric(
+        &text,
+        "node_controller_initial_node_sync_delay_seconds_count",
+    )
+    .unwrap_or(0.0) as usize
+}
+
+/// The sum of every sample of `family` whose labels contain `labels`.
+fn sum(text: &str, family: &str, labels: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")) && l.contains(labels))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+async fn stop(running: RunningCcm, token: CancellationToken) {
+    token.cancel();
+    tokio::time::timeout(Duration::from_secs(30), running.wait())
+        .await
+        .expect("the CCM stops in time")
+        .expect("a clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_budget_keeps_a_thousand_node_ccm_inside_the_cloud_quota() {
+    let world = World::new("budget", false, false).await;
+    let qps = format!("--cloud-api-qps={BUDGET_QPS}");
+    let burst = format!("--cloud-api-burst={BUDGET_BURST}");
+    let start = Instant::now();
+    let (running, token) = world.start(&[&qps, &burst]).await;
+
+    wait_for("every node to be initialized", LONG, || async {
+        (initialized_count(&running) >= NODES).then_some(())
+    })
+    .await
+    .expect("all nodes initialized");
+    let took = start.elapsed();
+    // The lifecycle controller checked every NotReady node, and asked again (answered by the cache) a period
+    // later.
+    let registry = running.metrics().clone();
+    wait_for("the lifecycle checks and cache hits", LONG, || async {
+        let text = registry.encode();
+        let hits = sum(
+            &text,
+            "cloudprovider_instance_cache_requests_total",
+            r#"operation="instance-exists",result="hit""#,
+        );
+        (world.cloud.call_count(ops::INSTANCE_SHUTDOWN) >= NOT_READY && hits >= 1.0).then_some(())
+    })
+    .await
+    .expect("lifecycle checks");
+
+    assert_eq!(
+        world.cloud.throttled_count(),
+        0,
+        "the budget keeps the CCM inside the cloud's quota"
+    );
+    // 1,000 initializations (plus the lifecycle's checks) cannot go faster than the budget allows.
+    let floor = Duration::from_secs_f64((NODES as f64 - f64::from(BUDGET_BURST)) / BUDGET_QPS);
+    assert!(
+        took >= floor,
+        "initialized {NODES} nodes in {took:?}, faster than the budget of {BUDGET_QPS}/s allows ({floor:?})"
+    );
+    assert_eq!(
+        world.cloud.call_count(ops::INSTANCE_METADATA),
+        NODES,
+        "one call per node initialization"
+    );
+
+    // the metrics, once each, on /metrics
+    let addr = running.admin_addr().expect("serving");
+    let cert = running
+        .admin_certificate_pem()
+        .expect("certificate")
+        .to_owned();
+    let (status, text) = https_get(addr, &cert, "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(
+        sum(
+            &text,
+            "cloudprovider_api_requests_total",
+            r#"operation="instance-metadata-by-provider-id",result="success""#
+        ) >= NODES as f64,
+        "{text}"
+    );
+    assert_eq!(
+        sum(
+            &text,
+            "cloudprovider_api_request_errors_total",
+            r#"kind="throttled""#
+        ),
+        0.0
+    );
+    assert!(
+        sum(
+            &text,
+            "cloudprovider_api_budget_wait_seconds_count",
+            r#"operation="instance-metadata-by-provider-id""#
+        ) >= NODES as f64,
+        "every call passed the budget: {text}"
+    );
+    assert!(
+        sum(
+            &text,
+            "cloudprovider_api_budget_wait_seconds_sum",
+            r#"operation="instance-metadata-by-provider-id""#
+        ) > 1.0,
+        "calls waited for budget: {text}"
+    );
+    // (a family without samples, like the error counter here, is not printed at all)
+    for family in [
+        "cloudprovider_api_requests",
+        "cloudprovider_api_request_duration_seconds",
+        "cloudprovider_api_budget_wait_seconds",
+        "cloudprovider_instance_cache_requests",
+    ] {
+        let type_lines = text
+            .lines()
+            .filter(|l| l.starts_with(&format!("# TYPE {family} ")))
+            .count();
+        assert_eq!(type_lines, 1, "{family} registered once");
+    }
+
+    let nodes = world.nodes().await;
+    assert_eq!(nodes.len(), NODES);
+    assert!(nodes.iter().all(initialized));
+    stop(running, token).await;
+    world.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_budget_the_same_ccm_exceeds_the_quota() {
+    let world = World::new("nobudget", false, false).await;
+    let (running, token) = world
+        .start(&["--cloud-api-qps=0", "--cloud-instance-cache-ttl=0s"])
+        .await;
+    let registry = running.metrics().clone();
+    wait_for("throttled cloud calls", LONG, || async {
+        let text = registry.encode();
+        let throttled = sum(
+            &text,
+            "cloudprovider_api_request_errors_total",
+            r#"kind="throttled""#,
+        );
+        (world.cloud.throttled_count() > 0 && throttled > 0.0).then_some(())
+    })
+    .await
+    .expect("the quota is exceeded");
+    // the controllers still converge: throttled initializations are retried after the cloud's hint
+    wait_for("every node to be initialized", LONG, || async {
+        (initialized_count(&running) >= NODES).then_some(())
+    })
+    .await
+    .expect("all nodes initialized despite throttling");
+    let text = registry.encode();
+    assert!(
+        sum(
+            &text,
+            "cloudprovider_api_requests_total",
+            r#"operation="instance-metadata-by-provider-id",result="success""#
+        ) >= NODES as f64,
+        "{text}"
+    );
+    stop(running, token).await;
+    world.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_bulk_calls_an_address_sync_period_is_one_cloud_call() {
+    let world = World::new("bulk", true, true).await;
+    let qps = format!("--cloud-api-qps={BUDGET_QPS}");
+    let burst = format!("--cloud-api-burst={BUDGET_BURST}");
+    // No cache: with a TTL longer than the sync period, most periods would be answered without any call.
+    let (running, token) = world
+        .start(&[
+            &qps,
+            &burst,
+            "--node-status-update-frequency=2s",
+            "--cloud-instance-cache-ttl=0s",
+        ])
+        .await;
+    let cloud = &world.cloud;
+    wait_for("two address-sync periods", LONG, || async {
+        (cloud.call_count(ops::INSTANCE_METADATA_BULK) >= 2).then_some(())
+    })
+    .await
+    .expect("bulk address syncs");
+    // every node got its cloud address from those calls
+    let nodes = world.nodes().await;
+    let with_ip = nodes
+        .iter()
+        .filter(|n| {
+            n.status
+                .as_ref()
+                .and_then(|s| s.addresses.as_ref())
+                .is_some_and(|a| a.iter().any(|a| a.type_ == "InternalIP"))
+        })
+        .count();
+    assert_eq!(with_ip, NODES);
+    // the lifecycle controller asked about the NotReady nodes in one bulk call
+    let exists = cloud.call_targets(ops::INSTANCE_EXISTS_BULK);
+    assert_eq!(
+        exists.first().map(String::as_str),
+        Some(format!("{NOT_READY} nodes").as_str())
+    );
+
+    assert_eq!(cloud.throttled_count(), 0);
+    // In steady state each address-sync period is one call for all the nodes, and each lifecycle period one
+    // existence call for all the NotReady nodes (plus their per-node shutdown checks: there is no bulk shutdown).
+    cloud.clear_calls();
+    let window = Instant::now();
+    wait_for("three more address-sync periods", LONG, || async {
+        (cloud.call_count(ops::INSTANCE_METADATA_BULK) >= 3).then_some(())
+    })
+    .await
+    .expect("bulk address syncs");
+    let periods = window.elapsed().as_secs_f64() / 2.0;
+    let calls = cloud.calls();
+    let sync_calls: Vec<_> = calls
+        .iter()
+        .filter(|c| c.op.starts_with("instance-metadata"))
+        .collect();
+    assert!(
+        sync_calls
+            .iter()
+            .all(|c| c.op == ops::INSTANCE_METADATA_BULK && c.target == format!("{NODES} nodes")),
+        "the address sync makes only bulk calls about every node: {sync_calls:?}"
+    );
+    assert!(
+        (sync_calls.len() as f64) <= periods.ceil() + 1.0,
+        "{} address-sync calls in {periods:.1} periods",
+        sync_calls.len()
+    );
+    assert!(
+        calls.iter().all(|c| c.op != ops::INSTANCE_EXISTS),
+        "no per-node existence check"
+    );
+    assert!(
+        calls
+            .iter()
+            .filter(|c| c.op == ops::INSTANCE_EXISTS_BULK)
+            .all(|c| c.target == format!("{NOT_READY} nodes"))
+    );
+    assert_eq!(cloud.throttled_count(), 0);
+    stop(running, token).await;
+    world.finish().await;
+}
