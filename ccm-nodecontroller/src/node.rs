@@ -228,6 +228,13 @@ impl CloudNodeController {
             events,
         })
     }
+
+    /// One pass of the periodic address sync over every cached node (Go: `UpdateNodeStatus`), as
+    /// [`run`](Controller::run) makes every `node_status_update_frequency`: for tools and benchmarks that measure
+    /// one period. The shared informers must be running and synced.
+    pub async fn sync_addresses_once(&self) {
+        self.inner.update_node_status().await;
+    }
 }
 
 #[async_trait]

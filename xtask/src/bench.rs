@@ -5,7 +5,8 @@
 //!
 //! - `bench nodes`: node initialization (time, API writes, cloud calls, memory, CPU).
 //! - `bench lbs`: load balancers (time to ingress, `UpdateLoadBalancer` calls after a node burst).
-//! - `bench budget` (to come, in `bench_budget.rs`): the cloud-call budget.
+//! - `bench budget` (in `bench_budget.rs`): cloud calls per period and per node, for sizing the cloud-call
+//!   budget (Rust only: the Go reference has no budget, bulk calls or cache).
 
 mod lbs;
 mod nodes;
@@ -31,8 +32,9 @@ enum BenchCommand {
     /// Load balancers: time for N LoadBalancer Services to get an ingress, then the
     /// UpdateLoadBalancer calls after a burst of node changes, Rust vs Go (--controllers=service).
     Lbs(lbs::LbsArgs),
-    // `bench budget` goes here: a `Budget(crate::bench_budget::BudgetArgs)` variant, dispatched
-    // to `crate::bench_budget::run` below (its module is `xtask/src/bench_budget.rs`).
+    /// The cloud-call budget: cloud calls per node initialization, address-sync period and lifecycle
+    /// period, with and without native bulk calls and the instance cache (docs/cloud-budget.md).
+    Budget(crate::bench_budget::BudgetArgs),
 }
 
 /// Runs `cargo xtask bench ...`.
@@ -43,6 +45,7 @@ pub async fn run(args: BenchArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
     match args.command {
         BenchCommand::Nodes(args) => nodes::run(&args, interrupt).await,
         BenchCommand::Lbs(args) => lbs::run(&args, interrupt).await,
+        BenchCommand::Budget(args) => crate::bench_budget::run(&args, interrupt).await,
     }
 }
 

@@ -10,6 +10,7 @@
 //! an `Args` struct, an async `run`, and a variant in [`Command`].
 
 mod bench;
+mod bench_budget;
 mod ci;
 mod conformance;
 mod controlplane;
