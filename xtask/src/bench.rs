@@ -102,6 +102,11 @@ mod tests {
             "raised",
             "--workers",
             "1,4",
+            "--rust-arg=--cloud-api-qps=0",
+            "--rust-arg",
+            "--v=2",
+            "--burst-interval-ms",
+            "50",
         ])
         .command
         else {
@@ -110,6 +115,9 @@ mod tests {
         assert_eq!(args.services, 50);
         assert_eq!(args.node_changes, 10);
         assert_eq!(args.workers, [1, 4]);
+        assert_eq!(args.burst_interval_ms, 50);
+        assert_eq!(args.common.rust_args, ["--cloud-api-qps=0", "--v=2"]);
+        assert!(args.common.go_args.is_empty());
         assert_eq!(
             args.common.implementations,
             [super::support::Implementation::Go]

@@ -50,6 +50,10 @@ pub struct LbsArgs {
     /// How many Nodes the burst adds once every Service has its load balancer.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub node_changes: u64,
+    /// Add the burst's Nodes one every this many milliseconds instead of all at once (0), as a
+    /// cluster autoscaler's nodes arrive; Go's count depends on how events spread over its passes.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub burst_interval_ms: u64,
     /// The --concurrent-service-syncs values to run, comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = [1_u64], value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub workers: Vec<u64>,
@@ -207,6 +211,15 @@ impl QuietCounter {
     }
 }
 
+/// How the burst's Nodes are added, for the printed header.
+pub fn burst_description(interval_ms: u64) -> String {
+    if interval_ms == 0 {
+        "at once".to_owned()
+    } else {
+        format!("one every {interval_ms} ms")
+    }
+}
+
 /// Runs `cargo xtask bench lbs`.
 ///
 /// # Errors
@@ -268,10 +281,11 @@ pub async fn run(args: &LbsArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
     println!(
         "\nService controller: {services} LoadBalancer Services and {nodes} Nodes, then one CCM \
          (--controllers=service) started; once every Service had an ingress, {changes} Nodes were \
-         added at once; fresh control plane per run\n{environment}\n",
+         added {how}; fresh control plane per run\n{environment}\n",
         services = args.services,
         nodes = args.initial_nodes,
         changes = args.node_changes,
+        how = burst_description(args.burst_interval_ms),
     );
     println!("{}", table(args, &results).render());
     println!(
@@ -387,7 +401,9 @@ async fn measure(
         inventory: Some(context.inventory.to_owned()),
         admin_port: support::free_port()?,
         limits: args.common.api_limits(spec.mode),
-        extra: vec![format!("--concurrent-service-syncs={}", spec.workers)],
+        extra: std::iter::once(format!("--concurrent-service-syncs={}", spec.workers))
+            .chain(args.common.extra_args(spec.implementation).iter().cloned())
+            .collect(),
     };
     let log = context.out.join(format!("{}.log", run_label(spec)));
     let started = Instant::now();
@@ -449,15 +465,23 @@ async fn observe(
     // The burst: new Nodes, all at once.
     let before_burst = cluster.request_counts().await?;
     let burst_started = Instant::now();
-    support::create_all(
-        nodes,
-        (0..args.node_changes)
-            .map(|i| ready_node(&format!("bench-lb-new-{i:05}")))
-            .collect(),
-        usize::try_from(args.create_concurrency).unwrap_or(16),
-        interrupt,
-    )
-    .await?;
+    let new_nodes: Vec<Node> = (0..args.node_changes)
+        .map(|i| ready_node(&format!("bench-lb-new-{i:05}")))
+        .collect();
+    if args.burst_interval_ms == 0 {
+        let concurrency = usize::try_from(args.create_concurrency).unwrap_or(16);
+        support::create_all(nodes, new_nodes, concurrency, interrupt).await?;
+    } else {
+        let mut ticks = tokio::time::interval(Duration::from_millis(args.burst_interval_ms));
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        for node in new_nodes {
+            tokio::select! {
+                _ = ticks.tick() => {}
+                () = interrupt.interrupted() => return Err(Interrupted.into()),
+            }
+            support::create_all(nodes, vec![node], 1, interrupt).await?;
+        }
+    }
     let burst_made = burst_started.elapsed();
     eprintln!(
         "added {} Nodes in {} s; counting UpdateLoadBalancer calls until none comes for {} s",
@@ -537,7 +561,7 @@ fn table(args: &LbsArgs, results: &[(RunSpec, anyhow::Result<Measured>)]) -> Tab
     ]);
     for (spec, result) in results {
         let mut row = vec![
-            spec.implementation.label().to_owned(),
+            args.common.ccm_label(spec.implementation),
             spec.workers.to_string(),
             args.common.api_limits(spec.mode).to_string(),
         ];
@@ -578,7 +602,7 @@ fn table(args: &LbsArgs, results: &[(RunSpec, anyhow::Result<Measured>)]) -> Tab
 fn details(args: &LbsArgs, spec: &RunSpec, result: &anyhow::Result<Measured>) -> String {
     let head = format!(
         "- {}, {} service syncs, {}:",
-        spec.implementation.label(),
+        args.common.ccm_label(spec.implementation),
         spec.workers,
         args.common.api_limits(spec.mode)
     );
@@ -669,6 +693,12 @@ mod tests {
     }
 
     #[test]
+    fn burst_descriptions() {
+        assert_eq!(burst_description(0), "at once");
+        assert_eq!(burst_description(50), "one every 50 ms");
+    }
+
+    #[test]
     fn a_burst_is_over_after_it_moved_and_then_stayed_quiet() {
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
@@ -693,6 +723,7 @@ mod tests {
             services: 4,
             initial_nodes: 1,
             node_changes: 2,
+            burst_interval_ms: 0,
             workers: vec![1],
             update_quiet_seconds: 15,
             create_concurrency: 4,
@@ -705,6 +736,8 @@ mod tests {
                 quiet_seconds: 3,
                 no_build: true,
                 rust_ccm: None,
+                rust_args: Vec::new(),
+                go_args: Vec::new(),
             },
         }
     }

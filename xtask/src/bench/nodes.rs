@@ -296,7 +296,9 @@ async fn measure(
         inventory: Some(context.inventory.to_owned()),
         admin_port: support::free_port()?,
         limits: common.api_limits(spec.mode),
-        extra: vec![format!("--concurrent-node-syncs={}", spec.workers)],
+        extra: std::iter::once(format!("--concurrent-node-syncs={}", spec.workers))
+            .chain(common.extra_args(spec.implementation).iter().cloned())
+            .collect(),
     };
     let log: PathBuf = context.out.join(format!("{}.log", run_label(spec)));
     let started = Instant::now();
@@ -446,7 +448,7 @@ fn table(args: &NodesArgs, count: usize, results: &[(RunSpec, anyhow::Result<Mea
     ]);
     for (spec, result) in results {
         let mut row = vec![
-            spec.implementation.label().to_owned(),
+            args.common.ccm_label(spec.implementation),
             spec.workers.to_string(),
             args.common.api_limits(spec.mode).to_string(),
         ];
@@ -483,7 +485,7 @@ fn table(args: &NodesArgs, count: usize, results: &[(RunSpec, anyhow::Result<Mea
 fn details(args: &NodesArgs, spec: &RunSpec, result: &anyhow::Result<Measured>) -> String {
     let head = format!(
         "- {}, {} node syncs, {}:",
-        spec.implementation.label(),
+        args.common.ccm_label(spec.implementation),
         spec.workers,
         args.common.api_limits(spec.mode)
     );
@@ -596,6 +598,8 @@ mod tests {
                 quiet_seconds: 3,
                 no_build: true,
                 rust_ccm: None,
+                rust_args: Vec::new(),
+                go_args: Vec::new(),
             },
         }
     }

@@ -109,6 +109,13 @@ pub struct CommonArgs {
     /// (e.g. one built from a clean checkout of a commit).
     #[arg(long, value_name = "PATH")]
     pub rust_ccm: Option<PathBuf>,
+    /// One more flag for the Rust CCM in every run (repeatable), e.g.
+    /// `--rust-arg=--cloud-api-qps=0`; the table names it.
+    #[arg(long = "rust-arg", value_name = "FLAG", allow_hyphen_values = true)]
+    pub rust_args: Vec<String>,
+    /// One more flag for the Go CCM in every run (repeatable); the table names it.
+    #[arg(long = "go-arg", value_name = "FLAG", allow_hyphen_values = true)]
+    pub go_args: Vec<String>,
 }
 
 impl CommonArgs {
@@ -144,6 +151,22 @@ impl CommonArgs {
                 burst: self.raised_burst,
             },
         }
+    }
+
+    /// The extra flags given for `implementation`.
+    pub fn extra_args(&self, implementation: Implementation) -> &[String] {
+        match implementation {
+            Implementation::Rust => &self.rust_args,
+            Implementation::Go => &self.go_args,
+        }
+    }
+
+    /// The CCM's name in tables: `Rust`, or `Rust --cloud-api-qps=0` with extra flags.
+    pub fn ccm_label(&self, implementation: Implementation) -> String {
+        std::iter::once(implementation.label().to_owned())
+            .chain(self.extra_args(implementation).iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     /// The longest a single wait may take.
@@ -1041,6 +1064,8 @@ mod tests {
             quiet_seconds: 3,
             no_build: true,
             rust_ccm: None,
+            rust_args: Vec::new(),
+            go_args: Vec::new(),
         }
     }
 
@@ -1101,6 +1126,16 @@ mod tests {
         };
         assert!(present.check(Implementation::Rust).is_ok());
         assert!(present.check(Implementation::Go).is_ok());
+    }
+
+    #[test]
+    fn extra_flags_go_to_their_ccm_and_into_the_label() {
+        let mut c = common();
+        c.rust_args = vec!["--cloud-api-qps=0".to_owned()];
+        assert_eq!(c.extra_args(Implementation::Rust), ["--cloud-api-qps=0"]);
+        assert!(c.extra_args(Implementation::Go).is_empty());
+        assert_eq!(c.ccm_label(Implementation::Rust), "Rust --cloud-api-qps=0");
+        assert_eq!(c.ccm_label(Implementation::Go), "Go");
     }
 
     #[test]
