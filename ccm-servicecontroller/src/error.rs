@@ -5,7 +5,7 @@ use ccm_core::CloudError;
 /// What can go wrong in the service controller.
 ///
 /// The messages of the sync errors follow the Go controller's (they end up in the `SyncLoadBalancerFailed`
-/// event as "Error syncing load balancer: <message>"). Cloud errors keep their [`CloudError`] kind, so
+/// event as `Error syncing load balancer: <message>`). Cloud errors keep their [`CloudError`] kind, so
 /// [`ccm_core::find_cloud_error`] and [`CloudError::retry_after`] see through this type.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
