@@ -74,11 +74,14 @@ async fn dropping_a_control_plane_stops_it() {
     assert_gone(pids, &dir).await;
 }
 
+/// `detach` + `stop_detached`, as `cargo xtask controlplane start|stop` use them. The test keeps
+/// a watchdog (unlike `start`, which uses `Supervision::Detached`), so an interrupted test run
+/// cannot leave servers behind.
 #[tokio::test]
 async fn detached_control_planes_outlive_their_handle_until_stopped() {
     let base = tempfile::tempdir().expect("tempdir");
     let dir = base.path().join("cp");
-    let control_plane = ControlPlane::launch(options(&dir, Supervision::Detached))
+    let control_plane = ControlPlane::launch(options(&dir, Supervision::Watchdog))
         .await
         .expect("launch");
     let env = control_plane.detach();

@@ -40,7 +40,8 @@ pub struct GoProgram {
 pub const KUBE_APISERVER: GoProgram = GoProgram {
     name: "kube-apiserver",
     package_dir: "cmd/kube-apiserver",
-    duration_hint: "first build takes ~4-6 minutes on 2 cores; later builds reuse Go's cache",
+    duration_hint: "first build takes ~4-6 minutes on 2 cores, up to ~10 when other builds \
+                    compete; later builds reuse Go's cache",
     kubernetes_version_ldflags: true,
     version_module: "k8s.io/kubernetes",
 };
@@ -49,7 +50,7 @@ pub const KUBE_APISERVER: GoProgram = GoProgram {
 pub const ETCD: GoProgram = GoProgram {
     name: "etcd",
     package_dir: "cmd/etcd",
-    duration_hint: "about a minute on a cold Go cache",
+    duration_hint: "1-2 minutes on a cold Go cache",
     kubernetes_version_ldflags: false,
     version_module: "go.etcd.io/etcd/server/v3",
 };
