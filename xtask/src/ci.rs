@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use crate::conformance::{self, ConformanceArgs};
 use crate::controlplane::{self, BuildArgs};
 use crate::process::{self, Interrupt, Interrupted, Stopwatch};
 use crate::test::{self, TestArgs};
@@ -29,16 +30,20 @@ pub enum Step {
     ControlPlaneBuild,
     /// `cargo xtask test`
     Test,
+    /// `cargo xtask conformance`: the provider contract clauses and the controller scenarios with the fake
+    /// provider against a local control plane, printed as tables.
+    Conformance,
 }
 
 impl Step {
     /// All steps in execution order.
-    pub const ALL: [Step; 5] = [
+    pub const ALL: [Step; 6] = [
         Step::Fmt,
         Step::Clippy,
         Step::Doc,
         Step::ControlPlaneBuild,
         Step::Test,
+        Step::Conformance,
     ];
 
     /// The title printed in the header and the summary.
@@ -49,12 +54,13 @@ impl Step {
             Step::Doc => "cargo doc --workspace --no-deps (RUSTDOCFLAGS=-D warnings)",
             Step::ControlPlaneBuild => "cargo xtask controlplane build",
             Step::Test => "cargo xtask test (unit, integration and doctests, real apiserver)",
+            Step::Conformance => "cargo xtask conformance (contract clauses, controller scenarios)",
         }
     }
 
     /// A step that cannot run when `failed` failed.
     fn depends_on(self, failed: Step) -> bool {
-        self == Step::Test && failed == Step::ControlPlaneBuild
+        matches!(self, Step::Test | Step::Conformance) && failed == Step::ControlPlaneBuild
     }
 }
 
@@ -97,6 +103,13 @@ async fn run_step(step: Step, interrupt: &Interrupt) -> anyhow::Result<()> {
         }
         Step::ControlPlaneBuild => controlplane::build(&BuildArgs::default(), interrupt).await,
         Step::Test => test::run_tests(&TestArgs::default(), interrupt).await,
+        Step::Conformance => {
+            let args = ConformanceArgs {
+                timeout_seconds: 60,
+                ..ConformanceArgs::default()
+            };
+            conformance::run(&args, interrupt).await
+        }
     }
 }
 
@@ -205,6 +218,6 @@ mod tests {
     #[test]
     fn steps_run_in_the_documented_order() {
         assert_eq!(Step::ALL[0], Step::Fmt);
-        assert_eq!(Step::ALL[Step::ALL.len() - 1], Step::Test);
+        assert_eq!(Step::ALL[Step::ALL.len() - 1], Step::Conformance);
     }
 }
