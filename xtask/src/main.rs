@@ -69,8 +69,24 @@ async fn dispatch(command: Command, interrupt: &Interrupt) -> anyhow::Result<()>
     }
 }
 
+/// Parses the command line. clap drops a `--` that directly follows `test` and its own options;
+/// it is put back so `cargo xtask test -- --nocapture` passes `--nocapture` to the test binaries.
+fn parse_cli(argv: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
+    let mut cli = Cli::try_parse_from(&argv)?;
+    if let Command::Test(args) = &mut cli.command
+        && argv.get(1).is_some_and(|a| a == "test")
+        && test::starts_with_separator(&argv[2..])
+    {
+        args.cargo_args.insert(0, "--".into());
+    }
+    Ok(cli)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse_cli(std::env::args_os().collect()) {
+        Ok(cli) => cli,
+        Err(err) => err.exit(),
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             // kube's client logs every refused connection while the API server starts up.
@@ -125,6 +141,36 @@ mod tests {
         };
         assert!(!args.no_doc);
         assert_eq!(args.cargo_args, ["-p", "ccm-core", "--", "--nocapture"]);
+
+        // A leading `--` (arguments for the test binaries only) is kept for cargo.
+        for argv in [
+            &["xtask", "test", "--", "--nocapture"][..],
+            &[
+                "xtask",
+                "test",
+                "--no-doc",
+                "--timeout-minutes",
+                "5",
+                "--",
+                "--nocapture",
+            ],
+        ] {
+            let argv = argv.iter().map(std::ffi::OsString::from).collect();
+            let cli = parse_cli(argv).expect("parses");
+            let Command::Test(args) = cli.command else {
+                panic!("not the test command");
+            };
+            assert_eq!(args.cargo_args, ["--", "--nocapture"]);
+        }
+        // A `--` after cargo arguments is kept by clap itself and not doubled.
+        let argv = ["xtask", "test", "-p", "x", "--", "--nocapture"]
+            .iter()
+            .map(std::ffi::OsString::from)
+            .collect();
+        let Command::Test(args) = parse_cli(argv).expect("parses").command else {
+            panic!("not the test command");
+        };
+        assert_eq!(args.cargo_args, ["-p", "x", "--", "--nocapture"]);
 
         let cli = Cli::try_parse_from(["xtask", "test", "--no-doc"]).expect("parses");
         let Command::Test(args) = cli.command else {

@@ -44,6 +44,24 @@ impl Default for TestArgs {
     }
 }
 
+/// Whether the arguments after `test` start (after xtask's own options) with `--`, i.e. all of
+/// the user's arguments are for the test binaries.
+pub fn starts_with_separator(after_test: &[OsString]) -> bool {
+    let mut args = after_test.iter();
+    while let Some(arg) = args.next() {
+        match arg.to_str() {
+            Some("--") => return true,
+            Some("--no-doc") => {}
+            Some("--timeout-minutes") => {
+                args.next();
+            }
+            Some(flag) if flag.starts_with("--timeout-minutes=") => {}
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// Flags of `cargo test` that select targets; with any of them the doctest run is skipped.
 const TARGET_FLAGS: &[&str] = &[
     "--lib",
@@ -221,6 +239,20 @@ mod tests {
             strings(cargo_test_invocations(&args(&["--test", "api"]), false)),
             ["test --workspace --no-fail-fast --test api"]
         );
+    }
+
+    #[test]
+    fn leading_separators_are_detected() {
+        assert!(starts_with_separator(&args(&["--", "--nocapture"])));
+        assert!(starts_with_separator(&args(&["--no-doc", "--"])));
+        assert!(starts_with_separator(&args(&[
+            "--timeout-minutes",
+            "3",
+            "--"
+        ])));
+        assert!(starts_with_separator(&args(&["--timeout-minutes=3", "--"])));
+        assert!(!starts_with_separator(&args(&["-p", "x", "--", "y"])));
+        assert!(!starts_with_separator(&args(&[])));
     }
 
     #[test]
