@@ -6,6 +6,7 @@
 //!   throttled call; the budget, not the cloud, sets the pace.
 //! - Without a budget the same CCM exceeds the quota (and still converges, retrying after the cloud's hint).
 //! - With a provider that answers bulk calls, one address-sync period is one cloud call for all 1,000 nodes.
+//! - The runtime's cache invalidator follows Node events: a changed Ready condition forgets kept answers.
 
 mod support;
 
@@ -45,15 +46,16 @@ struct World {
 }
 
 impl World {
-    /// `NODES` nodes labelled for this test, created in parallel; `initialized` nodes already have their
-    /// providerID and no uninitialized taint (as after a previous CCM run).
-    async fn new(prefix: &str, initialized: bool, bulk: bool) -> World {
+    /// `count` nodes labelled for this test (every tenth NotReady, starting with the first), created in
+    /// parallel; `initialized` nodes already have their providerID and no uninitialized taint (as after a
+    /// previous CCM run).
+    async fn new(prefix: &str, count: usize, initialized: bool, bulk: bool) -> World {
         let env = TestEnv::shared().await;
         let client = env.client();
         let label = env.unique_name(prefix);
         let namespace = env.namespace(prefix).await;
         let cloud = FakeCloud::new();
-        let names: Vec<String> = (0..NODES).map(|i| format!("{label}-{i}")).collect();
+        let names: Vec<String> = (0..count).map(|i| format!("{label}-{i}")).collect();
         for (i, name) in names.iter().enumerate() {
             cloud.add_instance(
                 FakeInstance::new(name.clone())
@@ -233,7 +235,7 @@ async fn stop(running: RunningCcm, token: CancellationToken) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_budget_keeps_a_thousand_node_ccm_inside_the_cloud_quota() {
-    let world = World::new("budget", false, false).await;
+    let world = World::new("budget", NODES, false, false).await;
     let qps = format!("--cloud-api-qps={BUDGET_QPS}");
     let burst = format!("--cloud-api-burst={BUDGET_BURST}");
     let start = Instant::now();
@@ -340,7 +342,7 @@ async fn the_budget_keeps_a_thousand_node_ccm_inside_the_cloud_quota() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_budget_the_same_ccm_exceeds_the_quota() {
-    let world = World::new("nobudget", false, false).await;
+    let world = World::new("nobudget", NODES, false, false).await;
     let (running, token) = world
         .start(&["--cloud-api-qps=0", "--cloud-instance-cache-ttl=0s"])
         .await;
@@ -377,7 +379,7 @@ async fn without_a_budget_the_same_ccm_exceeds_the_quota() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_bulk_calls_an_address_sync_period_is_one_cloud_call() {
-    let world = World::new("bulk", true, true).await;
+    let world = World::new("bulk", NODES, true, true).await;
     let qps = format!("--cloud-api-qps={BUDGET_QPS}");
     let burst = format!("--cloud-api-burst={BUDGET_BURST}");
     // No cache: with a TTL longer than the sync period, most periods would be answered without any call.
@@ -452,6 +454,67 @@ async fn with_bulk_calls_an_address_sync_period_is_one_cloud_call() {
             .all(|c| c.target == format!("{NOT_READY} nodes"))
     );
     assert_eq!(cloud.throttled_count(), 0);
+    stop(running, token).await;
+    world.finish().await;
+}
+
+/// The runtime runs the cache's invalidator on the shared Node informer: with a TTL of 10 minutes, a NotReady
+/// node whose instance disappears is deleted as soon as its Ready condition changes, not 10 minutes later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runtime_invalidates_cached_answers_from_node_events() {
+    let world = World::new("invalidate", 1, true, false).await;
+    let name = format!("{}-0", world.label);
+    let (running, token) = world
+        .start(&[
+            "--cloud-instance-cache-ttl=10m",
+            "--node-monitor-period=200ms",
+        ])
+        .await;
+    let registry = running.metrics().clone();
+    let exists_hits = || {
+        sum(
+            &registry.encode(),
+            "cloudprovider_instance_cache_requests_total",
+            r#"operation="instance-exists",result="hit""#,
+        )
+    };
+    wait_for("a cached existence answer", LONG, || async {
+        (exists_hits() >= 1.0).then_some(())
+    })
+    .await
+    .expect("the lifecycle loop reuses the answer");
+
+    // the instance goes away; the kept answer still says it exists, for a whole pass
+    assert!(world.cloud.remove_instance(&name));
+    let hits = exists_hits();
+    wait_for("a pass answered by the cache", LONG, || async {
+        (exists_hits() > hits).then_some(())
+    })
+    .await
+    .expect("another pass");
+    let nodes: Api<Node> = Api::all(world.client.clone());
+    assert!(
+        nodes.get_opt(&name).await.expect("read the node").is_some(),
+        "a cached answer keeps the node"
+    );
+
+    // the kubelet reports Ready, then NotReady again: each change forgets the node's answers
+    for status in ["True", "False"] {
+        let patch = serde_json::json!({ "status": { "conditions": [{
+            "type": names::conditions::READY, "status": status, "reason": "Test",
+        }]}});
+        nodes
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("report the Ready condition");
+    }
+    wait_for(
+        "the node to be deleted",
+        Duration::from_secs(30),
+        || async { matches!(nodes.get_opt(&name).await, Ok(None)).then_some(()) },
+    )
+    .await
+    .expect("a fresh answer deletes the node");
     stop(running, token).await;
     world.finish().await;
 }
