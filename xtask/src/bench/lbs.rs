@@ -23,8 +23,8 @@ use kube::api::{Api, PostParams};
 
 use super::prom::{self, RequestCounts, Sample};
 use super::support::{
-    self, BenchBinaries, CcmProcess, CcmSpec, Cluster, CommonArgs, Implementation, LimitMode,
-    ProcStats, Table, Tracker,
+    self, BenchBinaries, CcmProcess, CcmSpec, Cluster, CommonArgs, Implementation, ProcStats,
+    RunSpec, Table, Tracker,
 };
 use crate::process::{self, Interrupt, Interrupted};
 
@@ -66,13 +66,6 @@ pub struct LbsArgs {
     pub create_concurrency: u64,
     #[command(flatten)]
     pub common: CommonArgs,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct RunSpec {
-    implementation: Implementation,
-    mode: LimitMode,
-    workers: u64,
 }
 
 /// What one run measured.
@@ -235,18 +228,7 @@ pub async fn run(args: &LbsArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
     let environment = support::environment_summary(&binaries, &args.common).await;
     eprintln!("{environment}");
 
-    let mut runs = Vec::new();
-    for &mode in &args.common.limits {
-        for &workers in &args.workers {
-            for &implementation in &args.common.implementations {
-                runs.push(RunSpec {
-                    implementation,
-                    mode,
-                    workers,
-                });
-            }
-        }
-    }
+    let runs = support::run_matrix(&args.common, &args.workers);
     let context = RunContext {
         args,
         binaries: &binaries,
@@ -311,18 +293,6 @@ struct RunContext<'a> {
     binaries: &'a BenchBinaries,
     inventory: &'a std::path::Path,
     out: &'a std::path::Path,
-}
-
-fn run_label(spec: &RunSpec) -> String {
-    format!(
-        "{}-{}-w{}",
-        spec.implementation.label().to_lowercase(),
-        match spec.mode {
-            LimitMode::Default => "default",
-            LimitMode::Raised => "raised",
-        },
-        spec.workers
-    )
 }
 
 async fn run_once(
@@ -405,7 +375,7 @@ async fn measure(
             .chain(args.common.extra_args(spec.implementation).iter().cloned())
             .collect(),
     };
-    let log = context.out.join(format!("{}.log", run_label(spec)));
+    let log = context.out.join(format!("{}.log", spec.label()));
     let started = Instant::now();
     let mut ccm = CcmProcess::start(context.binaries.of(spec.implementation), &ccm_spec, &log)?;
     let observed = observe(
@@ -561,7 +531,7 @@ fn table(args: &LbsArgs, results: &[(RunSpec, anyhow::Result<Measured>)]) -> Tab
     ]);
     for (spec, result) in results {
         let mut row = vec![
-            args.common.ccm_label(spec.implementation),
+            args.common.row_label(spec),
             spec.workers.to_string(),
             args.common.api_limits(spec.mode).to_string(),
         ];
@@ -602,7 +572,7 @@ fn table(args: &LbsArgs, results: &[(RunSpec, anyhow::Result<Measured>)]) -> Tab
 fn details(args: &LbsArgs, spec: &RunSpec, result: &anyhow::Result<Measured>) -> String {
     let head = format!(
         "- {}, {} service syncs, {}:",
-        args.common.ccm_label(spec.implementation),
+        args.common.row_label(spec),
         spec.workers,
         args.common.api_limits(spec.mode)
     );
@@ -620,6 +590,7 @@ fn details(args: &LbsArgs, spec: &RunSpec, result: &anyhow::Result<Measured>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::support::LimitMode;
 
     #[test]
     fn services_and_nodes_look_like_the_real_thing() {
@@ -736,6 +707,7 @@ mod tests {
                 quiet_seconds: 3,
                 no_build: true,
                 rust_ccm: None,
+                repeat: 1,
                 rust_args: Vec::new(),
                 go_args: Vec::new(),
             },
@@ -768,6 +740,7 @@ mod tests {
             implementation: Implementation::Go,
             mode: LimitMode::Raised,
             workers: 1,
+            round: 1,
         };
         let results = vec![(spec, Ok(measured))];
         let rendered = table(&args(), &results).render();
@@ -804,6 +777,6 @@ mod tests {
             "- Go, 1 service syncs, 1000/2000: to ingress: PATCH services/status 4; burst (made in \
              0.10 s): none"
         );
-        assert_eq!(run_label(&spec), "go-raised-w1");
+        assert_eq!(spec.label(), "go-raised-w1-r1");
     }
 }

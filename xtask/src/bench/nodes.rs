@@ -24,8 +24,8 @@ use kube::api::{Api, Patch, PatchParams};
 
 use super::prom::{self, RequestCounts};
 use super::support::{
-    self, BenchBinaries, CcmProcess, CcmSpec, Cluster, CommonArgs, Implementation, LimitMode,
-    ProcStats, Table, Tracker,
+    self, BenchBinaries, CcmProcess, CcmSpec, Cluster, CommonArgs, Implementation, ProcStats,
+    RunSpec, Table, Tracker,
 };
 use crate::process::{Interrupt, Interrupted};
 
@@ -50,14 +50,6 @@ pub struct NodesArgs {
     pub create_concurrency: u64,
     #[command(flatten)]
     pub common: CommonArgs,
-}
-
-/// One run of the matrix.
-#[derive(Debug, Clone, Copy)]
-struct RunSpec {
-    implementation: Implementation,
-    mode: LimitMode,
-    workers: u64,
 }
 
 /// What one run measured.
@@ -157,18 +149,7 @@ pub async fn run(args: &NodesArgs, interrupt: &Interrupt) -> anyhow::Result<()> 
     let environment = support::environment_summary(&binaries, &args.common).await;
     eprintln!("{environment}");
 
-    let mut runs = Vec::new();
-    for &mode in &args.common.limits {
-        for &workers in &args.workers {
-            for &implementation in &args.common.implementations {
-                runs.push(RunSpec {
-                    implementation,
-                    mode,
-                    workers,
-                });
-            }
-        }
-    }
+    let runs = support::run_matrix(&args.common, &args.workers);
     let mut results: Vec<(RunSpec, anyhow::Result<Measured>)> = Vec::new();
     for (index, spec) in runs.iter().enumerate() {
         eprintln!(
@@ -222,18 +203,6 @@ struct RunContext<'a> {
     names: &'a [String],
     inventory: &'a Path,
     out: &'a Path,
-}
-
-fn run_label(spec: &RunSpec) -> String {
-    format!(
-        "{}-{}-w{}",
-        spec.implementation.label().to_lowercase(),
-        match spec.mode {
-            LimitMode::Default => "default",
-            LimitMode::Raised => "raised",
-        },
-        spec.workers
-    )
 }
 
 async fn run_once(
@@ -300,7 +269,7 @@ async fn measure(
             .chain(common.extra_args(spec.implementation).iter().cloned())
             .collect(),
     };
-    let log: PathBuf = context.out.join(format!("{}.log", run_label(spec)));
+    let log: PathBuf = context.out.join(format!("{}.log", spec.label()));
     let started = Instant::now();
     let mut ccm = CcmProcess::start(context.binaries.of(spec.implementation), &ccm_spec, &log)?;
     let observed = observe(
@@ -448,7 +417,7 @@ fn table(args: &NodesArgs, count: usize, results: &[(RunSpec, anyhow::Result<Mea
     ]);
     for (spec, result) in results {
         let mut row = vec![
-            args.common.ccm_label(spec.implementation),
+            args.common.row_label(spec),
             spec.workers.to_string(),
             args.common.api_limits(spec.mode).to_string(),
         ];
@@ -485,7 +454,7 @@ fn table(args: &NodesArgs, count: usize, results: &[(RunSpec, anyhow::Result<Mea
 fn details(args: &NodesArgs, spec: &RunSpec, result: &anyhow::Result<Measured>) -> String {
     let head = format!(
         "- {}, {} node syncs, {}:",
-        args.common.ccm_label(spec.implementation),
+        args.common.row_label(spec),
         spec.workers,
         args.common.api_limits(spec.mode)
     );
@@ -521,6 +490,7 @@ fn first_line(err: &anyhow::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::support::LimitMode;
 
     #[test]
     fn names_and_addresses_are_distinct() {
@@ -598,6 +568,7 @@ mod tests {
                 quiet_seconds: 3,
                 no_build: true,
                 rust_ccm: None,
+                repeat: 1,
                 rust_args: Vec::new(),
                 go_args: Vec::new(),
             },
@@ -633,6 +604,7 @@ mod tests {
             implementation: Implementation::Rust,
             mode: LimitMode::Default,
             workers: 1,
+            round: 1,
         };
         let go = RunSpec {
             implementation: Implementation::Go,
@@ -661,6 +633,6 @@ mod tests {
             "- Rust, 1 node syncs, 20/30: writes: PATCH nodes 8; GETs 0; cloud calls: \
              instance-metadata-by-provider-id 4"
         );
-        assert_eq!(run_label(&go), "go-default-w1");
+        assert_eq!(go.label(), "go-default-w1-r1");
     }
 }

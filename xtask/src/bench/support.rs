@@ -109,6 +109,9 @@ pub struct CommonArgs {
     /// (e.g. one built from a clean checkout of a commit).
     #[arg(long, value_name = "PATH")]
     pub rust_ccm: Option<PathBuf>,
+    /// Run the whole matrix this many times (rounds, one after the other), to see the spread.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub repeat: u32,
     /// One more flag for the Rust CCM in every run (repeatable), e.g.
     /// `--rust-arg=--cloud-api-qps=0`; the table names it.
     #[arg(long = "rust-arg", value_name = "FLAG", allow_hyphen_values = true)]
@@ -169,6 +172,17 @@ impl CommonArgs {
             .join(" ")
     }
 
+    /// The name of `spec`'s row: [`CommonArgs::ccm_label`], plus `#<round>` when the matrix is
+    /// repeated.
+    pub fn row_label(&self, spec: &RunSpec) -> String {
+        let label = self.ccm_label(spec.implementation);
+        if self.repeat > 1 {
+            format!("{label} #{}", spec.round)
+        } else {
+            label
+        }
+    }
+
     /// The longest a single wait may take.
     pub fn timeout(&self) -> Duration {
         Duration::from_secs(self.timeout_seconds)
@@ -178,6 +192,56 @@ impl CommonArgs {
     pub fn quiet(&self) -> Duration {
         Duration::from_secs(self.quiet_seconds)
     }
+}
+
+/// One run of a benchmark's matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunSpec {
+    /// Which CCM.
+    pub implementation: Implementation,
+    /// Which API limits.
+    pub mode: LimitMode,
+    /// The controller's worker count (`--concurrent-node-syncs` / `--concurrent-service-syncs`).
+    pub workers: u64,
+    /// Which repetition (1-based).
+    pub round: u32,
+}
+
+impl RunSpec {
+    /// A file-name-safe name, e.g. `go-raised-w10-r2`.
+    pub fn label(&self) -> String {
+        let mode = match self.mode {
+            LimitMode::Default => "default",
+            LimitMode::Raised => "raised",
+        };
+        format!(
+            "{}-{mode}-w{}-r{}",
+            self.implementation.label().to_lowercase(),
+            self.workers,
+            self.round
+        )
+    }
+}
+
+/// Every run, in order: rounds, then limits, then worker counts, then CCMs (so the CCMs of one
+/// configuration run back to back and see about the same machine load).
+pub fn run_matrix(common: &CommonArgs, workers: &[u64]) -> Vec<RunSpec> {
+    let mut runs = Vec::new();
+    for round in 1..=common.repeat.max(1) {
+        for &mode in &common.limits {
+            for &workers in workers {
+                for &implementation in &common.implementations {
+                    runs.push(RunSpec {
+                        implementation,
+                        mode,
+                        workers,
+                        round,
+                    });
+                }
+            }
+        }
+    }
+    runs
 }
 
 /// The binaries the benchmarks run.
@@ -1064,6 +1128,7 @@ mod tests {
             quiet_seconds: 3,
             no_build: true,
             rust_ccm: None,
+            repeat: 1,
             rust_args: Vec::new(),
             go_args: Vec::new(),
         }
@@ -1129,6 +1194,30 @@ mod tests {
     }
 
     #[test]
+    fn the_matrix_runs_both_ccms_of_a_configuration_back_to_back() {
+        let mut c = common();
+        c.implementations = vec![Implementation::Rust, Implementation::Go];
+        c.limits = vec![LimitMode::Default, LimitMode::Raised];
+        c.repeat = 2;
+        let runs = run_matrix(&c, &[1, 10]);
+        assert_eq!(runs.len(), 16);
+        let labels: Vec<String> = runs.iter().take(5).map(RunSpec::label).collect();
+        assert_eq!(
+            labels,
+            [
+                "rust-default-w1-r1",
+                "go-default-w1-r1",
+                "rust-default-w10-r1",
+                "go-default-w10-r1",
+                "rust-raised-w1-r1"
+            ]
+        );
+        assert_eq!(runs[8].label(), "rust-default-w1-r2");
+        let distinct: std::collections::HashSet<String> = runs.iter().map(RunSpec::label).collect();
+        assert_eq!(distinct.len(), 16, "every run has its own log file");
+    }
+
+    #[test]
     fn extra_flags_go_to_their_ccm_and_into_the_label() {
         let mut c = common();
         c.rust_args = vec!["--cloud-api-qps=0".to_owned()];
@@ -1136,6 +1225,15 @@ mod tests {
         assert!(c.extra_args(Implementation::Go).is_empty());
         assert_eq!(c.ccm_label(Implementation::Rust), "Rust --cloud-api-qps=0");
         assert_eq!(c.ccm_label(Implementation::Go), "Go");
+        let spec = RunSpec {
+            implementation: Implementation::Go,
+            mode: LimitMode::Default,
+            workers: 1,
+            round: 2,
+        };
+        assert_eq!(c.row_label(&spec), "Go");
+        c.repeat = 3;
+        assert_eq!(c.row_label(&spec), "Go #2");
     }
 
     #[test]
