@@ -5,37 +5,22 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-/// The reference CCM binary next to this test binary's `deps` directory: `target/<profile>/examples/reference-ccm`
-/// when it was built with `cargo build --example`, else the newest `reference_ccm-<hash>` that `cargo test` builds
-/// (it compiles every example before running integration tests but does not copy them to their plain names).
+/// `target/<profile>/examples/reference-ccm`, next to this test binary's `deps` directory. `cargo xtask test`
+/// builds it before running the tests (`cargo test --all-targets` compiles examples only as test harnesses).
 fn reference_ccm() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
-    let examples = exe
+    let binary = exe
         .parent()
         .and_then(|deps| deps.parent())
         .expect("target/<profile>/deps")
-        .join("examples");
-    let plain = examples.join("reference-ccm");
-    if plain.is_file() {
-        return plain;
-    }
-    let hashed = std::fs::read_dir(&examples)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|entry| {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            name.starts_with("reference_ccm-") && !name.contains('.')
-        })
-        .filter_map(|entry| Some((entry.metadata().ok()?.modified().ok()?, entry.path())))
-        .max();
-    match hashed {
-        Some((_, path)) => path,
-        None => panic!(
-            "no reference CCM binary in {}; build it with `cargo build -p examples --example reference-ccm`",
-            examples.display()
-        ),
-    }
+        .join("examples")
+        .join("reference-ccm");
+    assert!(
+        binary.is_file(),
+        "{} is missing; build it with `cargo build -p examples --example reference-ccm` (cargo xtask test does)",
+        binary.display()
+    );
+    binary
 }
 
 fn run(args: &[&str]) -> (i32, String, Duration) {

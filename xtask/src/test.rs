@@ -144,6 +144,13 @@ pub async fn run_tests(args: &TestArgs, interrupt: &Interrupt) -> anyhow::Result
     let control_plane = controlplane::launch(&dir, Supervision::Watchdog, interrupt).await?;
     let env_path = control_plane.env_file_path();
     let mut failures = Vec::new();
+    // The examples' tests run the reference CCM binary; `cargo test` compiles examples only as test harnesses.
+    let mut build = process::cargo();
+    build.args(["build", "-p", "examples", "--example", "reference-ccm"]);
+    if let Err(err) = process::run(build, interrupt, "").await {
+        stop_quietly(control_plane);
+        return Err(err);
+    }
     for invocation in cargo_test_invocations(&args.cargo_args, args.no_doc) {
         let mut command = process::cargo();
         command.args(&invocation).env(envfile::ENV_VAR, &env_path);
