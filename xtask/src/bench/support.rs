@@ -395,7 +395,8 @@ impl CcmSpec {
     }
 }
 
-/// A CCM process under test, its log going to a file. Killed when dropped.
+/// A CCM process under test, its log going to a file. Killed when dropped, and by a [`Watchdog`]
+/// if xtask itself is killed.
 #[derive(Debug)]
 pub struct CcmProcess {
     child: tokio::process::Child,
@@ -403,6 +404,57 @@ pub struct CcmProcess {
     log: PathBuf,
     /// The CCM's `/metrics` endpoint.
     metrics: MetricsEndpoint,
+    /// Kills the CCM if xtask dies; dismissed by [`CcmProcess::stop`].
+    watchdog: Option<Watchdog>,
+}
+
+/// What the watchdog runs: it ignores Ctrl-C and hang-ups, waits until its stdin (a pipe held by
+/// xtask) closes, then kills process `$1` if `/proc/$1/exe` is still `$2` (never a reused pid).
+const WATCHDOG_SCRIPT: &str = r#"trap '' INT HUP
+while read -r _; do :; done
+if [ "$(readlink "/proc/$1/exe" 2>/dev/null)" = "$2" ]; then kill -KILL "$1" 2>/dev/null; fi"#;
+
+/// A small `sh` that kills a child process once xtask is gone: xtask holds the write end of the
+/// watchdog's stdin, and the kernel closes it when xtask exits for any reason, SIGKILL included.
+/// Dropping the value kills the watchdog itself (an orderly stop needs no watchdog).
+#[derive(Debug)]
+pub struct Watchdog {
+    process: tokio::process::Child,
+    stdin: Option<tokio::process::ChildStdin>,
+}
+
+impl Watchdog {
+    /// Watches process `pid` (its executable is read from `/proc` now).
+    ///
+    /// # Errors
+    /// If the executable cannot be read or `sh` cannot be started.
+    pub fn watch(pid: u32) -> anyhow::Result<Self> {
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+            .with_context(|| format!("reading the executable of process {pid}"))?;
+        let mut process = tokio::process::Command::new("sh")
+            .args(["-c", WATCHDOG_SCRIPT, "sh", &pid.to_string()])
+            .arg(&exe)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting the watchdog shell")?;
+        let stdin = process.stdin.take();
+        Ok(Watchdog { process, stdin })
+    }
+
+    /// Stops the watchdog without letting it act (kills the shell, then closes the pipe).
+    pub async fn dismiss(mut self) {
+        let _ = self.process.kill().await;
+        drop(self.stdin.take());
+    }
+
+    /// Closes the pipe as xtask's death would: the watchdog then kills the watched process.
+    #[cfg(test)]
+    fn trigger(&mut self) {
+        self.stdin = None;
+    }
 }
 
 impl CcmProcess {
@@ -431,11 +483,15 @@ impl CcmProcess {
         let pid = child
             .id()
             .with_context(|| format!("`{shown}` exited before its process id was read"))?;
+        let watchdog = Watchdog::watch(pid)
+            .map_err(|err| eprintln!("warning: the CCM runs without a watchdog: {err:#}"))
+            .ok();
         Ok(CcmProcess {
             child,
             pid,
             log: log.to_owned(),
             metrics: MetricsEndpoint::loopback(spec.admin_port)?,
+            watchdog,
         })
     }
 
@@ -472,6 +528,14 @@ impl CcmProcess {
     /// # Errors
     /// If the process cannot be signalled or waited for.
     pub async fn stop(mut self) -> anyhow::Result<()> {
+        let stopped = self.terminate().await;
+        if let Some(watchdog) = self.watchdog.take() {
+            watchdog.dismiss().await;
+        }
+        stopped
+    }
+
+    async fn terminate(&mut self) -> anyhow::Result<()> {
         if self.child.try_wait()?.is_some() {
             return Ok(());
         }
@@ -1301,6 +1365,50 @@ mod tests {
         assert_eq!(cpu(&stats), "12.3");
         assert_eq!(mib(&ProcStats::default()), "n/a");
         assert_eq!(cpu(&ProcStats::default()), "n/a");
+    }
+
+    async fn exits_within(child: &mut tokio::process::Child, limit: Duration) -> bool {
+        tokio::time::timeout(limit, child.wait()).await.is_ok()
+    }
+
+    #[tokio::test]
+    async fn the_watchdog_kills_the_child_when_xtask_goes_away() {
+        let mut child = tokio::process::Command::new("sleep")
+            .arg("600")
+            .kill_on_drop(true)
+            .spawn()
+            .expect("sleep");
+        let pid = child.id().expect("pid");
+        let mut watchdog = Watchdog::watch(pid).expect("watchdog");
+        assert!(
+            !exits_within(&mut child, Duration::from_millis(300)).await,
+            "the watchdog waits while the pipe is open"
+        );
+        watchdog.trigger();
+        assert!(
+            exits_within(&mut child, Duration::from_secs(10)).await,
+            "killed once the pipe closed"
+        );
+        let status = child.try_wait().expect("status").expect("exited");
+        assert!(!status.success());
+        drop(watchdog);
+    }
+
+    #[tokio::test]
+    async fn a_dismissed_watchdog_kills_nothing() {
+        let mut child = tokio::process::Command::new("sleep")
+            .arg("600")
+            .kill_on_drop(true)
+            .spawn()
+            .expect("sleep");
+        let pid = child.id().expect("pid");
+        let watchdog = Watchdog::watch(pid).expect("watchdog");
+        watchdog.dismiss().await;
+        assert!(
+            !exits_within(&mut child, Duration::from_millis(500)).await,
+            "the child is still running"
+        );
+        child.kill().await.expect("cleanup");
     }
 
     #[test]
