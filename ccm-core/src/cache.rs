@@ -578,11 +578,7 @@ impl InstancesV2 for CachedV2 {
         nodes: &[Node],
     ) -> Result<Vec<Result<Option<InstanceMetadata>, CloudError>>, CloudError> {
         if !self.inner.supports_bulk() {
-            let mut out = Vec::with_capacity(nodes.len());
-            for node in nodes {
-                out.push(self.instance_metadata(node).await);
-            }
-            return Ok(out);
+            return Ok(crate::provider::metadata_one_by_one(self, nodes).await);
         }
         self.bulk(
             Question::Metadata,
@@ -602,11 +598,7 @@ impl InstancesV2 for CachedV2 {
         nodes: &[Node],
     ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
         if !self.inner.supports_bulk() {
-            let mut out = Vec::with_capacity(nodes.len());
-            for node in nodes {
-                out.push(self.instance_exists(node).await);
-            }
-            return Ok(out);
+            return Ok(crate::provider::exists_one_by_one(self, nodes).await);
         }
         self.bulk(
             Question::Exists,

@@ -626,11 +626,7 @@ impl InstancesV2 for Wrapped<dyn InstancesV2> {
     ) -> Result<Vec<Result<Option<InstanceMetadata>, CloudError>>, CloudError> {
         if !self.inner.supports_bulk() {
             // Go through the single calls so each one is intercepted.
-            let mut out = Vec::with_capacity(nodes.len());
-            for node in nodes {
-                out.push(self.instance_metadata(node).await);
-            }
-            return Ok(out);
+            return Ok(crate::provider::metadata_one_by_one(self, nodes).await);
         }
         let target = format!("{} nodes", nodes.len());
         self.chain
@@ -646,11 +642,7 @@ impl InstancesV2 for Wrapped<dyn InstancesV2> {
         nodes: &[Node],
     ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
         if !self.inner.supports_bulk() {
-            let mut out = Vec::with_capacity(nodes.len());
-            for node in nodes {
-                out.push(self.instance_exists(node).await);
-            }
-            return Ok(out);
+            return Ok(crate::provider::exists_one_by_one(self, nodes).await);
         }
         let target = format!("{} nodes", nodes.len());
         self.chain

@@ -245,11 +245,7 @@ pub trait InstancesV2: Send + Sync + 'static {
         &self,
         nodes: &[Node],
     ) -> Result<Vec<Result<Option<InstanceMetadata>, CloudError>>, CloudError> {
-        let mut out = Vec::with_capacity(nodes.len());
-        for node in nodes {
-            out.push(self.instance_metadata(node).await);
-        }
-        Ok(out)
+        Ok(metadata_one_by_one(self, nodes).await)
     }
 
     /// Existence of many nodes' instances at once, in the order of `nodes`. The outer error means the whole call
@@ -258,11 +254,7 @@ pub trait InstancesV2: Send + Sync + 'static {
         &self,
         nodes: &[Node],
     ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
-        let mut out = Vec::with_capacity(nodes.len());
-        for node in nodes {
-            out.push(self.instance_exists(node).await);
-        }
-        Ok(out)
+        Ok(exists_one_by_one(self, nodes).await)
     }
 }
 
@@ -303,4 +295,30 @@ pub trait Routes: Send + Sync + 'static {
     ) -> Result<(), CloudError>;
     /// Delete a route previously returned by [`list_routes`](Self::list_routes).
     async fn delete_route(&self, cluster_name: &str, route: &Route) -> Result<(), CloudError>;
+}
+
+/// Metadata for `nodes` with one [`InstancesV2::instance_metadata`] call per node, one after another: the
+/// fallback of [`InstancesV2::instance_metadata_bulk`] for providers without a native bulk call.
+pub async fn metadata_one_by_one<V: InstancesV2 + ?Sized>(
+    v2: &V,
+    nodes: &[Node],
+) -> Vec<Result<Option<InstanceMetadata>, CloudError>> {
+    let mut out = Vec::with_capacity(nodes.len());
+    for node in nodes {
+        out.push(v2.instance_metadata(node).await);
+    }
+    out
+}
+
+/// Existence of `nodes` with one [`InstancesV2::instance_exists`] call per node, one after another: the fallback
+/// of [`InstancesV2::instance_exists_bulk`] for providers without a native bulk call.
+pub async fn exists_one_by_one<V: InstancesV2 + ?Sized>(
+    v2: &V,
+    nodes: &[Node],
+) -> Vec<Result<bool, CloudError>> {
+    let mut out = Vec::with_capacity(nodes.len());
+    for node in nodes {
+        out.push(v2.instance_exists(node).await);
+    }
+    out
 }
