@@ -1,6 +1,6 @@
 //! `cargo xtask bench budget`: the cloud calls of the node controllers, for sizing a CCM's cloud-call budget
 //! (`docs/cloud-budget.md`). Builds the control-plane binaries and the runner
-//! (`ccm-nodecontroller --example bench_budget`), starts a local kube-apiserver + etcd, and runs the benchmark
+//! (`examples --example bench-budget`), starts a local kube-apiserver + etcd, and runs the benchmark
 //! against it: cloud calls per node initialization, per address-sync period and per lifecycle period, with and
 //! without native bulk calls and the instance cache, for each node count (default 1,000 and 5,000).
 
@@ -15,8 +15,8 @@ use crate::controlplane::{self, BuildArgs};
 use crate::paths;
 use crate::process::{self, Interrupt, Stopwatch};
 
-/// The runner example's name.
-const RUNNER: &str = "bench_budget";
+/// The runner: an example of the `examples` crate.
+const RUNNER: &str = "bench-budget";
 
 /// Arguments of `cargo xtask bench budget`.
 #[derive(Debug, Args, Default)]
@@ -76,7 +76,7 @@ fn runner_binary(release: bool) -> PathBuf {
 pub async fn run(args: &BudgetArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
     controlplane::build(&BuildArgs::default(), interrupt).await?;
     let mut build = process::cargo();
-    build.args(["build", "-p", "ccm-nodecontroller", "--example", RUNNER]);
+    build.args(["build", "-p", "examples", "--example", RUNNER]);
     if args.release {
         build.arg("--release");
     }
@@ -136,7 +136,7 @@ mod tests {
             shown,
             ["--nodes", "1000", "--nodes", "5000", "--init-qps", "0"]
         );
-        assert!(runner_binary(true).ends_with("release/examples/bench_budget"));
+        assert!(runner_binary(true).ends_with("release/examples/bench-budget"));
     }
 
     #[test]
@@ -148,6 +148,6 @@ mod tests {
     #[test]
     fn defaults_are_the_runners() {
         assert!(runner_args(&BudgetArgs::default()).is_empty());
-        assert!(runner_binary(false).ends_with("debug/examples/bench_budget"));
+        assert!(runner_binary(false).ends_with("debug/examples/bench-budget"));
     }
 }

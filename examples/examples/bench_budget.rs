@@ -17,7 +17,7 @@
 //!
 //! ```sh
 //! cargo xtask bench budget                       # 1,000 and 5,000 nodes
-//! cargo run -p ccm-nodecontroller --example bench_budget -- --nodes 1000   # against $KUBECONFIG
+//! cargo run -p examples --example bench-budget -- --nodes 1000   # against $KUBECONFIG
 //! ```
 
 use std::collections::BTreeMap;

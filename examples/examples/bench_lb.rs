@@ -10,7 +10,7 @@
 //!
 //! ```text
 //! eval "$(cargo xtask controlplane start)"
-//! cargo run --release -p ccm-servicecontroller --example bench_lb -- --services 500 --node-changes 100
+//! cargo run --release -p examples --example bench-lb -- --services 500 --node-changes 100
 //! ```
 //!
 //! Options: `--services N`, `--initial-nodes N` (10), `--node-changes N`, `--workers N`

@@ -9,7 +9,7 @@
 //! - the cloud calls per node.
 //!
 //! ```sh
-//! cargo run --release -p ccm-nodecontroller --example bench_init -- --nodes 1000 --concurrent-node-syncs 10
+//! cargo run --release -p examples --example bench-init -- --nodes 1000 --concurrent-node-syncs 10
 //! ```
 //!
 //! The nodes carry a unique label and are deleted at the end.
