@@ -168,11 +168,25 @@ impl ClientFactory {
 
     /// A new client named `name`: its own token bucket and user agent. Must be called inside a Tokio runtime.
     pub fn client(&self, name: &str) -> kube::Client {
+        self.layered(name, &TokenBucketLayer::new(self.qps, self.burst))
+    }
+
+    /// A client named `name` and a second one for its Events over the same token bucket, at a lower priority:
+    /// Event writes only use tokens the first client leaves free, so they never delay its object writes.
+    pub fn client_with_events(&self, name: &str) -> (kube::Client, kube::Client) {
+        let layer = TokenBucketLayer::new(self.qps, self.burst);
+        (
+            self.layered(name, &layer),
+            self.layered(name, &layer.low_priority()),
+        )
+    }
+
+    fn layered(&self, name: &str, layer: &TokenBucketLayer) -> kube::Client {
         let agent = HeaderValue::from_str(&self.user_agent(name))
             .unwrap_or_else(|_| HeaderValue::from_static("cloud-controller-manager"));
         let base = self.base.clone();
         let service = tower::ServiceBuilder::new()
-            .layer(TokenBucketLayer::new(self.qps, self.burst))
+            .layer(layer.clone())
             .map_request(move |mut request: http::Request<Body>| {
                 request.headers_mut().insert(USER_AGENT, agent.clone());
                 request

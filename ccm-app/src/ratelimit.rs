@@ -1,19 +1,29 @@
 //! A client-side token bucket for Kubernetes API requests: `--kube-api-qps` / `--kube-api-burst`, enforced the
-//! way client-go's `flowcontrol.NewTokenBucketRateLimiter` does (kube-rs has no such limiter).
+//! way client-go's `flowcontrol.NewTokenBucketRateLimiter` does (kube-rs has no such limiter), on the workspace's
+//! one [`TokenBucket`].
 //!
 //! The bucket holds up to `burst` tokens and refills at `qps` tokens per second; every request takes one token,
 //! waiting for it when the bucket is empty. Waiting happens in `poll_ready`, before the request is sent, so
 //! requests leave in order. As in client-go, `qps == 0` means the default 5 QPS (burst 10 when `burst == 0`), and a
 //! negative `qps` disables limiting.
 //!
+//! [`TokenBucketLayer::low_priority`] makes a second layer over the same bucket for traffic that must never delay
+//! the first (Events): it only takes a token that is free at that moment, so while a controller's own writes keep
+//! the bucket busy, low-priority requests wait.
+//!
 //! ```no_run
 //! use ccm_app::ratelimit::TokenBucketLayer;
 //!
 //! # async fn demo(config: kube::Config) -> Result<(), kube::Error> {
-//! let client = kube::client::ClientBuilder::try_from(config)?
-//!     .with_layer(&TokenBucketLayer::new(20.0, 30))
+//! let writes = TokenBucketLayer::new(20.0, 30);
+//! let events = writes.low_priority();
+//! let client = kube::client::ClientBuilder::try_from(config.clone())?
+//!     .with_layer(&writes)
 //!     .build();
-//! # drop(client);
+//! let event_client = kube::client::ClientBuilder::try_from(config)?
+//!     .with_layer(&events)
+//!     .build();
+//! # drop((client, event_client));
 //! # Ok(())
 //! # }
 //! ```
@@ -22,8 +32,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
-use std::time::Duration;
 
+use ccm_core::runtime::ratelimit::TokenBucket;
 use tokio::time::{Instant, Sleep};
 use tower::{Layer, Service};
 
@@ -32,46 +42,20 @@ pub const CLIENT_GO_DEFAULT_QPS: f32 = 5.0;
 /// client-go's default burst, used when `burst == 0`.
 pub const CLIENT_GO_DEFAULT_BURST: i32 = 10;
 
-/// The state of one token bucket (golang.org/x/time/rate semantics: tokens may go negative, which is a debt paid
-/// by waiting).
-#[derive(Debug)]
-pub struct TokenBucket {
-    qps: f64,
-    burst: f64,
-    tokens: f64,
-    last: Instant,
-}
-
-impl TokenBucket {
-    /// A full bucket.
-    pub fn new(qps: f64, burst: u32) -> Self {
-        let burst = f64::from(burst.max(1));
-        TokenBucket {
-            qps,
-            burst,
-            tokens: burst,
-            last: Instant::now(),
-        }
-    }
-
-    /// Take one token now and return how long to wait before using it (zero if one was available).
-    pub fn reserve(&mut self, now: Instant) -> Duration {
-        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
-        self.last = self.last.max(now);
-        self.tokens = (self.tokens + elapsed * self.qps).min(self.burst);
-        self.tokens -= 1.0;
-        if self.tokens >= 0.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64(-self.tokens / self.qps)
-        }
-    }
+/// Which way a layer takes tokens from its bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Priority {
+    /// Reserve a token, going into debt if need be (client-go's limiter).
+    Normal,
+    /// Take only a token that is free now; otherwise wait and look again.
+    Low,
 }
 
 /// A [`Layer`] adding one shared token bucket in front of a service. Clones share the bucket.
 #[derive(Debug, Clone)]
 pub struct TokenBucketLayer {
     bucket: Option<Arc<Mutex<TokenBucket>>>,
+    priority: Priority,
 }
 
 impl TokenBucketLayer {
@@ -80,7 +64,22 @@ impl TokenBucketLayer {
     pub fn new(qps: f32, burst: i32) -> Self {
         let (qps, burst) = effective_limits(qps, burst);
         TokenBucketLayer {
-            bucket: qps.map(|qps| Arc::new(Mutex::new(TokenBucket::new(f64::from(qps), burst)))),
+            bucket: qps.map(|qps| {
+                Arc::new(Mutex::new(TokenBucket::new(
+                    f64::from(qps),
+                    burst,
+                    Instant::now(),
+                )))
+            }),
+            priority: Priority::Normal,
+        }
+    }
+
+    /// A layer over the same bucket whose requests only take tokens nobody else is waiting for.
+    pub fn low_priority(&self) -> Self {
+        TokenBucketLayer {
+            bucket: self.bucket.clone(),
+            priority: Priority::Low,
         }
     }
 
@@ -113,6 +112,7 @@ impl<S> Layer<S> for TokenBucketLayer {
         TokenBucketService {
             inner,
             bucket: self.bucket.clone(),
+            priority: self.priority,
             state: State::Idle,
         }
     }
@@ -121,7 +121,7 @@ impl<S> Layer<S> for TokenBucketLayer {
 enum State {
     /// No token held.
     Idle,
-    /// A token is reserved; waiting until it may be used.
+    /// Waiting: for a reserved token to become usable, or (low priority) before looking for a free one again.
     Waiting(Pin<Box<Sleep>>),
     /// A token may be used by the next `call`.
     Ready,
@@ -131,6 +131,7 @@ enum State {
 pub struct TokenBucketService<S> {
     inner: S,
     bucket: Option<Arc<Mutex<TokenBucket>>>,
+    priority: Priority,
     state: State,
 }
 
@@ -139,6 +140,7 @@ impl<S: std::fmt::Debug> std::fmt::Debug for TokenBucketService<S> {
         f.debug_struct("TokenBucketService")
             .field("inner", &self.inner)
             .field("limited", &self.bucket.is_some())
+            .field("priority", &self.priority)
             .finish_non_exhaustive()
     }
 }
@@ -158,23 +160,34 @@ where
         loop {
             match &mut self.state {
                 State::Idle => {
-                    let wait = bucket
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .reserve(Instant::now());
-                    self.state = if wait.is_zero() {
-                        State::Ready
-                    } else {
-                        tracing::trace!(
-                            wait_ms = wait.as_millis() as u64,
-                            "client-side throttling"
-                        );
-                        State::Waiting(Box::pin(tokio::time::sleep(wait)))
+                    let mut bucket = bucket.lock().unwrap_or_else(|e| e.into_inner());
+                    let now = Instant::now();
+                    self.state = match self.priority {
+                        Priority::Normal => {
+                            let wait = bucket.reserve(now);
+                            if wait.is_zero() {
+                                State::Ready
+                            } else {
+                                tracing::trace!(
+                                    wait_ms = wait.as_millis() as u64,
+                                    "client-side throttling"
+                                );
+                                State::Waiting(Box::pin(tokio::time::sleep(wait)))
+                            }
+                        }
+                        Priority::Low => match bucket.try_take(now) {
+                            Ok(()) => State::Ready,
+                            // Look again when a token could be free; a normal request may take it first.
+                            Err(wait) => State::Waiting(Box::pin(tokio::time::sleep(wait))),
+                        },
                     };
                 }
                 State::Waiting(sleep) => {
                     ready!(sleep.as_mut().poll(cx));
-                    self.state = State::Ready;
+                    self.state = match self.priority {
+                        Priority::Normal => State::Ready,
+                        Priority::Low => State::Idle,
+                    };
                 }
                 State::Ready => return self.inner.poll_ready(cx),
             }
@@ -182,7 +195,7 @@ where
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        // The token reserved by `poll_ready` is used by this request.
+        // The token taken by `poll_ready` is used by this request.
         self.state = State::Idle;
         self.inner.call(request)
     }
@@ -191,10 +204,13 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
     use tower::ServiceExt;
 
     fn echo()
-    -> impl Service<u32, Response = (u32, Instant), Error = std::convert::Infallible> + Clone {
+    -> impl Service<u32, Response = (u32, Instant), Error = std::convert::Infallible, Future: Send>
+    + Clone
+    + Send {
         tower::service_fn(|n: u32| async move { Ok((n, Instant::now())) })
     }
 
@@ -307,5 +323,50 @@ mod tests {
             let want = Duration::from_millis(100 * i as u64);
             assert!(at.abs_diff(want) < Duration::from_millis(2), "{times:?}");
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn low_priority_requests_never_delay_normal_ones() {
+        let writes = TokenBucketLayer::new(10.0, 2);
+        let events = writes.low_priority();
+        let start = Instant::now();
+        // Ten events queue up first...
+        let event_task = {
+            let events = events.clone();
+            tokio::spawn(async move { send_sequentially(&events, 10).await })
+        };
+        tokio::task::yield_now().await;
+        // ...the two burst tokens went to events, but from now on writes leave exactly as if events did not
+        // exist: one every 100 ms.
+        let sent = send_sequentially(&writes, 20).await;
+        for (i, at) in sent.iter().enumerate() {
+            let want = Duration::from_millis(100 * (i as u64 + 1));
+            assert!(
+                at.abs_diff(want) < Duration::from_millis(2),
+                "write {i}: {sent:?}"
+            );
+        }
+        // The events go once writes are done: the remaining 8 at the bucket's rate.
+        let event_times = event_task.await.unwrap();
+        let last = start + *event_times.last().unwrap();
+        assert!(
+            last - start >= Duration::from_millis(2000),
+            "{event_times:?}"
+        );
+        assert!(
+            last - start <= Duration::from_millis(3000),
+            "{event_times:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn low_priority_alone_gets_the_full_rate() {
+        let events = TokenBucketLayer::new(20.0, 30).low_priority();
+        let sent = send_sequentially(&events, 230).await;
+        let last = *sent.last().unwrap();
+        assert!(
+            last.abs_diff(Duration::from_secs(10)) < Duration::from_millis(60),
+            "{last:?}"
+        );
     }
 }

@@ -3,18 +3,24 @@
 //! [`CachingProvider`] wraps a provider so that:
 //!
 //! - concurrent calls asking the same question about the same node (`instance-exists`, `instance-shutdown`,
-//!   `instance-metadata`) share one cloud call;
-//! - successful answers are kept for a short time (`ttl`), so the lifecycle loop, which asks about every NotReady
-//!   node every 5 seconds, does not ask the cloud the same question again while nothing changed. "Does not exist"
-//!   and errors are never kept: a node is only deleted on a fresh answer;
-//! - with a provider that answers bulk calls natively ([`InstancesV2::supports_bulk`]), a bulk call reuses the
-//!   kept answers and asks the cloud, in one bulk call, only about the other nodes; its answers are kept too.
+//!   `instance-metadata-by-provider-id`) share one cloud call;
+//! - **metadata** answers (`instance_metadata`: addresses, instance type, zone, providerID, which rarely change)
+//!   are kept for a short time (`ttl`), so a retried initialization or an address sync shortly after it does not
+//!   ask the cloud again. With a provider that answers bulk calls natively ([`InstancesV2::supports_bulk`]),
+//!   `instance_metadata_bulk` reuses the kept answers and asks the cloud, in one bulk call, only about the other
+//!   nodes; its answers are kept too;
+//! - **existence and shutdown answers are never kept**, whatever the TTL. They are what the lifecycle controller
+//!   deletes a Node or adds the shutdown taint on, so every such question (`instance_exists`,
+//!   `instance_shutdown`, `instance_exists_bulk`) reaches the cloud: a gone or shut-down instance is noticed at
+//!   the next lifecycle pass, as with the Go reference, never a TTL later. Only identical questions asked at the
+//!   same time share a call. Errors are never kept either.
 //!
-//! An answer is about a node's name **and** providerID, and is at most `ttl` old. The cache forgets a node when
-//! it is deleted, its providerID changes or its `Ready` condition status changes (so the first check after a node
-//! goes NotReady always asks the cloud), and forgets everything when informer events were missed: run
-//! [`InstanceCache::run_invalidator`] with the shared Node informer, or call [`InstanceCache::invalidate`]. An
-//! answer still in flight when its node is invalidated is returned to its callers but not kept.
+//! A kept answer is about a node's name **and** providerID, and is at most `ttl` old. The cache forgets a node
+//! when it is deleted, its providerID changes or its `Ready` condition status changes (an instance that was
+//! stopped and started again may come back with other addresses), and forgets everything when informer events
+//! were missed: run [`InstanceCache::run_invalidator`] with the shared Node informer, or call
+//! [`InstanceCache::invalidate`]. An answer still in flight when its node is invalidated is returned to its
+//! callers but not kept.
 //!
 //! Put the cache **outside** the budget and metrics interceptors (`CachingProvider` wrapping an
 //! [`InterceptedProvider`](crate::intercept::InterceptedProvider)): answers from the cache then cost no budget and
@@ -78,19 +84,20 @@ impl Question {
             Question::Metadata => Operation::InstanceMetadata,
         }
     }
+
+    /// Whether answers to this question may be kept for the TTL. Only metadata is: existence and shutdown
+    /// answers decide whether a Node is deleted or tainted, so they must come from the cloud every time (the Go
+    /// reference asks the cloud on every lifecycle pass; a kept "exists" or "not shut down" would hide a gone or
+    /// stopped instance for up to a TTL).
+    fn keeps_answers(self) -> bool {
+        matches!(self, Question::Metadata)
+    }
 }
 
 #[derive(Debug, Clone)]
 enum Answer {
     Bool(bool),
     Metadata(Option<InstanceMetadata>),
-}
-
-impl Answer {
-    /// Whether the answer may be kept: "does not exist" is always asked again.
-    fn cacheable(&self, question: Question) -> bool {
-        !matches!((question, self), (Question::Exists, Answer::Bool(false)))
-    }
 }
 
 /// The question, the node's name and its providerID: a node whose providerID changed is a new key even before
@@ -106,10 +113,10 @@ fn key(question: Question, node: &Node) -> Key {
     )
 }
 
-/// The TTL the runtime uses by default (`--cloud-instance-cache-ttl`): six times the lifecycle controller's
-/// default 5 s period, so a node that stays NotReady costs one existence and one shutdown call per 30 s instead
-/// of per 5 s, while a terminated instance is noticed at most 30 s late (the first check after a node goes
-/// NotReady is always fresh, see [`InstanceCache::run_invalidator`]).
+/// The TTL the runtime uses by default (`--cloud-instance-cache-ttl`) for metadata answers: a failed
+/// initialization retried within 30 s, or an address sync right after an initialization, reuses the answer.
+/// Existence and shutdown answers are never kept, whatever the TTL (see the [module docs](self)), so the TTL
+/// never delays a lifecycle decision.
 pub const DEFAULT_INSTANCE_CACHE_TTL: Duration = Duration::from_secs(30);
 
 /// Expired answers are dropped after this many insertions (they are also replaced when asked again).
@@ -215,7 +222,7 @@ impl InstanceCache {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// How long answers are kept (zero: coalescing only).
+    /// How long metadata answers are kept (zero: coalescing only).
     pub fn ttl(&self) -> Duration {
         self.ttl
     }
@@ -257,31 +264,26 @@ impl InstanceCache {
     }
 
     /// Invalidate from Node events until `shutdown`: a deleted node, a changed providerID, a change of the
-    /// node's `Ready` condition status (so the first check after a node goes NotReady is always fresh), or missed
-    /// events (everything).
+    /// node's `Ready` condition status (a restarted instance may have other addresses), or missed events
+    /// (everything).
     pub async fn run_invalidator(
         self: Arc<Self>,
         nodes: Informer<Node>,
         shutdown: CancellationToken,
     ) {
-        let mut events = nodes.subscribe();
-        loop {
-            let event = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                event = events.recv() => event,
-            };
-            match event {
-                None => return,
-                Some(InformerEvent::Deleted(node)) => self.invalidate(node_name(&node)),
-                Some(InformerEvent::Updated { old, new }) => {
+        nodes
+            .subscribe()
+            .for_each(&shutdown, |event| match event {
+                InformerEvent::Deleted(node) => self.invalidate(node_name(&node)),
+                InformerEvent::Updated { old, new } => {
                     if invalidates(&old, &new) {
                         self.invalidate(node_name(&new));
                     }
                 }
-                Some(InformerEvent::Resync) => self.clear(),
-                Some(InformerEvent::Added(_)) => {}
-            }
-        }
+                InformerEvent::Resync => self.clear(),
+                InformerEvent::Added(_) => {}
+            })
+            .await;
     }
 
     async fn ask<F>(&self, question: Question, node: &Node, call: F) -> Result<Answer, CloudError>
@@ -291,7 +293,7 @@ impl InstanceCache {
         let key = key(question, node);
         let (generation, flight) = {
             let mut state = self.lock();
-            if let Some(answer) = state.fresh(&key, self.ttl) {
+            if let Some(answer) = self.kept(&state, &key) {
                 self.counters.record(question, Outcome::Hit, 1);
                 return Ok(answer);
             }
@@ -321,13 +323,26 @@ impl InstanceCache {
         {
             state.flights.remove(&key);
             if let Ok(answer) = &result
-                && answer.cacheable(question)
-                && !self.ttl.is_zero()
+                && self.keeps(question)
             {
                 state.insert(key, answer.clone(), self.ttl);
             }
         }
         result.map_err(|e| e.duplicate())
+    }
+
+    /// Whether answers to `question` are kept (a metadata question with a TTL above zero).
+    fn keeps(&self, question: Question) -> bool {
+        question.keeps_answers() && !self.ttl.is_zero()
+    }
+
+    /// The kept, unexpired answer for `key`, if its question keeps answers at all.
+    fn kept(&self, state: &State, key: &Key) -> Option<Answer> {
+        if self.keeps(key.0) {
+            state.fresh(key, self.ttl)
+        } else {
+            None
+        }
     }
 
     /// The kept answer of each node (`None`: ask the cloud), and the epoch to pass to
@@ -336,7 +351,7 @@ impl InstanceCache {
         let state = self.lock();
         let answers: Vec<Option<Answer>> = nodes
             .iter()
-            .map(|node| state.fresh(&key(question, node), self.ttl))
+            .map(|node| self.kept(&state, &key(question, node)))
             .collect();
         let hits = answers.iter().filter(|a| a.is_some()).count();
         self.counters.record(
@@ -352,14 +367,15 @@ impl InstanceCache {
         (answers, state.epoch)
     }
 
-    /// Keep the cacheable answers of a bulk call, unless something was invalidated since `epoch`.
+    /// Keep the answers of a bulk call (if its question keeps answers), unless something was invalidated since
+    /// `epoch`.
     fn store_many<'a>(
         &self,
         question: Question,
         epoch: u64,
         answers: impl Iterator<Item = (&'a Node, Answer)>,
     ) {
-        if self.ttl.is_zero() {
+        if !self.keeps(question) {
             return;
         }
         let mut state = self.lock();
@@ -367,9 +383,7 @@ impl InstanceCache {
             return;
         }
         for (node, answer) in answers {
-            if answer.cacheable(question) {
-                state.insert(key(question, node), answer, self.ttl);
-            }
+            state.insert(key(question, node), answer, self.ttl);
         }
     }
 }
@@ -382,7 +396,8 @@ fn invalidates(old: &Node, new: &Node) -> bool {
             != node_condition_status(new, names::conditions::READY)
 }
 
-/// A provider whose InstancesV2 answers are coalesced and cached; everything else passes through.
+/// A provider whose InstancesV2 questions are coalesced, and whose metadata answers are kept for a TTL (existence
+/// and shutdown answers never are); everything else passes through.
 #[derive(Clone)]
 pub struct CachingProvider {
     inner: Arc<dyn CloudProvider>,
@@ -399,7 +414,8 @@ impl std::fmt::Debug for CachingProvider {
 }
 
 impl CachingProvider {
-    /// Wrap `inner`; answers are kept for `ttl` (zero: coalesce only, cache nothing).
+    /// Wrap `inner`; metadata answers are kept for `ttl` (zero: coalesce only, cache nothing). Existence and
+    /// shutdown answers are never kept.
     pub fn new(inner: Arc<dyn CloudProvider>, ttl: Duration) -> Self {
         CachingProvider {
             inner,
@@ -624,7 +640,10 @@ mod tests {
     struct Counting {
         calls: AtomicUsize,
         exists: Mutex<bool>,
+        shutdown: Mutex<bool>,
         fail: Mutex<bool>,
+        /// `instance_metadata` takes 100 ms (as `instance_exists` always does).
+        slow_metadata: bool,
         bulk: bool,
         /// The node names of each bulk call.
         bulk_calls: Mutex<Vec<Vec<String>>>,
@@ -644,13 +663,16 @@ mod tests {
         }
         async fn instance_shutdown(&self, _node: &Node) -> Result<bool, CloudError> {
             self.calls.fetch_add(1, Ordering::SeqCst);
-            Ok(false)
+            Ok(*self.shutdown.lock().unwrap())
         }
         async fn instance_metadata(
             &self,
             node: &Node,
         ) -> Result<Option<InstanceMetadata>, CloudError> {
             self.calls.fetch_add(1, Ordering::SeqCst);
+            if self.slow_metadata {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
             Ok(Some(InstanceMetadata::new(format!(
                 "t://{}",
                 node_name(node)
@@ -687,9 +709,14 @@ mod tests {
                 .lock()
                 .unwrap()
                 .push(nodes.iter().map(|n| node_name(n).to_owned()).collect());
+            // "gone-*" nodes have no instance, "err-*" nodes fail
             Ok(nodes
                 .iter()
-                .map(|n| Ok(Some(InstanceMetadata::new(format!("t://{}", node_name(n))))))
+                .map(|n| match node_name(n) {
+                    name if name.starts_with("gone") => Ok(None),
+                    name if name.starts_with("err") => Err(CloudError::msg("item failed")),
+                    name => Ok(Some(InstanceMetadata::new(format!("t://{name}")))),
+                })
                 .collect())
         }
     }
@@ -743,27 +770,63 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn answers_are_cached_for_ttl_and_invalidated() {
+    async fn metadata_is_cached_for_ttl_and_invalidated() {
         let (counting, cloud) = setup(Duration::from_secs(30));
         let cache = cloud.cache();
         let v2 = cloud.instances_v2().unwrap();
         let n = node("a");
         for _ in 0..5 {
-            assert!(v2.instance_exists(&n).await.unwrap());
+            assert!(v2.instance_metadata(&n).await.unwrap().is_some());
         }
         assert_eq!(counting.calls.load(Ordering::SeqCst), 1);
         tokio::time::sleep(Duration::from_secs(31)).await;
-        v2.instance_exists(&n).await.unwrap();
+        v2.instance_metadata(&n).await.unwrap();
         assert_eq!(counting.calls.load(Ordering::SeqCst), 2);
         cache.invalidate("a");
-        v2.instance_exists(&n).await.unwrap();
+        v2.instance_metadata(&n).await.unwrap();
         assert_eq!(counting.calls.load(Ordering::SeqCst), 3);
-        v2.instance_metadata(&n).await.unwrap();
-        v2.instance_metadata(&n).await.unwrap();
+        v2.instance_metadata(&node("b")).await.unwrap();
+        v2.instance_metadata(&node("b")).await.unwrap();
         assert_eq!(counting.calls.load(Ordering::SeqCst), 4);
         assert_eq!(cache.len(), 2);
         cache.clear();
         assert!(cache.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn existence_and_shutdown_answers_are_never_kept() {
+        // Even with a long TTL: these answers decide whether a Node is deleted or tainted.
+        let (counting, cloud) = setup(Duration::from_secs(300));
+        let v2 = cloud.instances_v2().unwrap();
+        let n = node("a");
+        for _ in 0..3 {
+            assert!(v2.instance_exists(&n).await.unwrap());
+            assert!(!v2.instance_shutdown(&n).await.unwrap());
+        }
+        assert_eq!(
+            counting.calls.load(Ordering::SeqCst),
+            6,
+            "every question reaches the cloud"
+        );
+        assert!(cloud.cache().is_empty());
+        // The instance is stopped, then terminated: the very next questions see it.
+        *counting.shutdown.lock().unwrap() = true;
+        assert!(v2.instance_shutdown(&n).await.unwrap());
+        *counting.exists.lock().unwrap() = false;
+        assert!(!v2.instance_exists(&n).await.unwrap());
+        assert_eq!(
+            cloud.cache().stats(),
+            CacheStats {
+                hits: 0,
+                coalesced: 0,
+                misses: 8,
+            }
+        );
+        // Concurrent identical questions still share one call.
+        let before = counting.calls.load(Ordering::SeqCst);
+        let _ = futures::future::join_all((0..5).map(|_| v2.instance_exists(&n))).await;
+        assert_eq!(counting.calls.load(Ordering::SeqCst), before + 1);
+        assert_eq!(cloud.cache().stats().coalesced, 4);
     }
 
     #[tokio::test(start_paused = true)]
@@ -796,8 +859,8 @@ mod tests {
         let (counting, cloud) = setup(Duration::from_secs(300));
         let cache = cloud.cache();
         let v2 = cloud.instances_v2().unwrap();
-        v2.instance_exists(&node("a")).await.unwrap();
-        v2.instance_exists(&node("b")).await.unwrap();
+        v2.instance_metadata(&node("a")).await.unwrap();
+        v2.instance_metadata(&node("b")).await.unwrap();
         assert_eq!(cache.len(), 2);
         let client = kube::Client::new(
             tower::service_fn(|_req: http::Request<kube::client::Body>| async {
@@ -828,9 +891,9 @@ mod tests {
         });
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert!(cache.is_empty());
-        // a node going NotReady: its next check is fresh; a status update that keeps Ready does not matter
-        v2.instance_exists(&node("c")).await.unwrap();
-        v2.instance_exists(&node("d")).await.unwrap();
+        // a node going NotReady: its metadata is asked again; a status update that keeps Ready does not matter
+        v2.instance_metadata(&node("c")).await.unwrap();
+        v2.instance_metadata(&node("d")).await.unwrap();
         informer.inject_for_test(InformerEvent::Updated {
             old: Arc::new(ready("d", "True")),
             new: Arc::new(ready("d", "True")),
@@ -877,8 +940,12 @@ mod tests {
         n
     }
 
+    fn provider_id(answer: &Result<Option<InstanceMetadata>, CloudError>) -> &str {
+        &answer.as_ref().unwrap().as_ref().unwrap().provider_id
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn bulk_calls_reuse_kept_answers_and_ask_only_about_the_rest() {
+    async fn bulk_metadata_reuses_kept_answers_and_asks_only_about_the_rest() {
         let (counting, cloud) = setup_with(
             Duration::from_secs(30),
             Counting {
@@ -889,46 +956,93 @@ mod tests {
         let v2 = cloud.instances_v2().unwrap();
         assert!(v2.supports_bulk());
         // a single answer about "a" is kept and reused by the bulk call
-        assert!(v2.instance_exists(&node("a")).await.unwrap());
+        v2.instance_metadata(&node("a")).await.unwrap();
         let answers = v2
-            .instance_exists_bulk(&names(&["a", "b", "gone-c", "err-d"]))
+            .instance_metadata_bulk(&names(&["a", "b", "gone-c", "err-d"]))
             .await
             .unwrap();
         assert_eq!(answers.len(), 4);
-        assert!(answers[0].as_ref().unwrap() & answers[1].as_ref().unwrap());
-        assert!(!answers[2].as_ref().unwrap());
+        assert_eq!(provider_id(&answers[0]), "t://a");
+        assert_eq!(provider_id(&answers[1]), "t://b");
+        assert!(answers[2].as_ref().unwrap().is_none());
         assert!(answers[3].is_err());
         assert_eq!(
             *counting.bulk_calls.lock().unwrap(),
             vec![vec!["b", "gone-c", "err-d"]]
         );
-        // "b" is kept now; "does not exist" and failures are asked again
-        v2.instance_exists_bulk(&names(&["a", "b", "gone-c", "err-d"]))
+        // "b" and "gone-c" are kept now; failures are asked again
+        v2.instance_metadata_bulk(&names(&["a", "b", "gone-c", "err-d"]))
             .await
             .unwrap();
-        assert_eq!(
-            counting.bulk_calls.lock().unwrap()[1],
-            vec!["gone-c", "err-d"]
-        );
+        assert_eq!(counting.bulk_calls.lock().unwrap()[1], vec!["err-d"]);
         // everything kept: no call at all
-        let answers = v2.instance_exists_bulk(&names(&["b", "a"])).await.unwrap();
-        assert_eq!(answers.len(), 2);
+        let answers = v2
+            .instance_metadata_bulk(&names(&["b", "a"]))
+            .await
+            .unwrap();
+        assert_eq!(provider_id(&answers[0]), "t://b");
         assert_eq!(counting.bulk_calls.lock().unwrap().len(), 2);
         // bulk answers are shared with single questions
-        assert!(v2.instance_exists(&node("b")).await.unwrap());
+        assert_eq!(
+            v2.instance_metadata(&node("b"))
+                .await
+                .unwrap()
+                .unwrap()
+                .provider_id,
+            "t://b"
+        );
         assert_eq!(counting.calls.load(Ordering::SeqCst), 1);
         assert_eq!(
             cloud.cache().stats(),
             CacheStats {
-                hits: 1 + 2 + 2 + 1,
+                hits: 1 + 3 + 2 + 1,
                 coalesced: 0,
-                misses: 1 + 3 + 2,
+                misses: 1 + 3 + 1,
             }
         );
         // after the TTL the bulk call asks about everyone again
         tokio::time::sleep(Duration::from_secs(31)).await;
-        v2.instance_exists_bulk(&names(&["a", "b"])).await.unwrap();
+        v2.instance_metadata_bulk(&names(&["a", "b"]))
+            .await
+            .unwrap();
         assert_eq!(counting.bulk_calls.lock().unwrap()[2], vec!["a", "b"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn bulk_existence_asks_about_every_node_every_time() {
+        let (counting, cloud) = setup_with(
+            Duration::from_secs(300),
+            Counting {
+                bulk: true,
+                ..Default::default()
+            },
+        );
+        let v2 = cloud.instances_v2().unwrap();
+        assert!(v2.instance_exists(&node("a")).await.unwrap());
+        for _ in 0..2 {
+            let answers = v2
+                .instance_exists_bulk(&names(&["a", "b", "gone-c", "err-d"]))
+                .await
+                .unwrap();
+            assert!(*answers[0].as_ref().unwrap() && *answers[1].as_ref().unwrap());
+            assert!(!answers[2].as_ref().unwrap());
+            assert!(answers[3].is_err());
+        }
+        let all = vec!["a", "b", "gone-c", "err-d"];
+        assert_eq!(*counting.bulk_calls.lock().unwrap(), vec![all.clone(), all]);
+        // the instances go away: the next bulk call says so
+        *counting.exists.lock().unwrap() = false;
+        let answers = v2.instance_exists_bulk(&names(&["a", "b"])).await.unwrap();
+        assert!(answers.iter().all(|a| !a.as_ref().unwrap()));
+        assert!(cloud.cache().is_empty());
+        assert_eq!(
+            cloud.cache().stats(),
+            CacheStats {
+                hits: 0,
+                coalesced: 0,
+                misses: 1 + 4 + 4 + 2,
+            }
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -963,7 +1077,9 @@ mod tests {
         );
         let v2 = cloud.instances_v2().unwrap();
         for _ in 0..3 {
-            v2.instance_exists_bulk(&names(&["a", "b"])).await.unwrap();
+            v2.instance_metadata_bulk(&names(&["a", "b"]))
+                .await
+                .unwrap();
         }
         assert_eq!(counting.bulk_calls.lock().unwrap().len(), 3);
         assert!(cloud.cache().is_empty());
@@ -997,15 +1113,32 @@ mod tests {
         let (counting, cloud) = setup(Duration::from_secs(30));
         let v2 = cloud.instances_v2().unwrap();
         assert!(!v2.supports_bulk());
+        v2.instance_metadata_bulk(&names(&["a", "b"]))
+            .await
+            .unwrap();
+        v2.instance_metadata_bulk(&names(&["a", "b"]))
+            .await
+            .unwrap();
+        assert_eq!(counting.calls.load(Ordering::SeqCst), 2, "kept metadata");
         v2.instance_exists_bulk(&names(&["a", "b"])).await.unwrap();
         v2.instance_exists_bulk(&names(&["a", "b"])).await.unwrap();
-        assert_eq!(counting.calls.load(Ordering::SeqCst), 2);
+        assert_eq!(
+            counting.calls.load(Ordering::SeqCst),
+            6,
+            "existence is asked every time"
+        );
         assert!(counting.bulk_calls.lock().unwrap().is_empty());
     }
 
     #[tokio::test(start_paused = true)]
     async fn an_answer_in_flight_during_invalidation_is_not_kept() {
-        let (counting, cloud) = setup(Duration::from_secs(300));
+        let (counting, cloud) = setup_with(
+            Duration::from_secs(300),
+            Counting {
+                slow_metadata: true,
+                ..Default::default()
+            },
+        );
         let cache = cloud.cache();
         let v2 = cloud.instances_v2().unwrap();
         let n = node("a");
@@ -1014,10 +1147,10 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
             cache.invalidate("a");
         };
-        let (answer, ()) = tokio::join!(v2.instance_exists(&n), invalidate);
-        assert!(answer.unwrap());
+        let (answer, ()) = tokio::join!(v2.instance_metadata(&n), invalidate);
+        assert!(answer.unwrap().is_some());
         assert!(cache.is_empty(), "the answer predates the invalidation");
-        v2.instance_exists(&n).await.unwrap();
+        v2.instance_metadata(&n).await.unwrap();
         assert_eq!(counting.calls.load(Ordering::SeqCst), 2);
         assert_eq!(cache.len(), 1);
         // the same for clear()
@@ -1026,7 +1159,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
             cache.clear();
         };
-        let _ = tokio::join!(v2.instance_exists(&n), clear);
+        let _ = tokio::join!(v2.instance_metadata(&n), clear);
         assert!(cache.is_empty());
     }
 
@@ -1034,13 +1167,13 @@ mod tests {
     async fn a_new_provider_id_is_a_new_question() {
         let (counting, cloud) = setup(Duration::from_secs(300));
         let v2 = cloud.instances_v2().unwrap();
-        v2.instance_exists(&with_provider_id("a", "t://1"))
+        v2.instance_metadata(&with_provider_id("a", "t://1"))
             .await
             .unwrap();
-        v2.instance_exists(&with_provider_id("a", "t://1"))
+        v2.instance_metadata(&with_provider_id("a", "t://1"))
             .await
             .unwrap();
-        v2.instance_exists(&with_provider_id("a", "t://2"))
+        v2.instance_metadata(&with_provider_id("a", "t://2"))
             .await
             .unwrap();
         assert_eq!(counting.calls.load(Ordering::SeqCst), 2);
@@ -1052,12 +1185,18 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn stats_and_metrics_count_hits_coalesced_and_misses() {
         let registry = SharedRegistry::new();
-        let (_, cloud) = setup(Duration::from_secs(30));
+        let (_, cloud) = setup_with(
+            Duration::from_secs(30),
+            Counting {
+                slow_metadata: true,
+                ..Default::default()
+            },
+        );
         let cloud = cloud.with_metrics(&registry);
         let v2 = cloud.instances_v2().unwrap();
         let n = node("a");
-        let _ = futures::future::join_all((0..3).map(|_| v2.instance_exists(&n))).await;
-        v2.instance_exists(&n).await.unwrap();
+        let _ = futures::future::join_all((0..3).map(|_| v2.instance_metadata(&n))).await;
+        v2.instance_metadata(&n).await.unwrap();
         assert_eq!(
             cloud.cache().stats(),
             CacheStats {
@@ -1067,12 +1206,12 @@ mod tests {
             }
         );
         let text = registry.encode();
-        for line in [
-            r#"cloudprovider_instance_cache_requests_total{operation="instance-exists",result="miss"} 1"#,
-            r#"cloudprovider_instance_cache_requests_total{operation="instance-exists",result="coalesced"} 2"#,
-            r#"cloudprovider_instance_cache_requests_total{operation="instance-exists",result="hit"} 1"#,
-        ] {
-            assert!(text.contains(line), "{line} in\n{text}");
+        for (result, count) in [("miss", 1), ("coalesced", 2), ("hit", 1)] {
+            let line = format!(
+                r#"cloudprovider_instance_cache_requests_total{{operation="{}",result="{result}"}} {count}"#,
+                Operation::InstanceMetadata
+            );
+            assert!(text.contains(&line), "{line} in\n{text}");
         }
         // registering twice does not register the family twice
         let cloud = cloud.with_metrics(&registry);

@@ -489,13 +489,11 @@ impl CloudNodeLifecycleController {
             node = name,
             "deleting node since it is no longer present in cloud provider"
         );
-        self.recorder
-            .normal(
-                &reference,
-                names::events::DELETING_NODE,
-                format!("Deleting node {name} because it does not exist in the cloud provider"),
-            )
-            .await;
+        self.recorder.normal(
+            &reference,
+            names::events::DELETING_NODE,
+            format!("Deleting node {name} because it does not exist in the cloud provider"),
+        );
         // The UID precondition keeps a node re-registered under the same name from being deleted by mistake.
         let params = DeleteParams {
             preconditions: Some(Preconditions {
@@ -511,13 +509,11 @@ impl CloudNodeLifecycleController {
             }
             Err(err) => {
                 tracing::warn!(node = name, error = %err, "unable to delete node");
-                self.recorder
-                    .warning(
-                        &reference,
-                        names::events::DELETING_NODE_FAILED,
-                        format!("Failed deleting node {name}: {err}"),
-                    )
-                    .await;
+                self.recorder.warning(
+                    &reference,
+                    names::events::DELETING_NODE_FAILED,
+                    format!("Failed deleting node {name}: {err}"),
+                );
             }
         }
     }

@@ -24,13 +24,13 @@ use ccm_core::BoxError;
 use ccm_core::helpers::{node_has_taint, node_name};
 use ccm_core::names;
 use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
-use ccm_core::runtime::events::EventRecorder;
+use ccm_core::runtime::events::{EventRecorder, EventType};
 use ccm_core::runtime::informer::{InformerEvent, Store, Subscription};
+use ccm_core::runtime::workers::{Action, run_workers};
 use ccm_core::runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 use kube::api::{Api, Patch};
-use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
@@ -243,7 +243,7 @@ impl Controller for CloudNodeController {
         let CloudNodeController {
             inner,
             informer,
-            mut events,
+            events,
         } = *self;
         tracing::info!(
             controller = CONTROLLER,
@@ -264,25 +264,19 @@ impl Controller for CloudNodeController {
             let inner = inner.clone();
             let shutdown = shutdown.clone();
             tokio::spawn(async move {
-                loop {
-                    let event = tokio::select! {
-                        _ = shutdown.cancelled() => break,
-                        event = events.recv() => event,
-                    };
-                    match event {
-                        Some(InformerEvent::Added(node))
-                        | Some(InformerEvent::Updated { new: node, .. }) => {
+                events
+                    .for_each(&shutdown, |event| match event {
+                        InformerEvent::Added(node) | InformerEvent::Updated { new: node, .. } => {
                             inner.queue.add(node.name_any());
                         }
-                        Some(InformerEvent::Deleted(_)) => {}
-                        Some(InformerEvent::Resync) => {
+                        InformerEvent::Deleted(_) => {}
+                        InformerEvent::Resync => {
                             for key in inner.store.keys() {
                                 inner.queue.add(key);
                             }
                         }
-                        None => break,
-                    }
-                }
+                    })
+                    .await;
             })
         };
 
@@ -303,20 +297,20 @@ impl Controller for CloudNodeController {
             })
         };
 
-        let workers: Vec<_> = (0..inner.config.concurrent_node_syncs)
-            .map(|_| {
-                let inner = inner.clone();
-                tokio::spawn(async move { inner.work().await })
-            })
-            .collect();
-
-        shutdown.cancelled().await;
-        inner.queue.shut_down();
-        for worker in workers {
-            if let Err(err) = worker.await {
-                tracing::error!(controller = CONTROLLER, error = %err, "a node worker panicked");
-            }
-        }
+        let workers = {
+            let inner = inner.clone();
+            run_workers(
+                CONTROLLER,
+                inner.queue.clone(),
+                inner.config.concurrent_node_syncs,
+                shutdown.clone(),
+                move |key: String| {
+                    let inner = inner.clone();
+                    async move { inner.sync_node(&key).await.map(|()| Action::Done) }
+                },
+            )
+        };
+        workers.await;
         let _ = pump.await;
         let _ = status_loop.await;
         tracing::info!(controller = CONTROLLER, "stopped");
@@ -325,13 +319,10 @@ impl Controller for CloudNodeController {
 }
 
 impl Inner {
-    /// Publish an event in the background, as Go's event broadcaster does: a worker never waits for it.
+    /// Emit an event; the recorder writes it in the background, so a worker never waits for it.
     fn event(&self, node: &Node, type_: EventType, reason: &'static str, note: String) {
-        let recorder = self.recorder.clone();
-        let reference = node.object_ref(&());
-        tokio::spawn(async move {
-            recorder.publish(&reference, type_, reason, note).await;
-        });
+        self.recorder
+            .publish(&node.object_ref(&()), type_, reason, note);
     }
 
     fn superseded_versions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<String>>> {
@@ -355,24 +346,6 @@ impl Inner {
             superseded.remove(name);
         }
         stale
-    }
-
-    async fn work(&self) {
-        while let Some(key) = self.queue.get().await {
-            match self.sync_node(&key).await {
-                Ok(()) => self.queue.forget(&key),
-                Err(err) => {
-                    if let Some(after) = err.retry_after() {
-                        tracing::info!(node = %key, error = %err, retry_after = ?after, "error syncing node; requeuing after the delay the cloud asked for");
-                        self.queue.add_after(key.clone(), after);
-                    } else {
-                        tracing::info!(node = %key, error = %err, "error syncing node; requeuing with backoff");
-                        self.queue.add_rate_limited(key.clone());
-                    }
-                }
-            }
-            self.queue.done(&key);
-        }
     }
 
     /// Go: `syncNode`.

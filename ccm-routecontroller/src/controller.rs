@@ -322,13 +322,11 @@ impl RouteController {
                     start.elapsed(),
                     error
                 );
-                self.recorder
-                    .warning(
-                        &node_reference(&create.node_name, &create.name_hint),
-                        names::events::FAILED_TO_CREATE_ROUTE,
-                        note,
-                    )
-                    .await;
+                self.recorder.warning(
+                    &node_reference(&create.node_name, &create.name_hint),
+                    names::events::FAILED_TO_CREATE_ROUTE,
+                    note,
+                );
                 false
             }
         }
@@ -412,23 +410,16 @@ impl RouteController {
 
     async fn watch_nodes(
         &self,
-        mut events: ccm_core::runtime::informer::Subscription<Node>,
+        events: ccm_core::runtime::informer::Subscription<Node>,
         shutdown: CancellationToken,
     ) {
-        loop {
-            let event = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                event = events.recv() => event,
-            };
-            match event {
-                Some(event) => {
-                    if event_needs_reconcile(&event) {
-                        self.scheduler.trigger();
-                    }
+        events
+            .for_each(&shutdown, |event| {
+                if event_needs_reconcile(&event) {
+                    self.scheduler.trigger();
                 }
-                None => return,
-            }
-        }
+            })
+            .await;
     }
 }
 

@@ -109,7 +109,8 @@ impl Scheduler {
                     continue;
                 }
             };
-            let Some(item) = item else { break };
+            let Some(taken) = item else { break };
+            let item = *taken.key();
             *self.last_start.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
             if matches!(self.mode, RouteSyncMode::Periodic) {
                 self.queue.add_after(QUEUE_KEY, self.period);
@@ -127,7 +128,7 @@ impl Scheduler {
                 }
                 resync_at = Some(Instant::now() + resync);
             }
-            self.queue.done(&item);
+            drop(taken);
         }
         self.queue.shut_down();
     }

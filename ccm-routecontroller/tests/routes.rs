@@ -12,11 +12,11 @@ use ccm_core::runtime::controller::{Controller, ControllerContext};
 use ccm_core::runtime::informer::{InformerScope, SharedInformers};
 use ccm_core::runtime::metrics::SharedRegistry;
 use ccm_core::{CloudProvider, Route};
-use ccm_provider_fake::{Capability, FakeCloud, Fault, InjectedError, ops};
+use ccm_provider_fake::{Capability, FakeCloud, Fault, InjectedError, Operation};
 use ccm_routecontroller::{Config, Error, RouteController, RouteSyncMode, descriptor};
 use ccm_testenv::{TestEnv, wait_for};
+use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Taint};
-use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
@@ -319,7 +319,7 @@ async fn deleted_node_loses_its_route() {
         .await
         .unwrap();
     h.wait_routes(&[("keep", "10.244.10.0/24")]).await;
-    assert!(h.fake.call_count(ops::DELETE_ROUTE) >= 1);
+    assert!(h.fake.call_count(Operation::DeleteRoute) >= 1);
     h.cleanup().await;
 }
 
@@ -342,7 +342,7 @@ async fn stale_routes_in_range_are_deleted_and_foreign_ones_kept() {
     ])
     .await;
     h.wait_condition("n", "False", "RouteCreated").await;
-    let mut deleted = h.fake.call_targets(ops::DELETE_ROUTE);
+    let mut deleted = h.fake.call_targets(Operation::DeleteRoute);
     deleted.sort();
     deleted.dedup();
     assert_eq!(
@@ -398,14 +398,13 @@ async fn changed_node_addresses_replace_the_route_deletes_first() {
     assert_eq!(routes.len(), 1);
     assert_eq!(routes[0].target_node, h.name("m"));
     // The old route went first: the fake would keep it if the create came before the delete.
-    let ops: Vec<String> = h
+    let ops: Vec<Operation> = h
         .fake
-        .calls()
+        .call_ops()
         .into_iter()
-        .map(|c| c.op)
-        .filter(|op| op == ops::DELETE_ROUTE || op == ops::CREATE_ROUTE)
+        .filter(|op| matches!(op, Operation::DeleteRoute | Operation::CreateRoute))
         .collect();
-    assert_eq!(ops, vec![ops::DELETE_ROUTE, ops::CREATE_ROUTE]);
+    assert_eq!(ops, vec![Operation::DeleteRoute, Operation::CreateRoute]);
     h.wait_condition("m", "False", "RouteCreated").await;
     h.cleanup().await;
 }
@@ -414,7 +413,7 @@ async fn changed_node_addresses_replace_the_route_deletes_first() {
 async fn create_failures_warn_and_recover_after_the_fault_clears() {
     let h = Harness::start(Harness::config(), |fake, _| {
         fake.inject(
-            ops::CREATE_ROUTE,
+            Operation::CreateRoute,
             Fault::always(InjectedError::Other("route table is full".into())),
         );
     })
@@ -438,7 +437,7 @@ async fn create_failures_warn_and_recover_after_the_fault_clears() {
             .items
             .into_iter()
             .find(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
+                e.involved_object.name.as_deref() == Some(name.as_str())
                     && e.reason.as_deref() == Some(names::events::FAILED_TO_CREATE_ROUTE)
             })
     })
@@ -446,13 +445,17 @@ async fn create_failures_warn_and_recover_after_the_fault_clears() {
     .unwrap();
     assert_eq!(event.type_.as_deref(), Some("Warning"));
     assert_eq!(
-        event.reporting_controller.as_deref(),
+        event.source.as_ref().and_then(|s| s.component.as_deref()),
         Some(names::components::ROUTE_CONTROLLER)
     );
-    let regarding = event.regarding.unwrap();
+    assert_eq!(
+        event.reporting_component.as_deref(),
+        Some(names::components::ROUTE_CONTROLLER)
+    );
+    let regarding = event.involved_object;
     assert_eq!(regarding.kind.as_deref(), Some("Node"));
     assert_eq!(regarding.uid.as_deref(), Some(uid.as_str()));
-    let note = event.note.unwrap_or_default();
+    let note = event.message.unwrap_or_default();
     assert!(
         note.contains("10.244.40.0/24") && note.contains("route table is full"),
         "{note}"
@@ -460,11 +463,11 @@ async fn create_failures_warn_and_recover_after_the_fault_clears() {
     assert!(h.fake.routes().is_empty());
 
     // The failed pass is retried with backoff; once the cloud recovers, so does the node.
-    let attempts = h.fake.call_count(ops::CREATE_ROUTE);
+    let attempts = h.fake.call_count(Operation::CreateRoute);
     h.fake.clear_faults();
     h.wait_routes(&[("f", "10.244.40.0/24")]).await;
     let recovered = h.wait_condition("f", "False", "RouteCreated").await;
-    assert!(h.fake.call_count(ops::CREATE_ROUTE) > attempts);
+    assert!(h.fake.call_count(Operation::CreateRoute) > attempts);
     assert_eq!(
         recovered.message.as_deref(),
         Some("RouteController created a route")
@@ -482,16 +485,16 @@ async fn event_driven_mode_lists_nothing_while_nothing_changes() {
     // A Node event seen while that pass was running may still be pending: it runs at most one period (300 ms)
     // after the pass started. Let it finish before the observation window.
     wait_for("the controller to go quiet", TIMEOUT, || async {
-        let before = h.fake.call_count(ops::LIST_ROUTES);
+        let before = h.fake.call_count(Operation::ListRoutes);
         tokio::time::sleep(Duration::from_secs(1)).await;
-        (h.fake.call_count(ops::LIST_ROUTES) == before).then_some(())
+        (h.fake.call_count(Operation::ListRoutes) == before).then_some(())
     })
     .await
     .unwrap();
 
     // Ten periods in which the Node changes only in ways that cannot affect routes (kubelet heartbeats, labels):
     // no cloud call at all.
-    let lists = h.fake.call_count(ops::LIST_ROUTES);
+    let lists = h.fake.call_count(Operation::ListRoutes);
     let calls = h.fake.calls().len();
     let name = h.name("idle");
     for i in 0..6 {
@@ -509,7 +512,7 @@ async fn event_driven_mode_lists_nothing_while_nothing_changes() {
             .unwrap();
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    assert_eq!(h.fake.call_count(ops::LIST_ROUTES), lists);
+    assert_eq!(h.fake.call_count(Operation::ListRoutes), lists);
     assert_eq!(h.fake.calls().len(), calls);
     assert_eq!(
         metric(&h.registry, "route_controller_route_sync_total "),
@@ -521,7 +524,7 @@ async fn event_driven_mode_lists_nothing_while_nothing_changes() {
         .await;
     h.wait_routes(&[("idle", "10.244.50.0/24"), ("late", "10.244.51.0/24")])
         .await;
-    assert!(h.fake.call_count(ops::LIST_ROUTES) > lists);
+    assert!(h.fake.call_count(Operation::ListRoutes) > lists);
     h.cleanup().await;
 }
 
@@ -533,12 +536,12 @@ async fn periodic_mode_lists_every_period() {
         .await;
     h.wait_condition("p", "False", "RouteCreated").await;
 
-    let lists = h.fake.call_count(ops::LIST_ROUTES);
+    let lists = h.fake.call_count(Operation::ListRoutes);
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let more = h.fake.call_count(ops::LIST_ROUTES) - lists;
+    let more = h.fake.call_count(Operation::ListRoutes) - lists;
     // Ten periods of 300 ms: about ten lists (at least five, for a slow machine).
     assert!((5..=11).contains(&more), "{more} ListRoutes calls in 3s");
-    assert_eq!(h.fake.call_count(ops::CREATE_ROUTE), 1);
+    assert_eq!(h.fake.call_count(Operation::CreateRoute), 1);
     h.cleanup().await;
 }
 
@@ -624,7 +627,7 @@ async fn reconcile_reports_what_it_did() {
     assert!(fake.routes().is_empty());
 
     fake.inject(
-        ops::LIST_ROUTES,
+        Operation::ListRoutes,
         Fault::once(InjectedError::Other("api down".into())),
     );
     let err = controller.reconcile().await.unwrap_err();

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use ccm_core::runtime::workqueue::WorkQueue;
+use ccm_core::runtime::workqueue::{WorkItem, WorkQueue};
 use tokio::time::Instant;
 
 /// What [`next_burst`] collected.
@@ -27,8 +27,7 @@ pub async fn next_burst(
     quiet: Duration,
     max_delay: Duration,
 ) -> Option<Burst> {
-    let first = queue.get().await?;
-    finish(queue, &first);
+    finish(queue.get().await?);
     let started = Instant::now();
     let cap = started + max_delay;
     let mut deadline = (started + quiet).min(cap);
@@ -37,8 +36,7 @@ pub async fn next_burst(
         tokio::select! {
             biased;
             item = queue.get() => {
-                let key = item?;
-                finish(queue, &key);
+                finish(item?);
                 keys += 1;
                 deadline = (Instant::now() + quiet).min(cap);
             }
@@ -48,9 +46,9 @@ pub async fn next_burst(
     Some(Burst { keys, started })
 }
 
-fn finish(queue: &WorkQueue<String>, key: &String) {
-    queue.done(key);
-    queue.forget(key);
+/// The pass reads the node cache, so a taken key is done at once (dropping it marks it done).
+fn finish(item: WorkItem<String>) {
+    item.queue().forget(item.key());
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use ccm_core::names;
 use ccm_core::runtime::controller::{Controller, ControllerContext};
 use ccm_core::runtime::events::EventRecorder;
 use ccm_core::runtime::informer::{Informer, InformerEvent, Subscription};
+use ccm_core::runtime::workers::{Action, run_workers};
 use ccm_core::runtime::workqueue::{ItemExponentialBackoff, WorkQueue};
 use ccm_core::{BoxError, CloudError, LoadBalancer};
 use futures::{FutureExt, StreamExt};
@@ -32,7 +33,6 @@ use crate::predicates::{
     node_update_affects_load_balancers, nodes_sufficiently_equal, should_enqueue_added,
     stable_nodes, update_reason, wants_deletion,
 };
-use crate::retry::{apply_decision, retry_decision};
 use crate::state::Tracker;
 
 /// How many times a finalizer patch is retried after a concurrent change of the finalizer list.
@@ -173,8 +173,23 @@ impl ServiceController {
         inner.enqueue_all();
 
         let mut tasks = JoinSet::new();
-        for _ in 0..inner.config.concurrent_service_syncs {
-            tasks.spawn(inner.clone().service_worker());
+        {
+            let worker = inner.clone();
+            tasks.spawn(run_workers(
+                "service-controller",
+                inner.queue.clone(),
+                inner.config.concurrent_service_syncs,
+                shutdown.clone(),
+                move |key: String| {
+                    let inner = worker.clone();
+                    async move {
+                        let started = Instant::now();
+                        inner.sync_service(&key).await?;
+                        tracing::debug!(service = %key, took = ?started.elapsed(), "synced service");
+                        Ok::<_, Error>(Action::Done)
+                    }
+                },
+            ));
         }
         tasks.spawn(inner.clone().node_sync_loop(shutdown.clone()));
         tasks.spawn(
@@ -274,22 +289,17 @@ impl Inner {
 
     async fn route_service_events(
         self: Arc<Self>,
-        mut events: Subscription<Service>,
+        events: Subscription<Service>,
         shutdown: CancellationToken,
     ) {
-        loop {
-            let event = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                event = events.recv() => event,
-            };
-            match event {
-                None => return,
-                Some(InformerEvent::Added(svc)) => {
+        events
+            .for_each(&shutdown, |event| match event {
+                InformerEvent::Added(svc) => {
                     if should_enqueue_added(&self.selector, &svc) {
                         self.queue.add(service_key(&svc));
                     }
                 }
-                Some(InformerEvent::Updated { old, new }) => {
+                InformerEvent::Updated { old, new } => {
                     let reason = update_reason(
                         &self.selector,
                         self.config.extended_update_fields,
@@ -302,7 +312,7 @@ impl Inner {
                         self.queue.add(key);
                     }
                 }
-                Some(InformerEvent::Deleted(svc)) => {
+                InformerEvent::Deleted(svc) => {
                     // Go has no delete handler; the SDK queues remembered Services so one deleted without the
                     // finalizer still has its load balancer removed.
                     let key = service_key(&svc);
@@ -310,55 +320,32 @@ impl Inner {
                         self.queue.add(key);
                     }
                 }
-                Some(InformerEvent::Resync) => self.enqueue_all(),
-            }
-        }
+                InformerEvent::Resync => self.enqueue_all(),
+            })
+            .await;
     }
 
     async fn route_node_events(
         self: Arc<Self>,
-        mut events: Subscription<Node>,
+        events: Subscription<Node>,
         shutdown: CancellationToken,
     ) {
-        loop {
-            let event = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                event = events.recv() => event,
-            };
-            match event {
-                None => return,
-                Some(InformerEvent::Added(node)) | Some(InformerEvent::Deleted(node)) => {
+        events
+            .for_each(&shutdown, |event| match event {
+                InformerEvent::Added(node) | InformerEvent::Deleted(node) => {
                     self.node_queue.add(node_name(&node).to_owned());
                 }
-                Some(InformerEvent::Updated { old, new }) => {
+                InformerEvent::Updated { old, new } => {
                     if node_update_affects_load_balancers(&old, &new) {
                         self.node_queue.add(node_name(&new).to_owned());
                     }
                 }
-                Some(InformerEvent::Resync) => self.node_queue.add(RESYNC_NODE_KEY.to_owned()),
-            }
-        }
+                InformerEvent::Resync => self.node_queue.add(RESYNC_NODE_KEY.to_owned()),
+            })
+            .await;
     }
 
     // ---- service worker ----
-
-    async fn service_worker(self: Arc<Self>) {
-        while let Some(key) = self.queue.get().await {
-            let started = Instant::now();
-            let result = self.sync_service(&key).await;
-            let decision = retry_decision(&result);
-            match &result {
-                Ok(()) => {
-                    tracing::debug!(service = %key, took = ?started.elapsed(), "synced service")
-                }
-                Err(err) => {
-                    tracing::warn!(service = %key, error = %err, ?decision, "error processing service (will retry)")
-                }
-            }
-            apply_decision(&self.queue, &key, decision);
-            self.queue.done(&key);
-        }
-    }
 
     /// Go: `syncService`.
     async fn sync_service(&self, key: &str) -> Result<(), Error> {
@@ -396,13 +383,11 @@ impl Inner {
         self.tracker.set_cached(key, svc.clone());
         match self.sync_load_balancer_if_needed(key, &svc).await {
             Err(err) => {
-                self.recorder
-                    .warning(
-                        &svc.object_ref(&()),
-                        names::events::SYNC_LOAD_BALANCER_FAILED,
-                        format!("Error syncing load balancer: {err}"),
-                    )
-                    .await;
+                self.recorder.warning(
+                    &svc.object_ref(&()),
+                    names::events::SYNC_LOAD_BALANCER_FAILED,
+                    format!("Error syncing load balancer: {err}"),
+                );
                 Err(err)
             }
             Ok(Operation::Delete) => {
@@ -419,13 +404,11 @@ impl Inner {
             return Ok(());
         }
         let reference = svc.object_ref(&());
-        self.recorder
-            .normal(
-                &reference,
-                names::events::DELETING_LOAD_BALANCER,
-                "Deleting load balancer",
-            )
-            .await;
+        self.recorder.normal(
+            &reference,
+            names::events::DELETING_LOAD_BALANCER,
+            "Deleting load balancer",
+        );
         match self
             .balancer
             .ensure_load_balancer_deleted(&self.cluster_name, svc)
@@ -434,23 +417,19 @@ impl Inner {
             Ok(()) => {}
             Err(err) if err.is_implemented_elsewhere() => {}
             Err(err) => {
-                self.recorder
-                    .warning(
-                        &reference,
-                        names::events::DELETE_LOAD_BALANCER_FAILED,
-                        format!("Error deleting load balancer: {err}"),
-                    )
-                    .await;
+                self.recorder.warning(
+                    &reference,
+                    names::events::DELETE_LOAD_BALANCER_FAILED,
+                    format!("Error deleting load balancer: {err}"),
+                );
                 return Err(Error::Delete(err));
             }
         }
-        self.recorder
-            .normal(
-                &reference,
-                names::events::DELETED_LOAD_BALANCER,
-                "Deleted load balancer",
-            )
-            .await;
+        self.recorder.normal(
+            &reference,
+            names::events::DELETED_LOAD_BALANCER,
+            "Deleted load balancer",
+        );
         Ok(())
     }
 
@@ -475,13 +454,11 @@ impl Inner {
                 .is_some();
             if exists {
                 tracing::info!(service = %key, "deleting load balancer");
-                self.recorder
-                    .normal(
-                        &reference,
-                        names::events::DELETING_LOAD_BALANCER,
-                        "Deleting load balancer",
-                    )
-                    .await;
+                self.recorder.normal(
+                    &reference,
+                    names::events::DELETING_LOAD_BALANCER,
+                    "Deleting load balancer",
+                );
                 match self
                     .balancer
                     .ensure_load_balancer_deleted(&self.cluster_name, svc)
@@ -495,23 +472,19 @@ impl Inner {
                 }
             }
             self.remove_finalizer(key, svc).await?;
-            self.recorder
-                .normal(
-                    &reference,
-                    names::events::DELETED_LOAD_BALANCER,
-                    "Deleted load balancer",
-                )
-                .await;
+            self.recorder.normal(
+                &reference,
+                names::events::DELETED_LOAD_BALANCER,
+                "Deleted load balancer",
+            );
             (Operation::Delete, LoadBalancerStatus::default())
         } else {
             tracing::info!(service = %key, "ensuring load balancer");
-            self.recorder
-                .normal(
-                    &reference,
-                    names::events::ENSURING_LOAD_BALANCER,
-                    "Ensuring load balancer",
-                )
-                .await;
+            self.recorder.normal(
+                &reference,
+                names::events::ENSURING_LOAD_BALANCER,
+                "Ensuring load balancer",
+            );
             let svc = self.add_finalizer(key, svc).await?;
             let status = match self.ensure_load_balancer(key, &svc).await {
                 Ok(status) => status,
@@ -524,13 +497,11 @@ impl Inner {
             if !has_ingress(&status) {
                 return Err(Error::EmptyStatus);
             }
-            self.recorder
-                .normal(
-                    &reference,
-                    names::events::ENSURED_LOAD_BALANCER,
-                    "Ensured load balancer",
-                )
-                .await;
+            self.recorder.normal(
+                &reference,
+                names::events::ENSURED_LOAD_BALANCER,
+                "Ensured load balancer",
+            );
             (Operation::Ensure, status)
         };
         self.patch_status(key, svc, &previous, &status).await?;
@@ -545,13 +516,11 @@ impl Inner {
     ) -> Result<LoadBalancerStatus, CloudError> {
         let hosts = stable_nodes(&self.nodes.store().list());
         if hosts.is_empty() {
-            self.recorder
-                .warning(
-                    &svc.object_ref(&()),
-                    names::events::UNAVAILABLE_LOAD_BALANCER,
-                    "There are no available nodes for LoadBalancer",
-                )
-                .await;
+            self.recorder.warning(
+                &svc.object_ref(&()),
+                names::events::UNAVAILABLE_LOAD_BALANCER,
+                "There are no available nodes for LoadBalancer",
+            );
         }
         self.tracker
             .set_synced(key, NodeSet::from_nodes(hosts.iter().map(AsRef::as_ref)));
@@ -764,21 +733,17 @@ impl Inner {
         let err = match result {
             Ok(()) => {
                 if nodes.is_empty() {
-                    self.recorder
-                        .warning(
-                            &reference,
-                            names::events::UNAVAILABLE_LOAD_BALANCER,
-                            "There are no available nodes for LoadBalancer",
-                        )
-                        .await;
+                    self.recorder.warning(
+                        &reference,
+                        names::events::UNAVAILABLE_LOAD_BALANCER,
+                        "There are no available nodes for LoadBalancer",
+                    );
                 } else {
-                    self.recorder
-                        .normal(
-                            &reference,
-                            names::events::UPDATED_LOAD_BALANCER,
-                            "Updated load balancer with new hosts",
-                        )
-                        .await;
+                    self.recorder.normal(
+                        &reference,
+                        names::events::UPDATED_LOAD_BALANCER,
+                        "Updated load balancer with new hosts",
+                    );
                 }
                 return Ok(());
             }
@@ -807,8 +772,7 @@ impl Inner {
                     go_list(&names),
                     nodes.len()
                 ),
-            )
-            .await;
+            );
         Err(Error::UpdateHosts(err))
     }
 

@@ -15,7 +15,7 @@
 //! - an optional wider field list for "does this Service change need a sync"
 //!   ([`Config::extended_update_fields`]).
 //!
-//! The decision logic is in [`predicates`] and [`retry`] (pure functions); `docs/service-controller.md` in the
+//! The decision logic is in [`predicates`] (pure functions; the retry decision is the controller kit's, `ccm_core::runtime::workers`); `docs/service-controller.md` in the
 //! repository describes the behaviour, options, metrics, events and every difference from Go.
 //!
 //! ```no_run
@@ -34,7 +34,8 @@ mod error;
 pub mod metrics;
 pub mod patches;
 pub mod predicates;
-pub mod retry;
+#[cfg(test)]
+mod retry;
 mod state;
 
 use ccm_core::names;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ccm_core::CloudProvider;
-use ccm_provider_fake::{FakeCloud, Fault, InjectedError, ops};
+use ccm_provider_fake::{FakeCloud, Fault, InjectedError, Operation};
 use ccm_servicecontroller::Config;
 use ccm_testenv::wait_for;
 use kube::api::{Patch, PatchParams};
@@ -42,7 +42,7 @@ async fn create_adds_finalizer_ingress_and_events() {
         ("Normal", "Ensured load balancer")
     );
     // The finalizer was written before the first cloud call.
-    assert_eq!(h.fake.call_count(ops::ENSURE_LOAD_BALANCER), 1);
+    assert_eq!(h.fake.call_count(Operation::EnsureLoadBalancer), 1);
     h.finish().await;
 }
 
@@ -87,7 +87,7 @@ async fn port_change_reensures() {
     })
     .await
     .unwrap();
-    assert_eq!(h.fake.call_count(ops::ENSURE_LOAD_BALANCER), 2);
+    assert_eq!(h.fake.call_count(Operation::EnsureLoadBalancer), 2);
     assert_eq!(
         h.fake.load_balancer(&key).unwrap().ingress_ip,
         ip,
@@ -112,12 +112,12 @@ async fn port_change_reensures() {
         .await
         .unwrap();
     wait_for("third ensure", TIMEOUT, || async {
-        (h.fake.call_count(ops::ENSURE_LOAD_BALANCER) >= 3).then_some(())
+        (h.fake.call_count(Operation::EnsureLoadBalancer) >= 3).then_some(())
     })
     .await
     .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(h.fake.call_count(ops::ENSURE_LOAD_BALANCER), 3);
+    assert_eq!(h.fake.call_count(Operation::EnsureLoadBalancer), 3);
     h.finish().await;
 }
 
@@ -152,6 +152,50 @@ async fn switch_to_cluster_ip_deletes_load_balancer() {
     h.finish().await;
 }
 
+/// Go's correlator counts repeats on one Event object: after a Service is ensured, switched to ClusterIP,
+/// ensured again and deleted, each of the four reasons is one object with `count: 2`.
+#[tokio::test]
+async fn repeated_lifecycle_events_are_counted_on_one_object_as_go_does() {
+    let h = Harness::start(test_config()).await;
+    h.create_node("a").await;
+    h.create_lb("web").await;
+    h.wait_ingress("web").await;
+    let set_type = |type_: &'static str| {
+        let services = h.services();
+        async move {
+            services
+                .patch(
+                    "web",
+                    &PatchParams::default(),
+                    &merge(json!({"spec": {"type": type_}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    set_type("ClusterIP").await;
+    h.wait_no_lb("web").await;
+    h.wait_event("web", "DeletedLoadBalancer").await;
+    set_type("LoadBalancer").await;
+    h.wait_ingress("web").await;
+    h.delete_service("web").await;
+    h.wait_service_gone("web").await;
+    for reason in [
+        "EnsuringLoadBalancer",
+        "EnsuredLoadBalancer",
+        "DeletingLoadBalancer",
+        "DeletedLoadBalancer",
+    ] {
+        wait_for(&format!("{reason} counted twice"), TIMEOUT, || async {
+            let events = h.event_objects("web", reason).await;
+            (events.len() == 1 && events[0].count == Some(2)).then_some(())
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+    h.finish().await;
+}
+
 #[tokio::test]
 async fn delete_removes_load_balancer_then_service() {
     let h = Harness::start(test_config()).await;
@@ -161,7 +205,7 @@ async fn delete_removes_load_balancer_then_service() {
     h.delete_service("web").await;
     h.wait_service_gone("web").await;
     assert!(h.fake.load_balancer(&h.key("web")).is_none());
-    assert_eq!(h.fake.call_count(ops::ENSURE_LOAD_BALANCER_DELETED), 1);
+    assert_eq!(h.fake.call_count(Operation::EnsureLoadBalancerDeleted), 1);
     h.finish().await;
 }
 
@@ -192,7 +236,7 @@ async fn foreign_class_is_untouched() {
         .await
         .unwrap();
     wait_for("second ensure of mine", TIMEOUT, || async {
-        (h.fake.call_count(ops::ENSURE_LOAD_BALANCER) == 2).then_some(())
+        (h.fake.call_count(Operation::EnsureLoadBalancer) == 2).then_some(())
     })
     .await
     .unwrap();
@@ -276,7 +320,7 @@ async fn node_changes_update_hosts() {
     h.wait_hosts("web", &h.hosts(&["b"])).await;
 
     // A providerID change is pushed even though the names are the same.
-    let updates_before = h.fake.call_count(ops::UPDATE_LOAD_BALANCER);
+    let updates_before = h.fake.call_count(Operation::UpdateLoadBalancer);
     let node_b = h.node_name("b");
     h.nodes()
         .delete(&node_b, &Default::default())
@@ -296,14 +340,14 @@ async fn node_changes_update_hosts() {
     b2.spec.as_mut().unwrap().provider_id = Some(format!("fake://{node_b}-replacement"));
     h.create_node_from(b2).await;
     wait_for("update after the providerID change", TIMEOUT, || async {
-        (h.fake.call_count(ops::UPDATE_LOAD_BALANCER) > updates_before).then_some(())
+        (h.fake.call_count(Operation::UpdateLoadBalancer) > updates_before).then_some(())
     })
     .await
     .unwrap();
     h.wait_hosts("web", &h.hosts(&["b"])).await;
 
     // Readiness does not matter.
-    let updates = h.fake.call_count(ops::UPDATE_LOAD_BALANCER);
+    let updates = h.fake.call_count(Operation::UpdateLoadBalancer);
     h.nodes()
         .patch_status(
             &node_b,
@@ -314,10 +358,13 @@ async fn node_changes_update_hosts() {
         .unwrap();
     h.create_node("d").await;
     h.wait_hosts("web", &h.hosts(&["b", "d"])).await;
-    assert_eq!(h.fake.call_count(ops::UPDATE_LOAD_BALANCER), updates + 1);
+    assert_eq!(
+        h.fake.call_count(Operation::UpdateLoadBalancer),
+        updates + 1
+    );
     assert_eq!(
         h.metric("service_controller_loadbalancer_sync_total"),
-        h.fake.call_count(ops::UPDATE_LOAD_BALANCER) as f64
+        h.fake.call_count(Operation::UpdateLoadBalancer) as f64
     );
     assert!(
         h.metrics()
@@ -339,7 +386,7 @@ async fn burst_of_node_changes_is_one_update_per_load_balancer() {
     for name in ["a", "b", "c"] {
         h.wait_ingress(name).await;
     }
-    let before = h.fake.call_count(ops::UPDATE_LOAD_BALANCER);
+    let before = h.fake.call_count(Operation::UpdateLoadBalancer);
     let mut expected = vec!["seed".to_string()];
     for i in 0..10 {
         let short = format!("n{i}");
@@ -351,7 +398,7 @@ async fn burst_of_node_changes_is_one_update_per_load_balancer() {
         h.wait_hosts(name, &h.hosts(&shorts)).await;
     }
     assert_eq!(
-        h.fake.call_count(ops::UPDATE_LOAD_BALANCER) - before,
+        h.fake.call_count(Operation::UpdateLoadBalancer) - before,
         3,
         "one host update per load balancer for the whole burst"
     );
@@ -363,12 +410,12 @@ async fn cloud_errors_are_retried_until_the_service_converges() {
     let h = Harness::start(test_config()).await;
     h.create_node("a").await;
     h.fake.inject(
-        ops::ENSURE_LOAD_BALANCER,
+        Operation::EnsureLoadBalancer,
         Fault::times(InjectedError::Other("the cloud is down".into()), 3),
     );
     h.create_lb("web").await;
     h.wait_ingress("web").await;
-    assert_eq!(h.fake.call_count(ops::ENSURE_LOAD_BALANCER), 4);
+    assert_eq!(h.fake.call_count(Operation::EnsureLoadBalancer), 4);
     let (ty, note) = h.wait_event("web", "SyncLoadBalancerFailed").await;
     assert_eq!(ty, "Warning");
     assert!(
@@ -379,13 +426,13 @@ async fn cloud_errors_are_retried_until_the_service_converges() {
 
     // Deletion errors are retried too.
     h.fake.inject(
-        ops::ENSURE_LOAD_BALANCER_DELETED,
+        Operation::EnsureLoadBalancerDeleted,
         Fault::times(InjectedError::Other("still down".into()), 2),
     );
     h.delete_service("web").await;
     h.wait_service_gone("web").await;
     assert!(h.fake.load_balancer(&h.key("web")).is_none());
-    assert_eq!(h.fake.call_count(ops::ENSURE_LOAD_BALANCER_DELETED), 3);
+    assert_eq!(h.fake.call_count(Operation::EnsureLoadBalancerDeleted), 3);
     h.finish().await;
 }
 
@@ -397,7 +444,7 @@ async fn retry_after_is_honoured_exactly_not_backed_off() {
     let h = Harness::start(config).await;
     h.create_node("a").await;
     h.fake.inject(
-        ops::ENSURE_LOAD_BALANCER,
+        Operation::EnsureLoadBalancer,
         Fault::times(InjectedError::Retry(Duration::from_secs(2)), 2),
     );
     let started = Instant::now();
@@ -412,7 +459,7 @@ async fn retry_after_is_honoured_exactly_not_backed_off() {
         took < Duration::from_secs(20),
         "no exponential backoff, took {took:?}"
     );
-    assert_eq!(h.fake.call_count(ops::ENSURE_LOAD_BALANCER), 3);
+    assert_eq!(h.fake.call_count(Operation::EnsureLoadBalancer), 3);
     h.finish().await;
 }
 
@@ -433,7 +480,7 @@ async fn empty_status_from_ensure_is_an_error() {
         "{note}"
     );
     h.wait_ingress("web").await;
-    assert_eq!(h.fake.call_count(ops::ENSURE_LOAD_BALANCER), 3);
+    assert_eq!(h.fake.call_count(Operation::EnsureLoadBalancer), 3);
     assert!(h.events("web", "EnsuredLoadBalancer").await.len() == 1);
     h.finish().await;
 }
@@ -443,13 +490,13 @@ async fn implemented_elsewhere_keeps_finalizer_and_writes_no_status() {
     let h = Harness::start(test_config()).await;
     h.create_node("a").await;
     h.fake.inject(
-        ops::ENSURE_LOAD_BALANCER,
+        Operation::EnsureLoadBalancer,
         Fault::always(InjectedError::ImplementedElsewhere),
     );
     h.create_lb("web").await;
     let key = h.key("web");
     wait_for("ensure called", TIMEOUT, || async {
-        (h.fake.call_count(ops::ENSURE_LOAD_BALANCER) >= 1).then_some(())
+        (h.fake.call_count(Operation::EnsureLoadBalancer) >= 1).then_some(())
     })
     .await
     .unwrap();
@@ -462,7 +509,7 @@ async fn implemented_elsewhere_keeps_finalizer_and_writes_no_status() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(ingress_ip(&svc), None);
     assert_eq!(
-        h.fake.call_count(ops::ENSURE_LOAD_BALANCER),
+        h.fake.call_count(Operation::EnsureLoadBalancer),
         1,
         "success: not retried"
     );
@@ -480,7 +527,7 @@ async fn failed_host_update_falls_back_to_ensure() {
     h.create_lb("web").await;
     h.wait_ingress("web").await;
     h.fake.inject(
-        ops::UPDATE_LOAD_BALANCER,
+        Operation::UpdateLoadBalancer,
         Fault::once(InjectedError::Other("backend pool locked".into())),
     );
     h.create_node("b").await;
@@ -495,7 +542,7 @@ async fn failed_host_update_falls_back_to_ensure() {
     // The Service is re-ensured through the service queue with the new hosts.
     h.wait_hosts("web", &h.hosts(&["a", "b"])).await;
     wait_for("a second ensure", TIMEOUT, || async {
-        (h.fake.call_count(ops::ENSURE_LOAD_BALANCER) >= 2).then_some(())
+        (h.fake.call_count(Operation::EnsureLoadBalancer) >= 2).then_some(())
     })
     .await
     .unwrap();
@@ -512,12 +559,12 @@ async fn host_update_of_a_vanished_load_balancer_is_not_an_error() {
     // The load balancer disappears in the cloud; the update fails, GetLoadBalancer says it is absent.
     assert!(h.fake.remove_load_balancer(&h.key("web")));
     h.fake.inject(
-        ops::UPDATE_LOAD_BALANCER,
+        Operation::UpdateLoadBalancer,
         Fault::once(InjectedError::Other("no such load balancer".into())),
     );
     h.create_node("b").await;
     wait_for("the update attempt", TIMEOUT, || async {
-        (h.fake.call_count(ops::UPDATE_LOAD_BALANCER) >= 1).then_some(())
+        (h.fake.call_count(Operation::UpdateLoadBalancer) >= 1).then_some(())
     })
     .await
     .unwrap();
@@ -566,10 +613,10 @@ async fn recreated_service_replaces_the_old_load_balancer() {
     // Keep the single worker busy on another Service, so the deletion and the re-creation of "web" are both
     // seen before "web" is synced again: the sync finds a new UID and deletes the old load balancer first.
     h.fake
-        .set_latency(ops::ENSURE_LOAD_BALANCER, Duration::from_secs(2));
+        .set_latency(Operation::EnsureLoadBalancer, Duration::from_secs(2));
     h.create_lb("blocker").await;
     wait_for("the blocker's ensure started", TIMEOUT, || async {
-        (h.fake.call_count(ops::ENSURE_LOAD_BALANCER) >= 2).then_some(())
+        (h.fake.call_count(Operation::EnsureLoadBalancer) >= 2).then_some(())
     })
     .await
     .unwrap();
@@ -580,7 +627,7 @@ async fn recreated_service_replaces_the_old_load_balancer() {
     h.fake.clear_latency();
     assert_ne!(h.get_service("web").await.unwrap().metadata.uid, old_uid);
     assert_eq!(
-        h.fake.call_count(ops::ENSURE_LOAD_BALANCER_DELETED),
+        h.fake.call_count(Operation::EnsureLoadBalancerDeleted),
         1,
         "the old load balancer was deleted once"
     );
@@ -618,7 +665,7 @@ async fn without_periodic_reensure_drift_stays() {
             .is_empty(),
         "Go behaviour by default"
     );
-    assert_eq!(h.fake.call_count(ops::ENSURE_LOAD_BALANCER), 1);
+    assert_eq!(h.fake.call_count(Operation::EnsureLoadBalancer), 1);
     h.finish().await;
 }
 
@@ -627,7 +674,7 @@ async fn restart_mid_way_leaks_nothing() {
     let mut h = Harness::start(test_config()).await;
     h.create_node("a").await;
     h.fake
-        .set_latency(ops::ENSURE_LOAD_BALANCER, Duration::from_millis(200));
+        .set_latency(Operation::EnsureLoadBalancer, Duration::from_millis(200));
     let names: Vec<String> = (0..8).map(|i| format!("svc-{i}")).collect();
     for name in &names {
         h.create_lb(name).await;

@@ -13,6 +13,7 @@ use ccm_core::names;
 use ccm_core::provider::CloudProvider;
 use ccm_core::registry::ProviderRegistry;
 use ccm_core::runtime::controller::{ControllerDescriptor, HealthCheck};
+use ccm_core::runtime::events::EventSink;
 use ccm_core::runtime::informer::SharedInformers;
 use ccm_core::runtime::metrics::{ControllerManagerMetrics, SharedRegistry};
 use ccm_leaderelection::{LeaderElectionMetrics, LeaderElector};
@@ -108,7 +109,7 @@ impl std::fmt::Debug for CcmBuilder {
 
 impl CcmBuilder {
     /// Register the four standard controllers (cloud-node, cloud-node-lifecycle, service, route), configured from
-    /// the flags, and the doctor's bootstrap self-check (`node-bootstrap-selfcheck`).
+    /// the flags, and, with the `doctor` feature, the doctor's bootstrap self-check (`node-bootstrap-selfcheck`).
     pub fn with_default_controllers(mut self) -> Self {
         self.default_controllers = true;
         self
@@ -287,13 +288,15 @@ impl CcmBuilder {
     }
 
     /// [`run_from_args`](Self::run_from_args) with an explicit command line (the first item is the program
-    /// name). `<command> doctor [...]` runs the chicken-and-egg doctor instead (`docs/doctor.md`).
+    /// name). With the `doctor` feature, `<command> doctor [...]` runs the chicken-and-egg doctor instead
+    /// (`docs/doctor.md`).
     pub async fn run_from<I, T>(self, args: I) -> ExitCode
     where
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
         let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+        #[cfg(feature = "doctor")]
         if args.get(1).is_some_and(|a| a == ccm_doctor::SUBCOMMAND) {
             let name = format!("{} {}", self.command_name, ccm_doctor::SUBCOMMAND);
             return ccm_doctor::run_from(&name, args.into_iter().skip(2)).await;
@@ -535,6 +538,7 @@ impl CcmBuilder {
             shutdown,
             instance: identity,
             informers_slot,
+            events: EventSink::new().with_metrics(&metrics),
         };
         let task = tokio::spawn(supervisor.supervise(leader, admin));
         Ok(RunningCcm {
@@ -998,17 +1002,17 @@ mod tests {
                 .map(|d| d.name)
                 .collect()
         };
-        assert_eq!(
-            names(&o),
-            [
-                "cloud-node-controller",
-                "cloud-node-lifecycle-controller",
-                "service-lb-controller",
-                "node-route-controller",
-                "node-bootstrap-selfcheck",
-                "kubernetes-extra"
-            ]
-        );
+        let mut expected = vec![
+            "cloud-node-controller",
+            "cloud-node-lifecycle-controller",
+            "service-lb-controller",
+            "node-route-controller",
+        ];
+        if cfg!(feature = "doctor") {
+            expected.push("node-bootstrap-selfcheck");
+        }
+        expected.push("kubernetes-extra");
+        assert_eq!(names(&o), expected);
         let o = builder
             .parse_args(["ccm", "--controllers=tagging,-route,*"])
             .unwrap();

@@ -11,6 +11,7 @@ use ccm_core::cache::InstanceCache;
 use ccm_core::names;
 use ccm_core::provider::{CloudProvider, InitializeContext};
 use ccm_core::runtime::controller::{ControllerContext, ControllerDescriptor, HealthCheck};
+use ccm_core::runtime::events::EventSink;
 use ccm_core::runtime::informer::{InformerScope, SharedInformers};
 use ccm_core::runtime::metrics::{ControllerManagerMetrics, SharedRegistry};
 use ccm_leaderelection::{LeaderHandle, StepDownReason};
@@ -98,6 +99,8 @@ pub(super) struct Supervisor {
     pub(super) shutdown: CancellationToken,
     pub(super) instance: String,
     pub(super) informers_slot: Arc<OnceLock<SharedInformers>>,
+    /// The process's Event pipeline (one writer per controller, flushed at shutdown).
+    pub(super) events: EventSink,
 }
 
 /// Why the leader phase ended.
@@ -178,7 +181,12 @@ impl Supervisor {
                 .min(self.options.shutdown_timeout),
             _ => self.options.shutdown_timeout,
         };
+        let drain_started = Instant::now();
         self.drain(&mut running, &mut names, grace).await;
+        // Write the Events the controllers emitted, within what is left of the grace period.
+        self.events
+            .close(grace.saturating_sub(drain_started.elapsed()))
+            .await;
         informers.cancel();
         match outcome {
             Outcome::Shutdown => Ok(()),
@@ -242,7 +250,8 @@ impl Supervisor {
             self.metrics.clone(),
             self.options.cluster_name.clone(),
         )
-        .with_instance(self.instance.clone());
+        .with_instance(self.instance.clone())
+        .with_events(self.events.clone());
 
         for (i, descriptor) in self.plan.iter().enumerate() {
             if shutdown.is_cancelled() {
@@ -253,7 +262,11 @@ impl Supervisor {
                 guarded!(tokio::time::sleep(pause));
             }
             let mut ctx = base.clone();
-            ctx.client = self.factory.client(client_name(&descriptor.name));
+            let (client, event_client) = self
+                .factory
+                .client_with_events(client_name(&descriptor.name));
+            ctx.client = client;
+            ctx.event_client = Some(event_client);
             match (descriptor.init)(&ctx) {
                 Err(source) => {
                     return Outcome::Failed(RunError::ControllerInit {

@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::BoxError;
 use crate::provider::CloudProvider;
-use crate::runtime::events::EventRecorder;
+use crate::runtime::events::{EventRecorder, EventSink};
 use crate::runtime::informer::SharedInformers;
 use crate::runtime::metrics::{SharedRegistry, WorkqueueMetrics};
 
@@ -73,6 +73,11 @@ pub struct ControllerContext {
     pub cluster_name: String,
     /// This replica's identity (pod name or host name), the `reportingInstance` of events.
     pub instance: Option<String>,
+    /// The process's Event pipeline, shared by every controller.
+    pub events: EventSink,
+    /// The client Events are written with; `None` uses [`client`](Self::client). The runtime sets a client that
+    /// shares the controller's API budget at a lower priority than its object writes.
+    pub event_client: Option<kube::Client>,
 }
 
 impl std::fmt::Debug for ControllerContext {
@@ -103,7 +108,15 @@ impl ControllerContext {
             workqueue_metrics,
             cluster_name: cluster_name.into(),
             instance: None,
+            events: EventSink::new(),
+            event_client: None,
         }
+    }
+
+    /// Use `events` as the Event pipeline (to share one sink with other contexts).
+    pub fn with_events(mut self, events: EventSink) -> Self {
+        self.events = events;
+        self
     }
 
     /// Set the replica identity used in events.
@@ -112,9 +125,14 @@ impl ControllerContext {
         self
     }
 
-    /// An event recorder for `component`.
+    /// An event recorder for `component`, writing through the shared [`EventSink`].
     pub fn recorder(&self, component: &str) -> EventRecorder {
-        EventRecorder::new(self.client.clone(), component, self.instance.clone())
+        let client = self
+            .event_client
+            .clone()
+            .unwrap_or_else(|| self.client.clone());
+        self.events
+            .recorder(client, component, self.instance.clone())
     }
 }
 

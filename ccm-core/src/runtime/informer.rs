@@ -187,6 +187,55 @@ impl<K: Clone> Subscription<K> {
             Err(broadcast::error::RecvError::Closed) => None,
         }
     }
+
+    /// Hand every event to `handle` until `shutdown` is cancelled or the informer is gone: the one event pump
+    /// every controller uses to turn cache changes into queue keys.
+    ///
+    /// ```no_run
+    /// use ccm_core::runtime::informer::{Informer, InformerEvent};
+    /// use ccm_core::runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
+    /// use k8s_openapi::api::core::v1::Node;
+    /// use kube::ResourceExt;
+    /// use tokio_util::sync::CancellationToken;
+    ///
+    /// # async fn demo(nodes: Informer<Node>, shutdown: CancellationToken) {
+    /// let queue: WorkQueue<String> = WorkQueue::new("Nodes", default_controller_rate_limiter());
+    /// nodes
+    ///     .subscribe()
+    ///     .for_each(&shutdown, |event| match event {
+    ///         InformerEvent::Added(node) | InformerEvent::Updated { new: node, .. } => queue.add(node.name_any()),
+    ///         InformerEvent::Deleted(_) => {}
+    ///         InformerEvent::Resync => nodes.store().keys().into_iter().for_each(|k| queue.add(k)),
+    ///     })
+    ///     .await;
+    /// # }
+    /// ```
+    pub async fn for_each(
+        mut self,
+        shutdown: &CancellationToken,
+        mut handle: impl FnMut(InformerEvent<K>),
+    ) {
+        loop {
+            let event = tokio::select! {
+                () = shutdown.cancelled() => return,
+                event = self.recv() => event,
+            };
+            match event {
+                Some(event) => handle(event),
+                None => return,
+            }
+        }
+    }
+
+    /// The events as a stream, ending when the informer is gone.
+    pub fn into_stream(self) -> impl futures::Stream<Item = InformerEvent<K>> + Send
+    where
+        K: Send + Sync + 'static,
+    {
+        futures::stream::unfold(self, |mut subscription| async move {
+            subscription.recv().await.map(|event| (event, subscription))
+        })
+    }
 }
 
 struct Inner<K: Resource + Clone> {

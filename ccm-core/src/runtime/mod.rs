@@ -5,4 +5,6 @@ pub mod controller;
 pub mod events;
 pub mod informer;
 pub mod metrics;
+pub mod ratelimit;
+pub mod workers;
 pub mod workqueue;

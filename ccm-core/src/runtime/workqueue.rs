@@ -2,7 +2,9 @@
 //!
 //! - An item added several times before a worker takes it is processed once ("dirty" set).
 //! - An item is never handed to two workers at once: one added while being processed is queued again when the
-//!   worker calls [`WorkQueue::done`].
+//!   worker drops the [`WorkItem`] it was given.
+//! - Delayed adds wait in a delay queue inside the queue itself: no task is spawned per delayed item, and nothing
+//!   outlives [`WorkQueue::shut_down`].
 //! - [`WorkQueue::add_after`] keeps only the earliest pending deadline per item.
 //! - [`WorkQueue::add_rate_limited`] asks the queue's [`RateLimiter`] how long to wait; [`WorkQueue::forget`]
 //!   resets the item's failure count.
@@ -14,15 +16,15 @@
 //! # async fn demo() {
 //! let queue = WorkQueue::new("service", ItemExponentialBackoff::new(Duration::from_secs(5), Duration::from_secs(300)));
 //! queue.add("default/web".to_string());
-//! while let Some(key) = queue.get().await {
-//!     let ok = true; // process `key`
-//!     if ok { queue.forget(&key) } else { queue.add_rate_limited(key.clone()) }
-//!     queue.done(&key);
+//! while let Some(item) = queue.get().await {
+//!     let ok = true; // process `item.key()`
+//!     if ok { queue.forget(item.key()) } else { queue.add_rate_limited(item.key().clone()) }
+//!     // dropping `item` marks it done
 //! }
 //! # }
 //! ```
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,6 +33,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::metrics::WorkqueueMetrics;
+use super::ratelimit::TokenBucket;
 
 /// Decides how long an item waits before it is retried.
 pub trait RateLimiter<K>: Send + Sync + 'static {
@@ -93,38 +96,26 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> RateLimiter<K> for ItemExpone
     }
 }
 
-/// An overall token bucket (`qps`, `burst`) shared by all items.
+/// An overall token bucket (`qps`, `burst`) shared by all items (the workspace's one [`TokenBucket`]).
 #[derive(Debug)]
 pub struct BucketRateLimiter {
-    qps: f64,
-    burst: f64,
-    state: Mutex<(f64, Instant)>,
+    bucket: Mutex<TokenBucket>,
 }
 
 impl BucketRateLimiter {
     /// A bucket refilled at `qps` tokens per second, holding at most `burst`.
     pub fn new(qps: f64, burst: u32) -> Self {
-        let burst = f64::from(burst.max(1));
         BucketRateLimiter {
-            qps: qps.max(f64::MIN_POSITIVE),
-            burst,
-            state: Mutex::new((burst, Instant::now())),
+            bucket: Mutex::new(TokenBucket::new(qps, burst, Instant::now())),
         }
     }
 
     /// Reserve one token and return how long to wait for it.
     pub fn reserve(&self) -> Duration {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        let elapsed = now.saturating_duration_since(state.1).as_secs_f64();
-        state.0 = (state.0 + elapsed * self.qps).min(self.burst);
-        state.1 = now;
-        state.0 -= 1.0;
-        if state.0 >= 0.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64(-state.0 / self.qps)
-        }
+        self.bucket
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .reserve(Instant::now())
     }
 }
 
@@ -190,7 +181,12 @@ struct State<K> {
     queue: VecDeque<K>,
     dirty: HashSet<K>,
     processing: HashSet<K>,
-    waiting: HashMap<K, Instant>,
+    /// Each delayed item's deadline and sequence number (its key in `delayed`).
+    waiting: HashMap<K, (Instant, u64)>,
+    /// Delayed items by deadline: the delay queue. Nothing runs for them in the background; the queue promotes
+    /// due items whenever it is touched, and an idle `get` sleeps until the earliest deadline.
+    delayed: BTreeMap<(Instant, u64), K>,
+    next_seq: u64,
     added_at: HashMap<K, Instant>,
     shutting_down: bool,
 }
@@ -224,6 +220,46 @@ impl<K> std::fmt::Debug for WorkQueue<K> {
     }
 }
 
+/// An item handed out by [`WorkQueue::get`]. While it lives, no other worker gets the same item; dropping it
+/// marks the item done (if it was added meanwhile, it is queued again).
+pub struct WorkItem<K: Eq + Hash + Clone + Send + Sync + 'static> {
+    queue: WorkQueue<K>,
+    item: K,
+}
+
+impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkItem<K> {
+    /// The item.
+    pub fn key(&self) -> &K {
+        &self.item
+    }
+
+    /// The queue it came from.
+    pub fn queue(&self) -> &WorkQueue<K> {
+        &self.queue
+    }
+}
+
+impl<K: Eq + Hash + Clone + Send + Sync + 'static> std::ops::Deref for WorkItem<K> {
+    type Target = K;
+    fn deref(&self) -> &K {
+        &self.item
+    }
+}
+
+impl<K: Eq + Hash + Clone + Send + Sync + std::fmt::Debug + 'static> std::fmt::Debug
+    for WorkItem<K>
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("WorkItem").field(&self.item).finish()
+    }
+}
+
+impl<K: Eq + Hash + Clone + Send + Sync + 'static> Drop for WorkItem<K> {
+    fn drop(&mut self) {
+        self.queue.done(&self.item);
+    }
+}
+
 impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
     /// A queue named `name` (the `name` label of the `workqueue_*` metrics) using `limiter` for retries.
     pub fn new(name: impl Into<String>, limiter: impl RateLimiter<K>) -> Self {
@@ -252,6 +288,8 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
                     dirty: HashSet::new(),
                     processing: HashSet::new(),
                     waiting: HashMap::new(),
+                    delayed: BTreeMap::new(),
+                    next_seq: 0,
                     added_at: HashMap::new(),
                     shutting_down: false,
                 }),
@@ -262,8 +300,23 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
         }
     }
 
+    /// The state, with every delayed item whose deadline has passed moved to the queue.
     fn lock(&self) -> std::sync::MutexGuard<'_, State<K>> {
-        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+        let mut state = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let mut promoted = false;
+        while let Some(entry) = state.delayed.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let item = entry.remove();
+            state.waiting.remove(&item);
+            promoted |= self.enqueue(&mut state, item);
+        }
+        if promoted {
+            self.inner.notify.notify_one();
+        }
+        state
     }
 
     /// The queue's name.
@@ -274,21 +327,28 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
     /// Queue `item` now (no-op if it is already queued, or after shutdown).
     pub fn add(&self, item: K) {
         let mut state = self.lock();
+        if self.enqueue(&mut state, item) {
+            drop(state);
+            self.inner.notify.notify_one();
+        }
+    }
+
+    /// Marks `item` dirty and queues it unless it is being processed; true if a worker should wake up.
+    fn enqueue(&self, state: &mut State<K>, item: K) -> bool {
         if state.shutting_down || state.dirty.contains(&item) {
-            return;
+            return false;
         }
         if let Some(m) = &self.inner.metrics {
             m.add(&self.inner.name);
         }
         state.dirty.insert(item.clone());
         if state.processing.contains(&item) {
-            return;
+            return false;
         }
         state.added_at.insert(item.clone(), Instant::now());
         state.queue.push_back(item);
-        self.set_depth(&state);
-        drop(state);
-        self.inner.notify.notify_one();
+        self.set_depth(state);
+        true
     }
 
     /// Queue `item` after `delay`; if it is already waiting with an earlier deadline, nothing changes.
@@ -298,34 +358,29 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
             return;
         }
         let deadline = Instant::now() + delay;
-        {
-            let mut state = self.lock();
-            if state.shutting_down {
+        let mut state = self.lock();
+        if state.shutting_down {
+            return;
+        }
+        if let Some(&(existing, seq)) = state.waiting.get(&item) {
+            if existing <= deadline {
                 return;
             }
-            match state.waiting.get(&item) {
-                Some(existing) if *existing <= deadline => return,
-                _ => {
-                    state.waiting.insert(item.clone(), deadline);
-                }
-            }
+            state.delayed.remove(&(existing, seq));
         }
-        let queue = self.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep_until(deadline).await;
-            let due = {
-                let mut state = queue.lock();
-                if state.waiting.get(&item) == Some(&deadline) {
-                    state.waiting.remove(&item);
-                    true
-                } else {
-                    false
-                }
-            };
-            if due {
-                queue.add(item);
-            }
-        });
+        let seq = state.next_seq;
+        state.next_seq += 1;
+        state.waiting.insert(item.clone(), (deadline, seq));
+        let earliest = state
+            .delayed
+            .first_key_value()
+            .is_none_or(|((first, _), _)| deadline < *first);
+        state.delayed.insert((deadline, seq), item);
+        drop(state);
+        if earliest {
+            // An idle worker sleeps until the earliest deadline: wake it to sleep until this one instead.
+            self.inner.notify.notify_waiters();
+        }
     }
 
     /// Queue `item` after the delay its rate limiter gives (one more failure).
@@ -347,11 +402,15 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
         self.inner.limiter.num_requeues(item)
     }
 
-    /// Wait for the next item; `None` once the queue is shut down and drained of queued work.
-    pub async fn get(&self) -> Option<K> {
+    /// Wait for the next item; `None` once the queue is shut down. The item is done when the returned
+    /// [`WorkItem`] is dropped.
+    pub async fn get(&self) -> Option<WorkItem<K>> {
         loop {
             let notified = self.inner.notify.notified();
-            {
+            tokio::pin!(notified);
+            // Registers interest before the state is checked, so no wake-up in between is lost.
+            notified.as_mut().enable();
+            let next_deadline = {
                 let mut state = self.lock();
                 if let Some(item) = state.queue.pop_front() {
                     state.dirty.remove(&item);
@@ -365,19 +424,32 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
                     if !state.queue.is_empty() {
                         self.inner.notify.notify_one();
                     }
-                    return Some(item);
+                    return Some(WorkItem {
+                        queue: self.clone(),
+                        item,
+                    });
                 }
                 if state.shutting_down {
                     self.inner.notify.notify_one();
                     return None;
                 }
+                state.delayed.first_key_value().map(|((at, _), _)| *at)
+            };
+            match next_deadline {
+                Some(at) => {
+                    tokio::select! {
+                        () = &mut notified => {}
+                        () = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => notified.await,
             }
-            notified.await;
         }
     }
 
-    /// Mark `item` as processed; if it was added meanwhile, it is queued again.
-    pub fn done(&self, item: &K) {
+    /// Mark `item` as processed; if it was added meanwhile, it is queued again. Called when a [`WorkItem`] is
+    /// dropped.
+    fn done(&self, item: &K) {
         let mut state = self.lock();
         state.processing.remove(item);
         if state.dirty.contains(item) && !state.shutting_down {
@@ -389,13 +461,15 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
         }
     }
 
-    /// Stop handing out items: [`get`](Self::get) returns `None` from now on; delayed adds are dropped.
+    /// Stop handing out items: [`get`](Self::get) returns `None` from now on; queued and delayed items are
+    /// dropped. Nothing of the queue keeps running afterwards.
     pub fn shut_down(&self) {
         let mut state = self.lock();
         state.shutting_down = true;
         state.queue.clear();
         state.dirty.clear();
         state.waiting.clear();
+        state.delayed.clear();
         self.set_depth(&state);
         drop(state);
         self.inner.notify.notify_waiters();
@@ -424,7 +498,7 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
 
     /// The pending deadline of `item`, if it waits for a delayed add.
     pub fn waiting_deadline(&self, item: &K) -> Option<Instant> {
-        self.lock().waiting.get(item).copied()
+        self.lock().waiting.get(item).map(|(at, _)| *at)
     }
 
     fn set_depth(&self, state: &State<K>) {
@@ -452,8 +526,8 @@ mod tests {
         q.add("b".into());
         q.add("a".into());
         assert_eq!(q.len(), 2);
-        assert_eq!(q.get().await.as_deref(), Some("a"));
-        assert_eq!(q.get().await.as_deref(), Some("b"));
+        assert_eq!(q.get().await.unwrap().key(), "a");
+        assert_eq!(q.get().await.unwrap().key(), "b");
         assert!(q.is_empty());
     }
 
@@ -464,9 +538,9 @@ mod tests {
         let item = q.get().await.unwrap();
         q.add("a".into());
         assert_eq!(q.len(), 0, "not handed out twice concurrently");
-        q.done(&item);
+        drop(item);
         assert_eq!(q.len(), 1);
-        assert_eq!(q.get().await.as_deref(), Some("a"));
+        assert_eq!(q.get().await.unwrap().key(), "a");
     }
 
     #[tokio::test(start_paused = true)]
@@ -479,8 +553,7 @@ mod tests {
         assert!(q.is_empty());
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(q.len(), 1);
-        q.get().await.unwrap();
-        q.done(&"a".to_string());
+        drop(q.get().await.unwrap());
         tokio::time::sleep(Duration::from_secs(30)).await;
         assert!(q.is_empty(), "superseded deadlines do not fire");
     }
@@ -495,9 +568,8 @@ mod tests {
             Some(start + Duration::from_secs(5))
         );
         tokio::time::sleep(Duration::from_secs(5)).await;
-        let item = q.get().await.unwrap();
+        let item = q.get().await.unwrap().key().clone();
         q.add_rate_limited(item.clone());
-        q.done(&item);
         assert_eq!(q.num_requeues(&item), 2);
         assert_eq!(
             q.waiting_deadline(&item),
@@ -545,7 +617,7 @@ mod tests {
         };
         tokio::task::yield_now().await;
         q.shut_down();
-        assert_eq!(worker.await.unwrap(), None);
+        assert!(worker.await.unwrap().is_none());
         q.add("late".into());
         assert!(q.is_empty());
     }
@@ -562,8 +634,7 @@ mod tests {
             let (q, tx) = (q.clone(), tx.clone());
             handles.push(tokio::spawn(async move {
                 while let Some(k) = q.get().await {
-                    tx.send(k.clone()).unwrap();
-                    q.done(&k);
+                    tx.send(k.key().clone()).unwrap();
                 }
             }));
         }
@@ -578,5 +649,74 @@ mod tests {
         all.sort();
         all.dedup();
         assert_eq!(all.len(), 50);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_worker_wakes_for_a_delayed_item_without_a_spawned_task() {
+        let q = queue();
+        let worker = {
+            let q = q.clone();
+            tokio::spawn(async move { q.get().await.map(|i| (i.key().clone(), Instant::now())) })
+        };
+        tokio::task::yield_now().await;
+        let start = Instant::now();
+        q.add_after("late".into(), Duration::from_secs(60));
+        // A nearer deadline added while the worker sleeps for the first one is honoured.
+        q.add_after("soon".into(), Duration::from_secs(2));
+        let (key, at) = worker.await.unwrap().unwrap();
+        assert_eq!(key, "soon");
+        assert_eq!(at - start, Duration::from_secs(2));
+        assert_eq!(q.waiting_len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shut_down_drops_delayed_items_and_leaves_nothing_running() {
+        let q = queue();
+        for i in 0..100 {
+            q.add_after(format!("k{i}"), Duration::from_secs(i + 1));
+        }
+        q.shut_down();
+        assert_eq!(q.waiting_len(), 0);
+        tokio::time::sleep(Duration::from_secs(200)).await;
+        assert!(q.is_empty());
+        assert!(q.get().await.is_none());
+        // The queue is the only owner of its state: no background task holds a clone.
+        assert_eq!(Arc::strong_count(&q.inner), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_item_is_done_even_when_the_worker_panics() {
+        let q = queue();
+        q.add("a".into());
+        let worker = {
+            let q = q.clone();
+            tokio::spawn(async move {
+                let _item = q.get().await.unwrap();
+                q.add("a".into());
+                panic!("reconcile panicked");
+            })
+        };
+        assert!(worker.await.is_err());
+        assert_eq!(
+            q.len(),
+            1,
+            "re-added while processing, queued again when dropped"
+        );
+        assert_eq!(q.get().await.unwrap().key(), "a");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn due_items_are_promoted_in_deadline_order() {
+        let q = queue();
+        q.add_after("c".into(), Duration::from_secs(3));
+        q.add_after("a".into(), Duration::from_secs(1));
+        q.add_after("b".into(), Duration::from_secs(2));
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let order: Vec<String> = vec![
+            q.get().await.unwrap().key().clone(),
+            q.get().await.unwrap().key().clone(),
+            q.get().await.unwrap().key().clone(),
+        ];
+        assert_eq!(order, ["a", "b", "c"]);
     }
 }

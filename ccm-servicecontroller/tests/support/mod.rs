@@ -15,11 +15,11 @@ use ccm_core::{CloudError, CloudProvider, LoadBalancer};
 use ccm_provider_fake::FakeCloud;
 use ccm_servicecontroller::{Config, ServiceController};
 use ccm_testenv::{TestEnv, wait_for};
+use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::api::core::v1::{
     LoadBalancerStatus, Node, NodeCondition, NodeSpec, NodeStatus, Service, ServicePort,
     ServiceSpec,
 };
-use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -307,8 +307,9 @@ impl Harness {
         .expect("service gone");
     }
 
-    /// Events about the Service `name` with `reason`, as (type, note).
-    pub async fn events(&self, name: &str, reason: &str) -> Vec<(String, String)> {
+    /// The `core/v1` Events about the Service `name` with `reason`, each checked to come from the service
+    /// controller as Go writes it (`source.component`, `reportingComponent`).
+    pub async fn event_objects(&self, name: &str, reason: &str) -> Vec<Event> {
         let events: Api<Event> = Api::namespaced(self.client.clone(), &self.ns);
         events
             .list(&ListParams::default())
@@ -318,16 +319,29 @@ impl Harness {
             .into_iter()
             .filter(|e| {
                 e.reason.as_deref() == Some(reason)
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                    && e.involved_object.name.as_deref() == Some(name)
             })
-            .map(|e| {
+            .inspect(|e| {
                 assert_eq!(
-                    e.reporting_controller.as_deref(),
+                    e.source.as_ref().and_then(|s| s.component.as_deref()),
                     Some("service-controller"),
-                    "event component"
+                    "event source"
                 );
-                (e.type_.unwrap_or_default(), e.note.unwrap_or_default())
+                assert_eq!(
+                    e.reporting_component.as_deref(),
+                    Some("service-controller"),
+                    "event reporting component"
+                );
             })
+            .collect()
+    }
+
+    /// Events about the Service `name` with `reason`, as (type, message).
+    pub async fn events(&self, name: &str, reason: &str) -> Vec<(String, String)> {
+        self.event_objects(name, reason)
+            .await
+            .into_iter()
+            .map(|e| (e.type_.unwrap_or_default(), e.message.unwrap_or_default()))
             .collect()
     }
 

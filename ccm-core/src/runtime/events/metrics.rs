@@ -1,0 +1,90 @@
+//! Metrics of the Event recorder: what became of each emitted event, and the backlog per component.
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+
+use crate::runtime::metrics::SharedRegistry;
+
+/// What became of one emitted event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Written as a new Event object.
+    Created,
+    /// Written as a repeat (`count` raised on an existing object).
+    Patched,
+    /// Folded into a write still waiting in the backlog (no API call of its own).
+    Merged,
+    /// Skipped by the per-object spam filter (client-go's correlator does the same).
+    SpamFiltered,
+    /// Dropped because the backlog was full or the recorder was closed.
+    Dropped,
+    /// The API server refused it, or it kept failing until the writer gave up.
+    Failed,
+}
+
+impl Outcome {
+    /// The `outcome` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Created => "created",
+            Outcome::Patched => "patched",
+            Outcome::Merged => "merged",
+            Outcome::SpamFiltered => "spam_filtered",
+            Outcome::Dropped => "dropped",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
+type Labels = Vec<(String, String)>;
+
+/// `ccm_events_total{component,outcome}` and `ccm_events_backlog{component}`.
+#[derive(Debug, Clone, Default)]
+pub struct EventMetrics {
+    events: Family<Labels, Counter>,
+    backlog: Family<Labels, Gauge>,
+}
+
+impl EventMetrics {
+    /// Create the families and register them into `registry`.
+    pub fn register(registry: &SharedRegistry) -> Self {
+        let metrics = EventMetrics::default();
+        registry.register(
+            "ccm_events",
+            "Kubernetes Events emitted by the controllers, by component and what became of them",
+            metrics.events.clone(),
+        );
+        registry.register(
+            "ccm_events_backlog",
+            "Events waiting to be written, by component",
+            metrics.backlog.clone(),
+        );
+        metrics
+    }
+
+    pub(crate) fn count(&self, component: &str, outcome: Outcome) {
+        self.events
+            .get_or_create(&vec![
+                ("component".to_owned(), component.to_owned()),
+                ("outcome".to_owned(), outcome.as_str().to_owned()),
+            ])
+            .inc();
+    }
+
+    pub(crate) fn set_backlog(&self, component: &str, len: usize) {
+        self.backlog
+            .get_or_create(&vec![("component".to_owned(), component.to_owned())])
+            .set(i64::try_from(len).unwrap_or(i64::MAX));
+    }
+
+    /// How many events of `component` ended with `outcome` so far.
+    pub fn total(&self, component: &str, outcome: Outcome) -> u64 {
+        self.events
+            .get_or_create(&vec![
+                ("component".to_owned(), component.to_owned()),
+                ("outcome".to_owned(), outcome.as_str().to_owned()),
+            ])
+            .get()
+    }
+}

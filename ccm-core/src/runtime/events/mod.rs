@@ -1,0 +1,333 @@
+//! Kubernetes Events the way Go's controllers write them, without ever making a controller wait.
+//!
+//! - **`core/v1` Events**, as client-go's recorder writes them: `source.component` and `reportingComponent`
+//!   (the Go component names in [`crate::names::components`]), `reportingInstance` (this replica), `count`,
+//!   `firstTimestamp` and `lastTimestamp`, Go's reasons and messages, named `<object>.<nanoseconds in hex>` in the
+//!   object's namespace (`default` for Nodes). Every tool that reads `kubectl get events` sees them as Go's.
+//! - **Correlated like client-go** ([`correlator`]): a repeat raises the `count` of one object (a PATCH) instead of
+//!   making another; ten distinct messages of one reason combine; each source and object may burst 25 events, then
+//!   one per five minutes.
+//! - **Non-blocking**: [`EventRecorder::normal`] and [`EventRecorder::warning`] return at once. One writer task per
+//!   component writes the backlog in order; a repeat of an event still waiting merges into it, so a burst of
+//!   identical emissions is one object and one write. The backlog is bounded ([`DEFAULT_BACKLOG`] per component);
+//!   what does not fit is dropped and counted (`ccm_events_total{outcome="dropped"}`).
+//! - **Lower priority than object writes**: the runtime gives the writer a client that shares the controller's
+//!   `--kube-api-qps` budget but only takes tokens that are free at that moment (see
+//!   [`crate::runtime::ratelimit`]), so a Node's or Service's own patches never wait behind Events.
+//!
+//! One [`EventSink`] serves the whole process; each controller takes an [`EventRecorder`] for its component.
+//!
+//! ```no_run
+//! use ccm_core::names;
+//! use ccm_core::runtime::events::EventSink;
+//! use ccm_core::runtime::metrics::SharedRegistry;
+//! use k8s_openapi::api::core::v1::Node;
+//! use kube::Resource;
+//!
+//! # async fn demo(client: kube::Client, node: Node) {
+//! let sink = EventSink::new().with_metrics(&SharedRegistry::new());
+//! let recorder = sink.recorder(client, names::components::CLOUD_NODE_CONTROLLER, Some("ccm-0".into()));
+//! recorder.normal(&node.object_ref(&()), names::events::SYNCED, "Node synced successfully");
+//! // At shutdown: write what is still waiting, for at most five seconds.
+//! sink.close(std::time::Duration::from_secs(5)).await;
+//! # }
+//! ```
+
+pub mod correlator;
+pub mod metrics;
+mod writer;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::jiff::Timestamp;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use self::correlator::{Correlator, Emission};
+use self::metrics::EventMetrics;
+use self::writer::Lane;
+
+/// Events one component may have waiting to be written before new ones are dropped. Go's broadcaster queues
+/// 1,000 per process; this is per component, enough for a 1,000-node initialization burst with room to spare.
+pub const DEFAULT_BACKLOG: usize = 4096;
+
+/// Messages longer than this are cut (the API server's limit for an Event note).
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+
+/// The type of an Event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Something expected happened.
+    Normal,
+    /// Something went wrong or needs attention.
+    Warning,
+}
+
+impl EventType {
+    /// `Normal` or `Warning`, as written in `type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
+struct SinkInner {
+    correlator: Mutex<Correlator>,
+    lanes: Mutex<HashMap<String, Arc<Lane>>>,
+    progress: Arc<Notify>,
+    backlog: usize,
+    metrics: Option<EventMetrics>,
+}
+
+/// The process-wide Event pipeline: one correlator, and one background writer per component. Cheap to clone.
+#[derive(Clone)]
+pub struct EventSink {
+    inner: Arc<SinkInner>,
+}
+
+impl std::fmt::Debug for EventSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventSink")
+            .field("backlog", &self.inner.backlog)
+            .field("waiting", &self.waiting())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for EventSink {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EventSink {
+    /// A sink with a backlog of [`DEFAULT_BACKLOG`] events per component and no metrics.
+    pub fn new() -> Self {
+        Self::build(DEFAULT_BACKLOG, None)
+    }
+
+    fn build(backlog: usize, metrics: Option<EventMetrics>) -> Self {
+        EventSink {
+            inner: Arc::new(SinkInner {
+                correlator: Mutex::new(Correlator::default()),
+                lanes: Mutex::new(HashMap::new()),
+                progress: Arc::new(Notify::new()),
+                backlog: backlog.max(1),
+                metrics,
+            }),
+        }
+    }
+
+    /// The same sink with a backlog of `backlog` events per component (before any recorder is made).
+    pub fn with_backlog(self, backlog: usize) -> Self {
+        Self::build(backlog, self.inner.metrics.clone())
+    }
+
+    /// The same sink, counting into `ccm_events_total` and `ccm_events_backlog` in `registry` (before any
+    /// recorder is made).
+    pub fn with_metrics(self, registry: &crate::runtime::metrics::SharedRegistry) -> Self {
+        Self::build(self.inner.backlog, Some(EventMetrics::register(registry)))
+    }
+
+    /// The metrics, if registered.
+    pub fn metrics(&self) -> Option<&EventMetrics> {
+        self.inner.metrics.as_ref()
+    }
+
+    /// A recorder for `component` (for example `service-controller`) from the replica `instance`. Events of a
+    /// component are written with the `client` of its first recorder.
+    pub fn recorder(
+        &self,
+        client: kube::Client,
+        component: &str,
+        instance: Option<String>,
+    ) -> EventRecorder {
+        let lane = {
+            let mut lanes = self.inner.lanes.lock().unwrap_or_else(|e| e.into_inner());
+            lanes
+                .entry(component.to_owned())
+                .or_insert_with(|| {
+                    let lane = Arc::new(Lane::new(
+                        component,
+                        client,
+                        self.inner.backlog,
+                        self.inner.progress.clone(),
+                        self.inner.metrics.clone(),
+                    ));
+                    match tokio::runtime::Handle::try_current() {
+                        Ok(handle) => {
+                            handle.spawn(lane.clone().run());
+                        }
+                        Err(_) => {
+                            tracing::warn!(component, "event recorder made outside a Tokio runtime: its events are only logged");
+                            lane.close();
+                        }
+                    }
+                    lane
+                })
+                .clone()
+        };
+        EventRecorder {
+            sink: self.clone(),
+            lane,
+            component: component.to_owned(),
+            instance,
+        }
+    }
+
+    /// Events waiting to be written, over all components.
+    pub fn waiting(&self) -> usize {
+        self.lanes().iter().map(|l| l.backlog()).sum()
+    }
+
+    fn lanes(&self) -> Vec<Arc<Lane>> {
+        self.inner
+            .lanes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Wait until every event emitted so far has been written (or given up).
+    pub async fn flush(&self) {
+        loop {
+            let progress = self.inner.progress.notified();
+            if self.lanes().iter().all(|l| l.is_idle()) {
+                return;
+            }
+            progress.await;
+        }
+    }
+
+    /// Write what is waiting for at most `timeout`, then accept no more events (they are still logged). Returns
+    /// how many events were left unwritten.
+    pub async fn close(&self, timeout: Duration) -> usize {
+        let flushed = tokio::time::timeout(timeout, self.flush()).await.is_ok();
+        for lane in self.lanes() {
+            lane.close();
+        }
+        let left = if flushed { 0 } else { self.waiting() };
+        if left > 0 {
+            tracing::warn!(events = left, "shutting down with events not yet written");
+        }
+        left
+    }
+}
+
+/// Emits Events for one controller; cheap to clone. Emitting never waits: the event is logged, correlated and
+/// queued, and a background writer sends it.
+#[derive(Clone)]
+pub struct EventRecorder {
+    sink: EventSink,
+    lane: Arc<Lane>,
+    component: String,
+    instance: Option<String>,
+}
+
+impl std::fmt::Debug for EventRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventRecorder")
+            .field("component", &self.component)
+            .field("instance", &self.instance)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EventRecorder {
+    /// The component name (`source.component`).
+    pub fn component(&self) -> &str {
+        &self.component
+    }
+
+    /// The sink this recorder writes through.
+    pub fn sink(&self) -> &EventSink {
+        &self.sink
+    }
+
+    /// Emit a Normal event.
+    pub fn normal(&self, regarding: &ObjectReference, reason: &str, message: impl Into<String>) {
+        self.publish(regarding, EventType::Normal, reason, message.into());
+    }
+
+    /// Emit a Warning event.
+    pub fn warning(&self, regarding: &ObjectReference, reason: &str, message: impl Into<String>) {
+        self.publish(regarding, EventType::Warning, reason, message.into());
+    }
+
+    /// Emit an event: log it, correlate it and queue it for the writer. Never waits and never fails (Events are
+    /// best effort, as in Go).
+    pub fn publish(
+        &self,
+        regarding: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        message: String,
+    ) {
+        let object = regarding.name.as_deref().unwrap_or_default();
+        let namespace = regarding.namespace.as_deref().unwrap_or_default();
+        let kind = regarding.kind.as_deref().unwrap_or_default();
+        match type_ {
+            EventType::Normal => {
+                tracing::info!(component = %self.component, kind, namespace, object, reason, message = %message, "event")
+            }
+            EventType::Warning => {
+                tracing::warn!(component = %self.component, kind, namespace, object, reason, message = %message, "event")
+            }
+        }
+        let emission = Emission {
+            regarding: regarding.clone(),
+            type_: type_.as_str(),
+            reason: reason.to_owned(),
+            message: truncate(message),
+            component: self.component.clone(),
+            instance: self.instance.clone(),
+        };
+        let correlated = self
+            .sink
+            .inner
+            .correlator
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .correlate(&emission, Instant::now(), Timestamp::now());
+        self.lane.push(correlated);
+    }
+}
+
+fn truncate(mut message: String) -> String {
+    if message.len() > MAX_MESSAGE_BYTES {
+        let mut cut = MAX_MESSAGE_BYTES - 3;
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        message.truncate(cut);
+        message.push_str("...");
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_messages_are_cut_on_a_character_boundary() {
+        assert_eq!(truncate("short".into()), "short");
+        let long = "é".repeat(1000);
+        let cut = truncate(long);
+        assert!(cut.len() <= MAX_MESSAGE_BYTES);
+        assert!(cut.ends_with("..."));
+    }
+
+    #[test]
+    fn event_types_are_go_strings() {
+        assert_eq!(EventType::Normal.as_str(), "Normal");
+        assert_eq!(EventType::Warning.as_str(), "Warning");
+    }
+}

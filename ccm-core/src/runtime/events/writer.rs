@@ -1,0 +1,242 @@
+//! The background writer of one Event lane: a bounded backlog in which repeats of a pending event merge, and one
+//! task that writes it to the API server in order.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Event;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use tokio::sync::Notify;
+
+use super::correlator::Correlated;
+use super::metrics::{EventMetrics, Outcome};
+
+/// How often a write that failed for a passing reason (429, 5xx, connection) is tried before the event is given
+/// up (client-go tries 12 times, 10 s apart; a shorter series keeps the backlog moving when the API server is
+/// down for long).
+pub const MAX_ATTEMPTS: u32 = 6;
+const FIRST_RETRY: Duration = Duration::from_millis(250);
+const MAX_RETRY: Duration = Duration::from_secs(10);
+
+/// One write waiting in the backlog.
+#[derive(Debug)]
+struct Pending {
+    event: Event,
+    /// The object does not exist yet on the server (as far as we know).
+    create: bool,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    order: VecDeque<String>,
+    pending: HashMap<String, Pending>,
+    /// The writer holds an event it took from the backlog.
+    busy: bool,
+    closed: bool,
+}
+
+/// The backlog and writer of one component's Events.
+pub(super) struct Lane {
+    component: String,
+    client: kube::Client,
+    capacity: usize,
+    state: Mutex<State>,
+    wake: Notify,
+    progress: Arc<Notify>,
+    metrics: Option<EventMetrics>,
+}
+
+impl std::fmt::Debug for Lane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lane")
+            .field("component", &self.component)
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Lane {
+    pub(super) fn new(
+        component: &str,
+        client: kube::Client,
+        capacity: usize,
+        progress: Arc<Notify>,
+        metrics: Option<EventMetrics>,
+    ) -> Self {
+        Lane {
+            component: component.to_owned(),
+            client,
+            capacity: capacity.max(1),
+            state: Mutex::new(State::default()),
+            wake: Notify::new(),
+            progress,
+            metrics,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn count(&self, outcome: Outcome) {
+        if let Some(m) = &self.metrics {
+            m.count(&self.component, outcome);
+        }
+    }
+
+    fn set_backlog(&self, state: &State) {
+        if let Some(m) = &self.metrics {
+            m.set_backlog(&self.component, state.pending.len());
+        }
+    }
+
+    /// Queue a correlated event. A repeat of an event still in the backlog replaces it (so a burst of identical
+    /// emissions is one write); a new event beyond the capacity is dropped and counted.
+    pub(super) fn push(&self, correlated: Correlated) {
+        let (event, create) = match correlated {
+            Correlated::Create(event) => (event, true),
+            Correlated::Update(event) => (event, false),
+            Correlated::Skip => {
+                self.count(Outcome::SpamFiltered);
+                return;
+            }
+        };
+        let Some(name) = event.metadata.name.clone() else {
+            return;
+        };
+        let mut state = self.lock();
+        if state.closed {
+            self.count(Outcome::Dropped);
+            return;
+        }
+        if let Some(waiting) = state.pending.get_mut(&name) {
+            // Still a create if the object was never written: it is created with the newest count.
+            waiting.event = event;
+            self.count(Outcome::Merged);
+            return;
+        }
+        if state.pending.len() >= self.capacity {
+            drop(state);
+            self.count(Outcome::Dropped);
+            tracing::debug!(component = %self.component, event = %name, "event backlog full, event dropped");
+            return;
+        }
+        state.order.push_back(name.clone());
+        state.pending.insert(name, Pending { event, create });
+        self.set_backlog(&state);
+        drop(state);
+        self.wake.notify_one();
+    }
+
+    /// True when nothing is waiting and nothing is being written.
+    pub(super) fn is_idle(&self) -> bool {
+        let state = self.lock();
+        state.pending.is_empty() && !state.busy
+    }
+
+    /// Accept no more events; the writer stops once the backlog is written.
+    pub(super) fn close(&self) {
+        self.lock().closed = true;
+        self.wake.notify_one();
+    }
+
+    /// Events still waiting.
+    pub(super) fn backlog(&self) -> usize {
+        self.lock().pending.len()
+    }
+
+    /// Write the backlog, in order, until the lane is closed and empty.
+    pub(super) async fn run(self: Arc<Self>) {
+        loop {
+            let woken = self.wake.notified();
+            let next = {
+                let mut state = self.lock();
+                match state.order.pop_front() {
+                    Some(name) => {
+                        let pending = state.pending.remove(&name);
+                        state.busy = pending.is_some();
+                        self.set_backlog(&state);
+                        pending
+                    }
+                    None if state.closed => return,
+                    None => None,
+                }
+            };
+            match next {
+                Some(pending) => {
+                    self.write(pending).await;
+                    self.lock().busy = false;
+                    self.progress.notify_waiters();
+                }
+                None => woken.await,
+            }
+        }
+    }
+
+    async fn write(&self, pending: Pending) {
+        let Pending {
+            mut event,
+            mut create,
+        } = pending;
+        let namespace = event.metadata.namespace.clone().unwrap_or_default();
+        let name = event.metadata.name.clone().unwrap_or_default();
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        let mut attempt = 0;
+        loop {
+            let result = if create {
+                event.metadata.resource_version = None;
+                api.create(&PostParams::default(), &event).await.map(drop)
+            } else {
+                let patch = serde_json::json!({
+                    "count": event.count,
+                    "lastTimestamp": event.last_timestamp,
+                    "message": event.message,
+                });
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map(drop)
+            };
+            let error = match result {
+                Ok(()) => {
+                    self.count(if create {
+                        Outcome::Created
+                    } else {
+                        Outcome::Patched
+                    });
+                    return;
+                }
+                Err(error) => error,
+            };
+            let status = match &error {
+                kube::Error::Api(status) => Some(status.code),
+                _ => None,
+            };
+            match status {
+                // Created meanwhile (a retried create that had gone through): update it instead.
+                Some(409) if create => create = false,
+                // Expired or deleted: create it again with the count so far, as client-go does.
+                Some(404) if !create => create = true,
+                Some(code) if code != 429 && code < 500 => {
+                    self.count(Outcome::Failed);
+                    tracing::warn!(component = %self.component, event = %name, %error, "could not write event");
+                    return;
+                }
+                _ => {
+                    attempt += 1;
+                    if attempt >= MAX_ATTEMPTS || self.lock().closed {
+                        self.count(Outcome::Failed);
+                        tracing::warn!(component = %self.component, event = %name, %error, attempts = attempt, "could not write event, giving up");
+                        return;
+                    }
+                    let delay = FIRST_RETRY
+                        .saturating_mul(1 << (attempt - 1).min(16))
+                        .min(MAX_RETRY);
+                    tracing::debug!(component = %self.component, event = %name, %error, ?delay, "event write failed, retrying");
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+    }
+}
