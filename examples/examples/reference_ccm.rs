@@ -1,8 +1,10 @@
-//! The reference cloud controller manager: the four standard controllers on the fake provider.
+//! The reference cloud controller manager: the four standard controllers on the fake provider, and the example
+//! vendor controller `tagging-controller` (`examples/src/tagging.rs`), which `--controllers=*,tagging` turns on.
 //!
 //! ```text
 //! cargo run -p examples --example reference-ccm -- \
-//!     --cloud-provider=fake --cloud-config=examples/inventory.yaml --kubeconfig=$KUBECONFIG
+//!     --cloud-provider=fake --cloud-config=examples/inventory.yaml --kubeconfig=$KUBECONFIG \
+//!     --controllers=*,tagging
 //! ```
 //!
 //! Every flag of the Go cloud-controller-manager that the SDK supports is accepted; `--help` lists them.

@@ -11,14 +11,19 @@
 //!   Nodes and a LoadBalancer Service, waits for the CCM to initialize and provision them, and prints a table.
 //! - The **generated files** ([`generated_files`], example `manifests`, run by `cargo xtask manifests`): the
 //!   deployment manifests under `deploy/` and the config-file schema `docs/schema/ccm-config.schema.json`.
+//! - A **vendor controller** on the controller kit ([`tagging`]): tags the fake cloud's instances; the model for a
+//!   controller of your own. The reference CCM runs it with `--controllers=*,tagging`.
 
 pub mod demo;
+pub mod tagging;
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use ccm_app::deploy::{Manifest, ManifestOptions, object, render, yaml_documents};
 use ccm_app::{CcmBuilder, CloudControllerManager};
-use ccm_core::{ProviderRegistry, RegistryError};
+use ccm_core::{CloudProvider, ProviderRegistry, RegistryError};
 use ccm_provider_fake::FakeCloud;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -38,8 +43,12 @@ pub const CLOUD_CONFIG_MAP: &str = "reference-ccm-cloud-config";
 /// Where the inventory is mounted in the reference deployment.
 pub const CLOUD_CONFIG_DIR: &str = "/etc/kubernetes/cloud-config";
 
-/// The reference CCM: the fake provider registered as `fake` and the standard controllers (the four Go ones and
-/// the doctor's `node-bootstrap-selfcheck`); `reference-ccm doctor [...]` runs the doctor.
+/// How often the reference CCM's tagging controller checks a tagged instance again.
+pub const TAGGING_RESYNC: Duration = Duration::from_secs(300);
+
+/// The reference CCM: the fake provider registered as `fake`, the standard controllers (the four Go ones and
+/// the doctor's `node-bootstrap-selfcheck`) and the vendor controller [`tagging`] (off unless
+/// `--controllers=*,tagging`); `reference-ccm doctor [...]` runs the doctor.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<std::process::ExitCode, ccm_core::RegistryError> {
@@ -52,13 +61,27 @@ pub const CLOUD_CONFIG_DIR: &str = "/etc/kubernetes/cloud-config";
 /// [`RegistryError`] if the fake provider cannot be registered (never with a fresh registry).
 pub fn reference_ccm() -> Result<CcmBuilder, RegistryError> {
     let registry = ProviderRegistry::new();
-    FakeCloud::register(&registry)?;
+    // The provider factory builds the cloud from --cloud-config; the tagging controller, started later, talks to
+    // that same cloud.
+    let built: Arc<Mutex<Option<FakeCloud>>> = Arc::default();
+    let slot = built.clone();
+    registry.register(ccm_provider_fake::PROVIDER_NAME, move |config| {
+        let cloud = match config {
+            None => FakeCloud::new(),
+            Some(reader) => FakeCloud::from_inventory_reader(reader, "--cloud-config")?,
+        };
+        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(cloud.clone());
+        Ok(Arc::new(cloud) as Arc<dyn CloudProvider>)
+    })?;
+    let cloud = move || built.lock().unwrap_or_else(|e| e.into_inner()).clone();
     Ok(CloudControllerManager::builder(registry)
         .with_default_controllers()
+        .register_controller(tagging::descriptor_with(cloud, TAGGING_RESYNC))
         .with_command_name(COMMAND_NAME)
         .with_about(
             "The reference cloud controller manager of the ccm-rs SDK: the four standard controllers on the fake \
-             cloud provider, whose cloud is described by an inventory file (--cloud-config).",
+             cloud provider, whose cloud is described by an inventory file (--cloud-config), and the example \
+             vendor controller tagging-controller (--controllers=*,tagging).",
         ))
 }
 
@@ -185,5 +208,21 @@ mod tests {
                 "node-bootstrap-selfcheck"
             ]
         );
+    }
+
+    #[test]
+    fn the_reference_ccm_runs_the_tagging_controller_when_named() {
+        let builder = reference_ccm().unwrap();
+        let enabled = |controllers: &str| -> bool {
+            let options = builder
+                .parse_args(["reference-ccm", "--cloud-provider=fake", controllers])
+                .unwrap();
+            let plan = builder.validate(&options).unwrap();
+            plan.iter().any(|d| d.name == tagging::NAME)
+        };
+        assert!(enabled("--controllers=*,tagging"));
+        assert!(enabled("--controllers=tagging-controller"));
+        assert!(!enabled("--controllers=*"));
+        assert!(!enabled("--controllers=*,-tagging"));
     }
 }

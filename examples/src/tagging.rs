@@ -1,0 +1,378 @@
+//! A vendor controller written on the controller kit (`ccm_core::runtime`): the model to copy.
+//!
+//! The `tagging-controller` (alias `tagging`, off unless `--controllers` names it) makes sure the cloud instance
+//! of every initialized Node carries the tags `kubernetes.io/cluster/<cluster-name>=owned` and
+//! `ccm.example/node-name=<node name>`, as AWS's tagging controller does. Here the cloud is the in-memory
+//! [`FakeCloud`] and the tags are its instances' labels.
+//!
+//! A kit controller is two things:
+//! - a **pure plan**, [`plan_tags`]: what to change, decided from the cached Node and the cloud's answer;
+//! - a **reconcile function** for one key (a Node name): read, plan, write, emit an Event, and say when to look
+//!   again ([`Action`]).
+//!
+//! The kit does the rest: the shared Node informer and its cache, the event pump
+//! ([`Subscription::for_each`]), the work queue with Go's `workqueue_*` metrics, the workers and the retry
+//! decision ([`run_workers`]), Events that never block ([`EventRecorder`]), and, in the runtime, `--controllers`,
+//! leader election, `running_managed_controllers` and shutdown.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use ccm_core::ProviderRegistry;
+//! use ccm_provider_fake::FakeCloud;
+//!
+//! # async fn demo() -> std::process::ExitCode {
+//! let cloud = FakeCloud::new();
+//! let registry = ProviderRegistry::new();
+//! cloud.register_shared(&registry, "fake").expect("a fresh registry");
+//! ccm_app::CloudControllerManager::builder(registry)
+//!     .with_default_controllers()
+//!     .register_controller(examples::tagging::descriptor(cloud, Duration::from_secs(300)))
+//!     .run_from_args() // with --controllers=*,tagging
+//!     .await
+//! # }
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ccm_core::helpers::{node_name, node_provider_id};
+use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
+use ccm_core::runtime::events::EventRecorder;
+use ccm_core::runtime::informer::{Informer, InformerEvent, Store, Subscription};
+use ccm_core::runtime::workers::{Action, run_workers};
+use ccm_core::runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
+use ccm_core::{BoxError, CloudError};
+use ccm_provider_fake::FakeCloud;
+use k8s_openapi::api::core::v1::Node;
+use kube::{Resource, ResourceExt};
+use tokio_util::sync::CancellationToken;
+
+/// The controller's name in `--controllers`.
+pub const NAME: &str = "tagging-controller";
+/// Its alias, also its `running_managed_controllers` name.
+pub const ALIAS: &str = "tagging";
+/// The work queue's name in the `workqueue_*` metrics.
+pub const QUEUE_NAME: &str = "tagging";
+/// The `source.component` of its Events.
+pub const COMPONENT: &str = "tagging-controller";
+/// The reason of the Normal Event emitted when an instance was tagged.
+pub const TAGGED_INSTANCE: &str = "TaggedInstance";
+/// The tag naming the Node an instance serves.
+pub const NODE_NAME_TAG: &str = "ccm.example/node-name";
+/// Concurrent reconciles.
+const WORKERS: usize = 2;
+
+/// The tag marking an instance as owned by the cluster: `kubernetes.io/cluster/<cluster>`, value `owned`.
+pub fn cluster_tag(cluster: &str) -> String {
+    format!("kubernetes.io/cluster/{cluster}")
+}
+
+/// The tags to set on `node`'s instance, whose tags are `current`: `None` when there is nothing to do (every tag
+/// is there with its value, the Node has no providerID yet, or there is no cluster name). Other tags are left
+/// alone.
+pub fn plan_tags(
+    current: &BTreeMap<String, String>,
+    node: &Node,
+    cluster: &str,
+) -> Option<BTreeMap<String, String>> {
+    if node_provider_id(node).is_empty() || node_name(node).is_empty() || cluster.is_empty() {
+        return None;
+    }
+    let wanted = [
+        (cluster_tag(cluster), "owned".to_owned()),
+        (NODE_NAME_TAG.to_owned(), node_name(node).to_owned()),
+    ];
+    let missing: BTreeMap<String, String> = wanted
+        .into_iter()
+        .filter(|(key, value)| current.get(key) != Some(value))
+        .collect();
+    (!missing.is_empty()).then_some(missing)
+}
+
+/// The controller descriptor for the runtime: `tagging-controller`, alias `tagging`, disabled by default. Each
+/// tagged Node is checked again every `resync` (someone may remove the tags).
+pub fn descriptor(cloud: FakeCloud, resync: Duration) -> ControllerDescriptor {
+    descriptor_with(move || Some(cloud.clone()), resync)
+}
+
+/// The same, for a binary whose cloud is built later, by its provider factory (the reference CCM): `cloud` is
+/// asked when the controller starts; `None` (not on the fake cloud) leaves it off, which the runtime logs.
+pub fn descriptor_with(
+    cloud: impl Fn() -> Option<FakeCloud> + Send + Sync + 'static,
+    resync: Duration,
+) -> ControllerDescriptor {
+    ControllerDescriptor::new(NAME, move |ctx: &ControllerContext| {
+        Ok(cloud().map(|cloud| {
+            Box::new(TaggingController::new(ctx, cloud, resync)) as Box<dyn Controller>
+        }))
+    })
+    .with_aliases(&[ALIAS])
+    .disabled_by_default()
+}
+
+/// The tagging controller; build it with [`descriptor`] (or [`TaggingController::new`] to run it alone).
+pub struct TaggingController {
+    tagger: Arc<Tagger>,
+    informer: Informer<Node>,
+    events: Subscription<Node>,
+    queue: WorkQueue<String>,
+}
+
+/// What a reconcile needs.
+struct Tagger {
+    cloud: FakeCloud,
+    cluster: String,
+    resync: Duration,
+    nodes: Store<Node>,
+    recorder: EventRecorder,
+}
+
+impl TaggingController {
+    /// Subscribe to the shared Node informer (now, so no change is missed before [`Controller::run`]) and create
+    /// the queue with its metrics.
+    pub fn new(ctx: &ControllerContext, cloud: FakeCloud, resync: Duration) -> Self {
+        let informer = ctx.informers.nodes().clone();
+        TaggingController {
+            tagger: Arc::new(Tagger {
+                cloud,
+                cluster: ctx.cluster_name.clone(),
+                resync,
+                nodes: informer.store(),
+                recorder: ctx.recorder(COMPONENT),
+            }),
+            events: informer.subscribe(),
+            informer,
+            queue: WorkQueue::with_metrics(
+                QUEUE_NAME,
+                default_controller_rate_limiter(),
+                &ctx.workqueue_metrics,
+            ),
+        }
+    }
+}
+
+#[async_trait]
+impl Controller for TaggingController {
+    async fn run(self: Box<Self>, shutdown: CancellationToken) -> Result<(), BoxError> {
+        let TaggingController {
+            tagger,
+            informer,
+            events,
+            queue,
+        } = *self;
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            () = informer.wait_synced() => {}
+        }
+        let store = informer.store();
+        let queue_all = || store.keys().into_iter().for_each(|key| queue.add(key));
+        queue_all();
+        let pump = events.for_each(&shutdown, |event| match event {
+            InformerEvent::Added(node) | InformerEvent::Updated { new: node, .. } => {
+                queue.add(node.name_any());
+            }
+            // The instance is gone or someone else's: nothing to do.
+            InformerEvent::Deleted(_) => {}
+            InformerEvent::Resync => queue_all(),
+        });
+        let reconcile = move |name: String| {
+            let tagger = tagger.clone();
+            async move { tagger.reconcile(&name).await }
+        };
+        let workers = run_workers(NAME, queue.clone(), WORKERS, shutdown.clone(), reconcile);
+        tokio::join!(pump, workers);
+        Ok(())
+    }
+}
+
+impl Tagger {
+    /// Tag the instance of the Node `name` if it lacks a tag. The fake cloud cannot fail; a real cloud's
+    /// [`CloudError`] is returned from here, and `run_workers` retries after the delay it asks for, or with
+    /// backoff.
+    async fn reconcile(&self, name: &str) -> Result<Action, CloudError> {
+        let Some(node) = self.nodes.get(name) else {
+            return Ok(Action::Done); // deleted: nothing to do
+        };
+        let Some(instance) = self.cloud.instance(name) else {
+            return Ok(Action::Done); // no instance in this cloud
+        };
+        if instance.provider_id.as_deref() != Some(node_provider_id(&node)) {
+            return Ok(Action::Done); // not initialized yet (the update will queue it), or not this instance
+        }
+        if let Some(tags) = plan_tags(&instance.labels, &node, &self.cluster) {
+            let list = tags.iter().map(|(k, v)| format!("{k}={v}"));
+            let message = format!(
+                "Tagged instance {} with {}",
+                node_provider_id(&node),
+                list.collect::<Vec<_>>().join(", ")
+            );
+            self.cloud
+                .update_instance(name, |instance| instance.labels.extend(tags));
+            self.recorder
+                .normal(&node.object_ref(&()), TAGGED_INSTANCE, message);
+        }
+        Ok(Action::RequeueAfter(self.resync))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ccm_core::runtime::informer::{InformerScope, SharedInformers};
+    use ccm_core::runtime::metrics::SharedRegistry;
+    use ccm_provider_fake::FakeInstance;
+    use k8s_openapi::api::core::v1::NodeSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    const CLUSTER_TAG: &str = "kubernetes.io/cluster/prod";
+
+    fn node(name: Option<&str>, provider_id: Option<&str>) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: name.map(str::to_owned),
+                ..ObjectMeta::default()
+            },
+            spec: Some(NodeSpec {
+                provider_id: provider_id.map(str::to_owned),
+                ..NodeSpec::default()
+            }),
+            ..Node::default()
+        }
+    }
+
+    fn tags(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn the_cluster_tag_names_the_cluster() {
+        assert_eq!(cluster_tag("prod"), CLUSTER_TAG);
+    }
+
+    #[test]
+    fn plan_tags_covers_every_case() {
+        let n1 = node(Some("n1"), Some("fake://n1"));
+        let plan = |current: &[(&str, &str)], node: &Node, cluster: &str| {
+            plan_tags(&tags(current), node, cluster)
+        };
+        let owned = (CLUSTER_TAG, "owned");
+        let named = (NODE_NAME_TAG, "n1");
+        let both = Some(tags(&[owned, named]));
+        // Missing or wrong tags are planned, and only those; other tags are left alone.
+        assert_eq!(plan(&[], &n1, "prod"), both, "untagged");
+        assert_eq!(plan(&[("team", "a")], &n1, "prod"), both, "other tags");
+        assert_eq!(
+            plan(&[named], &n1, "prod"),
+            Some(tags(&[owned])),
+            "no cluster tag"
+        );
+        assert_eq!(
+            plan(&[owned], &n1, "prod"),
+            Some(tags(&[named])),
+            "no name tag"
+        );
+        let shared = (CLUSTER_TAG, "shared");
+        assert_eq!(
+            plan(&[shared, named], &n1, "prod"),
+            Some(tags(&[owned])),
+            "shared"
+        );
+        let other_node = (NODE_NAME_TAG, "n0");
+        assert_eq!(
+            plan(&[owned, other_node], &n1, "prod"),
+            Some(tags(&[named])),
+            "renamed"
+        );
+        let dev = ("kubernetes.io/cluster/dev", "owned");
+        assert_eq!(
+            plan(&[dev, named], &n1, "prod"),
+            Some(tags(&[owned])),
+            "other cluster"
+        );
+        // Tagged: nothing to do.
+        assert_eq!(plan(&[owned, named], &n1, "prod"), None, "tagged");
+        assert_eq!(
+            plan(&[owned, named, ("team", "a")], &n1, "prod"),
+            None,
+            "tagged, more tags"
+        );
+        // Not in the cloud yet, or nothing to tag with: nothing to do.
+        assert_eq!(
+            plan(&[], &node(Some("n1"), None), "prod"),
+            None,
+            "no providerID"
+        );
+        assert_eq!(
+            plan(&[], &node(Some("n1"), Some("")), "prod"),
+            None,
+            "empty providerID"
+        );
+        let no_spec = Node {
+            spec: None,
+            ..n1.clone()
+        };
+        assert_eq!(plan(&[], &no_spec, "prod"), None, "no spec");
+        assert_eq!(
+            plan(&[], &node(None, Some("fake://n1")), "prod"),
+            None,
+            "no name"
+        );
+        assert_eq!(plan(&[], &n1, ""), None, "no cluster name");
+    }
+
+    /// A controller over a cache filled by hand; its client points nowhere (the Events are only attempted).
+    fn tagger(cloud: &FakeCloud, nodes: &[Node]) -> Arc<Tagger> {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URL"));
+        let client = kube::Client::try_from(config).expect("a client");
+        let informers = SharedInformers::new(client.clone(), &InformerScope::all());
+        for node in nodes {
+            informers
+                .nodes()
+                .store()
+                .insert(node.name_any(), Arc::new(node.clone()));
+        }
+        let provider = Arc::new(cloud.clone());
+        let ctx =
+            ControllerContext::new(client, provider, informers, SharedRegistry::new(), "prod");
+        TaggingController::new(&ctx, cloud.clone(), Duration::from_secs(60)).tagger
+    }
+
+    #[tokio::test]
+    async fn reconcile_tags_initialized_nodes_and_looks_again_later() {
+        let cloud = FakeCloud::new();
+        for name in ["n1", "gone", "uninitialized", "elsewhere"] {
+            cloud.add_instance(FakeInstance::new(name));
+        }
+        let tagger = tagger(
+            &cloud,
+            &[
+                node(Some("n1"), Some("fake://n1")),
+                node(Some("uninitialized"), None),
+                node(Some("elsewhere"), Some("other://elsewhere")),
+                node(Some("no-instance"), Some("fake://no-instance")),
+            ],
+        );
+        let resync = Some(Action::RequeueAfter(Duration::from_secs(60)));
+        assert_eq!(tagger.reconcile("n1").await.ok(), resync);
+        let want = tags(&[(CLUSTER_TAG, "owned"), (NODE_NAME_TAG, "n1")]);
+        assert_eq!(cloud.instance("n1").unwrap().labels, want);
+        // Tagged already: nothing changes, the check repeats.
+        assert_eq!(tagger.reconcile("n1").await.ok(), resync);
+        assert_eq!(cloud.instance("n1").unwrap().labels, want);
+        for name in ["gone", "uninitialized", "elsewhere", "no-instance"] {
+            assert_eq!(
+                tagger.reconcile(name).await.ok(),
+                Some(Action::Done),
+                "{name}"
+            );
+            if let Some(instance) = cloud.instance(name) {
+                assert!(instance.labels.is_empty(), "{name} is left alone");
+            }
+        }
+    }
+}

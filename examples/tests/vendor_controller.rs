@@ -1,0 +1,369 @@
+//! A vendor controller on the controller kit (`examples::tagging`) inside the real runtime, against a real
+//! kube-apiserver: enabled by `--controllers=*,tagging` it tags the instances of the Nodes the cloud node
+//! controller initialized, records `TaggedInstance` Events, shows in the metrics, re-tags after drift and stops
+//! with the CCM; with the default `--controllers=*` it does not run; the reference CCM wires it to its own cloud.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ccm_app::{CcmBuilder, CcmStatus, CloudControllerManager, RunningCcm};
+use ccm_core::{ProviderRegistry, names};
+use ccm_provider_fake::{FakeCloud, FakeInstance};
+use ccm_testenv::{TestEnv, wait_for};
+use examples::tagging;
+use k8s_openapi::api::core::v1::{Event, Node, NodeCondition, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use tokio_util::sync::CancellationToken;
+
+/// How long to wait for the CCM to act.
+const TIMEOUT: Duration = Duration::from_secs(60);
+/// The label every Node of these tests carries (`ccm-test=<test label>`); the CCMs watch only their own.
+const TEST_LABEL: &str = "ccm-test";
+/// The tagging controller's resync in these tests: short, so drift is repaired within the test.
+const RESYNC: Duration = Duration::from_secs(1);
+
+/// A Node as a kubelet with `--cloud-provider=external` registers it: tainted uninitialized, then reported Ready.
+async fn create_node(client: &kube::Client, name: &str, label: &str) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = Node {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: Some(BTreeMap::from([(TEST_LABEL.to_owned(), label.to_owned())])),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            taints: Some(vec![Taint {
+                key: names::taints::UNINITIALIZED.to_owned(),
+                value: Some("true".to_owned()),
+                effect: "NoSchedule".to_owned(),
+                ..Taint::default()
+            }]),
+            ..NodeSpec::default()
+        }),
+        ..Node::default()
+    };
+    nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .unwrap_or_else(|e| panic!("creating node {name}: {e}"));
+    let status = NodeStatus {
+        conditions: Some(vec![NodeCondition {
+            type_: names::conditions::READY.to_owned(),
+            status: "True".to_owned(),
+            reason: Some("KubeletReady".to_owned()),
+            ..NodeCondition::default()
+        }]),
+        ..NodeStatus::default()
+    };
+    nodes
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({ "status": status })),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("reporting node {name} Ready: {e}"));
+}
+
+async fn delete_nodes(client: &kube::Client, label: &str) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let _ = nodes
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels(&format!("{TEST_LABEL}={label}")),
+        )
+        .await;
+}
+
+/// The runtime's flags for a test: its own Nodes, Lease and cluster name, short election timings, and `extra`.
+fn flags(label: &str, namespace: &str, extra: &[&str]) -> Vec<String> {
+    let mut args = vec![
+        "test-ccm".to_owned(),
+        "--cloud-provider=fake".to_owned(),
+        format!("--node-selector={TEST_LABEL}={label}"),
+        format!("--service-namespace={namespace}"),
+        format!("--leader-elect-resource-namespace={namespace}"),
+        "--leader-elect-resource-name=ccm".to_owned(),
+        "--leader-elect-lease-duration=4s".to_owned(),
+        "--leader-elect-renew-deadline=3s".to_owned(),
+        "--leader-elect-retry-period=1s".to_owned(),
+        format!("--cluster-name={label}"),
+        "--cluster-cidr=10.244.0.0/16".to_owned(),
+        // Longer than TIMEOUT: a controller that did not stop would hold the CCM past the test's wait.
+        "--shutdown-timeout=5m".to_owned(),
+    ];
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    args
+}
+
+/// A builder over the test apiserver with the default controllers, serving on an ephemeral port.
+fn builder(registry: ProviderRegistry, client: &kube::Client) -> CcmBuilder {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    CloudControllerManager::builder(registry)
+        .with_default_controllers()
+        .with_client(client.clone())
+        .with_admin_listener(listener)
+}
+
+/// A fake cloud with one instance per node name, registered as `fake`.
+fn fake_cloud(node_names: &[String]) -> (FakeCloud, ProviderRegistry) {
+    let cloud = FakeCloud::new();
+    for (i, name) in node_names.iter().enumerate() {
+        cloud.add_instance(
+            FakeInstance::new(name.clone())
+                .with_internal_ip(format!("10.0.0.{}", i + 10))
+                .with_zone("zone-a", "region-1"),
+        );
+    }
+    let registry = ProviderRegistry::new();
+    cloud
+        .register_shared(&registry, "fake")
+        .expect("register the fake cloud");
+    (cloud, registry)
+}
+
+async fn start(builder: CcmBuilder, args: Vec<String>) -> (RunningCcm, CancellationToken) {
+    let options = builder.parse_args(args).expect("valid flags");
+    let shutdown = CancellationToken::new();
+    let running = builder
+        .start(options, shutdown.clone())
+        .await
+        .expect("start");
+    let mut status = running.status();
+    tokio::time::timeout(TIMEOUT, status.wait_for(|s| *s == CcmStatus::Running))
+        .await
+        .expect("running in time")
+        .expect("the CCM is running");
+    (running, shutdown)
+}
+
+/// Cancel the token (SIGTERM) and wait for the CCM task to return: within TIMEOUT, so every controller returned
+/// by itself (the runtime would wait the 5-minute `--shutdown-timeout` for one that does not).
+async fn stop(running: RunningCcm, shutdown: CancellationToken) {
+    shutdown.cancel();
+    tokio::time::timeout(TIMEOUT, running.wait())
+        .await
+        .expect("the CCM stops in time")
+        .expect("a clean shutdown");
+}
+
+/// The tags the controller puts on the instance of `node` in the cluster `cluster`.
+fn tags_of(cluster: &str, node: &str) -> [(String, String); 2] {
+    [
+        (tagging::cluster_tag(cluster), "owned".to_owned()),
+        (tagging::NODE_NAME_TAG.to_owned(), node.to_owned()),
+    ]
+}
+
+fn tagged(cloud: &FakeCloud, cluster: &str, node: &str) -> bool {
+    cloud.instance(node).is_some_and(|instance| {
+        tags_of(cluster, node)
+            .iter()
+            .all(|(k, v)| instance.labels.get(k) == Some(v))
+    })
+}
+
+/// The `TaggedInstance` Events of the Node `node`.
+async fn tagged_events(client: &kube::Client, node: &str) -> Vec<Event> {
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let selector = format!(
+        "involvedObject.kind=Node,involvedObject.name={node},reason={}",
+        tagging::TAGGED_INSTANCE
+    );
+    events
+        .list(&ListParams::default().fields(&selector))
+        .await
+        .map(|list| list.items)
+        .unwrap_or_default()
+}
+
+/// The value of the sample `name{labels}` in the Prometheus text `text`.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|value| value.parse().ok())
+}
+
+const RUNNING_TAGGING: &str =
+    "running_managed_controllers{manager=\"cloud-controller-manager\",name=\"tagging\"}";
+const TAGGING_ADDS: &str = "workqueue_adds_total{name=\"tagging\"}";
+
+#[tokio::test]
+async fn enabled_by_name_it_tags_instances_records_events_repairs_drift_and_stops_with_the_ccm() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let label = env.unique_name("tag");
+    let ns = env.namespace("tag").await;
+    let node_names: Vec<String> = (0..2).map(|i| format!("{label}-n{i}")).collect();
+    let (cloud, registry) = fake_cloud(&node_names);
+    let builder =
+        builder(registry, &client).register_controller(tagging::descriptor(cloud.clone(), RESYNC));
+    let (running, shutdown) =
+        start(builder, flags(&label, &ns, &["--controllers=*,tagging"])).await;
+    for name in &node_names {
+        create_node(&client, name, &label).await;
+    }
+
+    // (a) The cloud node controller initializes the Nodes, then their instances get tagged.
+    wait_for("the instances to be tagged", TIMEOUT, || async {
+        node_names
+            .iter()
+            .all(|name| tagged(&cloud, &label, name))
+            .then_some(())
+    })
+    .await
+    .expect("instances tagged");
+    let nodes: Api<Node> = Api::all(client.clone());
+    for name in &node_names {
+        let node = nodes.get(name).await.expect("the node");
+        let provider_id = node.spec.and_then(|s| s.provider_id).unwrap_or_default();
+        assert_eq!(provider_id, format!("fake://{name}"), "initialized first");
+    }
+
+    // (b) A Normal TaggedInstance Event per Node, from the controller's component.
+    for name in &node_names {
+        let events = wait_for("the TaggedInstance Event", TIMEOUT, || async {
+            let events = tagged_events(&client, name).await;
+            (!events.is_empty()).then_some(events)
+        })
+        .await
+        .expect("an Event");
+        let event = &events[0];
+        assert_eq!(event.type_.as_deref(), Some("Normal"));
+        assert_eq!(
+            event.source.as_ref().and_then(|s| s.component.as_deref()),
+            Some(tagging::COMPONENT)
+        );
+        let message = event.message.as_deref().unwrap_or_default();
+        assert!(
+            message.contains(&format!("fake://{name}"))
+                && message.contains(&format!("{}=owned", tagging::cluster_tag(&label))),
+            "{message}"
+        );
+    }
+
+    // (c) The runtime reports it running; its queue has the Go workqueue metrics.
+    let text = running.metrics().encode();
+    assert_eq!(sample(&text, RUNNING_TAGGING), Some(1.0), "{text}");
+    let adds = sample(&text, TAGGING_ADDS).expect("workqueue_adds_total{name=\"tagging\"}");
+    assert!(adds >= 2.0, "{adds} adds\n{text}");
+
+    // Drift: someone removes the tags; the periodic re-check (Action::RequeueAfter) puts them back.
+    let drifted = &node_names[0];
+    assert!(cloud.update_instance(drifted, |instance| instance.labels.clear()));
+    wait_for("the removed tags to be restored", TIMEOUT, || async {
+        tagged(&cloud, &label, drifted).then_some(())
+    })
+    .await
+    .expect("tags restored");
+    let others_untouched = cloud.instance(&node_names[1]).expect("instance").labels;
+    assert_eq!(others_untouched.len(), 2, "{others_untouched:?}");
+
+    // (e) Shutdown stops it: the CCM task returns and the gauge drops to 0.
+    let metrics = running.metrics().clone();
+    stop(running, shutdown).await;
+    assert_eq!(sample(&metrics.encode(), RUNNING_TAGGING), Some(0.0));
+    delete_nodes(&client, &label).await;
+}
+
+#[tokio::test]
+async fn with_the_default_controllers_it_does_not_run() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let label = env.unique_name("notag");
+    let ns = env.namespace("notag").await;
+    let node_names = vec![format!("{label}-n0")];
+    let (cloud, registry) = fake_cloud(&node_names);
+    let builder =
+        builder(registry, &client).register_controller(tagging::descriptor(cloud.clone(), RESYNC));
+    // --controllers=* (the default) leaves a disabled-by-default controller off.
+    let args = flags(&label, &ns, &["--controllers=*", "--leader-elect=false"]);
+    let options = builder.parse_args(args.clone()).expect("valid flags");
+    let plan = builder.validate(&options).expect("valid");
+    assert!(plan.iter().any(|d| d.name == "cloud-node-controller"));
+    assert!(!plan.iter().any(|d| d.name == tagging::NAME));
+
+    let (running, shutdown) = start(builder, args).await;
+    create_node(&client, &node_names[0], &label).await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    wait_for("the node to be initialized", TIMEOUT, || async {
+        let node = nodes.get(&node_names[0]).await.ok()?;
+        node.spec?.provider_id.map(drop)
+    })
+    .await
+    .expect("initialized");
+    // Every enabled controller was started before the CCM reported Running: the tagging one was not.
+    let text = running.metrics().encode();
+    assert_eq!(sample(&text, RUNNING_TAGGING), None, "{text}");
+    assert_eq!(sample(&text, TAGGING_ADDS), None, "{text}");
+    assert!(
+        sample(
+            &text,
+            "running_managed_controllers{manager=\"cloud-controller-manager\",name=\"cloud-node\"}"
+        ) == Some(1.0),
+        "{text}"
+    );
+    assert!(!tagged(&cloud, &label, &node_names[0]));
+    stop(running, shutdown).await;
+    delete_nodes(&client, &label).await;
+}
+
+#[tokio::test]
+async fn the_reference_ccm_tags_its_own_cloud_with_controllers_star_tagging() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let label = env.unique_name("reftag");
+    let ns = env.namespace("reftag").await;
+    let node = format!("{label}-n0");
+    // The reference CCM builds its cloud from --cloud-config.
+    let inventory = std::env::temp_dir().join(format!("{label}-inventory.yaml"));
+    std::fs::write(
+        &inventory,
+        format!(
+            "providerName: fake\ninstances:\n  - name: {node}\n    zone: zone-a\n    region: region-1\n    \
+             addresses:\n      - {{type: InternalIP, address: 10.0.0.30}}\n"
+        ),
+    )
+    .expect("write the inventory");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    let builder = examples::reference_ccm()
+        .expect("the reference CCM")
+        .with_client(client.clone())
+        .with_admin_listener(listener);
+    let cloud_config = format!("--cloud-config={}", inventory.display());
+    let args = flags(
+        &label,
+        &ns,
+        &[
+            &cloud_config,
+            "--controllers=*,tagging",
+            "--leader-elect=false",
+        ],
+    );
+    let (running, shutdown) = start(builder, args).await;
+    create_node(&client, &node, &label).await;
+
+    // Only the cloud the provider factory built knows the instance, so an Event naming its providerID and the
+    // cluster tag means the controller tagged that very cloud.
+    let events = wait_for("the TaggedInstance Event", TIMEOUT, || async {
+        let events = tagged_events(&client, &node).await;
+        (!events.is_empty()).then_some(events)
+    })
+    .await
+    .expect("an Event");
+    let message = events[0].message.as_deref().unwrap_or_default();
+    assert!(
+        message.contains(&format!("fake://{node}"))
+            && message.contains(&format!("{}=owned", tagging::cluster_tag(&label)))
+            && message.contains(&format!("{}={node}", tagging::NODE_NAME_TAG)),
+        "{message}"
+    );
+    assert_eq!(
+        sample(&running.metrics().encode(), RUNNING_TAGGING),
+        Some(1.0)
+    );
+    stop(running, shutdown).await;
+    delete_nodes(&client, &label).await;
+    let _ = std::fs::remove_file(&inventory);
+}
