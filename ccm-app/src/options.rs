@@ -462,9 +462,9 @@ pub struct Settings {
     #[serde(skip)]
     pub cloud_api_operation_limit: Option<Vec<OperationLimit>>,
 
-    /// SDK addition: how long answers about instances (exists, shut down, metadata) are reused; concurrent
-    /// identical questions always share one cloud call. "Does not exist" is never reused. 0 = share concurrent
-    /// calls only. Default: 30s.
+    /// SDK addition: how long instance metadata answers (addresses, type, zone) are reused; concurrent identical
+    /// questions always share one cloud call. Existence and shutdown answers are never reused, so the lifecycle
+    /// controller always decides on a fresh answer. 0 = share concurrent calls only. Default: 30s.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag,
           help_heading = "Controllers (SDK additions)")]
     #[serde(skip_serializing_if = "Option::is_none")]

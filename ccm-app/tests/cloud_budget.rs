@@ -6,7 +6,8 @@
 //!   throttled call; the budget, not the cloud, sets the pace.
 //! - Without a budget the same CCM exceeds the quota (and still converges, retrying after the cloud's hint).
 //! - With a provider that answers bulk calls, one address-sync period is one cloud call for all 1,000 nodes.
-//! - The runtime's cache invalidator follows Node events: a changed Ready condition forgets kept answers.
+//! - The instance cache keeps metadata, never existence answers, and the runtime's invalidator follows Node events:
+//!   a changed Ready condition forgets kept answers.
 
 mod support;
 
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use ccm_app::RunningCcm;
 use ccm_core::{ProviderRegistry, names};
-use ccm_provider_fake::{FakeCloud, FakeInstance, ops};
+use ccm_provider_fake::{FakeCloud, FakeInstance, Operation};
 use ccm_testenv::{TestEnv, wait_for};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Taint};
@@ -247,20 +248,23 @@ async fn the_budget_keeps_a_thousand_node_ccm_inside_the_cloud_quota() {
     .await
     .expect("all nodes initialized");
     let took = start.elapsed();
-    // The lifecycle controller checked every NotReady node, and asked again (answered by the cache) a period
-    // later.
+    // The lifecycle controller checked every NotReady node, and asked the cloud again a period later: existence
+    // and shutdown answers are never taken from the cache.
     let registry = running.metrics().clone();
-    wait_for("the lifecycle checks and cache hits", LONG, || async {
-        let text = registry.encode();
-        let hits = sum(
-            &text,
-            "cloudprovider_instance_cache_requests_total",
-            r#"operation="instance-exists",result="hit""#,
-        );
-        (world.cloud.call_count(ops::INSTANCE_SHUTDOWN) >= NOT_READY && hits >= 1.0).then_some(())
+    wait_for("two lifecycle passes", LONG, || async {
+        (world.cloud.call_count(Operation::InstanceShutdown) >= 2 * NOT_READY).then_some(())
     })
     .await
     .expect("lifecycle checks");
+    assert_eq!(
+        sum(
+            &registry.encode(),
+            "cloudprovider_instance_cache_requests_total",
+            &format!(r#"operation="{}",result="hit""#, Operation::InstanceExists),
+        ),
+        0.0,
+        "no existence answer comes from the cache"
+    );
 
     assert_eq!(
         world.cloud.throttled_count(),
@@ -274,7 +278,7 @@ async fn the_budget_keeps_a_thousand_node_ccm_inside_the_cloud_quota() {
         "initialized {NODES} nodes in {took:?}, faster than the budget of {BUDGET_QPS}/s allows ({floor:?})"
     );
     assert_eq!(
-        world.cloud.call_count(ops::INSTANCE_METADATA),
+        world.cloud.call_count(Operation::InstanceMetadata),
         NODES,
         "one call per node initialization"
     );
@@ -291,7 +295,10 @@ async fn the_budget_keeps_a_thousand_node_ccm_inside_the_cloud_quota() {
         sum(
             &text,
             "cloudprovider_api_requests_total",
-            r#"operation="instance-metadata-by-provider-id",result="success""#
+            &format!(
+                r#"operation="{}",result="success""#,
+                Operation::InstanceMetadata
+            )
         ) >= NODES as f64,
         "{text}"
     );
@@ -307,7 +314,7 @@ async fn the_budget_keeps_a_thousand_node_ccm_inside_the_cloud_quota() {
         sum(
             &text,
             "cloudprovider_api_budget_wait_seconds_count",
-            r#"operation="instance-metadata-by-provider-id""#
+            &format!(r#"operation="{}""#, Operation::InstanceMetadata)
         ) >= NODES as f64,
         "every call passed the budget: {text}"
     );
@@ -315,7 +322,7 @@ async fn the_budget_keeps_a_thousand_node_ccm_inside_the_cloud_quota() {
         sum(
             &text,
             "cloudprovider_api_budget_wait_seconds_sum",
-            r#"operation="instance-metadata-by-provider-id""#
+            &format!(r#"operation="{}""#, Operation::InstanceMetadata)
         ) > 1.0,
         "calls waited for budget: {text}"
     );
@@ -369,7 +376,10 @@ async fn without_a_budget_the_same_ccm_exceeds_the_quota() {
         sum(
             &text,
             "cloudprovider_api_requests_total",
-            r#"operation="instance-metadata-by-provider-id",result="success""#
+            &format!(
+                r#"operation="{}",result="success""#,
+                Operation::InstanceMetadata
+            )
         ) >= NODES as f64,
         "{text}"
     );
@@ -393,7 +403,7 @@ async fn with_bulk_calls_an_address_sync_period_is_one_cloud_call() {
         .await;
     let cloud = &world.cloud;
     wait_for("two address-sync periods", LONG, || async {
-        (cloud.call_count(ops::INSTANCE_METADATA_BULK) >= 2).then_some(())
+        (cloud.call_count(Operation::InstanceMetadataBulk) >= 2).then_some(())
     })
     .await
     .expect("bulk address syncs");
@@ -410,7 +420,7 @@ async fn with_bulk_calls_an_address_sync_period_is_one_cloud_call() {
         .count();
     assert_eq!(with_ip, NODES);
     // the lifecycle controller asked about the NotReady nodes in one bulk call
-    let exists = cloud.call_targets(ops::INSTANCE_EXISTS_BULK);
+    let exists = cloud.call_targets(Operation::InstanceExistsBulk);
     assert_eq!(
         exists.first().map(String::as_str),
         Some(format!("{NOT_READY} nodes").as_str())
@@ -422,7 +432,7 @@ async fn with_bulk_calls_an_address_sync_period_is_one_cloud_call() {
     cloud.clear_calls();
     let window = Instant::now();
     wait_for("three more address-sync periods", LONG, || async {
-        (cloud.call_count(ops::INSTANCE_METADATA_BULK) >= 3).then_some(())
+        (cloud.call_count(Operation::InstanceMetadataBulk) >= 3).then_some(())
     })
     .await
     .expect("bulk address syncs");
@@ -430,12 +440,17 @@ async fn with_bulk_calls_an_address_sync_period_is_one_cloud_call() {
     let calls = cloud.calls();
     let sync_calls: Vec<_> = calls
         .iter()
-        .filter(|c| c.op.starts_with("instance-metadata"))
+        .filter(|c| {
+            matches!(
+                c.op,
+                Operation::InstanceMetadata | Operation::InstanceMetadataBulk
+            )
+        })
         .collect();
     assert!(
-        sync_calls
-            .iter()
-            .all(|c| c.op == ops::INSTANCE_METADATA_BULK && c.target == format!("{NODES} nodes")),
+        sync_calls.iter().all(
+            |c| c.op == Operation::InstanceMetadataBulk && c.target == format!("{NODES} nodes")
+        ),
         "the address sync makes only bulk calls about every node: {sync_calls:?}"
     );
     assert!(
@@ -444,13 +459,13 @@ async fn with_bulk_calls_an_address_sync_period_is_one_cloud_call() {
         sync_calls.len()
     );
     assert!(
-        calls.iter().all(|c| c.op != ops::INSTANCE_EXISTS),
+        calls.iter().all(|c| c.op != Operation::InstanceExists),
         "no per-node existence check"
     );
     assert!(
         calls
             .iter()
-            .filter(|c| c.op == ops::INSTANCE_EXISTS_BULK)
+            .filter(|c| c.op == Operation::InstanceExistsBulk)
             .all(|c| c.target == format!("{NOT_READY} nodes"))
     );
     assert_eq!(cloud.throttled_count(), 0);
@@ -458,63 +473,78 @@ async fn with_bulk_calls_an_address_sync_period_is_one_cloud_call() {
     world.finish().await;
 }
 
-/// The runtime runs the cache's invalidator on the shared Node informer: with a TTL of 10 minutes, a NotReady
-/// node whose instance disappears is deleted as soon as its Ready condition changes, not 10 minutes later.
+/// The runtime runs the cache's invalidator on the shared Node informer. With a TTL of 10 minutes, the address
+/// sync's metadata answers are reused until the node's Ready condition changes; existence answers are never
+/// reused, so a NotReady node whose instance disappears is deleted at the next lifecycle pass.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_runtime_invalidates_cached_answers_from_node_events() {
+async fn metadata_is_reused_until_node_events_invalidate_it_and_existence_never_is() {
     let world = World::new("invalidate", 1, true, false).await;
     let name = format!("{}-0", world.label);
+    let period = Duration::from_millis(200);
     let (running, token) = world
         .start(&[
             "--cloud-instance-cache-ttl=10m",
             "--node-monitor-period=200ms",
+            "--node-status-update-frequency=300ms",
         ])
         .await;
     let registry = running.metrics().clone();
-    let exists_hits = || {
+    let cache = |op: Operation, result: &str| {
         sum(
             &registry.encode(),
             "cloudprovider_instance_cache_requests_total",
-            r#"operation="instance-exists",result="hit""#,
+            &format!(r#"operation="{op}",result="{result}""#),
         )
     };
-    wait_for("a cached existence answer", LONG, || async {
-        (exists_hits() >= 1.0).then_some(())
+    let cloud = &world.cloud;
+    wait_for("reused metadata answers", LONG, || async {
+        (cache(Operation::InstanceMetadata, "hit") >= 2.0).then_some(())
     })
     .await
-    .expect("the lifecycle loop reuses the answer");
+    .expect("the address sync reuses the answer");
+    let asked = cloud.call_count(Operation::InstanceMetadata);
+    assert_eq!(asked, 1, "one metadata call, then answers from the cache");
+    // The node is NotReady: the lifecycle controller asked the cloud on every pass.
+    assert!(cloud.call_count(Operation::InstanceExists) >= 2);
+    assert_eq!(cache(Operation::InstanceExists, "hit"), 0.0);
 
-    // the instance goes away; the kept answer still says it exists, for a whole pass
-    assert!(world.cloud.remove_instance(&name));
-    let hits = exists_hits();
-    wait_for("a pass answered by the cache", LONG, || async {
-        (exists_hits() > hits).then_some(())
-    })
-    .await
-    .expect("another pass");
+    // the kubelet reports Ready: the node's kept answers are forgotten, the next address sync asks the cloud
     let nodes: Api<Node> = Api::all(world.client.clone());
-    assert!(
-        nodes.get_opt(&name).await.expect("read the node").is_some(),
-        "a cached answer keeps the node"
-    );
+    let set_ready = |status: &'static str| {
+        let nodes = nodes.clone();
+        let name = name.clone();
+        async move {
+            let patch = serde_json::json!({ "status": { "conditions": [{
+                "type": names::conditions::READY, "status": status, "reason": "Test",
+            }]}});
+            nodes
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .expect("report the Ready condition");
+        }
+    };
+    set_ready("True").await;
+    wait_for("metadata asked again", LONG, || async {
+        (cloud.call_count(Operation::InstanceMetadata) > asked).then_some(())
+    })
+    .await
+    .expect("a fresh metadata answer after the Ready change");
 
-    // the kubelet reports Ready, then NotReady again: each change forgets the node's answers
-    for status in ["True", "False"] {
-        let patch = serde_json::json!({ "status": { "conditions": [{
-            "type": names::conditions::READY, "status": status, "reason": "Test",
-        }]}});
-        nodes
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .expect("report the Ready condition");
-    }
-    wait_for(
-        "the node to be deleted",
-        Duration::from_secs(30),
-        || async { matches!(nodes.get_opt(&name).await, Ok(None)).then_some(()) },
-    )
+    // NotReady again, and the instance goes away: the next lifecycle pass deletes the node
+    set_ready("False").await;
+    tokio::time::sleep(3 * period).await;
+    assert!(cloud.remove_instance(&name));
+    let removed = Instant::now();
+    wait_for("the node to be deleted", LONG, || async {
+        matches!(nodes.get_opt(&name).await, Ok(None)).then_some(())
+    })
     .await
     .expect("a fresh answer deletes the node");
+    assert!(
+        removed.elapsed() < period + Duration::from_secs(2),
+        "deleted {:?} after the instance went away, with a 10-minute TTL",
+        removed.elapsed()
+    );
     stop(running, token).await;
     world.finish().await;
 }

@@ -1,0 +1,210 @@
+//! Reaction times of a whole CCM with the runtime's defaults (the instance cache, the cloud-call budget, the
+//! default periods), against the real kube-apiserver and the fake cloud. None of them may be later than the Go
+//! reference CCM:
+//!
+//! - an instance removed from the cloud → its Node deleted within `--node-monitor-period` (5 s) + 2 s, although
+//!   the instance cache (30 s) is on: existence answers are never kept;
+//! - an instance shut down → the shutdown taint within the same bound: shutdown answers are never kept either.
+//!
+//! Each test prints what it measured (`cargo test -p ccm-app --test reaction_times -- --nocapture`).
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use ccm_app::{CcmStatus, RunningCcm};
+use ccm_core::names;
+use ccm_provider_fake::{FakeCloud, Operation};
+use ccm_testenv::{TestEnv, wait_for};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use tokio_util::sync::CancellationToken;
+
+use support::*;
+
+/// `--node-monitor-period`'s default.
+const NODE_MONITOR_PERIOD: Duration = Duration::from_secs(5);
+/// What the issue allows on top of one period: the cloud call, the API writes and a loaded 2-core machine.
+const SLACK: Duration = Duration::from_secs(2);
+
+/// A CCM with every default controller and the default flags, scoped to this test's nodes and namespace.
+struct World {
+    client: kube::Client,
+    label: String,
+    cloud: FakeCloud,
+    running: RunningCcm,
+    shutdown: CancellationToken,
+}
+
+impl World {
+    /// Start a CCM over a fake cloud with an instance per name in `instances` (named `<label>-<name>`).
+    async fn start(prefix: &str, instances: &[&str]) -> World {
+        let env = TestEnv::shared().await;
+        let client = env.client();
+        let label = env.unique_name(prefix);
+        let namespace = env.namespace(prefix).await;
+        let names: Vec<String> = instances.iter().map(|n| format!("{label}-{n}")).collect();
+        let (cloud, registry) = fake_cloud(&names);
+        let builder = ccm(registry, client.clone());
+        let options = builder
+            .parse_args(flags(&label, &namespace, "ccm"))
+            .expect("valid flags");
+        let shutdown = CancellationToken::new();
+        let running = builder
+            .start(options, shutdown.clone())
+            .await
+            .expect("the CCM starts");
+        let mut status = running.status();
+        tokio::time::timeout(TIMEOUT, status.wait_for(|s| *s == CcmStatus::Running))
+            .await
+            .expect("the CCM leads in time")
+            .expect("the CCM runs");
+        World {
+            client,
+            label,
+            cloud,
+            running,
+            shutdown,
+        }
+    }
+
+    fn name(&self, short: &str) -> String {
+        format!("{}-{short}", self.label)
+    }
+
+    fn nodes(&self) -> Api<Node> {
+        Api::all(self.client.clone())
+    }
+
+    /// Register kubelet-like Nodes (Ready, pod CIDRs `10.244.<first + i>.0/24`) and wait until the CCM has
+    /// initialized them.
+    async fn register(&self, short_names: &[&str], first_cidr: usize) {
+        for (i, short) in short_names.iter().enumerate() {
+            create_node(
+                &self.client,
+                &self.name(short),
+                &self.label,
+                &format!("10.244.{}.0/24", first_cidr + i),
+            )
+            .await;
+        }
+        let nodes = self.nodes();
+        let selector = ListParams::default().labels(&format!("{TEST_LABEL}={}", self.label));
+        wait_for("the nodes to be initialized", TIMEOUT, || async {
+            let list = nodes.list(&selector).await.ok()?;
+            (list.items.len() >= short_names.len() && list.items.iter().all(initialized))
+                .then_some(())
+        })
+        .await
+        .expect("nodes initialized");
+    }
+
+    /// Report the Node's `Ready` condition, as its kubelet would (or as the node lifecycle controller does when
+    /// the kubelet stops reporting).
+    async fn set_ready(&self, short: &str, status: &str) {
+        let patch = serde_json::json!({ "status": { "conditions": [{
+            "type": names::conditions::READY, "status": status, "reason": "Test",
+        }]}});
+        self.nodes()
+            .patch_status(
+                &self.name(short),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .expect("report the Ready condition");
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(30), self.running.wait())
+            .await
+            .expect("the CCM stops in time")
+            .expect("a clean stop");
+        delete_nodes(&self.client, &self.label).await;
+    }
+}
+
+fn has_shutdown_taint(node: &Node) -> bool {
+    ccm_core::helpers::node_has_taint(node, names::taints::SHUTDOWN)
+}
+
+/// Wait until the lifecycle controller has asked the cloud about `target` once more than it had so far, so the
+/// change that follows lands right after a pass: the worst case for a cache that kept the answer.
+async fn right_after_a_check(cloud: &FakeCloud, op: Operation, target: &str) {
+    let before = cloud
+        .call_targets(op)
+        .iter()
+        .filter(|t| *t == target)
+        .count();
+    wait_for("a lifecycle check", TIMEOUT, || async {
+        let now = cloud
+            .call_targets(op)
+            .iter()
+            .filter(|t| *t == target)
+            .count();
+        (now > before).then_some(())
+    })
+    .await
+    .expect("the lifecycle controller checks the node");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gone_instance_is_deleted_and_a_stopped_one_tainted_within_a_monitor_period() {
+    let world = World::start("react-life", &["gone", "stop"]).await;
+    world.register(&["gone", "stop"], 200).await;
+    // The kubelets stop reporting: the lifecycle controller now asks the cloud about both nodes every period.
+    world.set_ready("gone", "False").await;
+    world.set_ready("stop", "False").await;
+    let (gone, stop) = (world.name("gone"), world.name("stop"));
+    let stop_target = format!("fake://{stop}");
+    // Two checks each, so the cache had every chance to keep an answer.
+    right_after_a_check(&world.cloud, Operation::InstanceShutdown, &stop_target).await;
+    right_after_a_check(&world.cloud, Operation::InstanceShutdown, &stop_target).await;
+
+    assert!(world.cloud.remove_instance(&gone));
+    assert!(world.cloud.set_shutdown(&stop, true));
+    let changed = Instant::now();
+    let nodes = world.nodes();
+    let (deleted, tainted) = tokio::join!(
+        async {
+            wait_for("the gone node to be deleted", TIMEOUT, || async {
+                matches!(nodes.get_opt(&gone).await, Ok(None)).then_some(())
+            })
+            .await
+            .expect("the node of the gone instance is deleted");
+            changed.elapsed()
+        },
+        async {
+            wait_for("the shutdown taint", TIMEOUT, || async {
+                let node = nodes.get_opt(&stop).await.ok()??;
+                has_shutdown_taint(&node).then_some(())
+            })
+            .await
+            .expect("the node of the stopped instance is tainted");
+            changed.elapsed()
+        },
+    );
+    eprintln!(
+        "measured with the defaults (monitor period 5 s, cache TTL 30 s): instance removed -> Node deleted in \
+         {deleted:.2?}; instance shut down -> shutdown taint in {tainted:.2?}"
+    );
+    let bound = NODE_MONITOR_PERIOD + SLACK;
+    assert!(
+        deleted <= bound,
+        "the Node of a removed instance was deleted after {deleted:?}, later than {bound:?}"
+    );
+    assert!(
+        tainted <= bound,
+        "the Node of a shut-down instance was tainted after {tainted:?}, later than {bound:?}"
+    );
+    // Every existence and shutdown question reached the cloud: none was answered from the cache.
+    let text = world.running.metrics().encode();
+    for op in [Operation::InstanceExists, Operation::InstanceShutdown] {
+        let hits = format!(
+            r#"cloudprovider_instance_cache_requests_total{{operation="{op}",result="hit"}}"#
+        );
+        assert_eq!(metric(&text, &hits), None, "{hits} in\n{text}");
+    }
+    world.stop().await;
+}
