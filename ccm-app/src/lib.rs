@@ -40,7 +40,6 @@ pub mod config_file;
 pub mod controllers;
 pub mod defaults;
 pub mod deploy;
-pub mod duration;
 pub mod health;
 pub mod logging;
 pub mod options;

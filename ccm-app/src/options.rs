@@ -31,7 +31,7 @@ use clap::{Args, ValueEnum};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::duration::GoDuration;
+use ccm_core::duration::{DurationError, GoDuration, format_go_duration};
 
 /// Parse a boolean the way Go's `strconv.ParseBool` does (`1`, `t`, `T`, `TRUE`, `true`, `True`, and the
 /// `0`/`f`/`false` forms).
@@ -55,9 +55,7 @@ pub fn parse_go_bool(value: &str) -> Result<bool, String> {
 }
 
 fn parse_duration_flag(value: &str) -> Result<GoDuration, String> {
-    value
-        .parse()
-        .map_err(|e: crate::duration::DurationError| e.to_string())
+    value.parse().map_err(|e: DurationError| e.to_string())
 }
 
 /// One `--cloud-api-operation-limit` value: an operation's call-log name and its limit.
@@ -90,12 +88,14 @@ pub fn parse_operation_limit(value: &str) -> Result<OperationLimit, String> {
         )
     };
     let (name, limit) = value.split_once('=').ok_or_else(shape)?;
-    let operation = Operation::from_name(name).ok_or_else(|| {
-        format!(
-            "unknown cloud operation {name:?} in {value:?}; known operations: {}",
-            Operation::ALL.map(Operation::as_str).join(", ")
-        )
-    })?;
+    let operation = Operation::from_name(name)
+        .filter(|op| op.is_intercepted())
+        .ok_or_else(|| {
+            format!(
+                "unknown cloud operation {name:?} in {value:?}; known operations: {}",
+                Operation::intercepted_names()
+            )
+        })?;
     let (qps, burst) = match limit.split_once(':') {
         Some((qps, burst)) => (qps, Some(burst)),
         None => (limit, None),
@@ -1240,9 +1240,12 @@ impl CcmOptions {
         let mut budget = CloudBudget::default()
             .with_qps(self.cloud_api_qps)
             .with_burst(self.cloud_api_burst);
-        for (name, limit) in &self.cloud_api_operation_limits {
-            budget = budget.with_operation(name, limit.qps, limit.burst);
-        }
+        // by name, as the config file gives them: `validate` reports an unknown one
+        budget.operations.extend(
+            self.cloud_api_operation_limits
+                .iter()
+                .map(|(name, limit)| (name.clone(), *limit)),
+        );
         budget
     }
 
@@ -1273,7 +1276,7 @@ impl CcmOptions {
                     setting,
                     reason: format!(
                         "{} is shorter than the minimum of 1s",
-                        crate::duration::format_go_duration(value)
+                        format_go_duration(value)
                     ),
                 });
             }
@@ -1283,8 +1286,8 @@ impl CcmOptions {
                 setting: "leader-elect-lease-duration",
                 reason: format!(
                     "the lease duration ({}) must be greater than the renew deadline ({})",
-                    crate::duration::format_go_duration(self.leader_elect_lease_duration),
-                    crate::duration::format_go_duration(self.leader_elect_renew_deadline)
+                    format_go_duration(self.leader_elect_lease_duration),
+                    format_go_duration(self.leader_elect_renew_deadline)
                 ),
             });
         }
@@ -1295,8 +1298,8 @@ impl CcmOptions {
                 setting: "leader-elect-renew-deadline",
                 reason: format!(
                     "the renew deadline ({}) must be greater than 1.2 × the retry period ({})",
-                    crate::duration::format_go_duration(self.leader_elect_renew_deadline),
-                    crate::duration::format_go_duration(self.leader_elect_retry_period)
+                    format_go_duration(self.leader_elect_renew_deadline),
+                    format_go_duration(self.leader_elect_retry_period)
                 ),
             });
         }

@@ -97,7 +97,7 @@ impl FaultError {
                 retry_after: *retry_after,
             },
             FaultError::Timeout => CloudError::Timeout {
-                operation: op.to_owned(),
+                operation: call.operation,
                 after: Duration::ZERO,
             },
         }
@@ -129,7 +129,7 @@ impl OperationMatch {
         match self {
             OperationMatch::Any => true,
             OperationMatch::One(op) => op == operation,
-            OperationMatch::Capability(cap) => operation.capability() == cap,
+            OperationMatch::Capability(cap) => operation.capability() == Some(cap),
         }
     }
 }
@@ -430,8 +430,8 @@ pub struct FaultSpecError {
 ///   capability as `cap:<name>` (`cap:routes`, `cap:load-balancer`, ...), or `*` for every operation;
 /// - `<target>`: only calls on this target (a service key `ns/name`, a node name, a providerID, a CIDR);
 /// - `<effect>`: `error` or `error:<message>`, `not-found`, `not-implemented`, `implemented-elsewhere`,
-///   `retry:<duration>`, `throttled` or `throttled:<duration>`, `timeout`, `latency:<duration>` (durations
-///   like `250ms`, `5s`, `1m`);
+///   `retry:<duration>`, `throttled` or `throttled:<duration>`, `timeout`, `latency:<duration>` (Go durations
+///   such as `250ms`, `5s`, `1.5s` or `1m30s`, see [`ccm_core::duration`]);
 /// - `*<count>`: affect only the next `count` matching calls (default: every call);
 /// - `@<probability>`: affect a matching call with this probability (`0.1` = one in ten).
 ///
@@ -525,13 +525,14 @@ fn parse_operations(text: &str) -> Result<OperationMatch, String> {
                 format!("unknown capability {cap:?} (known: {})", known.join(", "))
             });
     }
+    // Initialize is not intercepted, so no rule could ever match it.
     Operation::from_name(text)
+        .filter(|op| op.is_intercepted())
         .map(OperationMatch::One)
         .ok_or_else(|| {
-            let known: Vec<&str> = Operation::ALL.iter().map(|o| o.as_str()).collect();
             format!(
                 "unknown operation {text:?} (known: *, cap:<capability>, {})",
-                known.join(", ")
+                Operation::intercepted_names()
             )
         })
 }
@@ -543,7 +544,7 @@ fn parse_effect(text: &str) -> Result<FaultEffect, String> {
     };
     let duration = |arg: Option<&str>| -> Result<Duration, String> {
         let arg = arg.ok_or_else(|| format!("{name} needs a duration, as in {name}:5s"))?;
-        humantime::parse_duration(arg).map_err(|e| format!("duration {arg:?}: {e}"))
+        ccm_core::duration::parse_go_duration(arg).map_err(|e| e.to_string())
     };
     let no_arg = |effect: FaultEffect| match arg {
         None => Ok(effect),
@@ -756,7 +757,10 @@ mod tests {
         assert!(v2.instance_exists(&node).await.expect("third call passes"));
         assert_eq!(start.elapsed(), Duration::from_secs(90));
         // Failed calls never reached the provider; the delayed one did.
-        assert_eq!(cloud.call_count(ccm_provider_fake::ops::INSTANCE_EXISTS), 1);
+        assert_eq!(
+            cloud.call_count(ccm_provider_fake::Operation::InstanceExists),
+            1
+        );
         assert_eq!(faults.failed(Operation::InstanceExists), 2);
         assert_eq!(faults.delayed(Operation::InstanceExists), 3);
     }

@@ -11,13 +11,13 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use ccm_core::budget::{CloudBudget, CloudCallMetrics, RateLimitInterceptor};
-//! use ccm_core::intercept::InterceptedProvider;
+//! use ccm_core::intercept::{InterceptedProvider, Operation};
 //! use ccm_core::runtime::metrics::SharedRegistry;
 //! use tokio_util::sync::CancellationToken;
 //!
 //! # fn demo(cloud: Arc<dyn ccm_core::CloudProvider>) {
 //! let registry = SharedRegistry::new();
-//! let budget = CloudBudget::default().with_qps(20.0).with_burst(40).with_operation("create", 2.0, 4);
+//! let budget = CloudBudget::default().with_qps(20.0).with_burst(40).with_operation(Operation::EnsureLoadBalancer, 2.0, 4);
 //! let cloud = InterceptedProvider::new(cloud)
 //!     .with_interceptor(
 //!         RateLimitInterceptor::new(&budget, CancellationToken::new()).unwrap().with_metrics(&registry),
@@ -56,8 +56,9 @@ pub struct CloudBudget {
     /// How many calls may go out at once after a quiet period.
     #[serde(default = "default_burst")]
     pub burst: u32,
-    /// Extra limits for single operations, by call-log name (`create`, `instance-metadata-by-provider-id`,
-    /// `list-routes`, ...). A call must get a token from both its operation's bucket and the provider's.
+    /// Extra limits for single operations, by [`Operation`] name (`create`, `instance-metadata-by-provider-id`,
+    /// `list-routes`, ...; not `initialize`, which is not intercepted). A call must get a token from both its
+    /// operation's bucket and the provider's.
     #[serde(default)]
     pub operations: BTreeMap<String, OperationBudget>,
 }
@@ -107,9 +108,10 @@ pub enum BudgetError {
         /// `provider` or the operation name.
         scope: String,
     },
-    /// An operation name that no provider method has.
+    /// An operation name that no intercepted provider method has.
     #[error(
-        "cloud budget: unknown operation {name:?}; use a call-log name such as \"create\" or \"instance-exists\""
+        "cloud budget: unknown operation {name:?}; known operations: {}",
+        Operation::intercepted_names()
     )]
     UnknownOperation {
         /// The name given.
@@ -136,17 +138,19 @@ impl CloudBudget {
         self.burst = burst;
         self
     }
-    /// Add a limit for one operation (by call-log name).
-    pub fn with_operation(mut self, name: &str, qps: f64, burst: u32) -> Self {
-        self.operations
-            .insert(name.to_owned(), OperationBudget { qps, burst });
+    /// Add a limit for one operation.
+    pub fn with_operation(mut self, operation: Operation, qps: f64, burst: u32) -> Self {
+        self.operations.insert(
+            operation.as_str().to_owned(),
+            OperationBudget { qps, burst },
+        );
         self
     }
     /// Check every rate, burst and operation name.
     pub fn validate(&self) -> Result<(), BudgetError> {
         check("provider", self.qps, self.burst)?;
         for (name, op) in &self.operations {
-            if Operation::from_name(name).is_none() {
+            if !Operation::from_name(name).is_some_and(Operation::is_intercepted) {
                 return Err(BudgetError::UnknownOperation { name: name.clone() });
             }
             check(name, op.qps, op.burst)?;
@@ -366,17 +370,22 @@ mod tests {
             CloudBudget::default().with_burst(0).validate(),
             Err(BudgetError::ZeroBurst { .. })
         ));
-        let err = CloudBudget::default()
-            .with_operation("nope", 1.0, 1)
-            .validate()
-            .unwrap_err();
-        assert!(
-            err.to_string().contains("unknown operation \"nope\""),
-            "{err}"
-        );
+        for name in ["nope", "instance-metadata", "initialize"] {
+            let mut budget = CloudBudget::default();
+            budget
+                .operations
+                .insert(name.to_owned(), OperationBudget { qps: 1.0, burst: 1 });
+            let err = budget.validate().unwrap_err();
+            assert!(
+                err.to_string().contains(&format!(
+                    "unknown operation \"{name}\"; known operations: get-load-balancer, create"
+                )),
+                "{err}"
+            );
+        }
         assert!(
             CloudBudget::default()
-                .with_operation("create", 1.0, 1)
+                .with_operation(Operation::EnsureLoadBalancer, 1.0, 1)
                 .validate()
                 .is_ok()
         );
@@ -389,7 +398,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(budget.burst, 100);
-        assert_eq!(budget.operations["list-routes"].burst, 1);
+        assert_eq!(budget.operations[Operation::ListRoutes.as_str()].burst, 1);
         assert!(serde_json::from_str::<CloudBudget>(r#"{"qsp": 5}"#).is_err());
     }
 
@@ -416,7 +425,7 @@ mod tests {
         let budget = CloudBudget::default()
             .with_qps(100.0)
             .with_burst(100)
-            .with_operation("list-routes", 1.0, 1);
+            .with_operation(Operation::ListRoutes, 1.0, 1);
         let limiter = RateLimitInterceptor::new(&budget, CancellationToken::new()).unwrap();
         let start = Instant::now();
         for _ in 0..3 {
@@ -475,17 +484,18 @@ mod tests {
                 .unwrap();
         }
         let text = registry.encode();
+        let op = Operation::ListRoutes;
         assert!(
-            text.contains(
-                r#"cloudprovider_api_budget_wait_seconds_count{operation="list-routes"} 3"#
-            ),
+            text.contains(&format!(
+                r#"cloudprovider_api_budget_wait_seconds_count{{operation="{op}"}} 3"#
+            )),
             "{text}"
         );
         // one after another: waited 0 s, 1 s and 1 s
         assert!(
-            text.contains(
-                r#"cloudprovider_api_budget_wait_seconds_sum{operation="list-routes"} 2.0"#
-            ),
+            text.contains(&format!(
+                r#"cloudprovider_api_budget_wait_seconds_sum{{operation="{op}"}} 2.0"#
+            )),
             "{text}"
         );
     }
@@ -519,30 +529,15 @@ mod tests {
             Err(&CloudError::retry("x", Duration::from_secs(1))),
         );
         let text = registry.encode();
-        assert!(
-            text.contains(
-                r#"cloudprovider_api_requests_total{operation="create",result="success"} 1"#
-            ),
-            "{text}"
-        );
-        assert!(
-            text.contains(
-                r#"cloudprovider_api_requests_total{operation="create",result="error"} 1"#
-            ),
-            "{text}"
-        );
-        assert!(
-            text.contains(
-                r#"cloudprovider_api_request_errors_total{operation="create",kind="retry"} 1"#
-            ),
-            "{text}"
-        );
-        assert!(
-            text.contains(
-                r#"cloudprovider_api_request_duration_seconds_count{operation="create"} 2"#
-            ),
-            "{text}"
-        );
+        let op = Operation::EnsureLoadBalancer;
+        for line in [
+            format!(r#"cloudprovider_api_requests_total{{operation="{op}",result="success"}} 1"#),
+            format!(r#"cloudprovider_api_requests_total{{operation="{op}",result="error"}} 1"#),
+            format!(r#"cloudprovider_api_request_errors_total{{operation="{op}",kind="retry"}} 1"#),
+            format!(r#"cloudprovider_api_request_duration_seconds_count{{operation="{op}"}} 2"#),
+        ] {
+            assert!(text.contains(&line), "{line} in\n{text}");
+        }
         assert_eq!(m.requests(Operation::EnsureLoadBalancer, "success"), 1);
     }
 }

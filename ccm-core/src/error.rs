@@ -63,8 +63,9 @@ pub enum CloudError {
     /// The call did not finish in time.
     #[error("cloud provider call {operation} timed out after {after:?}")]
     Timeout {
-        /// The operation that timed out (a stable name such as `instance-metadata`).
-        operation: String,
+        /// The operation that timed out (displayed by its stable name, such as
+        /// `instance-metadata-by-provider-id`).
+        operation: crate::intercept::Operation,
         /// The time limit that was exceeded.
         after: Duration,
     },
@@ -219,7 +220,7 @@ impl CloudError {
                 retry_after: *retry_after,
             },
             CloudError::Timeout { operation, after } => CloudError::Timeout {
-                operation: operation.clone(),
+                operation: *operation,
                 after: *after,
             },
             CloudError::Provider { context, source } => {
@@ -325,7 +326,7 @@ mod tests {
             ),
             (
                 CloudError::Timeout {
-                    operation: "op".into(),
+                    operation: crate::intercept::Operation::ListRoutes,
                     after: Duration::from_secs(1),
                 },
                 ErrorKind::Timeout,

@@ -5,8 +5,9 @@
 //! after it, each interceptor sees the outcome and duration (metrics). An optional per-call timeout turns a hung
 //! cloud call into [`CloudError::Timeout`].
 //!
-//! Every call is named by an [`Operation`], whose [`as_str`](Operation::as_str) is the stable call-log name the
-//! Go fake provider uses (`create`, `instance-exists`, `list-routes`, ...).
+//! Every call is named by an [`Operation`], whose [`as_str`](Operation::as_str) is the one stable name of the
+//! operation in metrics, errors, budgets, call logs and fault rules (`create`, `instance-exists`, `list-routes`,
+//! ...; the table is in the documentation of [`Operation`]).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -103,10 +104,63 @@ impl Capability {
     }
 }
 
-/// One provider method.
+/// One provider method, by its stable name: **the one table of cloud operation names**.
+///
+/// [`as_str`](Operation::as_str) (and `Display`) is the only spelling of an operation anywhere in the SDK: the
+/// `operation` label of the cloud-call metrics (`cloudprovider_api_requests_total`, the budget-wait histogram,
+/// the instance cache's counters), the per-operation limits of the cloud-call budget
+/// (`--cloud-api-operation-limit`, `cloudApiOperationLimits`), [`CloudError::Timeout`], the node controllers'
+/// errors, the fake provider's call log, fault injection and inventory, and the conformance suite's fault
+/// rules. Where the Go reference fake provider logs a call, the name is the one it logs, so tests ported from Go
+/// read the same; the others (`get-load-balancer`, `master`, `initialize`, the bulk calls) are ours.
+///
+/// | operation | name | the call's target ([`CallInfo::target`]) |
+/// |---|---|---|
+/// | [`Initialize`](Operation::Initialize) | `initialize` | `""` (not intercepted, see below) |
+/// | [`GetLoadBalancer`](Operation::GetLoadBalancer) | `get-load-balancer` | the Service, `namespace/name` |
+/// | [`EnsureLoadBalancer`](Operation::EnsureLoadBalancer) | `create` | the Service |
+/// | [`UpdateLoadBalancer`](Operation::UpdateLoadBalancer) | `update` | the Service |
+/// | [`EnsureLoadBalancerDeleted`](Operation::EnsureLoadBalancerDeleted) | `delete` | the Service |
+/// | [`NodeAddresses`](Operation::NodeAddresses) | `node-addresses` | the node name |
+/// | [`NodeAddressesByProviderId`](Operation::NodeAddressesByProviderId) | `node-addresses-by-provider-id` | the providerID |
+/// | [`InstanceId`](Operation::InstanceId) | `instance-id` | the node name |
+/// | [`InstanceType`](Operation::InstanceType) | `instance-type` | the node name |
+/// | [`InstanceTypeByProviderId`](Operation::InstanceTypeByProviderId) | `instance-type-by-provider-id` | the providerID |
+/// | [`InstanceExistsByProviderId`](Operation::InstanceExistsByProviderId) | `instance-exists-by-provider-id` | the providerID |
+/// | [`InstanceShutdownByProviderId`](Operation::InstanceShutdownByProviderId) | `instance-shutdown-by-provider-id` | the providerID |
+/// | [`InstanceExists`](Operation::InstanceExists) | `instance-exists` | the node's providerID, or its name if it has none |
+/// | [`InstanceShutdown`](Operation::InstanceShutdown) | `instance-shutdown` | the node's providerID, or its name |
+/// | [`InstanceMetadata`](Operation::InstanceMetadata) | `instance-metadata-by-provider-id` | the node's providerID, or its name |
+/// | [`InstanceMetadataBulk`](Operation::InstanceMetadataBulk) | `instance-metadata-bulk` | `<n> nodes` |
+/// | [`InstanceExistsBulk`](Operation::InstanceExistsBulk) | `instance-exists-bulk` | `<n> nodes` |
+/// | [`GetZone`](Operation::GetZone) | `get-zone` | `""` |
+/// | [`GetZoneByProviderId`](Operation::GetZoneByProviderId) | `get-zone-by-provider-id` | the providerID |
+/// | [`GetZoneByNodeName`](Operation::GetZoneByNodeName) | `get-zone-by-node-name` | the node name |
+/// | [`ListClusters`](Operation::ListClusters) | `list` | `""` |
+/// | [`Master`](Operation::Master) | `master` | the cluster name |
+/// | [`ListRoutes`](Operation::ListRoutes) | `list-routes` | the cluster name |
+/// | [`CreateRoute`](Operation::CreateRoute) | `create-route` | the destination CIDR |
+/// | [`DeleteRoute`](Operation::DeleteRoute) | `delete-route` | the destination CIDR |
+///
+/// [`CloudProvider::initialize`] runs once at startup and is not intercepted ([`is_intercepted`] is false):
+/// [`InterceptedProvider`] passes it straight through, so it has no metrics, no budget and no call timeout, and
+/// a budget limit or a conformance fault rule cannot name it. The fake provider logs it and can fail it.
+///
+/// [`is_intercepted`]: Operation::is_intercepted
+///
+/// ```
+/// use ccm_core::intercept::{Capability, Operation};
+///
+/// assert_eq!(Operation::EnsureLoadBalancer.to_string(), "create");
+/// assert_eq!(Operation::from_name("list-routes"), Some(Operation::ListRoutes));
+/// assert_eq!(Operation::InstanceMetadata.capability(), Some(Capability::InstancesV2));
+/// assert!(Operation::from_name("instance-metadata").is_none());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Operation {
+    /// [`CloudProvider::initialize`] (not intercepted).
+    Initialize,
     /// [`LoadBalancer::get_load_balancer`].
     GetLoadBalancer,
     /// [`LoadBalancer::ensure_load_balancer`].
@@ -158,8 +212,9 @@ pub enum Operation {
 }
 
 impl Operation {
-    /// Every operation.
-    pub const ALL: [Operation; 24] = [
+    /// Every operation, in the order of the table above.
+    pub const ALL: [Operation; 25] = [
+        Operation::Initialize,
         Operation::GetLoadBalancer,
         Operation::EnsureLoadBalancer,
         Operation::UpdateLoadBalancer,
@@ -186,10 +241,10 @@ impl Operation {
         Operation::DeleteRoute,
     ];
 
-    /// The stable call-log name, as the Go fake provider records it (`get-load-balancer` is ours: Go records
-    /// nothing for it).
+    /// The stable name (see the table above).
     pub fn as_str(self) -> &'static str {
         match self {
+            Operation::Initialize => "initialize",
             Operation::GetLoadBalancer => "get-load-balancer",
             Operation::EnsureLoadBalancer => "create",
             Operation::UpdateLoadBalancer => "update",
@@ -217,15 +272,39 @@ impl Operation {
         }
     }
 
-    /// The operation with this call-log name.
+    /// The operation with this name.
     pub fn from_name(name: &str) -> Option<Operation> {
         Operation::ALL.into_iter().find(|op| op.as_str() == name)
     }
 
-    /// The capability the operation belongs to.
-    pub fn capability(self) -> Capability {
+    /// Every name, comma separated, in table order (for error messages that list the known names).
+    pub fn names() -> String {
+        Operation::ALL.map(Operation::as_str).join(", ")
+    }
+
+    /// The names of the [intercepted](Operation::is_intercepted) operations, comma separated (what a budget
+    /// limit or a fault rule may name).
+    pub fn intercepted_names() -> String {
+        Operation::ALL
+            .into_iter()
+            .filter(|op| op.is_intercepted())
+            .map(Operation::as_str)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Whether [`InterceptedProvider`] passes calls of this operation through its interceptors (every
+    /// operation but [`Initialize`](Operation::Initialize)).
+    pub fn is_intercepted(self) -> bool {
+        self != Operation::Initialize
+    }
+
+    /// The capability the operation belongs to (`None` for [`Initialize`](Operation::Initialize), which
+    /// every provider has).
+    pub fn capability(self) -> Option<Capability> {
         use Operation::*;
-        match self {
+        Some(match self {
+            Initialize => return None,
             GetLoadBalancer
             | EnsureLoadBalancer
             | UpdateLoadBalancer
@@ -242,7 +321,7 @@ impl Operation {
             GetZone | GetZoneByProviderId | GetZoneByNodeName => Capability::Zones,
             ListClusters | Master => Capability::Clusters,
             ListRoutes | CreateRoute | DeleteRoute => Capability::Routes,
-        }
+        })
     }
 }
 
@@ -312,7 +391,7 @@ impl Chain {
                 Some(limit) => match tokio::time::timeout(limit, f).await {
                     Ok(r) => r,
                     Err(_) => Err(CloudError::Timeout {
-                        operation: operation.as_str().to_owned(),
+                        operation,
                         after: limit,
                     }),
                 },
@@ -848,17 +927,64 @@ mod tests {
         );
     }
 
+    /// The names are a public contract (metric labels, budget keys, inventories, fault rules): pin every one.
     #[test]
-    fn operation_names_round_trip_and_map_to_capabilities() {
+    fn operation_names_are_stable_and_unique() {
+        let names: Vec<&str> = Operation::ALL.map(Operation::as_str).to_vec();
+        assert_eq!(
+            names,
+            [
+                "initialize",
+                "get-load-balancer",
+                "create",
+                "update",
+                "delete",
+                "node-addresses",
+                "node-addresses-by-provider-id",
+                "instance-id",
+                "instance-type",
+                "instance-type-by-provider-id",
+                "instance-exists-by-provider-id",
+                "instance-shutdown-by-provider-id",
+                "instance-exists",
+                "instance-shutdown",
+                "instance-metadata-by-provider-id",
+                "instance-metadata-bulk",
+                "instance-exists-bulk",
+                "get-zone",
+                "get-zone-by-provider-id",
+                "get-zone-by-node-name",
+                "list",
+                "master",
+                "list-routes",
+                "create-route",
+                "delete-route",
+            ]
+        );
+        let unique: std::collections::BTreeSet<&str> = names.iter().copied().collect();
+        assert_eq!(unique.len(), names.len());
         for op in Operation::ALL {
             assert_eq!(Operation::from_name(op.as_str()), Some(op));
+            assert_eq!(op.to_string(), op.as_str());
         }
-        assert_eq!(Operation::EnsureLoadBalancer.as_str(), "create");
+        assert_eq!(Operation::from_name("instance-metadata"), None);
+        assert_eq!(Operation::names().split(", ").count(), 25);
+        assert_eq!(Operation::intercepted_names().split(", ").count(), 24);
+        assert!(!Operation::intercepted_names().contains("initialize"));
+    }
+
+    #[test]
+    fn operations_map_to_capabilities() {
         assert_eq!(
             Operation::InstanceMetadata.capability(),
-            Capability::InstancesV2
+            Some(Capability::InstancesV2)
         );
-        assert_eq!(Operation::ListRoutes.capability(), Capability::Routes);
+        assert_eq!(Operation::ListRoutes.capability(), Some(Capability::Routes));
+        assert_eq!(Operation::Initialize.capability(), None);
+        assert!(!Operation::Initialize.is_intercepted());
+        for op in Operation::ALL {
+            assert_eq!(op.capability().is_some(), op.is_intercepted(), "{op}");
+        }
         assert!(Capability::InstancesV2.supported_by(&Cloud));
         assert!(!Capability::Routes.supported_by(&Cloud));
     }

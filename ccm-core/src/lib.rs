@@ -14,12 +14,15 @@
 //! - [`intercept`]: provider middleware (rate limits, fault injection, metrics, timeouts) around any provider;
 //! - [`budget`] and [`cache`]: the cloud-call budget (rate limits, per-operation metrics), coalescing and a
 //!   short-lived instance cache;
+//! - [`duration`]: Go durations (`1h30m`, `1.5s`), the one parser and formatter of every duration the SDK reads
+//!   or writes, with serde helpers and a JSON schema;
 //! - [`runtime`]: shared informers, the work queue, events, metrics and the controller interface.
 //!
 //! See `docs/architecture.md` in the repository for how the crates fit together.
 
 pub mod budget;
 pub mod cache;
+pub mod duration;
 pub mod error;
 pub mod helpers;
 pub mod intercept;

@@ -8,7 +8,6 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::duration::format_go_duration;
 use crate::finding::{CheckId, Finding, ObjectRef, Severity};
 use crate::inspect::{
     LEASE_NAME_FLAG, LEASE_NAMESPACE_FLAG, elapsed, leader_election_enabled, node_is_not_ready,
@@ -17,6 +16,7 @@ use crate::inspect::{
     waiting_nodes,
 };
 use crate::workload::{Workload, check_workload};
+use ccm_core::duration::format_go_duration;
 
 /// client-go's default lease duration, used when a Lease does not say.
 pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);

@@ -5,10 +5,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::cluster::{DEFAULT_NAMESPACE, DoctorError, DoctorOptions, connect, diagnose_cluster};
-use crate::duration::parse_duration_arg;
 use crate::manifest::{WorkloadFilter, lint_manifest_file};
 use crate::report::{EXIT_DOCTOR_FAILED, Report};
 use crate::selector::{LabelSelector, parse_selector_arg};
+use ccm_core::duration::parse_go_duration;
 
 /// How to print the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -92,11 +92,11 @@ pub struct DoctorArgs {
     pub lease_name: Option<String>,
 
     /// How long a node may carry the uninitialized taint before it is an error (Go duration: 90s, 2m, 1h).
-    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration_arg)]
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_go_duration)]
     pub uninitialized_threshold: Duration,
 
     /// How long a live run may take (Go duration).
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration_arg)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_go_duration)]
     pub timeout: Duration,
 
     /// The output format.
@@ -373,7 +373,7 @@ mod tests {
         let err = parse(&["--uninitialized-threshold", "5"])
             .unwrap_err()
             .to_string();
-        assert!(err.contains("missing unit in duration"), "{err}");
+        assert!(err.contains("missing unit"), "{err}");
         let err = parse(&["--node-selector", "a in (b"])
             .unwrap_err()
             .to_string();

@@ -83,7 +83,7 @@ pub enum DoctorError {
     /// The cluster did not answer in time.
     #[error(
         "the cluster at {server} did not answer within {}; check that it is reachable, or raise --timeout",
-        crate::duration::format_go_duration(*timeout)
+        ccm_core::duration::format_go_duration(*timeout)
     )]
     Timeout {
         /// The API server URL.

@@ -39,7 +39,6 @@
 pub mod analysis;
 pub mod cli;
 pub mod cluster;
-pub mod duration;
 pub mod finding;
 pub mod inspect;
 pub mod manifest;

@@ -37,8 +37,8 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::analysis::DEFAULT_UNINITIALIZED_THRESHOLD;
-use crate::duration::format_go_duration;
 use crate::inspect::{WaitingNode, waiting_nodes};
+use ccm_core::duration::format_go_duration;
 
 /// The controller's name for `--controllers`.
 pub const NAME: &str = "node-bootstrap-selfcheck";

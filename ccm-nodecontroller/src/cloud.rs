@@ -6,36 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ccm_core::helpers::{node_name, node_provider_id};
+use ccm_core::intercept::Operation;
 use ccm_core::{CloudError, CloudProvider, InstanceMetadata, Instances, InstancesV2, Zones};
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 
 use crate::error::Error;
-
-/// Provider operation names used in errors and logs (the fake cloud's call-log names).
-pub mod ops {
-    /// InstancesV2 `instance_metadata`.
-    pub const INSTANCE_METADATA: &str = "instance-metadata";
-    /// InstancesV2 `instance_exists`.
-    pub const INSTANCE_EXISTS: &str = "instance-exists";
-    /// InstancesV2 `instance_shutdown`.
-    pub const INSTANCE_SHUTDOWN: &str = "instance-shutdown";
-    /// V1 `instance_id`.
-    pub const INSTANCE_ID: &str = "instance-id";
-    /// V1 `node_addresses_by_provider_id`, then `node_addresses`.
-    pub const NODE_ADDRESSES: &str = "node-addresses";
-    /// V1 `instance_type_by_provider_id`, then `instance_type`.
-    pub const INSTANCE_TYPE: &str = "instance-type";
-    /// V1 `get_zone_by_provider_id`, then `get_zone_by_node_name`.
-    pub const ZONE: &str = "get-zone";
-    /// V1 `instance_exists_by_provider_id`.
-    pub const INSTANCE_EXISTS_BY_PROVIDER_ID: &str = "instance-exists-by-provider-id";
-    /// V1 `instance_shutdown_by_provider_id`.
-    pub const INSTANCE_SHUTDOWN_BY_PROVIDER_ID: &str = "instance-shutdown-by-provider-id";
-    /// InstancesV2 `instance_metadata_bulk` (providers with native bulk calls).
-    pub const INSTANCE_METADATA_BULK: &str = "instance-metadata-bulk";
-    /// InstancesV2 `instance_exists_bulk` (providers with native bulk calls).
-    pub const INSTANCE_EXISTS_BULK: &str = "instance-exists-bulk";
-}
 
 #[derive(Clone)]
 enum Api {
@@ -104,19 +79,19 @@ impl CloudInstances {
 
     async fn timed<T>(
         &self,
-        operation: &'static str,
+        operation: Operation,
         call: impl Future<Output = Result<T, CloudError>>,
     ) -> Result<T, CloudError> {
         match tokio::time::timeout(self.timeout, call).await {
             Ok(result) => result,
             Err(_) => Err(CloudError::Timeout {
-                operation: operation.to_owned(),
+                operation,
                 after: self.timeout,
             }),
         }
     }
 
-    fn cloud_err(node: &Node, operation: &'static str) -> impl FnOnce(CloudError) -> Error {
+    fn cloud_err(node: &Node, operation: Operation) -> impl FnOnce(CloudError) -> Error {
         let node = node_name(node).to_owned();
         move |source| Error::Cloud {
             node,
@@ -135,9 +110,9 @@ impl CloudInstances {
         match &self.api {
             Api::V2(v2) => {
                 let meta = self
-                    .timed(ops::INSTANCE_METADATA, v2.instance_metadata(node))
+                    .timed(Operation::InstanceMetadata, v2.instance_metadata(node))
                     .await
-                    .map_err(Self::cloud_err(node, ops::INSTANCE_METADATA))?;
+                    .map_err(Self::cloud_err(node, Operation::InstanceMetadata))?;
                 match meta {
                     None => Ok(None),
                     Some(meta) => fill_provider_id(node, meta).map(Some).ok_or_else(|| {
@@ -151,7 +126,7 @@ impl CloudInstances {
                 let provider_id = match self.v1_provider_id(instances, node).await {
                     Ok(ProviderIdLookup::Found(id)) => id,
                     Ok(ProviderIdLookup::InstanceNotFound) => {
-                        return Err(Self::cloud_err(node, ops::INSTANCE_ID)(
+                        return Err(Self::cloud_err(node, Operation::InstanceId)(
                             CloudError::InstanceNotFound,
                         ));
                     }
@@ -162,16 +137,16 @@ impl CloudInstances {
                         );
                         String::new()
                     }
-                    Err(err) => return Err(Self::cloud_err(node, ops::INSTANCE_ID)(err)),
+                    Err(err) => return Err(Self::cloud_err(node, Operation::InstanceId)(err)),
                 };
                 let addresses = self
                     .v1_addresses(instances, &provider_id, node_name(node))
                     .await
-                    .map_err(Self::cloud_err(node, ops::NODE_ADDRESSES))?;
+                    .map_err(Self::cloud_err(node, Operation::NodeAddresses))?;
                 let instance_type = self
                     .v1_instance_type(instances, &provider_id, node_name(node))
                     .await
-                    .map_err(Self::cloud_err(node, ops::INSTANCE_TYPE))?;
+                    .map_err(Self::cloud_err(node, Operation::InstanceType))?;
                 let mut meta = InstanceMetadata::new(provider_id.clone())
                     .with_instance_type(instance_type)
                     .with_addresses(addresses);
@@ -179,7 +154,7 @@ impl CloudInstances {
                     let zone = self
                         .v1_zone(zones, &provider_id, node_name(node))
                         .await
-                        .map_err(Self::cloud_err(node, ops::ZONE))?;
+                        .map_err(Self::cloud_err(node, Operation::GetZoneByNodeName))?;
                     meta = meta.with_zone(zone.failure_domain).with_region(zone.region);
                 }
                 Ok(Some(meta))
@@ -192,15 +167,15 @@ impl CloudInstances {
     pub(crate) async fn addresses(&self, node: &Node) -> Result<Option<Vec<NodeAddress>>, Error> {
         match &self.api {
             Api::V2(v2) => Ok(self
-                .timed(ops::INSTANCE_METADATA, v2.instance_metadata(node))
+                .timed(Operation::InstanceMetadata, v2.instance_metadata(node))
                 .await
-                .map_err(Self::cloud_err(node, ops::INSTANCE_METADATA))?
+                .map_err(Self::cloud_err(node, Operation::InstanceMetadata))?
                 .map(|m| m.node_addresses)),
             Api::V1 { instances, .. } => self
                 .v1_addresses(instances, node_provider_id(node), node_name(node))
                 .await
                 .map(Some)
-                .map_err(Self::cloud_err(node, ops::NODE_ADDRESSES)),
+                .map_err(Self::cloud_err(node, Operation::NodeAddresses)),
         }
     }
 
@@ -213,8 +188,8 @@ impl CloudInstances {
     /// Check a bulk answer's length and wrap each item's error with its node.
     fn bulk_items<T>(
         nodes: &[Node],
-        operation: &'static str,
-        item_operation: &'static str,
+        operation: Operation,
+        item_operation: Operation,
         answers: Result<Vec<Result<T, CloudError>>, CloudError>,
     ) -> Result<Vec<Result<T, Error>>, Error> {
         let failed = |source| Error::BulkCloud {
@@ -247,20 +222,20 @@ impl CloudInstances {
         let Api::V2(v2) = &self.api else {
             return Err(Error::BulkCloud {
                 nodes: nodes.len(),
-                operation: ops::INSTANCE_METADATA_BULK,
+                operation: Operation::InstanceMetadataBulk,
                 source: CloudError::NotImplemented,
             });
         };
         let answers = self
             .timed(
-                ops::INSTANCE_METADATA_BULK,
+                Operation::InstanceMetadataBulk,
                 v2.instance_metadata_bulk(nodes),
             )
             .await;
         Ok(Self::bulk_items(
             nodes,
-            ops::INSTANCE_METADATA_BULK,
-            ops::INSTANCE_METADATA,
+            Operation::InstanceMetadataBulk,
+            Operation::InstanceMetadata,
             answers,
         )?
         .into_iter()
@@ -278,17 +253,20 @@ impl CloudInstances {
         let Api::V2(v2) = &self.api else {
             return Err(Error::BulkCloud {
                 nodes: nodes.len(),
-                operation: ops::INSTANCE_EXISTS_BULK,
+                operation: Operation::InstanceExistsBulk,
                 source: CloudError::NotImplemented,
             });
         };
         let answers = self
-            .timed(ops::INSTANCE_EXISTS_BULK, v2.instance_exists_bulk(nodes))
+            .timed(
+                Operation::InstanceExistsBulk,
+                v2.instance_exists_bulk(nodes),
+            )
             .await;
         Self::bulk_items(
             nodes,
-            ops::INSTANCE_EXISTS_BULK,
-            ops::INSTANCE_EXISTS,
+            Operation::InstanceExistsBulk,
+            Operation::InstanceExists,
             answers,
         )
     }
@@ -298,26 +276,26 @@ impl CloudInstances {
     pub(crate) async fn exists(&self, node: &Node) -> Result<(bool, Option<String>), Error> {
         match &self.api {
             Api::V2(v2) => self
-                .timed(ops::INSTANCE_EXISTS, v2.instance_exists(node))
+                .timed(Operation::InstanceExists, v2.instance_exists(node))
                 .await
                 .map(|e| (e, None))
-                .map_err(Self::cloud_err(node, ops::INSTANCE_EXISTS)),
+                .map_err(Self::cloud_err(node, Operation::InstanceExists)),
             Api::V1 { instances, .. } => {
                 let provider_id = match self
                     .v1_provider_id(instances, node)
                     .await
-                    .map_err(Self::cloud_err(node, ops::INSTANCE_ID))?
+                    .map_err(Self::cloud_err(node, Operation::InstanceId))?
                 {
                     ProviderIdLookup::Found(id) => id,
                     ProviderIdLookup::InstanceNotFound => return Ok((false, None)),
                 };
                 let exists = self
                     .timed(
-                        ops::INSTANCE_EXISTS_BY_PROVIDER_ID,
+                        Operation::InstanceExistsByProviderId,
                         instances.instance_exists_by_provider_id(&provider_id),
                     )
                     .await
-                    .map_err(Self::cloud_err(node, ops::INSTANCE_EXISTS_BY_PROVIDER_ID))?;
+                    .map_err(Self::cloud_err(node, Operation::InstanceExistsByProviderId))?;
                 Ok((exists, Some(provider_id)))
             }
         }
@@ -332,16 +310,16 @@ impl CloudInstances {
     ) -> Result<bool, Error> {
         match &self.api {
             Api::V2(v2) => self
-                .timed(ops::INSTANCE_SHUTDOWN, v2.instance_shutdown(node))
+                .timed(Operation::InstanceShutdown, v2.instance_shutdown(node))
                 .await
-                .map_err(Self::cloud_err(node, ops::INSTANCE_SHUTDOWN)),
+                .map_err(Self::cloud_err(node, Operation::InstanceShutdown)),
             Api::V1 { instances, .. } => {
                 let provider_id = match provider_id {
                     Some(id) => id.to_owned(),
                     None => match self
                         .v1_provider_id(instances, node)
                         .await
-                        .map_err(Self::cloud_err(node, ops::INSTANCE_ID))?
+                        .map_err(Self::cloud_err(node, Operation::InstanceId))?
                     {
                         ProviderIdLookup::Found(id) => id,
                         ProviderIdLookup::InstanceNotFound => return Ok(false),
@@ -349,15 +327,16 @@ impl CloudInstances {
                 };
                 match self
                     .timed(
-                        ops::INSTANCE_SHUTDOWN_BY_PROVIDER_ID,
+                        Operation::InstanceShutdownByProviderId,
                         instances.instance_shutdown_by_provider_id(&provider_id),
                     )
                     .await
                 {
                     Err(err) if err.is_not_implemented() => Ok(false),
-                    other => {
-                        other.map_err(Self::cloud_err(node, ops::INSTANCE_SHUTDOWN_BY_PROVIDER_ID))
-                    }
+                    other => other.map_err(Self::cloud_err(
+                        node,
+                        Operation::InstanceShutdownByProviderId,
+                    )),
                 }
             }
         }
@@ -374,7 +353,10 @@ impl CloudInstances {
             return Ok(ProviderIdLookup::Found(spec_id.to_owned()));
         }
         match self
-            .timed(ops::INSTANCE_ID, instances.instance_id(node_name(node)))
+            .timed(
+                Operation::InstanceId,
+                instances.instance_id(node_name(node)),
+            )
             .await
         {
             Ok(id) => Ok(ProviderIdLookup::Found(format!(
@@ -387,10 +369,11 @@ impl CloudInstances {
     }
 
     /// Run the by-providerID call, falling back to the by-name call on error. With no providerID only the
-    /// by-name call is made (Go also tries the by-providerID call with an empty ID, which cannot succeed).
+    /// by-name call is made (Go also tries the by-providerID call with an empty ID, which cannot succeed). Either
+    /// way a failure is the by-name call's (`by_name_op`), with the by-providerID error as context.
     async fn by_id_or_name<T, A, B, FA, FB>(
         &self,
-        operation: &'static str,
+        (by_id_op, by_name_op): (Operation, Operation),
         provider_id: &str,
         by_id: FA,
         by_name: FB,
@@ -402,12 +385,12 @@ impl CloudInstances {
         B: Future<Output = Result<T, CloudError>>,
     {
         if provider_id.is_empty() {
-            return self.timed(operation, by_name()).await;
+            return self.timed(by_name_op, by_name()).await;
         }
-        match self.timed(operation, by_id()).await {
+        match self.timed(by_id_op, by_id()).await {
             Ok(value) => Ok(value),
             Err(by_id_err) => self
-                .timed(operation, by_name())
+                .timed(by_name_op, by_name())
                 .await
                 .map_err(|by_name_err| {
                     by_name_err.context(format!(
@@ -424,7 +407,10 @@ impl CloudInstances {
         name: &str,
     ) -> Result<Vec<NodeAddress>, CloudError> {
         self.by_id_or_name(
-            ops::NODE_ADDRESSES,
+            (
+                Operation::NodeAddressesByProviderId,
+                Operation::NodeAddresses,
+            ),
             provider_id,
             || instances.node_addresses_by_provider_id(provider_id),
             || instances.node_addresses(name),
@@ -439,7 +425,7 @@ impl CloudInstances {
         name: &str,
     ) -> Result<String, CloudError> {
         self.by_id_or_name(
-            ops::INSTANCE_TYPE,
+            (Operation::InstanceTypeByProviderId, Operation::InstanceType),
             provider_id,
             || instances.instance_type_by_provider_id(provider_id),
             || instances.instance_type(name),
@@ -454,7 +440,7 @@ impl CloudInstances {
         name: &str,
     ) -> Result<ccm_core::Zone, CloudError> {
         self.by_id_or_name(
-            ops::ZONE,
+            (Operation::GetZoneByProviderId, Operation::GetZoneByNodeName),
             provider_id,
             || zones.get_zone_by_provider_id(provider_id),
             || zones.get_zone_by_node_name(name),
@@ -662,7 +648,7 @@ mod tests {
             matches!(
                 err,
                 Error::Cloud {
-                    operation: ops::ZONE,
+                    operation: Operation::GetZoneByNodeName,
                     ..
                 }
             ),
@@ -844,7 +830,7 @@ mod tests {
         assert!(matches!(answers[1], Ok(false)));
         let err = answers[2].as_ref().unwrap_err();
         assert!(
-            matches!(err, Error::Cloud { node, operation: ops::INSTANCE_EXISTS, .. } if node == "bad"),
+            matches!(err, Error::Cloud { node, operation: Operation::InstanceExists, .. } if node == "bad"),
             "{err}"
         );
         // a provider answering for fewer nodes than asked fails the whole call
@@ -854,7 +840,7 @@ mod tests {
                 err,
                 Error::BulkCloud {
                     nodes: 3,
-                    operation: ops::INSTANCE_METADATA_BULK,
+                    operation: Operation::InstanceMetadataBulk,
                     ..
                 }
             ),

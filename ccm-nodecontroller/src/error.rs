@@ -1,5 +1,6 @@
 //! The crate's error type.
 
+use ccm_core::intercept::Operation;
 use ccm_core::{CloudError, ErrorKind};
 
 use crate::addresses::NodeIpError;
@@ -32,8 +33,11 @@ pub enum Error {
     Cloud {
         /// The node.
         node: String,
-        /// The provider operation (for example `instance-metadata`).
-        operation: &'static str,
+        /// The provider operation that failed (for example [`Operation::InstanceMetadata`], shown as
+        /// `instance-metadata-by-provider-id`). When the V1 API falls back from a by-providerID call to a by-name
+        /// call, the by-name one ([`Operation::NodeAddresses`], [`Operation::InstanceType`],
+        /// [`Operation::GetZoneByNodeName`]).
+        operation: Operation,
         /// The provider's error; its [`kind`](CloudError::kind) tells timeouts, throttling and so on apart.
         #[source]
         source: CloudError,
@@ -46,8 +50,8 @@ pub enum Error {
     BulkCloud {
         /// How many nodes the call was about.
         nodes: usize,
-        /// The provider operation (for example `instance-metadata-bulk`).
-        operation: &'static str,
+        /// The provider operation (for example [`Operation::InstanceMetadataBulk`]).
+        operation: Operation,
         /// The provider's error.
         #[source]
         source: CloudError,

@@ -40,7 +40,7 @@ pub mod patch;
 pub mod plan;
 mod write;
 
-pub use cloud::{fill_provider_id, ops};
+pub use cloud::fill_provider_id;
 pub use error::Error;
 pub use lifecycle::{
     CloudNodeLifecycleController, Config as CloudNodeLifecycleConfig, NodeOwnership,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ccm_core::names;
 use ccm_nodecontroller::{CloudNodeConfig, CloudNodeLifecycleConfig};
-use ccm_provider_fake::{FakeCloud, FakeInstance, Fault, InjectedError, ops};
+use ccm_provider_fake::{FakeCloud, FakeInstance, Fault, InjectedError, Operation};
 use k8s_openapi::api::core::v1::Node;
 use support::*;
 
@@ -58,27 +58,28 @@ async fn address_sync_makes_one_bulk_call_per_period() {
     .await;
     // one failed item skips only its node; a failed call skips the round
     fake.inject_for(
-        ops::INSTANCE_METADATA,
+        Operation::InstanceMetadata,
         &format!("fake://{}", names[0]),
         Fault::once(InjectedError::Other("item down".into())),
     );
     fake.inject(
-        ops::INSTANCE_METADATA_BULK,
+        Operation::InstanceMetadataBulk,
         Fault::once(InjectedError::Throttled),
     );
-    let before = fake.call_count(ops::INSTANCE_METADATA_BULK);
-    h.wait_calls(ops::INSTANCE_METADATA_BULK, before + 3).await;
-    assert_eq!(fake.pending_faults(ops::INSTANCE_METADATA_BULK), 0);
-    assert_eq!(fake.pending_faults(ops::INSTANCE_METADATA), 0);
+    let before = fake.call_count(Operation::InstanceMetadataBulk);
+    h.wait_calls(Operation::InstanceMetadataBulk, before + 3)
+        .await;
+    assert_eq!(fake.pending_faults(Operation::InstanceMetadataBulk), 0);
+    assert_eq!(fake.pending_faults(Operation::InstanceMetadata), 0);
 
-    let bulk = fake.call_targets(ops::INSTANCE_METADATA_BULK);
+    let bulk = fake.call_targets(Operation::InstanceMetadataBulk);
     assert!(bulk.len() >= 3, "{bulk:?}");
     assert!(
         bulk.iter().all(|t| *t == format!("{NODES} nodes")),
         "every bulk call is about every node: {bulk:?}"
     );
     assert_eq!(
-        fake.call_count(ops::INSTANCE_METADATA),
+        fake.call_count(Operation::InstanceMetadata),
         0,
         "no per-node call for the address sync"
     );
@@ -111,15 +112,16 @@ async fn lifecycle_checks_existence_in_one_bulk_call_per_period() {
         has_taint(n, names::taints::SHUTDOWN)
     })
     .await;
-    let before = fake.call_count(ops::INSTANCE_EXISTS_BULK);
-    h.wait_calls(ops::INSTANCE_EXISTS_BULK, before + 2).await;
+    let before = fake.call_count(Operation::InstanceExistsBulk);
+    h.wait_calls(Operation::InstanceExistsBulk, before + 2)
+        .await;
 
     assert_eq!(
-        fake.call_count(ops::INSTANCE_EXISTS),
+        fake.call_count(Operation::InstanceExists),
         0,
         "no per-node existence check"
     );
-    let targets = fake.call_targets(ops::INSTANCE_EXISTS_BULK);
+    let targets = fake.call_targets(Operation::InstanceExistsBulk);
     assert_eq!(
         targets[0],
         format!("{} nodes", NODES + 2),
@@ -131,7 +133,7 @@ async fn lifecycle_checks_existence_in_one_bulk_call_per_period() {
         "the deleted node is gone from later calls"
     );
     // shutdown checks stay per node (there is no bulk shutdown call): the existing NotReady nodes only
-    let shutdown = fake.call_targets(ops::INSTANCE_SHUTDOWN);
+    let shutdown = fake.call_targets(Operation::InstanceShutdown);
     assert!(shutdown.contains(&format!("fake://{off}")));
     assert!(!shutdown.contains(&format!("fake://{gone}")));
     assert!(!shutdown.contains(&format!("fake://{ready}")));
@@ -151,13 +153,13 @@ async fn a_failed_bulk_existence_check_deletes_nothing() {
     let gone = h.name("gone");
     h.create(&initialized(&h, &gone, false)).await;
     fake.inject(
-        ops::INSTANCE_EXISTS_BULK,
+        Operation::InstanceExistsBulk,
         Fault::always(InjectedError::Other("api down".into())),
     );
     h.start_lifecycle_controller(
         CloudNodeLifecycleConfig::default().with_node_monitor_period(Duration::from_millis(100)),
     );
-    h.wait_calls(ops::INSTANCE_EXISTS_BULK, 3).await;
+    h.wait_calls(Operation::InstanceExistsBulk, 3).await;
     assert!(
         h.get(&gone).await.is_some(),
         "a failed call is never read as gone"
@@ -165,6 +167,6 @@ async fn a_failed_bulk_existence_check_deletes_nothing() {
     // once the cloud answers again, the node goes
     fake.clear_faults();
     h.wait_deleted(&gone).await;
-    assert_eq!(fake.call_count(ops::INSTANCE_EXISTS), 0);
+    assert_eq!(fake.call_count(Operation::InstanceExists), 0);
     h.finish().await;
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use ccm_core::names;
 use ccm_nodecontroller::{CloudNodeLifecycleConfig, NodeOwnership};
-use ccm_provider_fake::{Capability, FakeCloud, FakeInstance, Fault, InjectedError, ops};
+use ccm_provider_fake::{Capability, FakeCloud, FakeInstance, Fault, InjectedError, Operation};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use support::*;
 
@@ -51,7 +51,7 @@ async fn deleted_instance_deletes_the_node() {
         Some(names::components::CLOUD_NODE_LIFECYCLE_CONTROLLER)
     );
     // The existing (not shut down) instance's node stays, untainted.
-    h.wait_calls(ops::INSTANCE_SHUTDOWN, 2).await;
+    h.wait_calls(Operation::InstanceShutdown, 2).await;
     let node = h.get(&alive).await.expect("still there");
     assert!(!has_taint(&node, names::taints::SHUTDOWN));
     h.finish().await;
@@ -70,11 +70,11 @@ async fn ready_nodes_are_never_checked_or_deleted() {
         .await;
     h.start_lifecycle_controller(fast());
     h.wait_deleted(&probe).await;
-    h.wait_calls(ops::INSTANCE_EXISTS, 1).await;
+    h.wait_calls(Operation::InstanceExists, 1).await;
     assert!(h.get(&ready).await.is_some());
     assert!(
         !fake
-            .call_targets(ops::INSTANCE_EXISTS)
+            .call_targets(Operation::InstanceExists)
             .contains(&format!("fake://{ready}")),
         "a Ready node is never looked up"
     );
@@ -114,14 +114,14 @@ async fn shutdown_taint_added_then_removed_when_ready() {
 
     // Further passes do not write again.
     let rv = node.metadata.resource_version.clone();
-    let seen = fake.call_count(ops::INSTANCE_SHUTDOWN);
-    h.wait_calls(ops::INSTANCE_SHUTDOWN, seen + 3).await;
+    let seen = fake.call_count(Operation::InstanceShutdown);
+    h.wait_calls(Operation::InstanceShutdown, seen + 3).await;
     assert_eq!(h.get(&name).await.unwrap().metadata.resource_version, rv);
 
     // Started again but still NotReady: the taint stays.
     fake.set_shutdown(&name, false);
-    let seen = fake.call_count(ops::INSTANCE_SHUTDOWN);
-    h.wait_calls(ops::INSTANCE_SHUTDOWN, seen + 3).await;
+    let seen = fake.call_count(Operation::InstanceShutdown);
+    h.wait_calls(Operation::InstanceShutdown, seen + 3).await;
     assert!(has_taint(
         &h.get(&name).await.unwrap(),
         names::taints::SHUTDOWN
@@ -169,22 +169,22 @@ async fn foreign_and_initializing_nodes_are_left_alone() {
     h.start_lifecycle_controller(fast());
 
     h.wait_deleted(&ours).await;
-    let seen = fake.call_count(ops::INSTANCE_EXISTS);
+    let seen = fake.call_count(Operation::InstanceExists);
     // Several more passes.
-    h.wait_calls(ops::INSTANCE_EXISTS, seen + 5).await;
+    h.wait_calls(Operation::InstanceExists, seen + 5).await;
     for name in [&foreign, &empty, &initializing] {
         assert!(h.get(name).await.is_some(), "{name} must not be deleted");
     }
     let ours_targets = [format!("fake://{ours}"), format!("fake://{alive}")];
-    for target in fake.call_targets(ops::INSTANCE_EXISTS) {
+    for target in fake.call_targets(Operation::InstanceExists) {
         assert!(
             ours_targets.contains(&target),
             "only our nodes are looked up, not {target}"
         );
     }
     assert_eq!(
-        fake.call_count(ops::INSTANCE_SHUTDOWN),
-        fake.call_targets(ops::INSTANCE_SHUTDOWN)
+        fake.call_count(Operation::InstanceShutdown),
+        fake.call_targets(Operation::InstanceShutdown)
             .iter()
             .filter(|t| **t == ours_targets[1])
             .count()
@@ -223,14 +223,14 @@ async fn existence_errors_never_delete_and_timeouts_are_bounded() {
         .await;
     // The instance is gone, but the cloud API fails, then hangs.
     fake.inject(
-        ops::INSTANCE_EXISTS,
+        Operation::InstanceExists,
         Fault::times(InjectedError::Other("cloud API down".into()), 3),
     );
     h.start_lifecycle_controller(fast().with_cloud_call_timeout(Duration::from_millis(200)));
-    h.wait_calls(ops::INSTANCE_EXISTS, 3).await;
-    fake.set_latency(ops::INSTANCE_EXISTS, Duration::from_secs(10));
-    let seen = fake.call_count(ops::INSTANCE_EXISTS);
-    h.wait_calls(ops::INSTANCE_EXISTS, seen + 2).await;
+    h.wait_calls(Operation::InstanceExists, 3).await;
+    fake.set_latency(Operation::InstanceExists, Duration::from_secs(10));
+    let seen = fake.call_count(Operation::InstanceExists);
+    h.wait_calls(Operation::InstanceExists, seen + 2).await;
     assert!(
         h.get(&name).await.is_some(),
         "an error is never read as 'gone'"
@@ -260,11 +260,11 @@ async fn v1_provider_lifecycle() {
     })
     .await;
     assert_eq!(
-        fake.call_count(ops::INSTANCE_EXISTS),
+        fake.call_count(Operation::InstanceExists),
         0,
         "V2 is never called"
     );
-    assert!(fake.call_count(ops::INSTANCE_EXISTS_BY_PROVIDER_ID) >= 2);
-    assert!(fake.call_count(ops::INSTANCE_SHUTDOWN_BY_PROVIDER_ID) >= 1);
+    assert!(fake.call_count(Operation::InstanceExistsByProviderId) >= 2);
+    assert!(fake.call_count(Operation::InstanceShutdownByProviderId) >= 1);
     h.finish().await;
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ccm_core::names::{self, labels as l};
 use ccm_nodecontroller::{CloudNodeConfig, reasons};
-use ccm_provider_fake::{Capability, FakeCloud, FakeInstance, Fault, InjectedError, ops};
+use ccm_provider_fake::{Capability, FakeCloud, FakeInstance, Fault, InjectedError, Operation};
 use json_patch::PatchOperation;
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::api::{Patch, PatchParams};
@@ -90,7 +90,7 @@ async fn initializes_a_fresh_tainted_node() {
         Some(names::components::CLOUD_NODE_CONTROLLER)
     );
     // One metadata call initialized it; the metrics saw one node.
-    assert_eq!(fake.call_count(ops::INSTANCE_METADATA), 1);
+    assert_eq!(fake.call_count(Operation::InstanceMetadata), 1);
     let text = h.registry.encode();
     assert!(
         text.contains("node_controller_cloud_provider_taint_removal_delay_seconds_count 1"),
@@ -143,14 +143,14 @@ async fn v1_only_provider_initializes_through_instances_and_zones() {
         ]
     );
     assert_eq!(
-        fake.call_count(ops::INSTANCE_METADATA),
+        fake.call_count(Operation::InstanceMetadata),
         0,
         "V2 is never called"
     );
-    assert_eq!(fake.call_count(ops::INSTANCE_ID), 1);
-    assert!(fake.call_count(ops::NODE_ADDRESSES_BY_PROVIDER_ID) >= 1);
-    assert_eq!(fake.call_count(ops::INSTANCE_TYPE_BY_PROVIDER_ID), 1);
-    assert_eq!(fake.call_count(ops::GET_ZONE_BY_PROVIDER_ID), 1);
+    assert_eq!(fake.call_count(Operation::InstanceId), 1);
+    assert!(fake.call_count(Operation::NodeAddressesByProviderId) >= 1);
+    assert_eq!(fake.call_count(Operation::InstanceTypeByProviderId), 1);
+    assert_eq!(fake.call_count(Operation::GetZoneByProviderId), 1);
     h.wait_event(&name, names::events::SYNCED).await;
     h.finish().await;
 }
@@ -171,7 +171,7 @@ async fn missing_provider_id_keeps_the_taint_warns_and_retries() {
     let event = h.wait_event(&name, reasons::MISSING_PROVIDER_ID).await;
     assert_eq!(event.type_.as_deref(), Some("Warning"));
     // Retried with backoff (5 ms, 10 ms, ...): more calls come without any node change.
-    h.wait_calls(ops::INSTANCE_METADATA, 3).await;
+    h.wait_calls(Operation::InstanceMetadata, 3).await;
     let node = h.get(&name).await.expect("node exists");
     assert!(uninitialized(&node), "the node stays tainted");
     assert_eq!(ccm_core::helpers::node_provider_id(&node), "");
@@ -200,7 +200,7 @@ async fn no_metadata_skips_the_node_without_retrying() {
     fake.add_instance(FakeInstance::new(&name).with_no_metadata());
     fake.add_instance(FakeInstance::new(&witness));
     fake.inject_for(
-        ops::INSTANCE_METADATA,
+        Operation::InstanceMetadata,
         &witness,
         Fault::always(InjectedError::Other("cloud API down".into())),
     );
@@ -209,7 +209,7 @@ async fn no_metadata_skips_the_node_without_retrying() {
     h.start_node_controller(CloudNodeConfig::default());
 
     let witness_calls = || {
-        fake.call_targets(ops::INSTANCE_METADATA)
+        fake.call_targets(Operation::InstanceMetadata)
             .iter()
             .filter(|t| **t == witness)
             .count()
@@ -220,7 +220,7 @@ async fn no_metadata_skips_the_node_without_retrying() {
     .await
     .unwrap();
     let skipped_calls = fake
-        .call_targets(ops::INSTANCE_METADATA)
+        .call_targets(Operation::InstanceMetadata)
         .iter()
         .filter(|t| **t == name)
         .count();
@@ -268,7 +268,7 @@ async fn node_ip_case(annotation: &str) {
             .contains("provided node ip"),
         "{event:?}"
     );
-    h.wait_calls(ops::INSTANCE_METADATA, 2).await;
+    h.wait_calls(Operation::InstanceMetadata, 2).await;
     let node = h.get(&name).await.unwrap();
     assert!(uninitialized(&node));
     assert_eq!(
@@ -358,8 +358,8 @@ async fn periodic_sync_picks_up_address_changes_and_writes_nothing_otherwise() {
     let rv = node.metadata.resource_version.clone();
 
     // Several sync passes with unchanged addresses write nothing.
-    let seen = fake.call_count(ops::INSTANCE_METADATA);
-    h.wait_calls(ops::INSTANCE_METADATA, seen + 3).await;
+    let seen = fake.call_count(Operation::InstanceMetadata);
+    h.wait_calls(Operation::InstanceMetadata, seen + 3).await;
     assert_eq!(
         h.get(&name).await.unwrap().metadata.resource_version,
         rv,
@@ -411,7 +411,7 @@ async fn initialized_nodes_get_ga_labels_without_cloud_calls() {
         .await;
     assert_eq!(labels_of(&node)[l::INSTANCE_TYPE], "old-type");
     // Only the start-up address pass asked the cloud (and found no instance).
-    assert!(fake.call_count(ops::INSTANCE_METADATA) <= 1);
+    assert!(fake.call_count(Operation::InstanceMetadata) <= 1);
     h.finish().await;
 }
 
@@ -434,11 +434,11 @@ async fn cloud_errors_and_timeouts_are_retried_and_write_nothing() {
     }
     // Before initialization the fake logs (and targets) calls by node name.
     fake.inject_for(
-        ops::INSTANCE_METADATA,
+        Operation::InstanceMetadata,
         &errors,
         Fault::times(InjectedError::Other("cloud API down".into()), 3),
     );
-    fake.set_latency(ops::INSTANCE_METADATA, Duration::from_secs(5));
+    fake.set_latency(Operation::InstanceMetadata, Duration::from_secs(5));
     h.create(&h.kubelet_node(&errors, true)).await;
     h.create(&h.kubelet_node(&slow, true)).await;
     h.start_node_controller(
@@ -448,7 +448,7 @@ async fn cloud_errors_and_timeouts_are_retried_and_write_nothing() {
     );
 
     // Every call times out: both nodes stay untouched while retries go on.
-    h.wait_calls(ops::INSTANCE_METADATA, 4).await;
+    h.wait_calls(Operation::InstanceMetadata, 4).await;
     for name in [&errors, &slow] {
         let node = h.get(name).await.unwrap();
         assert!(uninitialized(&node));
@@ -463,7 +463,7 @@ async fn cloud_errors_and_timeouts_are_retried_and_write_nothing() {
             .await;
         assert_eq!(labels(&node)[l::TOPOLOGY_ZONE], "z");
     }
-    assert_eq!(fake.pending_faults(ops::INSTANCE_METADATA), 0);
+    assert_eq!(fake.pending_faults(Operation::InstanceMetadata), 0);
     h.finish().await;
 }
 
@@ -562,10 +562,10 @@ async fn a_kubelet_taint_added_during_initialization_survives() {
     let name = h.name("race");
     // The cloud's addresses equal the kubelet's, so the only write is the (now stale) spec patch.
     fake.add_instance(FakeInstance::new(&name).with_hostname(&name));
-    fake.set_latency(ops::INSTANCE_METADATA, Duration::from_millis(1500));
+    fake.set_latency(Operation::InstanceMetadata, Duration::from_millis(1500));
     h.create(&h.kubelet_node(&name, true)).await;
     h.start_node_controller(CloudNodeConfig::default());
-    h.wait_calls(ops::INSTANCE_METADATA, 1).await;
+    h.wait_calls(Operation::InstanceMetadata, 1).await;
     // While the metadata call is in flight.
     let taints = serde_json::json!({ "spec": { "taints": [
         { "key": names::taints::UNINITIALIZED, "value": "true", "effect": "NoSchedule" },

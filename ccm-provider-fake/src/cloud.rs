@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use ccm_core::intercept::Capability;
+use ccm_core::intercept::{Capability, Operation};
 use ccm_core::{CloudError, ProviderRegistry, RegistryError, Route, Zone};
 use ipnet::{IpNet, Ipv4Net};
 use k8s_openapi::api::core::v1::{
@@ -15,7 +15,6 @@ use tokio::sync::Notify;
 
 use crate::fault::{Call, Fault, FaultTable, LoadBalancerCall};
 use crate::instance::FakeInstance;
-use crate::ops;
 use crate::quota::{Quota, QuotaError};
 
 /// The provider name [`FakeCloud::new`] uses and [`FakeCloud::register`] registers.
@@ -221,15 +220,15 @@ pub(crate) fn allocate(
 /// use std::sync::Arc;
 /// use std::time::Duration;
 /// use ccm_core::CloudProvider;
-/// use ccm_provider_fake::{ops, Fault, FakeCloud, FakeInstance, InjectedError};
+/// use ccm_provider_fake::{Fault, FakeCloud, FakeInstance, InjectedError, Operation};
 ///
 /// let cloud = FakeCloud::new();
 /// cloud.add_instance(FakeInstance::new("node-a").with_internal_ip("10.0.0.11").with_zone("zone-a", "region-1"));
-/// cloud.inject(ops::ENSURE_LOAD_BALANCER, Fault::once(InjectedError::Retry(Duration::from_secs(42))));
+/// cloud.inject(Operation::EnsureLoadBalancer, Fault::once(InjectedError::Retry(Duration::from_secs(42))));
 /// let provider: Arc<dyn CloudProvider> = Arc::new(cloud.clone());
 /// // ... run controllers with `provider`, then:
 /// cloud.set_shutdown("node-a", true);
-/// assert_eq!(cloud.call_count(ops::ENSURE_LOAD_BALANCER), 0);
+/// assert_eq!(cloud.call_count(Operation::EnsureLoadBalancer), 0);
 /// ```
 #[derive(Clone)]
 pub struct FakeCloud {
@@ -510,18 +509,19 @@ impl FakeCloud {
         self.lock().calls.clone()
     }
 
-    /// The operation names of the calls, in order (the Go fake's `Calls`).
-    pub fn call_ops(&self) -> Vec<String> {
-        self.lock().calls.iter().map(|c| c.op.clone()).collect()
+    /// The operations of the calls, in order (the Go fake's `Calls`, whose names are their
+    /// [`as_str`](Operation::as_str)).
+    pub fn call_ops(&self) -> Vec<Operation> {
+        self.lock().calls.iter().map(|c| c.op).collect()
     }
 
     /// How many calls of `op` were received.
-    pub fn call_count(&self, op: &str) -> usize {
+    pub fn call_count(&self, op: Operation) -> usize {
         self.lock().calls.iter().filter(|c| c.op == op).count()
     }
 
     /// The targets of the calls of `op`, in order.
-    pub fn call_targets(&self, op: &str) -> Vec<String> {
+    pub fn call_targets(&self, op: Operation) -> Vec<String> {
         self.lock()
             .calls
             .iter()
@@ -536,15 +536,15 @@ impl FakeCloud {
     /// ```no_run
     /// # async fn example(cloud: ccm_provider_fake::FakeCloud) {
     /// use std::time::Duration;
-    /// use ccm_provider_fake::ops;
+    /// use ccm_provider_fake::Operation;
     ///
     /// // ... start a service controller using `cloud` ...
-    /// tokio::time::timeout(Duration::from_secs(30), cloud.wait_for_calls(ops::ENSURE_LOAD_BALANCER, 1))
+    /// tokio::time::timeout(Duration::from_secs(30), cloud.wait_for_calls(Operation::EnsureLoadBalancer, 1))
     ///     .await
     ///     .expect("the controller ensured the load balancer");
     /// # }
     /// ```
-    pub async fn wait_for_calls(&self, op: &str, count: usize) {
+    pub async fn wait_for_calls(&self, op: Operation, count: usize) {
         loop {
             let notified = self.called.notified();
             tokio::pin!(notified);
@@ -618,28 +618,25 @@ impl FakeCloud {
     // ----- faults -----
 
     /// Make calls of `op` fail with `fault.error`, `fault.times` times. Faults of one operation fire in the order
-    /// injected. `op` is a name from [`ops`].
-    pub fn inject(&self, op: &str, fault: Fault) {
-        self.warn_unknown_op(op);
+    /// injected.
+    pub fn inject(&self, op: Operation, fault: Fault) {
         self.lock().faults.inject(op, None, fault);
     }
 
     /// Like [`inject`](Self::inject), but only calls whose target (node name, providerID, service key, CIDR,
-    /// cluster; see [`ops`]) equals `target` fail.
-    pub fn inject_for(&self, op: &str, target: &str, fault: Fault) {
-        self.warn_unknown_op(op);
+    /// cluster; the table in [`Operation`]'s documentation says which) equals `target` fail.
+    pub fn inject_for(&self, op: Operation, target: &str, fault: Fault) {
         self.lock().faults.inject(op, Some(target), fault);
     }
 
     /// How many injected faults of `op` have not been used up (an `Always` fault counts as one).
-    pub fn pending_faults(&self, op: &str) -> usize {
+    pub fn pending_faults(&self, op: Operation) -> usize {
         self.lock().faults.pending(op)
     }
 
     /// Delay every answer to `op` by `latency` (`tokio::time::sleep`, so paused test time works); zero removes
     /// the delay.
-    pub fn set_latency(&self, op: &str, latency: Duration) {
-        self.warn_unknown_op(op);
+    pub fn set_latency(&self, op: Operation, latency: Duration) {
         self.lock().faults.set_latency(op, latency);
     }
 
@@ -660,21 +657,15 @@ impl FakeCloud {
         self.lock().faults.clear_latency();
     }
 
-    fn warn_unknown_op(&self, op: &str) {
-        if !ops::is_known(op) {
-            tracing::warn!(op, known = ?ops::ALL, "fault or latency set for an operation the fake cloud never performs");
-        }
-    }
-
     // ----- call plumbing -----
 
     /// Log the call, check the quota, wait the op's latency, and return the injected error if one fires.
-    pub(crate) async fn begin(&self, op: &'static str, target: &str) -> Result<(), CloudError> {
+    pub(crate) async fn begin(&self, op: Operation, target: &str) -> Result<(), CloudError> {
         let (latency, throttled) = {
             let mut st = self.lock();
             st.calls.push(Call::new(op, target));
             let throttled = match st.quota.as_mut() {
-                Some(quota) if op != ops::INITIALIZE => match quota.try_take() {
+                Some(quota) if op != Operation::Initialize => match quota.try_take() {
                     Ok(()) => None,
                     Err(retry_after) => Some(quota.error(op, retry_after)),
                 },
@@ -687,10 +678,10 @@ impl FakeCloud {
         };
         self.called.notify_waiters();
         if let Some(err) = throttled {
-            tracing::debug!(op, target, error = %err, "fake cloud call rejected by the quota");
+            tracing::debug!(op = op.as_str(), target, error = %err, "fake cloud call rejected by the quota");
             return Err(err);
         }
-        tracing::debug!(op, target, latency = ?latency, "fake cloud call");
+        tracing::debug!(op = op.as_str(), target, latency = ?latency, "fake cloud call");
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
         }
@@ -698,7 +689,7 @@ impl FakeCloud {
         match injected {
             Some(error) => {
                 let err = error.to_cloud_error(op, latency);
-                tracing::debug!(op, target, error = %err, "fake cloud call fails with an injected error");
+                tracing::debug!(op = op.as_str(), target, error = %err, "fake cloud call fails with an injected error");
                 Err(err)
             }
             None => Ok(()),

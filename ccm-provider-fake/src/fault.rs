@@ -4,16 +4,17 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ccm_core::CloudError;
+use ccm_core::intercept::Operation;
 
 /// One call the fake cloud received, in the order received.
 ///
-/// `op` is a name from [`ops`](crate::ops); `target` is what the call was about: a node name, a providerID, a
-/// service key (`namespace/name`), a destination CIDR or a cluster name (see each constant in
-/// [`ops`](crate::ops)), or `""` when the call has no subject.
+/// `op` is the [`Operation`] called; `target` is what the call was about: a node name, a providerID, a service
+/// key (`namespace/name`), a destination CIDR or a cluster name (the table in [`Operation`]'s documentation says
+/// which), or `""` when the call has no subject.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Call {
-    /// The operation name, for example [`ops::ENSURE_LOAD_BALANCER`](crate::ops::ENSURE_LOAD_BALANCER).
-    pub op: String,
+    /// The operation, for example [`Operation::EnsureLoadBalancer`] (named `create`).
+    pub op: Operation,
     /// What the call was about.
     pub target: String,
 }
@@ -22,13 +23,13 @@ impl Call {
     /// A call record (handy for `assert_eq!` against [`FakeCloud::calls`](crate::FakeCloud::calls)).
     ///
     /// ```
-    /// use ccm_provider_fake::{ops, Call};
-    /// let call = Call::new(ops::ENSURE_LOAD_BALANCER, "default/web");
-    /// assert_eq!(call.op, "create");
+    /// use ccm_provider_fake::{Call, Operation};
+    /// let call = Call::new(Operation::EnsureLoadBalancer, "default/web");
+    /// assert_eq!(call.op.as_str(), "create");
     /// ```
-    pub fn new(op: impl Into<String>, target: impl Into<String>) -> Self {
+    pub fn new(op: Operation, target: impl Into<String>) -> Self {
         Call {
-            op: op.into(),
+            op,
             target: target.into(),
         }
     }
@@ -37,9 +38,8 @@ impl Call {
 /// A load-balancer call with the backend hosts it carried (the Go fake's `EnsureCalls` / `UpdateCalls`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadBalancerCall {
-    /// [`ops::ENSURE_LOAD_BALANCER`](crate::ops::ENSURE_LOAD_BALANCER) or
-    /// [`ops::UPDATE_LOAD_BALANCER`](crate::ops::UPDATE_LOAD_BALANCER).
-    pub op: String,
+    /// [`Operation::EnsureLoadBalancer`] or [`Operation::UpdateLoadBalancer`].
+    pub op: Operation,
     /// The service key, `namespace/name`.
     pub service: String,
     /// The node names passed, sorted and without duplicates.
@@ -70,7 +70,7 @@ pub enum InjectedError {
 
 impl InjectedError {
     /// The [`CloudError`] this injected error produces for `op` (with `latency`, the op's injected delay).
-    pub fn to_cloud_error(&self, op: &str, latency: Duration) -> CloudError {
+    pub fn to_cloud_error(&self, op: Operation, latency: Duration) -> CloudError {
         match self {
             InjectedError::Other(message) => {
                 CloudError::provider(format!("injected failure of {op}"), message.clone())
@@ -90,7 +90,7 @@ impl InjectedError {
                 retry_after: Some(*after),
             },
             InjectedError::Timeout => CloudError::Timeout {
-                operation: op.to_owned(),
+                operation: op,
                 after: latency,
             },
         }
@@ -164,13 +164,13 @@ struct Armed {
 /// fault that matches the call's target fires and is used up.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FaultTable {
-    faults: BTreeMap<String, Vec<Armed>>,
-    latency: BTreeMap<String, Duration>,
+    faults: BTreeMap<Operation, Vec<Armed>>,
+    latency: BTreeMap<Operation, Duration>,
     default_latency: Duration,
 }
 
 impl FaultTable {
-    pub(crate) fn inject(&mut self, op: &str, target: Option<&str>, fault: Fault) {
+    pub(crate) fn inject(&mut self, op: Operation, target: Option<&str>, fault: Fault) {
         let remaining = match fault.times {
             Times::Once => Some(1),
             Times::N(n) => Some(n),
@@ -179,7 +179,7 @@ impl FaultTable {
         if remaining == Some(0) {
             return;
         }
-        self.faults.entry(op.to_owned()).or_default().push(Armed {
+        self.faults.entry(op).or_default().push(Armed {
             target: target.map(str::to_owned),
             error: fault.error,
             remaining,
@@ -187,8 +187,8 @@ impl FaultTable {
     }
 
     /// The error the call `op` on `target` must return, using up one firing of the fault.
-    pub(crate) fn fire(&mut self, op: &str, target: &str) -> Option<InjectedError> {
-        let armed = self.faults.get_mut(op)?;
+    pub(crate) fn fire(&mut self, op: Operation, target: &str) -> Option<InjectedError> {
+        let armed = self.faults.get_mut(&op)?;
         let index = armed
             .iter()
             .position(|a| a.target.as_deref().is_none_or(|t| t == target))?;
@@ -200,21 +200,21 @@ impl FaultTable {
             }
         }
         if armed.is_empty() {
-            self.faults.remove(op);
+            self.faults.remove(&op);
         }
         Some(error)
     }
 
     /// How many armed faults remain for `op` (an `Always` fault counts once).
-    pub(crate) fn pending(&self, op: &str) -> usize {
-        self.faults.get(op).map_or(0, Vec::len)
+    pub(crate) fn pending(&self, op: Operation) -> usize {
+        self.faults.get(&op).map_or(0, Vec::len)
     }
 
-    pub(crate) fn set_latency(&mut self, op: &str, latency: Duration) {
+    pub(crate) fn set_latency(&mut self, op: Operation, latency: Duration) {
         if latency.is_zero() {
-            self.latency.remove(op);
+            self.latency.remove(&op);
         } else {
-            self.latency.insert(op.to_owned(), latency);
+            self.latency.insert(op, latency);
         }
     }
 
@@ -223,9 +223,9 @@ impl FaultTable {
     }
 
     /// The delay before answering `op`: its own latency, or the default one.
-    pub(crate) fn latency(&self, op: &str) -> Duration {
+    pub(crate) fn latency(&self, op: Operation) -> Duration {
         self.latency
-            .get(op)
+            .get(&op)
             .copied()
             .unwrap_or(self.default_latency)
     }
@@ -248,80 +248,114 @@ mod tests {
     #[test]
     fn once_fires_once() {
         let mut t = FaultTable::default();
-        t.inject("create", None, Fault::once(InjectedError::Throttled));
-        assert_eq!(t.fire("create", "a/b"), Some(InjectedError::Throttled));
-        assert_eq!(t.fire("create", "a/b"), None);
-        assert_eq!(t.pending("create"), 0);
+        t.inject(
+            Operation::EnsureLoadBalancer,
+            None,
+            Fault::once(InjectedError::Throttled),
+        );
+        assert_eq!(
+            t.fire(Operation::EnsureLoadBalancer, "a/b"),
+            Some(InjectedError::Throttled)
+        );
+        assert_eq!(t.fire(Operation::EnsureLoadBalancer, "a/b"), None);
+        assert_eq!(t.pending(Operation::EnsureLoadBalancer), 0);
     }
 
     #[test]
     fn n_times_then_next_fault_in_order() {
         let mut t = FaultTable::default();
         t.inject(
-            "create",
+            Operation::EnsureLoadBalancer,
             None,
             Fault::times(InjectedError::Other("a".into()), 2),
         );
-        t.inject("create", None, Fault::once(InjectedError::NotImplemented));
+        t.inject(
+            Operation::EnsureLoadBalancer,
+            None,
+            Fault::once(InjectedError::NotImplemented),
+        );
         assert_eq!(
-            t.fire("create", "x"),
+            t.fire(Operation::EnsureLoadBalancer, "x"),
             Some(InjectedError::Other("a".into()))
         );
         assert_eq!(
-            t.fire("create", "x"),
+            t.fire(Operation::EnsureLoadBalancer, "x"),
             Some(InjectedError::Other("a".into()))
         );
-        assert_eq!(t.fire("create", "x"), Some(InjectedError::NotImplemented));
-        assert_eq!(t.fire("create", "x"), None);
+        assert_eq!(
+            t.fire(Operation::EnsureLoadBalancer, "x"),
+            Some(InjectedError::NotImplemented)
+        );
+        assert_eq!(t.fire(Operation::EnsureLoadBalancer, "x"), None);
     }
 
     #[test]
     fn zero_times_never_fires() {
         let mut t = FaultTable::default();
-        t.inject("create", None, Fault::times(InjectedError::Throttled, 0));
-        assert_eq!(t.fire("create", "x"), None);
-        assert_eq!(t.pending("create"), 0);
+        t.inject(
+            Operation::EnsureLoadBalancer,
+            None,
+            Fault::times(InjectedError::Throttled, 0),
+        );
+        assert_eq!(t.fire(Operation::EnsureLoadBalancer, "x"), None);
+        assert_eq!(t.pending(Operation::EnsureLoadBalancer), 0);
     }
 
     #[test]
     fn always_until_cleared_and_only_for_its_op() {
         let mut t = FaultTable::default();
-        t.inject("update", None, Fault::always(InjectedError::Timeout));
+        t.inject(
+            Operation::UpdateLoadBalancer,
+            None,
+            Fault::always(InjectedError::Timeout),
+        );
         for _ in 0..5 {
-            assert_eq!(t.fire("update", "x"), Some(InjectedError::Timeout));
+            assert_eq!(
+                t.fire(Operation::UpdateLoadBalancer, "x"),
+                Some(InjectedError::Timeout)
+            );
         }
-        assert_eq!(t.fire("create", "x"), None);
+        assert_eq!(t.fire(Operation::EnsureLoadBalancer, "x"), None);
         t.clear_faults();
-        assert_eq!(t.fire("update", "x"), None);
+        assert_eq!(t.fire(Operation::UpdateLoadBalancer, "x"), None);
     }
 
     #[test]
     fn targeted_fault_fires_only_for_its_target() {
         let mut t = FaultTable::default();
         t.inject(
-            "instance-exists",
+            Operation::InstanceExists,
             Some("node-b"),
             Fault::once(InjectedError::Throttled),
         );
-        assert_eq!(t.fire("instance-exists", "node-a"), None);
+        assert_eq!(t.fire(Operation::InstanceExists, "node-a"), None);
         assert_eq!(
-            t.fire("instance-exists", "node-b"),
+            t.fire(Operation::InstanceExists, "node-b"),
             Some(InjectedError::Throttled)
         );
-        assert_eq!(t.fire("instance-exists", "node-b"), None);
+        assert_eq!(t.fire(Operation::InstanceExists, "node-b"), None);
     }
 
     #[test]
     fn latency_per_op_overrides_default() {
         let mut t = FaultTable::default();
         t.set_default_latency(Duration::from_millis(5));
-        t.set_latency("create", Duration::from_secs(2));
-        assert_eq!(t.latency("create"), Duration::from_secs(2));
-        assert_eq!(t.latency("update"), Duration::from_millis(5));
-        t.set_latency("create", Duration::ZERO);
-        assert_eq!(t.latency("create"), Duration::from_millis(5));
+        t.set_latency(Operation::EnsureLoadBalancer, Duration::from_secs(2));
+        assert_eq!(
+            t.latency(Operation::EnsureLoadBalancer),
+            Duration::from_secs(2)
+        );
+        assert_eq!(
+            t.latency(Operation::UpdateLoadBalancer),
+            Duration::from_millis(5)
+        );
+        t.set_latency(Operation::EnsureLoadBalancer, Duration::ZERO);
+        assert_eq!(
+            t.latency(Operation::EnsureLoadBalancer),
+            Duration::from_millis(5)
+        );
         t.clear_latency();
-        assert_eq!(t.latency("update"), Duration::ZERO);
+        assert_eq!(t.latency(Operation::UpdateLoadBalancer), Duration::ZERO);
     }
 
     #[test]
@@ -342,28 +376,31 @@ mod tests {
         ];
         for (injected, kind) in cases {
             assert_eq!(
-                injected.to_cloud_error("create", d).kind(),
+                injected
+                    .to_cloud_error(Operation::EnsureLoadBalancer, d)
+                    .kind(),
                 kind,
                 "{injected:?}"
             );
         }
-        let other = InjectedError::Other("boom".into()).to_cloud_error("create", d);
+        let other =
+            InjectedError::Other("boom".into()).to_cloud_error(Operation::EnsureLoadBalancer, d);
         assert_eq!(other.to_string(), "injected failure of create: boom");
         assert_eq!(
             InjectedError::Retry(d)
-                .to_cloud_error("create", d)
+                .to_cloud_error(Operation::EnsureLoadBalancer, d)
                 .retry_after(),
             Some(d)
         );
         assert_eq!(
             InjectedError::ThrottledFor(d)
-                .to_cloud_error("x", d)
+                .to_cloud_error(Operation::ListRoutes, d)
                 .retry_after(),
             Some(d)
         );
-        let timeout = InjectedError::Timeout.to_cloud_error("create", d);
+        let timeout = InjectedError::Timeout.to_cloud_error(Operation::EnsureLoadBalancer, d);
         assert!(
-            matches!(timeout, CloudError::Timeout { ref operation, after } if operation == "create" && after == d)
+            matches!(timeout, CloudError::Timeout { operation, after } if operation == Operation::EnsureLoadBalancer && after == d)
         );
     }
 }

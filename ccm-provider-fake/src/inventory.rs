@@ -11,7 +11,9 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use ccm_core::duration::GoDuration;
 use ccm_core::helpers::ProviderId;
+use ccm_core::intercept::{Capability, Operation};
 use ccm_core::{Route, Zone};
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::NodeAddress;
@@ -21,9 +23,7 @@ use serde::Deserialize;
 use crate::cloud::{DEFAULT_CLUSTER, FakeCloud, PROVIDER_NAME};
 use crate::fault::{Fault, InjectedError, Times};
 use crate::instance::FakeInstance;
-use crate::ops;
 use crate::quota::QuotaError;
-use ccm_core::intercept::Capability;
 
 fn yes() -> bool {
     true
@@ -78,14 +78,15 @@ pub struct Inventory {
     /// Routes that exist before the CCM starts (for example stale or blackhole ones).
     #[serde(default)]
     pub routes: Vec<RouteSpec>,
-    /// A delay before answering any operation without a latency of its own, such as `250ms` or `2s`.
-    #[serde(default, with = "humantime_serde")]
-    #[schemars(with = "Option<String>")]
+    /// A delay before answering any operation without a latency of its own: a Go duration, such as `250ms`,
+    /// `2s` or `1.5s`.
+    #[serde(default, with = "ccm_core::duration::serde::option")]
+    #[schemars(with = "Option<GoDuration>")]
     pub default_latency: Option<Duration>,
-    /// A delay per operation name (see the operation table in docs/fake-provider.md), such as `create: 2s`.
+    /// A delay (a Go duration) per operation name (see the operation table in docs/fake-provider.md), such as
+    /// `create: 2s`.
     #[serde(default)]
-    #[schemars(with = "BTreeMap<String, String>")]
-    pub latency: BTreeMap<String, humantime_serde::Serde<Duration>>,
+    pub latency: BTreeMap<String, GoDuration>,
     /// Errors injected into operations.
     #[serde(default)]
     pub faults: Vec<FaultSpec>,
@@ -339,9 +340,10 @@ pub struct FaultSpec {
     /// The message of an `other` error. Default `injected by the inventory`.
     #[serde(default)]
     pub message: Option<String>,
-    /// The delay of a `retry` error (required) or a `throttled` error (optional), such as `30s`.
-    #[serde(default, with = "humantime_serde")]
-    #[schemars(with = "Option<String>")]
+    /// The delay of a `retry` error (required) or a `throttled` error (optional): a Go duration, such as `30s`
+    /// or `1m30s`.
+    #[serde(default, with = "ccm_core::duration::serde::option")]
+    #[schemars(with = "Option<GoDuration>")]
     pub retry_after: Option<Duration>,
     /// How many calls fail (at least 1). Default: every call.
     #[serde(default)]
@@ -629,12 +631,7 @@ fn classify(file: &str, path: String, err: &serde_saphyr::Error) -> InventoryErr
         } => InventoryError::WrongType {
             file,
             path,
-            message: match expected.as_str() {
-                "a duration" => {
-                    format!("expected a duration such as 250ms or 2s, found {unexpected}")
-                }
-                _ => format!("expected {expected}, found {unexpected}"),
-            },
+            message: format!("expected {expected}, found {unexpected}"),
             at,
         },
         serde_saphyr::Error::SerdeUnknownVariant {
@@ -763,15 +760,12 @@ impl Checker<'_> {
         Ok(())
     }
 
-    fn operation(&self, path: String, value: &str) -> Result<(), InventoryError> {
-        if ops::is_known(value) {
-            return Ok(());
-        }
-        Err(InventoryError::UnknownOperation {
+    fn operation(&self, path: String, value: &str) -> Result<Operation, InventoryError> {
+        Operation::from_name(value).ok_or_else(|| InventoryError::UnknownOperation {
             file: self.file.to_owned(),
             path,
             value: value.to_owned(),
-            known: ops::ALL.join(", "),
+            known: Operation::names(),
         })
     }
 
@@ -1020,13 +1014,13 @@ impl FakeCloud {
         if let Some(latency) = inventory.default_latency {
             cloud.set_default_latency(latency);
         }
-        for (op, latency) in &inventory.latency {
-            check.operation(format!("latency.{op}"), op)?;
-            cloud.set_latency(op, **latency);
+        for (name, latency) in &inventory.latency {
+            let op = check.operation(format!("latency.{name}"), name)?;
+            cloud.set_latency(op, latency.get());
         }
         for (i, spec) in inventory.faults.iter().enumerate() {
             let base = format!("faults[{i}]");
-            check.operation(format!("{base}.operation"), &spec.operation)?;
+            let op = check.operation(format!("{base}.operation"), &spec.operation)?;
             let error = match spec.error {
                 FaultKind::Other => InjectedError::Other(
                     spec.message
@@ -1078,8 +1072,8 @@ impl FakeCloud {
             };
             let fault = Fault { error, times };
             match spec.target.as_deref() {
-                Some(target) => cloud.inject_for(&spec.operation, target, fault),
-                None => cloud.inject(&spec.operation, fault),
+                Some(target) => cloud.inject_for(op, target, fault),
+                None => cloud.inject(op, fault),
             }
         }
         if let Some(quota) = &inventory.quota {

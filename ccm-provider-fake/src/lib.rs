@@ -8,7 +8,8 @@
 //! - [`FakeCloud`] holds instances ([`FakeInstance`]), load balancers ([`FakeLoadBalancer`]), routes and
 //!   clusters behind one mutex: clones are cheap and share state, and changes made at run time (an instance
 //!   removed or shut down, a fault injected) are seen by the next call;
-//! - every call is logged ([`Call`], with the stable names of [`ops`]); errors can be injected per operation
+//! - every call is logged ([`Call`], naming its [`Operation`], whose names are the one table of operation
+//!   names of ccm-core); errors can be injected per operation
 //!   ([`Fault`], [`Times`], [`InjectedError`], including the retry-after error) and answers delayed
 //!   ([`FakeCloud::set_latency`], honouring paused tokio time), and an API quota can be enforced
 //!   ([`FakeCloud::set_quota`], answering [`CloudError::Throttled`](ccm_core::CloudError::Throttled) beyond it);
@@ -20,7 +21,7 @@
 //!
 //! ```
 //! use ccm_core::CloudProvider;
-//! use ccm_provider_fake::{ops, Call, FakeCloud, FakeInstance};
+//! use ccm_provider_fake::{Call, FakeCloud, FakeInstance, Operation};
 //! use k8s_openapi::api::core::v1::Node;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -36,7 +37,7 @@
 //!
 //! cloud.remove_instance("node-a");
 //! assert!(!v2.instance_exists(&node).await.unwrap());
-//! assert_eq!(cloud.calls()[1], Call::new(ops::INSTANCE_EXISTS, "node-a"));
+//! assert_eq!(cloud.calls()[1], Call::new(Operation::InstanceExists, "node-a"));
 //! # }
 //! ```
 
@@ -44,12 +45,14 @@ mod cloud;
 mod fault;
 mod instance;
 mod inventory;
-pub mod ops;
 mod provider;
 mod quota;
 
 /// The provider capabilities (re-exported from ccm-core), switched with [`FakeCloud::set_capability`].
 pub use ccm_core::intercept::Capability;
+/// The provider operations (re-exported from ccm-core): what the call log records and what faults and latencies
+/// are set for. Their names (`create`, `instance-exists`, ...) are the ones inventories use.
+pub use ccm_core::intercept::Operation;
 pub use cloud::{
     DEFAULT_CLUSTER, DEFAULT_LOAD_BALANCER_IP_POOL, FakeCloud, FakeLoadBalancer, FakePort,
     PROVIDER_NAME,

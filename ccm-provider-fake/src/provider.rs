@@ -8,7 +8,7 @@ use ccm_core::helpers::{
     default_load_balancer_name, load_balancer_source_ranges, node_name, node_provider_id,
     service_health_check_path_port, service_key,
 };
-use ccm_core::intercept::Capability;
+use ccm_core::intercept::{Capability, Operation};
 use ccm_core::{
     CloudError, CloudProvider, Clusters, InitializeContext, InstanceMetadata, Instances,
     InstancesV2, LoadBalancer, Route, Routes, Zone, Zones,
@@ -18,7 +18,6 @@ use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service}
 use crate::cloud::{FakeCloud, FakeLoadBalancer, FakePort, State, sorted_unique};
 use crate::fault::LoadBalancerCall;
 use crate::instance::FakeInstance;
-use crate::ops;
 
 impl FakeCloud {
     fn accessor<T: ?Sized>(
@@ -75,7 +74,7 @@ impl CloudProvider for FakeCloud {
 
     async fn initialize(&self, ctx: InitializeContext) -> Result<(), CloudError> {
         drop(ctx);
-        self.begin(ops::INITIALIZE, "").await
+        self.begin(Operation::Initialize, "").await
     }
 
     fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>> {
@@ -114,7 +113,8 @@ impl CloudProvider for FakeCloud {
 #[async_trait]
 impl InstancesV2 for FakeCloud {
     async fn instance_exists(&self, node: &Node) -> Result<bool, CloudError> {
-        self.begin(ops::INSTANCE_EXISTS, node_target(node)).await?;
+        self.begin(Operation::InstanceExists, node_target(node))
+            .await?;
         let st = self.lock();
         Ok(st
             .by_node(node_name(node), node_provider_id(node))
@@ -122,13 +122,13 @@ impl InstancesV2 for FakeCloud {
     }
 
     async fn instance_shutdown(&self, node: &Node) -> Result<bool, CloudError> {
-        self.begin(ops::INSTANCE_SHUTDOWN, node_target(node))
+        self.begin(Operation::InstanceShutdown, node_target(node))
             .await?;
         self.with_node(node, |i, _| i.shutdown)
     }
 
     async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError> {
-        self.begin(ops::INSTANCE_METADATA, node_target(node))
+        self.begin(Operation::InstanceMetadata, node_target(node))
             .await?;
         self.with_node(node, |i, provider| {
             (!i.no_metadata).then(|| i.metadata(provider))
@@ -150,10 +150,10 @@ impl InstancesV2 for FakeCloud {
             }
             return Ok(out);
         }
-        self.begin(ops::INSTANCE_METADATA_BULK, &bulk_target(nodes))
+        self.begin(Operation::InstanceMetadataBulk, &bulk_target(nodes))
             .await?;
         Ok(
-            self.bulk_answers(nodes, ops::INSTANCE_METADATA, |found, provider| {
+            self.bulk_answers(nodes, Operation::InstanceMetadata, |found, provider| {
                 let instance = found.ok_or(CloudError::InstanceNotFound)?;
                 Ok((!instance.no_metadata).then(|| instance.metadata(provider)))
             }),
@@ -171,9 +171,13 @@ impl InstancesV2 for FakeCloud {
             }
             return Ok(out);
         }
-        self.begin(ops::INSTANCE_EXISTS_BULK, &bulk_target(nodes))
+        self.begin(Operation::InstanceExistsBulk, &bulk_target(nodes))
             .await?;
-        Ok(self.bulk_answers(nodes, ops::INSTANCE_EXISTS, |found, _| Ok(found.is_some())))
+        Ok(
+            self.bulk_answers(nodes, Operation::InstanceExists, |found, _| {
+                Ok(found.is_some())
+            }),
+        )
     }
 }
 
@@ -188,7 +192,7 @@ impl FakeCloud {
     fn bulk_answers<T>(
         &self,
         nodes: &[Node],
-        single_op: &'static str,
+        single_op: Operation,
         answer: impl Fn(Option<&FakeInstance>, &str) -> Result<T, CloudError>,
     ) -> Vec<Result<T, CloudError>> {
         let mut st = self.lock();
@@ -208,7 +212,7 @@ impl FakeCloud {
 #[async_trait]
 impl Instances for FakeCloud {
     async fn node_addresses(&self, node_name: &str) -> Result<Vec<NodeAddress>, CloudError> {
-        self.begin(ops::NODE_ADDRESSES, node_name).await?;
+        self.begin(Operation::NodeAddresses, node_name).await?;
         self.with_name(node_name, |i, _| i.addresses.clone())
     }
 
@@ -216,30 +220,30 @@ impl Instances for FakeCloud {
         &self,
         provider_id: &str,
     ) -> Result<Vec<NodeAddress>, CloudError> {
-        self.begin(ops::NODE_ADDRESSES_BY_PROVIDER_ID, provider_id)
+        self.begin(Operation::NodeAddressesByProviderId, provider_id)
             .await?;
         self.with_provider_id(provider_id, |i, _| i.addresses.clone())
     }
 
     async fn instance_id(&self, node_name: &str) -> Result<String, CloudError> {
-        self.begin(ops::INSTANCE_ID, node_name).await?;
+        self.begin(Operation::InstanceId, node_name).await?;
         self.with_name(node_name, |i, provider| i.instance_id(provider))?
             .ok_or(CloudError::NotImplemented)
     }
 
     async fn instance_type(&self, node_name: &str) -> Result<String, CloudError> {
-        self.begin(ops::INSTANCE_TYPE, node_name).await?;
+        self.begin(Operation::InstanceType, node_name).await?;
         self.with_name(node_name, |i, _| i.instance_type.clone())
     }
 
     async fn instance_type_by_provider_id(&self, provider_id: &str) -> Result<String, CloudError> {
-        self.begin(ops::INSTANCE_TYPE_BY_PROVIDER_ID, provider_id)
+        self.begin(Operation::InstanceTypeByProviderId, provider_id)
             .await?;
         self.with_provider_id(provider_id, |i, _| i.instance_type.clone())
     }
 
     async fn instance_exists_by_provider_id(&self, provider_id: &str) -> Result<bool, CloudError> {
-        self.begin(ops::INSTANCE_EXISTS_BY_PROVIDER_ID, provider_id)
+        self.begin(Operation::InstanceExistsByProviderId, provider_id)
             .await?;
         Ok(self.lock().by_provider_id(provider_id).is_some())
     }
@@ -248,7 +252,7 @@ impl Instances for FakeCloud {
         &self,
         provider_id: &str,
     ) -> Result<bool, CloudError> {
-        self.begin(ops::INSTANCE_SHUTDOWN_BY_PROVIDER_ID, provider_id)
+        self.begin(Operation::InstanceShutdownByProviderId, provider_id)
             .await?;
         self.with_provider_id(provider_id, |i, _| i.shutdown)
     }
@@ -257,7 +261,7 @@ impl Instances for FakeCloud {
 #[async_trait]
 impl Zones for FakeCloud {
     async fn get_zone(&self) -> Result<Zone, CloudError> {
-        self.begin(ops::GET_ZONE, "").await?;
+        self.begin(Operation::GetZone, "").await?;
         self.lock()
             .local_zone
             .clone()
@@ -265,7 +269,7 @@ impl Zones for FakeCloud {
     }
 
     async fn get_zone_by_provider_id(&self, provider_id: &str) -> Result<Zone, CloudError> {
-        self.begin(ops::GET_ZONE_BY_PROVIDER_ID, provider_id)
+        self.begin(Operation::GetZoneByProviderId, provider_id)
             .await?;
         self.with_provider_id(provider_id, |i, _| {
             Zone::new(i.zone.clone(), i.region.clone())
@@ -273,7 +277,7 @@ impl Zones for FakeCloud {
     }
 
     async fn get_zone_by_node_name(&self, node_name: &str) -> Result<Zone, CloudError> {
-        self.begin(ops::GET_ZONE_BY_NODE_NAME, node_name).await?;
+        self.begin(Operation::GetZoneByNodeName, node_name).await?;
         self.with_name(node_name, |i, _| {
             Zone::new(i.zone.clone(), i.region.clone())
         })
@@ -283,7 +287,7 @@ impl Zones for FakeCloud {
 #[async_trait]
 impl Clusters for FakeCloud {
     async fn list_clusters(&self) -> Result<Vec<String>, CloudError> {
-        self.begin(ops::LIST_CLUSTERS, "").await?;
+        self.begin(Operation::ListClusters, "").await?;
         Ok(self
             .lock()
             .clusters
@@ -293,7 +297,7 @@ impl Clusters for FakeCloud {
     }
 
     async fn master(&self, cluster_name: &str) -> Result<String, CloudError> {
-        self.begin(ops::MASTER, cluster_name).await?;
+        self.begin(Operation::Master, cluster_name).await?;
         let st = self.lock();
         match st.clusters.iter().find(|(name, _)| name == cluster_name) {
             Some((_, master)) => Ok(master.clone()),
@@ -379,9 +383,9 @@ fn requested_ip(key: &str, service: &Service) -> Result<Option<IpAddr>, CloudErr
 
 impl FakeCloud {
     /// Remember a `create`/`update` call with its hosts (before its latency and fault, like the call log).
-    fn record_lb_call(&self, op: &str, service: &str, hosts: &[String]) {
+    fn record_lb_call(&self, op: Operation, service: &str, hosts: &[String]) {
         self.lock().lb_calls.push(LoadBalancerCall {
-            op: op.to_owned(),
+            op,
             service: service.to_owned(),
             hosts: hosts.to_vec(),
         });
@@ -464,7 +468,7 @@ impl LoadBalancer for FakeCloud {
         service: &Service,
     ) -> Result<Option<LoadBalancerStatus>, CloudError> {
         let key = service_key(service);
-        self.begin(ops::GET_LOAD_BALANCER, &key).await?;
+        self.begin(Operation::GetLoadBalancer, &key).await?;
         Ok(self
             .lock()
             .load_balancers
@@ -483,8 +487,8 @@ impl LoadBalancer for FakeCloud {
         nodes: &[Node],
     ) -> Result<LoadBalancerStatus, CloudError> {
         let key = service_key(service);
-        self.record_lb_call(ops::ENSURE_LOAD_BALANCER, &key, &host_names(nodes));
-        self.begin(ops::ENSURE_LOAD_BALANCER, &key).await?;
+        self.record_lb_call(Operation::EnsureLoadBalancer, &key, &host_names(nodes));
+        self.begin(Operation::EnsureLoadBalancer, &key).await?;
         self.ensure_locked(cluster_name, service, nodes)
     }
 
@@ -496,8 +500,8 @@ impl LoadBalancer for FakeCloud {
     ) -> Result<(), CloudError> {
         let key = service_key(service);
         let hosts = host_names(nodes);
-        self.record_lb_call(ops::UPDATE_LOAD_BALANCER, &key, &hosts);
-        self.begin(ops::UPDATE_LOAD_BALANCER, &key).await?;
+        self.record_lb_call(Operation::UpdateLoadBalancer, &key, &hosts);
+        self.begin(Operation::UpdateLoadBalancer, &key).await?;
         let mut st = self.lock();
         match st.load_balancers.get_mut(&key) {
             Some(lb) => {
@@ -517,7 +521,8 @@ impl LoadBalancer for FakeCloud {
         service: &Service,
     ) -> Result<(), CloudError> {
         let key = service_key(service);
-        self.begin(ops::ENSURE_LOAD_BALANCER_DELETED, &key).await?;
+        self.begin(Operation::EnsureLoadBalancerDeleted, &key)
+            .await?;
         if self.lock().load_balancers.remove(&key).is_some() {
             tracing::debug!(service = %key, "fake load balancer deleted");
         }
@@ -528,7 +533,7 @@ impl LoadBalancer for FakeCloud {
 #[async_trait]
 impl Routes for FakeCloud {
     async fn list_routes(&self, cluster_name: &str) -> Result<Vec<Route>, CloudError> {
-        self.begin(ops::LIST_ROUTES, cluster_name).await?;
+        self.begin(Operation::ListRoutes, cluster_name).await?;
         Ok(self.routes_in(cluster_name))
     }
 
@@ -539,7 +544,7 @@ impl Routes for FakeCloud {
         route: &Route,
     ) -> Result<(), CloudError> {
         let cidr = route.destination_cidr.as_str();
-        self.begin(ops::CREATE_ROUTE, cidr).await?;
+        self.begin(Operation::CreateRoute, cidr).await?;
         let context = || format!("creating route to {} for node {}", cidr, route.target_node);
         if cidr.parse::<ipnet::IpNet>().is_err() {
             return Err(CloudError::provider(
@@ -582,7 +587,7 @@ impl Routes for FakeCloud {
 
     async fn delete_route(&self, cluster_name: &str, route: &Route) -> Result<(), CloudError> {
         let cidr = route.destination_cidr.as_str();
-        self.begin(ops::DELETE_ROUTE, cidr).await?;
+        self.begin(Operation::DeleteRoute, cidr).await?;
         let mut st = self.lock();
         if let Some(routes) = st.routes.get_mut(cluster_name) {
             if routes.remove(cidr).is_some() {

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use ccm_core::CloudError;
+use ccm_core::intercept::Operation;
 use tokio::time::Instant;
 
 /// An invalid quota.
@@ -68,7 +69,7 @@ impl Quota {
     }
 
     /// The error a rejected call of `op` returns.
-    pub(crate) fn error(&self, op: &str, retry_after: Duration) -> CloudError {
+    pub(crate) fn error(&self, op: Operation, retry_after: Duration) -> CloudError {
         CloudError::Throttled {
             message: format!(
                 "fake cloud quota of {} requests per second (burst {}) exceeded by {op}",
@@ -142,7 +143,7 @@ mod tests {
             assert!(quota.try_take().is_ok());
             tokio::time::advance(Duration::from_millis(20)).await;
         }
-        let err = quota.error("instance-exists", Duration::from_millis(20));
+        let err = quota.error(Operation::InstanceExists, Duration::from_millis(20));
         assert_eq!(err.kind(), ccm_core::ErrorKind::Throttled);
         assert_eq!(err.retry_after(), Some(Duration::from_millis(20)));
         assert!(err.to_string().contains("50 requests per second (burst 2)"));

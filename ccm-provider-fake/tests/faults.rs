@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ccm_core::{CloudError, CloudProvider, ErrorKind, InitializeContext, Route};
-use ccm_provider_fake::{Call, FakeCloud, FakeInstance, Fault, InjectedError, Times, ops};
+use ccm_provider_fake::{Call, FakeCloud, FakeInstance, Fault, InjectedError, Operation, Times};
 use common::{node, service};
 
 #[tokio::test]
@@ -15,10 +15,10 @@ async fn fault_once_fails_one_call_then_the_cloud_answers_again() {
     cloud.add_instance(FakeInstance::new("node-a"));
     let v2 = cloud.instances_v2().unwrap();
     cloud.inject(
-        ops::INSTANCE_EXISTS,
+        Operation::InstanceExists,
         Fault::once(InjectedError::Other("api down".into())),
     );
-    assert_eq!(cloud.pending_faults(ops::INSTANCE_EXISTS), 1);
+    assert_eq!(cloud.pending_faults(Operation::InstanceExists), 1);
     let err = v2.instance_exists(&node("node-a", "")).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Other);
     assert_eq!(
@@ -26,9 +26,9 @@ async fn fault_once_fails_one_call_then_the_cloud_answers_again() {
         "injected failure of instance-exists: api down"
     );
     assert!(v2.instance_exists(&node("node-a", "")).await.unwrap());
-    assert_eq!(cloud.pending_faults(ops::INSTANCE_EXISTS), 0);
+    assert_eq!(cloud.pending_faults(Operation::InstanceExists), 0);
     // both calls were logged, the failed one too
-    assert_eq!(cloud.call_count(ops::INSTANCE_EXISTS), 2);
+    assert_eq!(cloud.call_count(Operation::InstanceExists), 2);
 }
 
 #[tokio::test]
@@ -37,7 +37,7 @@ async fn fault_n_times_fails_exactly_n_calls() {
     let lbs = CloudProvider::load_balancer(&cloud).unwrap();
     let svc = service("default", "web", &[80]);
     cloud.inject(
-        ops::ENSURE_LOAD_BALANCER,
+        Operation::EnsureLoadBalancer,
         Fault::times(InjectedError::Throttled, 3),
     );
     for attempt in 0..3 {
@@ -55,7 +55,7 @@ async fn fault_n_times_fails_exactly_n_calls() {
         .await
         .unwrap();
     assert!(cloud.load_balancer("default/web").is_some());
-    assert_eq!(cloud.call_count(ops::ENSURE_LOAD_BALANCER), 4);
+    assert_eq!(cloud.call_count(Operation::EnsureLoadBalancer), 4);
 }
 
 #[tokio::test]
@@ -63,7 +63,7 @@ async fn fault_always_fails_until_cleared_and_only_its_operation() {
     let cloud = FakeCloud::new();
     let r = CloudProvider::routes(&cloud).unwrap();
     cloud.inject(
-        ops::LIST_ROUTES,
+        Operation::ListRoutes,
         Fault {
             error: InjectedError::Timeout,
             times: Times::Always,
@@ -72,7 +72,7 @@ async fn fault_always_fails_until_cleared_and_only_its_operation() {
     for _ in 0..10 {
         let err = r.list_routes("kubernetes").await.unwrap_err();
         assert!(
-            matches!(err, CloudError::Timeout { ref operation, .. } if operation == "list-routes"),
+            matches!(err, CloudError::Timeout { operation, .. } if operation == Operation::ListRoutes),
             "{err}"
         );
     }
@@ -89,11 +89,11 @@ async fn faults_of_one_operation_fire_in_order() {
     let lbs = CloudProvider::load_balancer(&cloud).unwrap();
     let svc = service("default", "web", &[80]);
     cloud.inject(
-        ops::ENSURE_LOAD_BALANCER,
+        Operation::EnsureLoadBalancer,
         Fault::once(InjectedError::Retry(Duration::from_secs(5))),
     );
     cloud.inject(
-        ops::ENSURE_LOAD_BALANCER,
+        Operation::EnsureLoadBalancer,
         Fault::once(InjectedError::ImplementedElsewhere),
     );
     let kinds = [
@@ -116,7 +116,7 @@ async fn retry_after_error_carries_its_delay() {
     let lbs = CloudProvider::load_balancer(&cloud).unwrap();
     let svc = service("default", "web", &[80]);
     cloud.inject(
-        ops::ENSURE_LOAD_BALANCER,
+        Operation::EnsureLoadBalancer,
         Fault::once(InjectedError::Retry(Duration::from_secs(42))),
     );
     let err = lbs
@@ -132,7 +132,7 @@ async fn retry_after_error_carries_its_delay() {
     );
 
     cloud.inject(
-        ops::ENSURE_LOAD_BALANCER,
+        Operation::EnsureLoadBalancer,
         Fault::once(InjectedError::ThrottledFor(Duration::from_secs(7))),
     );
     let err = lbs
@@ -164,7 +164,7 @@ async fn every_injected_error_kind_reaches_the_caller() {
         (InjectedError::Other("x".into()), ErrorKind::Other),
     ];
     for (injected, kind) in cases {
-        cloud.inject(ops::INSTANCE_ID, Fault::once(injected.clone()));
+        cloud.inject(Operation::InstanceId, Fault::once(injected.clone()));
         assert_eq!(
             v1.instance_id("node-a").await.unwrap_err().kind(),
             kind,
@@ -181,7 +181,7 @@ async fn targeted_fault_fails_only_calls_about_its_target() {
     cloud.add_instance(FakeInstance::new("node-b"));
     let v2 = cloud.instances_v2().unwrap();
     cloud.inject_for(
-        ops::INSTANCE_METADATA,
+        Operation::InstanceMetadata,
         "node-b",
         Fault::always(InjectedError::Throttled),
     );
@@ -190,7 +190,7 @@ async fn targeted_fault_fails_only_calls_about_its_target() {
     assert!(v2.instance_metadata(&node("node-b", "")).await.is_err());
     // a node with a providerID is targeted by its providerID
     cloud.inject_for(
-        ops::INSTANCE_EXISTS,
+        Operation::InstanceExists,
         "fake://node-a",
         Fault::once(InjectedError::Throttled),
     );
@@ -206,7 +206,7 @@ async fn targeted_fault_fails_only_calls_about_its_target() {
 async fn latency_delays_the_answer_in_paused_time() {
     let cloud = FakeCloud::new();
     cloud.add_instance(FakeInstance::new("node-a"));
-    cloud.set_latency(ops::INSTANCE_EXISTS, Duration::from_secs(30));
+    cloud.set_latency(Operation::InstanceExists, Duration::from_secs(30));
     let v2 = cloud.instances_v2().unwrap();
     let start = tokio::time::Instant::now();
     let call = tokio::spawn({
@@ -216,7 +216,10 @@ async fn latency_delays_the_answer_in_paused_time() {
     tokio::time::sleep(Duration::from_secs(29)).await;
     assert!(!call.is_finished(), "still waiting after 29 s");
     // the call is logged on arrival, before its latency
-    assert_eq!(cloud.calls(), [Call::new(ops::INSTANCE_EXISTS, "node-a")]);
+    assert_eq!(
+        cloud.calls(),
+        [Call::new(Operation::InstanceExists, "node-a")]
+    );
     assert!(call.await.unwrap().unwrap());
     assert_eq!(start.elapsed(), Duration::from_secs(30));
 
@@ -230,7 +233,7 @@ async fn latency_delays_the_answer_in_paused_time() {
 async fn default_latency_timeout_error_and_clearing() {
     let cloud = FakeCloud::new();
     cloud.set_default_latency(Duration::from_millis(250));
-    cloud.set_latency(ops::LIST_CLUSTERS, Duration::from_secs(2));
+    cloud.set_latency(Operation::ListClusters, Duration::from_secs(2));
     let clusters = cloud.clusters().unwrap();
     let zones = cloud.zones().unwrap();
 
@@ -238,7 +241,7 @@ async fn default_latency_timeout_error_and_clearing() {
     let _ = zones.get_zone().await;
     assert_eq!(start.elapsed(), Duration::from_millis(250));
 
-    cloud.inject(ops::LIST_CLUSTERS, Fault::once(InjectedError::Timeout));
+    cloud.inject(Operation::ListClusters, Fault::once(InjectedError::Timeout));
     let start = tokio::time::Instant::now();
     let err = clusters.list_clusters().await.unwrap_err();
     assert_eq!(start.elapsed(), Duration::from_secs(2));
@@ -252,8 +255,11 @@ async fn default_latency_timeout_error_and_clearing() {
     clusters.list_clusters().await.unwrap();
     assert_eq!(start.elapsed(), Duration::ZERO);
 
-    cloud.set_latency(ops::LIST_CLUSTERS, Duration::from_secs(1));
-    cloud.inject(ops::LIST_CLUSTERS, Fault::always(InjectedError::Throttled));
+    cloud.set_latency(Operation::ListClusters, Duration::from_secs(1));
+    cloud.inject(
+        Operation::ListClusters,
+        Fault::always(InjectedError::Throttled),
+    );
     cloud.clear_faults();
     let start = tokio::time::Instant::now();
     clusters.list_clusters().await.unwrap();
@@ -270,15 +276,17 @@ async fn clones_share_the_call_log_and_faults() {
     let provider: Arc<dyn CloudProvider> = Arc::new(cloud.clone());
     let other_handle = cloud.clone();
     other_handle.inject(
-        ops::LIST_CLUSTERS,
+        Operation::ListClusters,
         Fault::once(InjectedError::NotImplemented),
     );
     let clusters = provider.clusters().unwrap();
     assert!(clusters.list_clusters().await.is_err());
     assert!(clusters.master("x").await.is_err());
-    assert_eq!(cloud.call_ops(), [ops::LIST_CLUSTERS, ops::MASTER]);
-    assert_eq!(cloud.call_ops(), ["list", "master"]);
-    assert_eq!(cloud.call_targets(ops::MASTER), ["x"]);
+    assert_eq!(
+        cloud.call_ops(),
+        [Operation::ListClusters, Operation::Master]
+    );
+    assert_eq!(cloud.call_targets(Operation::Master), ["x"]);
     other_handle.clear_calls();
     assert!(cloud.calls().is_empty());
 }
@@ -290,12 +298,15 @@ async fn initialize_is_logged_and_can_fail() {
     let ctx = InitializeContext::new(client, tokio_util_token());
     cloud.initialize(ctx.clone()).await.unwrap();
     cloud.inject(
-        ops::INITIALIZE,
+        Operation::Initialize,
         Fault::once(InjectedError::Other("no credentials".into())),
     );
     let err = cloud.initialize(ctx).await.unwrap_err();
     assert!(err.to_string().contains("no credentials"), "{err}");
-    assert_eq!(cloud.call_ops(), ["initialize", "initialize"]);
+    assert_eq!(
+        cloud.call_ops(),
+        [Operation::Initialize, Operation::Initialize]
+    );
 }
 
 /// A client that is never used to send anything (it points at an address nothing listens on).
@@ -308,65 +319,26 @@ fn tokio_util_token() -> tokio_util::sync::CancellationToken {
     tokio_util::sync::CancellationToken::new()
 }
 
+/// The fake cloud has no operation names of its own: its inventory takes exactly the names of ccm-core's
+/// `Operation` table.
 #[test]
-fn every_operation_name_matches_ccm_core() {
-    use ccm_core::intercept::Operation;
+fn the_inventory_takes_every_operation_name_of_ccm_core() {
     for op in Operation::ALL {
-        assert!(
-            ops::ALL.contains(&op.as_str()),
-            "{op:?} = {} is missing from ops::ALL",
-            op.as_str()
+        let yaml = format!(
+            "latency: {{{name}: 1s}}\nfaults:\n  - {{operation: {name}, error: timeout, times: 1}}\n",
+            name = op.as_str()
         );
+        let cloud = FakeCloud::from_inventory_str(&yaml, "inventory.yaml")
+            .unwrap_or_else(|e| panic!("{op:?}: {e}"));
+        assert_eq!(cloud.pending_faults(op), 1, "{op:?}");
     }
-    for name in ops::ALL {
-        assert!(
-            Operation::from_name(name).is_some() || *name == ops::INITIALIZE,
-            "{name} is unknown to ccm-core"
-        );
-    }
-    assert_eq!(ops::ALL.len(), Operation::ALL.len() + 1);
-    let expected = [
-        (ops::ENSURE_LOAD_BALANCER, "create"),
-        (ops::UPDATE_LOAD_BALANCER, "update"),
-        (ops::ENSURE_LOAD_BALANCER_DELETED, "delete"),
-        (ops::GET_LOAD_BALANCER, "get-load-balancer"),
-        (ops::NODE_ADDRESSES, "node-addresses"),
-        (
-            ops::NODE_ADDRESSES_BY_PROVIDER_ID,
-            "node-addresses-by-provider-id",
-        ),
-        (ops::INSTANCE_ID, "instance-id"),
-        (ops::INSTANCE_TYPE, "instance-type"),
-        (
-            ops::INSTANCE_TYPE_BY_PROVIDER_ID,
-            "instance-type-by-provider-id",
-        ),
-        (
-            ops::INSTANCE_EXISTS_BY_PROVIDER_ID,
-            "instance-exists-by-provider-id",
-        ),
-        (
-            ops::INSTANCE_SHUTDOWN_BY_PROVIDER_ID,
-            "instance-shutdown-by-provider-id",
-        ),
-        (ops::INSTANCE_EXISTS, "instance-exists"),
-        (ops::INSTANCE_SHUTDOWN, "instance-shutdown"),
-        (ops::INSTANCE_METADATA, "instance-metadata-by-provider-id"),
-        (ops::GET_ZONE, "get-zone"),
-        (ops::GET_ZONE_BY_PROVIDER_ID, "get-zone-by-provider-id"),
-        (ops::GET_ZONE_BY_NODE_NAME, "get-zone-by-node-name"),
-        (ops::LIST_CLUSTERS, "list"),
-        (ops::MASTER, "master"),
-        (ops::LIST_ROUTES, "list-routes"),
-        (ops::CREATE_ROUTE, "create-route"),
-        (ops::DELETE_ROUTE, "delete-route"),
-        (ops::INITIALIZE, "initialize"),
-    ];
-    for (constant, name) in expected {
-        assert_eq!(constant, name);
-    }
-    assert!(ops::is_known("create"));
-    assert!(!ops::is_known("ensure"));
+    let err = FakeCloud::from_inventory_str("latency: {instance-metadata: 1s}\n", "inventory.yaml")
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with(&format!("known operations: {}", Operation::names())),
+        "{err}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -375,7 +347,7 @@ async fn wait_for_calls_resolves_when_the_call_arrives() {
     cloud.add_instance(FakeInstance::new("node-a"));
     let waiter = tokio::spawn({
         let cloud = cloud.clone();
-        async move { cloud.wait_for_calls(ops::INSTANCE_EXISTS, 2).await }
+        async move { cloud.wait_for_calls(Operation::InstanceExists, 2).await }
     });
     let v2 = cloud.instances_v2().unwrap();
     v2.instance_exists(&node("node-a", "")).await.unwrap();
@@ -389,15 +361,18 @@ async fn wait_for_calls_resolves_when_the_call_arrives() {
     // already satisfied: returns at once
     tokio::time::timeout(
         Duration::from_millis(1),
-        cloud.wait_for_calls(ops::INSTANCE_EXISTS, 1),
+        cloud.wait_for_calls(Operation::InstanceExists, 1),
     )
     .await
     .unwrap();
     // never satisfied: times out
     assert!(
-        tokio::time::timeout(Duration::from_secs(5), cloud.wait_for_calls(ops::MASTER, 1))
-            .await
-            .is_err()
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            cloud.wait_for_calls(Operation::Master, 1)
+        )
+        .await
+        .is_err()
     );
 }
 
@@ -407,7 +382,7 @@ async fn failed_load_balancer_calls_are_recorded_with_their_hosts() {
     let lbs = CloudProvider::load_balancer(&cloud).unwrap();
     let svc = service("default", "web", &[80]);
     cloud.inject(
-        ops::ENSURE_LOAD_BALANCER,
+        Operation::EnsureLoadBalancer,
         Fault::once(InjectedError::Throttled),
     );
     let _ = lbs
@@ -416,8 +391,8 @@ async fn failed_load_balancer_calls_are_recorded_with_their_hosts() {
     let calls = cloud.load_balancer_calls();
     assert_eq!(calls.len(), 1);
     assert_eq!(
-        (calls[0].op.as_str(), calls[0].service.as_str()),
-        ("create", "default/web")
+        (calls[0].op, calls[0].service.as_str()),
+        (Operation::EnsureLoadBalancer, "default/web")
     );
     assert_eq!(calls[0].hosts, ["a", "b"]);
     assert!(cloud.load_balancer("default/web").is_none());

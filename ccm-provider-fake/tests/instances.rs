@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 
 use ccm_core::{CloudError, CloudProvider, ErrorKind, Zone};
-use ccm_provider_fake::{Capability, FakeCloud, FakeInstance, ops};
+use ccm_provider_fake::{Capability, FakeCloud, FakeInstance, Operation};
 use common::node;
 use k8s_openapi::api::core::v1::NodeAddress;
 
@@ -435,37 +435,35 @@ async fn instance_calls_are_logged_with_their_targets() {
     let _ = zones.get_zone().await;
     let _ = zones.get_zone_by_provider_id("fake://node-a").await;
     let _ = zones.get_zone_by_node_name("node-a").await;
-    let log: Vec<(String, String)> = cloud
+    let log: Vec<(Operation, String)> = cloud
         .calls()
         .into_iter()
         .map(|c| (c.op, c.target))
         .collect();
     let expected = [
-        (ops::INSTANCE_EXISTS, "node-a"),
-        (ops::INSTANCE_SHUTDOWN, "fake:///zone-b/i-0b"),
-        (ops::INSTANCE_METADATA, "node-a"),
-        (ops::NODE_ADDRESSES, "node-a"),
-        (ops::NODE_ADDRESSES_BY_PROVIDER_ID, "fake://node-a"),
-        (ops::INSTANCE_ID, "node-a"),
-        (ops::INSTANCE_TYPE, "node-a"),
-        (ops::INSTANCE_TYPE_BY_PROVIDER_ID, "fake://node-a"),
-        (ops::INSTANCE_EXISTS_BY_PROVIDER_ID, "fake://node-a"),
-        (ops::INSTANCE_SHUTDOWN_BY_PROVIDER_ID, "fake://node-a"),
-        (ops::GET_ZONE, ""),
-        (ops::GET_ZONE_BY_PROVIDER_ID, "fake://node-a"),
-        (ops::GET_ZONE_BY_NODE_NAME, "node-a"),
+        (Operation::InstanceExists, "node-a"),
+        (Operation::InstanceShutdown, "fake:///zone-b/i-0b"),
+        (Operation::InstanceMetadata, "node-a"),
+        (Operation::NodeAddresses, "node-a"),
+        (Operation::NodeAddressesByProviderId, "fake://node-a"),
+        (Operation::InstanceId, "node-a"),
+        (Operation::InstanceType, "node-a"),
+        (Operation::InstanceTypeByProviderId, "fake://node-a"),
+        (Operation::InstanceExistsByProviderId, "fake://node-a"),
+        (Operation::InstanceShutdownByProviderId, "fake://node-a"),
+        (Operation::GetZone, ""),
+        (Operation::GetZoneByProviderId, "fake://node-a"),
+        (Operation::GetZoneByNodeName, "node-a"),
     ];
-    let expected: Vec<(String, String)> = expected
-        .iter()
-        .map(|(o, t)| (o.to_string(), t.to_string()))
-        .collect();
+    let expected: Vec<(Operation, String)> =
+        expected.iter().map(|(o, t)| (*o, t.to_string())).collect();
     assert_eq!(log, expected);
     assert_eq!(
         cloud.call_ops()[..3],
         [
-            "instance-exists",
-            "instance-shutdown",
-            "instance-metadata-by-provider-id"
+            Operation::InstanceExists,
+            Operation::InstanceShutdown,
+            Operation::InstanceMetadata
         ]
     );
 }
@@ -483,7 +481,7 @@ async fn bulk_calls_go_one_by_one_unless_bulk_is_on() {
     );
     assert_eq!(
         cloud.call_ops(),
-        [ops::INSTANCE_EXISTS, ops::INSTANCE_EXISTS]
+        [Operation::InstanceExists, Operation::InstanceExists]
     );
     cloud.clear_calls();
 
@@ -497,7 +495,7 @@ async fn bulk_calls_go_one_by_one_unless_bulk_is_on() {
     assert_eq!(
         cloud.calls(),
         [ccm_provider_fake::Call::new(
-            ops::INSTANCE_EXISTS_BULK,
+            Operation::InstanceExistsBulk,
             "2 nodes"
         )]
     );
@@ -532,11 +530,11 @@ async fn native_bulk_metadata_answers_per_node_and_honours_faults() {
         answers[3].as_ref().unwrap_err().kind(),
         ErrorKind::InstanceNotFound
     );
-    assert_eq!(cloud.call_ops(), [ops::INSTANCE_METADATA_BULK]);
+    assert_eq!(cloud.call_ops(), [Operation::InstanceMetadataBulk]);
 
     // a fault aimed at one node fails only its item; a fault of the bulk operation fails the whole call
     cloud.inject_for(
-        ops::INSTANCE_METADATA,
+        Operation::InstanceMetadata,
         "fake:///zone-b/i-0b",
         Fault::once(InjectedError::Throttled),
     );
@@ -547,7 +545,7 @@ async fn native_bulk_metadata_answers_per_node_and_honours_faults() {
         ErrorKind::Throttled
     );
     cloud.inject(
-        ops::INSTANCE_METADATA_BULK,
+        Operation::InstanceMetadataBulk,
         Fault::once(InjectedError::Timeout),
     );
     assert_eq!(
@@ -556,7 +554,7 @@ async fn native_bulk_metadata_answers_per_node_and_honours_faults() {
     );
     assert!(v2.instance_metadata_bulk(&nodes).await.unwrap()[1].is_ok());
     assert_eq!(
-        cloud.call_count(ops::INSTANCE_METADATA),
+        cloud.call_count(Operation::InstanceMetadata),
         0,
         "native bulk makes no single calls"
     );

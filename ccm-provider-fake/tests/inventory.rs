@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ccm_core::{CloudProvider, ErrorKind, ProviderRegistry, RegistryError};
-use ccm_provider_fake::{Capability, FakeCloud, Inventory, InventoryError, ops};
+use ccm_provider_fake::{Capability, FakeCloud, Inventory, InventoryError, Operation};
 use common::{node, service};
 
 fn example_path() -> PathBuf {
@@ -100,6 +100,40 @@ async fn example_inventory_builds_the_described_cloud() {
     let start = tokio::time::Instant::now();
     v2.instance_exists(&node("node-a", "")).await.unwrap();
     assert_eq!(start.elapsed(), Duration::from_millis(20));
+}
+
+/// Durations are Go durations, as in the CCM's flags and config file: fractions, concatenations, a bare 0.
+#[tokio::test(start_paused = true)]
+async fn durations_are_go_durations() {
+    let yaml = "defaultLatency: 1.5s\n\
+                latency: {create: 1m30s, update: .5s, delete: 0, list: 1h}\n\
+                faults:\n  - {operation: list-routes, error: retry, retryAfter: 1h30m}\n";
+    let inventory = Inventory::from_yaml_str(yaml, "inventory.yaml").unwrap();
+    assert_eq!(inventory.default_latency, Some(Duration::from_millis(1500)));
+    assert_eq!(inventory.latency["create"].get(), Duration::from_secs(90));
+    assert_eq!(
+        inventory.latency["update"].get(),
+        Duration::from_millis(500)
+    );
+    assert_eq!(inventory.latency["delete"].get(), Duration::ZERO);
+    assert_eq!(inventory.latency["list"].get(), Duration::from_secs(3600));
+    assert_eq!(
+        inventory.faults[0].retry_after,
+        Some(Duration::from_secs(5400))
+    );
+    let cloud = FakeCloud::from_inventory(inventory, "inventory.yaml").unwrap();
+    let start = tokio::time::Instant::now();
+    let err = CloudProvider::routes(&cloud)
+        .unwrap()
+        .list_routes("kubernetes")
+        .await
+        .unwrap_err();
+    assert_eq!(err.retry_after(), Some(Duration::from_secs(5400)));
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(1500),
+        "the default latency"
+    );
 }
 
 #[test]
@@ -250,12 +284,27 @@ fn wrong_types_name_the_field() {
         (
             "faults:\n  - {operation: create, error: retry, retryAfter: soon}\n",
             "faults[0].retryAfter",
-            "expected a duration",
+            "invalid duration \"soon\": expected a number with a unit",
         ),
         (
             "latency: {create: 2 parsecs}\n",
             "latency.create",
-            "expected a duration",
+            "invalid duration \"2 parsecs\": it must not contain blanks",
+        ),
+        (
+            "defaultLatency: 1d\n",
+            "defaultLatency",
+            "invalid duration \"1d\": unknown unit \"d\"",
+        ),
+        (
+            "defaultLatency: 5\n",
+            "defaultLatency",
+            "invalid duration 5: missing unit",
+        ),
+        (
+            "latency: {create: -1s}\n",
+            "latency.create",
+            "invalid duration \"-1s\": it must not be negative",
         ),
         (
             "faults:\n  - {operation: create, error: explode}\n",
@@ -381,7 +430,7 @@ fn duplicates_are_rejected_with_both_places() {
 fn unknown_operations_are_rejected() {
     let err = parse_err("faults:\n  - {operation: ensure, error: timeout}\n");
     assert!(matches!(err, InventoryError::UnknownOperation { .. }));
-    assert!(err.to_string().starts_with(r#"inventory.yaml: faults[0].operation: unknown operation "ensure"; known operations: initialize, create,"#), "{err}");
+    assert!(err.to_string().starts_with(r#"inventory.yaml: faults[0].operation: unknown operation "ensure"; known operations: initialize, get-load-balancer, create,"#), "{err}");
     let err = parse_err("latency: {ensure: 1s}\n");
     assert_eq!(err.path(), Some("latency.ensure"));
 }
@@ -566,7 +615,7 @@ async fn shared_registration_hands_out_the_same_cloud() {
             .await
             .unwrap()
     );
-    assert_eq!(cloud.call_ops(), [ops::INSTANCE_EXISTS]);
+    assert_eq!(cloud.call_ops(), [Operation::InstanceExists]);
     let err = registry
         .init_cloud_provider("fake", Some(&example_path()))
         .err()

@@ -3,7 +3,7 @@
 mod common;
 
 use ccm_core::{CloudProvider, ErrorKind, LoadBalancer};
-use ccm_provider_fake::{FakeCloud, FakePort, LoadBalancerCall, ops};
+use ccm_provider_fake::{FakeCloud, FakePort, LoadBalancerCall, Operation};
 use common::{nodes, service};
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, ServiceSpec};
 
@@ -148,22 +148,22 @@ async fn update_replaces_hosts_and_fails_for_a_missing_load_balancer() {
         cloud.load_balancer_calls(),
         vec![
             LoadBalancerCall {
-                op: "update".into(),
+                op: Operation::UpdateLoadBalancer,
                 service: "default/web".into(),
                 hosts: vec!["n1".into()]
             },
             LoadBalancerCall {
-                op: "create".into(),
+                op: Operation::EnsureLoadBalancer,
                 service: "default/web".into(),
                 hosts: vec!["n1".into(), "n2".into()]
             },
             LoadBalancerCall {
-                op: "update".into(),
+                op: Operation::UpdateLoadBalancer,
                 service: "default/web".into(),
                 hosts: vec!["n3".into()]
             },
             LoadBalancerCall {
-                op: "update".into(),
+                op: Operation::UpdateLoadBalancer,
                 service: "default/web".into(),
                 hosts: vec![]
             },
@@ -374,18 +374,26 @@ async fn load_balancer_calls_are_logged_with_the_service_key() {
     assert_eq!(
         cloud.call_ops(),
         [
-            ops::GET_LOAD_BALANCER,
-            ops::ENSURE_LOAD_BALANCER,
-            ops::UPDATE_LOAD_BALANCER,
-            ops::ENSURE_LOAD_BALANCER_DELETED
+            Operation::GetLoadBalancer,
+            Operation::EnsureLoadBalancer,
+            Operation::UpdateLoadBalancer,
+            Operation::EnsureLoadBalancerDeleted
         ]
     );
     assert_eq!(
         cloud.call_ops(),
-        ["get-load-balancer", "create", "update", "delete"]
+        [
+            Operation::GetLoadBalancer,
+            Operation::EnsureLoadBalancer,
+            Operation::UpdateLoadBalancer,
+            Operation::EnsureLoadBalancerDeleted
+        ]
     );
     assert!(cloud.calls().iter().all(|c| c.target == "shop/web"));
-    assert_eq!(cloud.call_targets(ops::ENSURE_LOAD_BALANCER), ["shop/web"]);
+    assert_eq!(
+        cloud.call_targets(Operation::EnsureLoadBalancer),
+        ["shop/web"]
+    );
     cloud.clear_calls();
     assert!(cloud.calls().is_empty());
     assert!(cloud.load_balancer_calls().is_empty());

@@ -9,7 +9,7 @@ use std::time::Duration;
 use ccm_core::budget::{CloudBudget, RateLimitInterceptor};
 use ccm_core::intercept::InterceptedProvider;
 use ccm_core::{CloudProvider, ErrorKind, InitializeContext};
-use ccm_provider_fake::{FakeCloud, FakeInstance, InventoryError, QuotaError, ops};
+use ccm_provider_fake::{FakeCloud, FakeInstance, InventoryError, Operation, QuotaError};
 use common::{node, nodes};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -44,8 +44,8 @@ async fn calls_beyond_the_bucket_are_throttled_logged_and_counted() {
     );
     assert_eq!(cloud.throttled_count(), 1);
     // the rejected call is in the log like any other
-    assert_eq!(cloud.call_count(ops::INSTANCE_METADATA), 1);
-    assert_eq!(cloud.call_count(ops::INSTANCE_EXISTS), 3);
+    assert_eq!(cloud.call_count(Operation::InstanceMetadata), 1);
+    assert_eq!(cloud.call_count(Operation::InstanceExists), 3);
 
     // after the hint, one more call fits
     tokio::time::advance(wait).await;
@@ -66,9 +66,9 @@ async fn calls_beyond_the_bucket_are_throttled_logged_and_counted() {
 async fn a_throttled_call_fails_before_latency_and_faults() {
     let cloud = cloud_with(&["a"]);
     cloud.set_quota(1.0, 1).unwrap();
-    cloud.set_latency(ops::INSTANCE_EXISTS, Duration::from_secs(5));
+    cloud.set_latency(Operation::InstanceExists, Duration::from_secs(5));
     cloud.inject(
-        ops::INSTANCE_EXISTS,
+        Operation::InstanceExists,
         ccm_provider_fake::Fault::once(ccm_provider_fake::InjectedError::NotImplemented),
     );
     let v2 = cloud.instances_v2().unwrap();

@@ -1,7 +1,7 @@
 //! Routes of the fake cloud: create, list, delete, naming and pre-seeded routes.
 
 use ccm_core::{CloudProvider, ErrorKind, Route, Routes};
-use ccm_provider_fake::{FakeCloud, ops};
+use ccm_provider_fake::{FakeCloud, Operation};
 use k8s_openapi::api::core::v1::NodeAddress;
 
 fn routes(cloud: &FakeCloud) -> std::sync::Arc<dyn Routes> {
@@ -186,7 +186,7 @@ async fn route_calls_are_logged_with_cluster_and_cidr_targets() {
     r.list_routes("kubernetes").await.unwrap();
     r.create_route("kubernetes", "uid-a", &route).await.unwrap();
     r.delete_route("kubernetes", &route).await.unwrap();
-    let log: Vec<(String, String)> = cloud
+    let log: Vec<(Operation, String)> = cloud
         .calls()
         .into_iter()
         .map(|c| (c.op, c.target))
@@ -194,13 +194,17 @@ async fn route_calls_are_logged_with_cluster_and_cidr_targets() {
     assert_eq!(
         log,
         [
-            (ops::LIST_ROUTES.to_owned(), "kubernetes".to_owned()),
-            (ops::CREATE_ROUTE.to_owned(), "10.244.1.0/24".to_owned()),
-            (ops::DELETE_ROUTE.to_owned(), "10.244.1.0/24".to_owned()),
+            (Operation::ListRoutes, "kubernetes".to_owned()),
+            (Operation::CreateRoute, "10.244.1.0/24".to_owned()),
+            (Operation::DeleteRoute, "10.244.1.0/24".to_owned()),
         ]
     );
     assert_eq!(
         cloud.call_ops(),
-        ["list-routes", "create-route", "delete-route"]
+        [
+            Operation::ListRoutes,
+            Operation::CreateRoute,
+            Operation::DeleteRoute
+        ]
     );
 }

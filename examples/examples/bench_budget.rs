@@ -159,7 +159,7 @@ fn context(
 fn calls_by_op(fake: &FakeCloud) -> BTreeMap<String, usize> {
     let mut by_op = BTreeMap::new();
     for call in fake.calls() {
-        *by_op.entry(call.op).or_default() += 1;
+        *by_op.entry(call.op.as_str().to_owned()).or_default() += 1;
     }
     by_op
 }

@@ -25,7 +25,7 @@ use anyhow::{Context, bail};
 use ccm_core::runtime::controller::ControllerContext;
 use ccm_core::runtime::informer::{InformerScope, SharedInformers};
 use ccm_core::runtime::metrics::SharedRegistry;
-use ccm_provider_fake::{FakeCloud, ops};
+use ccm_provider_fake::{FakeCloud, Operation};
 use ccm_servicecontroller::{Config, ServiceController};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, NodeSpec, Service, ServicePort, ServiceSpec};
@@ -219,7 +219,7 @@ async fn main() -> anyhow::Result<()> {
     )
     .await?;
     let to_ingress = started.elapsed();
-    let ensures = fake.call_count(ops::ENSURE_LOAD_BALANCER);
+    let ensures = fake.call_count(Operation::EnsureLoadBalancer);
 
     // Phase 2: a burst of node changes.
     fake.clear_calls();
@@ -254,10 +254,10 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     let converged = burst_started.elapsed();
     // Wait for quiet: no further host update for 3 s.
-    let mut last = fake.call_count(ops::UPDATE_LOAD_BALANCER);
+    let mut last = fake.call_count(Operation::UpdateLoadBalancer);
     loop {
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let now = fake.call_count(ops::UPDATE_LOAD_BALANCER);
+        let now = fake.call_count(Operation::UpdateLoadBalancer);
         if now == last {
             break;
         }

@@ -14,7 +14,7 @@ use ccm_core::runtime::metrics::SharedRegistry;
 use ccm_nodecontroller::{
     CloudNodeConfig, CloudNodeController, CloudNodeLifecycleConfig, CloudNodeLifecycleController,
 };
-use ccm_provider_fake::FakeCloud;
+use ccm_provider_fake::{FakeCloud, Operation};
 use ccm_testenv::{TestEnv, wait_for};
 use k8s_openapi::api::core::v1::{
     Event, Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Taint,
@@ -221,7 +221,7 @@ impl Harness {
     }
 
     /// Wait until the fake cloud has logged at least `n` calls of `op`.
-    pub async fn wait_calls(&self, op: &str, n: usize) {
+    pub async fn wait_calls(&self, op: Operation, n: usize) {
         let fake = self.fake.clone();
         wait_for(&format!("{n} cloud calls of {op}"), TIMEOUT, || {
             let fake = fake.clone();
