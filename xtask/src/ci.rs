@@ -8,6 +8,7 @@ use crate::conformance::{self, ConformanceArgs};
 use crate::controlplane::{self, BuildArgs};
 use crate::process::{self, Interrupt, Interrupted, Stopwatch};
 use crate::test::{self, TestArgs};
+use crate::udeps::{self, UdepsArgs};
 
 /// Arguments of `cargo xtask ci`.
 #[derive(Debug, Args)]
@@ -22,6 +23,8 @@ pub struct CiArgs {
 pub enum Step {
     /// `cargo fmt --all -- --check`
     Fmt,
+    /// `cargo xtask udeps`: every declared dependency is used (reads the sources, builds nothing).
+    Udeps,
     /// `cargo clippy --workspace --all-targets -- -D warnings`
     Clippy,
     /// `cargo doc --workspace --no-deps` with `RUSTDOCFLAGS=-D warnings`
@@ -37,8 +40,9 @@ pub enum Step {
 
 impl Step {
     /// All steps in execution order.
-    pub const ALL: [Step; 6] = [
+    pub const ALL: [Step; 7] = [
         Step::Fmt,
+        Step::Udeps,
         Step::Clippy,
         Step::Doc,
         Step::ControlPlaneBuild,
@@ -50,6 +54,7 @@ impl Step {
     pub fn title(self) -> &'static str {
         match self {
             Step::Fmt => "cargo fmt --all -- --check",
+            Step::Udeps => "cargo xtask udeps (unused dependencies)",
             Step::Clippy => "cargo clippy --workspace --all-targets -- -D warnings",
             Step::Doc => "cargo doc --workspace --no-deps (RUSTDOCFLAGS=-D warnings)",
             Step::ControlPlaneBuild => "cargo xtask controlplane build",
@@ -82,6 +87,7 @@ async fn run_step(step: Step, interrupt: &Interrupt) -> anyhow::Result<()> {
             command.args(["fmt", "--all", "--", "--check"]);
             process::run(command, interrupt, "").await
         }
+        Step::Udeps => udeps::run(&UdepsArgs::default(), interrupt).await,
         Step::Clippy => {
             let mut command = process::cargo();
             command.args([
@@ -218,6 +224,7 @@ mod tests {
     #[test]
     fn steps_run_in_the_documented_order() {
         assert_eq!(Step::ALL[0], Step::Fmt);
+        assert_eq!(Step::ALL[1], Step::Udeps);
         assert_eq!(Step::ALL[Step::ALL.len() - 1], Step::Conformance);
     }
 }

@@ -3,7 +3,8 @@
 //! - `controlplane build|start|stop`: the local kube-apiserver + etcd for tests
 //!   (docs/control-plane.md).
 //! - `test`: the workspace's tests against one shared control plane.
-//! - `ci`: everything CI checks (fmt, clippy, docs, control-plane build, tests).
+//! - `ci`: everything CI checks (fmt, unused dependencies, clippy, docs, control-plane build, tests).
+//! - `udeps`: dependencies that a workspace member declares but never uses.
 //! - `bench nodes|lbs`: benchmarks side by side with the Go reference CCM (docs/benchmarks.md).
 //!
 //! Each command lives in its own module; add new ones (benchmarks, manifests, ...) the same way:
@@ -20,6 +21,7 @@ mod manifests;
 mod paths;
 mod process;
 mod test;
+mod udeps;
 
 use std::process::ExitCode;
 
@@ -42,8 +44,10 @@ enum Command {
     Controlplane(controlplane::ControlPlaneArgs),
     /// Run the workspace's tests against one shared local control plane.
     Test(test::TestArgs),
-    /// Run every CI check: fmt, clippy, docs, control-plane build, tests.
+    /// Run every CI check: fmt, unused dependencies, clippy, docs, control-plane build, tests.
     Ci(ci::CiArgs),
+    /// Find dependencies that a workspace member declares but never uses (no build, no extra tool).
+    Udeps(udeps::UdepsArgs),
     /// Run the reference CCM against a local control plane and watch it initialize nodes and provision a load
     /// balancer.
     Demo(demo::DemoArgs),
@@ -62,6 +66,7 @@ async fn dispatch(command: Command, interrupt: &Interrupt) -> anyhow::Result<()>
         Command::Controlplane(args) => controlplane::run(args, interrupt).await,
         Command::Test(args) => test::run(&args, interrupt).await,
         Command::Ci(args) => ci::run(&args, interrupt).await,
+        Command::Udeps(args) => udeps::run(&args, interrupt).await,
         Command::Demo(args) => demo::run(&args, interrupt).await,
         Command::Manifests(args) => manifests::run(&args, interrupt).await,
         Command::Conformance(args) => conformance::run(&args, interrupt).await,
@@ -188,6 +193,7 @@ mod tests {
             &["xtask", "controlplane", "start", "--dir", "x"],
             &["xtask", "controlplane", "stop"],
             &["xtask", "ci", "--fail-fast"],
+            &["xtask", "udeps"],
         ] {
             Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
         }
