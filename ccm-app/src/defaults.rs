@@ -67,12 +67,13 @@ pub fn service_config(options: &CcmOptions) -> ccm_servicecontroller::Config {
 }
 
 /// The route controller's settings: `--configure-cloud-routes`, `--cluster-cidr`,
-/// `--route-reconciliation-period` and the `--route-*` additions.
+/// `--route-reconciliation-period` and the `--route-*` additions (`--route-event-debounce`, ...).
 pub fn route_config(options: &CcmOptions) -> ccm_routecontroller::Config {
     ccm_routecontroller::Config::default()
         .with_configure_cloud_routes(options.configure_cloud_routes)
         .with_cluster_cidr(options.cluster_cidr.clone())
         .with_route_reconciliation_period(options.route_reconciliation_period)
+        .with_event_debounce(options.route_event_debounce)
         .with_sync_mode(match options.route_sync_mode {
             RouteSyncModeOption::Periodic => RouteSyncMode::Periodic,
             RouteSyncModeOption::EventDriven => RouteSyncMode::EventDriven {
@@ -201,6 +202,7 @@ mod tests {
             load_balancer_class: Some("example.com/lb".into()),
             cluster_cidr: "10.244.0.0/16".into(),
             route_reconciliation_period: Duration::from_secs(20),
+            route_event_debounce: Duration::from_millis(500),
             route_sync_mode: RouteSyncModeOption::Periodic,
             ..options()
         };
@@ -222,6 +224,7 @@ mod tests {
         let route = route_config(&o);
         assert_eq!(route.cluster_cidr, "10.244.0.0/16");
         assert_eq!(route.route_reconciliation_period, Duration::from_secs(20));
+        assert_eq!(route.event_debounce, Duration::from_millis(500));
         assert_eq!(route.sync_mode, RouteSyncMode::Periodic);
         assert!(validate(&o, &all()).is_empty());
     }

@@ -155,7 +155,7 @@ pub enum NodeOwnershipOption {
 pub enum RouteSyncModeOption {
     /// Reconcile every `--route-reconciliation-period` (the Go default).
     Periodic,
-    /// Reconcile on node changes, at most once per `--route-reconciliation-period`, with a full pass every
+    /// Reconcile on node changes, `--route-event-debounce` after the change, with a full pass every
     /// `--route-resync-period`.
     #[default]
     EventDriven,
@@ -416,6 +416,13 @@ pub struct Settings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub route_sync_mode: Option<RouteSyncModeOption>,
 
+    /// SDK addition: in event-driven mode, how long after a node change a route pass starts; changes within it are
+    /// batched into one pass. Capped at --route-reconciliation-period. Default: 250ms.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag,
+          help_heading = "Controllers (SDK additions)")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route_event_debounce: Option<GoDuration>,
+
     /// SDK addition: in event-driven mode, a full route pass runs this long after the last one even when nothing
     /// changed. Default: 5m0s.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag,
@@ -660,6 +667,8 @@ pub struct CcmOptions {
     pub service_extended_update_fields: bool,
     /// `--route-sync-mode` (SDK addition).
     pub route_sync_mode: RouteSyncModeOption,
+    /// `--route-event-debounce` (SDK addition).
+    pub route_event_debounce: Duration,
     /// `--route-resync-period` (SDK addition).
     pub route_resync_period: Duration,
     /// `--route-max-retry-backoff` (SDK addition).
@@ -773,6 +782,7 @@ impl Default for CcmOptions {
                 ccm_routecontroller::RouteSyncMode::Periodic => RouteSyncModeOption::Periodic,
                 _ => RouteSyncModeOption::EventDriven,
             },
+            route_event_debounce: route.event_debounce,
             route_resync_period: match route.sync_mode {
                 ccm_routecontroller::RouteSyncMode::EventDriven { resync } => resync,
                 _ => ccm_routecontroller::config::DEFAULT_RESYNC_PERIOD,
@@ -941,6 +951,7 @@ impl CcmOptions {
             &s.service_extended_update_fields,
         );
         set(&mut self.route_sync_mode, &s.route_sync_mode);
+        set_duration(&mut self.route_event_debounce, &s.route_event_debounce);
         set_duration(&mut self.route_resync_period, &s.route_resync_period);
         set_duration(
             &mut self.route_max_retry_backoff,
@@ -1061,6 +1072,7 @@ impl CcmOptions {
             service_node_sync_max_delay: Some(self.service_node_sync_max_delay.into()),
             service_extended_update_fields: Some(self.service_extended_update_fields),
             route_sync_mode: Some(self.route_sync_mode),
+            route_event_debounce: Some(self.route_event_debounce.into()),
             route_resync_period: Some(self.route_resync_period.into()),
             route_max_retry_backoff: Some(self.route_max_retry_backoff.into()),
             route_max_concurrent_operations: Some(self.route_max_concurrent_operations),

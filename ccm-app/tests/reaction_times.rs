@@ -4,7 +4,9 @@
 //!
 //! - an instance removed from the cloud → its Node deleted within `--node-monitor-period` (5 s) + 2 s, although
 //!   the instance cache (30 s) is on: existence answers are never kept;
-//! - an instance shut down → the shutdown taint within the same bound: shutdown answers are never kept either.
+//! - an instance shut down → the shutdown taint within the same bound: shutdown answers are never kept either;
+//! - a node added right after a route pass → its route created and `NetworkUnavailable=False` within 1.5 s,
+//!   although `--route-reconciliation-period` is 10 s: a change starts a pass after a 250 ms debounce.
 //!
 //! Each test prints what it measured (`cargo test -p ccm-app --test reaction_times -- --nocapture`).
 
@@ -125,6 +127,17 @@ impl World {
     }
 }
 
+/// The status of the Node's `NetworkUnavailable` condition, if any.
+fn network_unavailable(node: &Node) -> Option<String> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "NetworkUnavailable")
+        .map(|c| c.status.clone())
+}
+
 fn has_shutdown_taint(node: &Node) -> bool {
     ccm_core::helpers::node_has_taint(node, names::taints::SHUTDOWN)
 }
@@ -206,5 +219,58 @@ async fn a_gone_instance_is_deleted_and_a_stopped_one_tainted_within_a_monitor_p
         );
         assert_eq!(metric(&text, &hits), None, "{hits} in\n{text}");
     }
+    world.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_added_right_after_a_route_pass_has_its_route_within_a_second_and_a_half() {
+    let world = World::start("react-route", &["first", "late"]).await;
+    let (first, late) = (world.name("first"), world.name("late"));
+    let lists = world.cloud.call_count(Operation::ListRoutes);
+    create_node(&world.client, &first, &world.label, "10.244.220.0/24").await;
+    // The pass the first node's events started; the second node arrives right after it began.
+    tokio::time::timeout(
+        TIMEOUT,
+        world.cloud.wait_for_calls(Operation::ListRoutes, lists + 1),
+    )
+    .await
+    .expect("a route pass for the first node");
+    let added = Instant::now();
+    create_node(&world.client, &late, &world.label, "10.244.221.0/24").await;
+    let nodes = world.nodes();
+    let (routed, available) = tokio::join!(
+        async {
+            wait_for("the late node's route", TIMEOUT, || async {
+                world
+                    .cloud
+                    .routes()
+                    .iter()
+                    .any(|r| r.target_node == late && r.destination_cidr == "10.244.221.0/24")
+                    .then_some(())
+            })
+            .await
+            .expect("the route is created");
+            added.elapsed()
+        },
+        async {
+            wait_for("NetworkUnavailable=False", TIMEOUT, || async {
+                let node = nodes.get_opt(&late).await.ok()??;
+                (network_unavailable(&node).as_deref() == Some("False")).then_some(())
+            })
+            .await
+            .expect("the condition is written");
+            added.elapsed()
+        },
+    );
+    eprintln!(
+        "measured with the defaults (route period 10 s): node added right after a route pass -> route in \
+         {routed:.2?}, NetworkUnavailable=False in {available:.2?}"
+    );
+    let bound = Duration::from_millis(1500);
+    assert!(
+        routed <= bound && available <= bound,
+        "a node added right after a route pass waited {routed:?} for its route and {available:?} for \
+         NetworkUnavailable=False; the bound is {bound:?}"
+    );
     world.stop().await;
 }

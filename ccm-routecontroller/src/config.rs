@@ -8,6 +8,14 @@ use crate::error::Error;
 
 /// Default of `--route-reconciliation-period` (Go: 10 s).
 pub const DEFAULT_ROUTE_RECONCILIATION_PERIOD: Duration = Duration::from_secs(10);
+/// Default of [`Config::event_debounce`]: 250 ms.
+///
+/// Long enough to batch the events one new Node produces in quick succession (the kubelet's registration, the pod
+/// CIDR written by the IPAM controller tens of milliseconds later, the first status update) and the nodes an
+/// autoscaler adds together into one pass; short enough that a new Node has its route about a quarter of a second
+/// plus one pass after it appeared, instead of up to a whole `--route-reconciliation-period` (Go's periodic mode)
+/// later.
+pub const DEFAULT_EVENT_DEBOUNCE: Duration = Duration::from_millis(250);
 /// Default full-resync interval of [`RouteSyncMode::EventDriven`]: 5 minutes.
 pub const DEFAULT_RESYNC_PERIOD: Duration = Duration::from_secs(5 * 60);
 /// Default cap of the retry backoff after a failed pass: 5 minutes.
@@ -23,12 +31,15 @@ pub enum RouteSyncMode {
     /// whether or not anything changed. Node events are ignored. Failed passes are simply repeated next period.
     Periodic,
     /// Reconcile when Nodes are added or deleted or their pod CIDRs or addresses change (seen through the shared
-    /// Node informer), coalesced so that at most one pass starts per `route_reconciliation_period`; retry failed
-    /// passes with exponential backoff (from the period up to `max_retry_backoff`); and run a full pass `resync`
-    /// after the last one even when nothing changed, to repair drift made behind the controller's back.
+    /// Node informer): a change starts a pass [`Config::event_debounce`] (250 ms) after it, however recently the
+    /// last pass ran, and every change within that window, or during a pass, is batched into one pass. Failed
+    /// passes are retried with exponential backoff (from `route_reconciliation_period` up to
+    /// `max_retry_backoff`), and while the last pass failed, changes start a pass at most once per
+    /// `route_reconciliation_period`. A full pass runs `resync` after the last one even when nothing changed, to
+    /// repair drift made behind the controller's back.
     ///
     /// This corresponds to the Go gate `CloudControllerManagerWatchBasedRoutesReconciliation` (alpha in 1.35),
-    /// which has no periodic repair and hard-codes the 10 s interval.
+    /// which has no periodic repair.
     EventDriven {
         /// How long after the last pass a full pass runs although nothing changed.
         resync: Duration,
@@ -64,9 +75,15 @@ pub struct Config {
     /// `--cluster-cidr` (default empty): one CIDR or a dual-stack pair, comma separated. Required when routes are
     /// configured and the provider supports them.
     pub cluster_cidr: String,
-    /// `--route-reconciliation-period` (default 10 s): the interval of [`RouteSyncMode::Periodic`], and the
-    /// minimum interval between two passes in [`RouteSyncMode::EventDriven`].
+    /// `--route-reconciliation-period` (default 10 s): the interval of [`RouteSyncMode::Periodic`]; in
+    /// [`RouteSyncMode::EventDriven`], the first retry delay after a failed pass and the minimum interval between
+    /// passes while passes fail (it never delays a reaction to a change while they succeed).
     pub route_reconciliation_period: Duration,
+    /// How long after a relevant Node change an event-driven pass starts (default 250 ms, see
+    /// [`DEFAULT_EVENT_DEBOUNCE`]); changes within that window are batched into the same pass. It is measured
+    /// from the first change, so a steady stream of changes cannot postpone a pass. Capped at
+    /// `route_reconciliation_period`; zero starts a pass at once. Ignored in [`RouteSyncMode::Periodic`].
+    pub event_debounce: Duration,
     /// How passes are triggered (default [`RouteSyncMode::EventDriven`] with a 5 minute resync).
     pub sync_mode: RouteSyncMode,
     /// The cap of the exponential retry backoff after a failed pass in event-driven mode (default 5 minutes).
@@ -81,6 +98,7 @@ impl Default for Config {
             configure_cloud_routes: true,
             cluster_cidr: String::new(),
             route_reconciliation_period: DEFAULT_ROUTE_RECONCILIATION_PERIOD,
+            event_debounce: DEFAULT_EVENT_DEBOUNCE,
             sync_mode: RouteSyncMode::default(),
             max_retry_backoff: DEFAULT_MAX_RETRY_BACKOFF,
             max_concurrent_route_operations: DEFAULT_MAX_CONCURRENT_ROUTE_OPERATIONS,
@@ -104,6 +122,12 @@ impl Config {
     /// Set `--route-reconciliation-period`.
     pub fn with_route_reconciliation_period(mut self, period: Duration) -> Self {
         self.route_reconciliation_period = period;
+        self
+    }
+
+    /// Set the event debounce of [`RouteSyncMode::EventDriven`].
+    pub fn with_event_debounce(mut self, debounce: Duration) -> Self {
+        self.event_debounce = debounce;
         self
     }
 
@@ -300,6 +324,7 @@ mod tests {
         assert!(c.configure_cloud_routes);
         assert_eq!(c.cluster_cidr, "");
         assert_eq!(c.route_reconciliation_period, Duration::from_secs(10));
+        assert_eq!(c.event_debounce, Duration::from_millis(250));
         assert_eq!(c.max_concurrent_route_operations, 200);
         assert_eq!(
             c.sync_mode,

@@ -134,7 +134,8 @@ impl RouteController {
             config.route_reconciliation_period,
             config.max_retry_backoff,
             Some(&ctx.workqueue_metrics),
-        );
+        )
+        .with_debounce(config.event_debounce);
         Ok(RouteController {
             client: ctx.client.clone(),
             routes,
@@ -443,6 +444,7 @@ impl Controller for RouteController {
         tracing::info!(
             mode,
             period = ?self.config.route_reconciliation_period,
+            debounce = ?self.scheduler.debounce(),
             resync = ?resync,
             cluster_cidrs = ?self.cluster_cidrs,
             cluster = %self.cluster_name,

@@ -13,9 +13,10 @@
 //!   `route_controller_route_sync_total`.
 //!
 //! Unlike the Go default, which lists every route from the cloud every 10 s forever, the default
-//! [`RouteSyncMode::EventDriven`] reconciles only when Nodes change (coalesced to at most one pass per
-//! `route_reconciliation_period`), retries failures with backoff, and repairs drift with a slow full resync. The
-//! Go behaviour stays available as [`RouteSyncMode::Periodic`]. See `docs/route-controller.md`.
+//! [`RouteSyncMode::EventDriven`] reconciles only when Nodes change, 250 ms after the change
+//! ([`Config::event_debounce`], which batches bursts) however recently the last pass ran, retries failures with
+//! backoff, and repairs drift with a slow full resync. The Go behaviour stays available as
+//! [`RouteSyncMode::Periodic`]. See `docs/route-controller.md`.
 //!
 //! The decisions are pure functions in [`mod@plan`] (what to delete, create and write) and [`filter`] (which Node
 //! changes matter); [`schedule`] decides when passes run; [`RouteController`] does the I/O.

@@ -1,10 +1,11 @@
-//! When passes run: the periodic loop of the Go reference, or event-driven passes coalesced to at most one per
-//! period, with retry backoff and a slow full resync.
+//! When passes run: the periodic loop of the Go reference, or event-driven passes that start a short debounce after
+//! a change, with retry backoff and a slow full resync.
 //!
 //! Both modes drive one work queue named `Routes` (as in Go's watch mode, so the `workqueue_*` metrics carry
 //! `name="Routes"`) holding a single key: a pass always covers the whole cluster.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use ccm_core::runtime::workqueue::{ItemExponentialBackoff, WorkQueue};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::RouteSyncMode;
+use crate::config::{DEFAULT_EVENT_DEBOUNCE, RouteSyncMode};
 
 /// The queue name (the `name` label of the `workqueue_*` metrics), as in Go.
 pub const QUEUE_NAME: &str = "Routes";
@@ -25,23 +26,29 @@ pub const QUEUE_KEY: &str = "routes";
 /// - [`RouteSyncMode::Periodic`]: a pass starts every `period`, measured from the start of the previous one; a
 ///   pass longer than the period is followed immediately by the next (Go's `wait.NonSlidingUntil`).
 ///   [`trigger`](Self::trigger) is ignored and failures are not retried early.
-/// - [`RouteSyncMode::EventDriven`]: [`trigger`](Self::trigger) asks for a pass; it starts at once unless one
-///   started less than `period` ago, in which case it starts `period` after that one (all triggers in between are
-///   coalesced into it; triggers during a pass lead to exactly one more pass). A failed pass is retried with
-///   exponential backoff from `period` to `max_backoff`; a successful pass resets the backoff. `resync` after the
-///   end of the last pass, a full pass runs even without triggers.
+/// - [`RouteSyncMode::EventDriven`]: [`trigger`](Self::trigger) asks for a pass; it starts `debounce` (default
+///   [`DEFAULT_EVENT_DEBOUNCE`], 250 ms) later, however recently the last pass ran. Every trigger in between is
+///   batched into that pass (the window is measured from the first one, so a steady stream of triggers cannot
+///   postpone it), and triggers during a pass lead to exactly one more pass, right after it or `debounce` after
+///   the trigger, whichever is later. A failed pass is retried with exponential backoff from `period` to
+///   `max_backoff`; while the last pass failed, a trigger starts a pass no earlier than `period` after the start
+///   of the failed one (a failing cloud is not hammered at the rate of Node events); a successful pass resets
+///   both. `resync` after the end of the last pass, a full pass runs even without triggers.
 ///
 /// The first pass starts as soon as [`run`](Self::run) is called.
 #[derive(Clone, Debug)]
 pub struct Scheduler {
     queue: WorkQueue<&'static str>,
     last_start: Arc<Mutex<Option<Instant>>>,
+    failing: Arc<AtomicBool>,
     mode: RouteSyncMode,
     period: Duration,
+    debounce: Duration,
 }
 
 impl Scheduler {
-    /// A scheduler; with `metrics`, the queue records the `workqueue_*` metrics under the name `Routes`.
+    /// A scheduler with the default debounce (see [`with_debounce`](Self::with_debounce)); with `metrics`, the
+    /// queue records the `workqueue_*` metrics under the name `Routes`.
     pub fn new(
         mode: RouteSyncMode,
         period: Duration,
@@ -56,9 +63,18 @@ impl Scheduler {
         Scheduler {
             queue,
             last_start: Arc::new(Mutex::new(None)),
+            failing: Arc::new(AtomicBool::new(false)),
             mode,
             period,
+            debounce: DEFAULT_EVENT_DEBOUNCE.min(period),
         }
+    }
+
+    /// Set how long after a trigger an event-driven pass starts (capped at the period; zero = at once).
+    #[must_use]
+    pub fn with_debounce(mut self, debounce: Duration) -> Self {
+        self.debounce = debounce.min(self.period);
+        self
     }
 
     /// The mode.
@@ -66,20 +82,30 @@ impl Scheduler {
         self.mode
     }
 
+    /// The debounce in use.
+    pub fn debounce(&self) -> Duration {
+        self.debounce
+    }
+
     /// Ask for a pass (event-driven mode; ignored in periodic mode).
     pub fn trigger(&self) {
         if matches!(self.mode, RouteSyncMode::Periodic) {
             return;
         }
-        let delay = self.delay_until_allowed(Instant::now());
+        let delay = self.trigger_delay(Instant::now());
         self.queue.add_after(QUEUE_KEY, delay);
     }
 
-    /// How long from `now` until a new pass may start: zero if none started within the last period.
-    pub fn delay_until_allowed(&self, now: Instant) -> Duration {
+    /// How long from `now` until a pass asked for at `now` starts: the debounce, and while the last pass failed,
+    /// at least until one period after that pass started.
+    pub fn trigger_delay(&self, now: Instant) -> Duration {
+        if !self.failing.load(Ordering::Relaxed) {
+            return self.debounce;
+        }
         let last = *self.last_start.lock().unwrap_or_else(|e| e.into_inner());
         last.map(|start| (start + self.period).saturating_duration_since(now))
             .unwrap_or_default()
+            .max(self.debounce)
     }
 
     /// Run passes until `shutdown` is cancelled. `pass` returns true when the pass fully succeeded. A pass in
@@ -117,6 +143,7 @@ impl Scheduler {
             }
             let ok = pass().await;
             if let RouteSyncMode::EventDriven { resync } = self.mode {
+                self.failing.store(!ok, Ordering::Relaxed);
                 if ok {
                     self.queue.forget(&item);
                 } else {
@@ -142,8 +169,8 @@ mod tests {
     const PERIOD: Duration = Duration::from_secs(10);
     const RESYNC: Duration = Duration::from_secs(300);
 
-    /// Records pass start times (seconds since `t0`); each pass takes `durations[i]` (default 0) and returns
-    /// `results[i]` (default true).
+    /// Records pass start times (milliseconds since `t0`); each pass takes `durations[i]` seconds (default 0) and
+    /// returns `results[i]` (default true).
     #[derive(Clone)]
     struct Recorder {
         t0: Instant,
@@ -163,10 +190,8 @@ mod tests {
         }
         async fn pass(&self) -> bool {
             let start = Instant::now();
-            self.starts
-                .lock()
-                .unwrap()
-                .push(start.duration_since(self.t0).as_secs());
+            let ms = u64::try_from(start.duration_since(self.t0).as_millis()).unwrap();
+            self.starts.lock().unwrap().push(ms);
             let d = self.durations.lock().unwrap().pop_front().unwrap_or(0);
             tokio::time::sleep(Duration::from_secs(d)).await;
             self.results.lock().unwrap().pop_front().unwrap_or(true)
@@ -174,8 +199,9 @@ mod tests {
         fn starts(&self) -> Vec<u64> {
             self.starts.lock().unwrap().clone()
         }
-        async fn at(&self, secs: u64) {
-            tokio::time::sleep_until(self.t0 + Duration::from_secs(secs)).await;
+        /// Sleep until `ms` milliseconds after `t0`.
+        async fn at(&self, ms: u64) {
+            tokio::time::sleep_until(self.t0 + Duration::from_millis(ms)).await;
         }
     }
 
@@ -204,29 +230,60 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn triggers_are_coalesced_to_one_pass_per_period() {
+    async fn a_trigger_starts_a_pass_after_the_debounce_however_recent_the_last_pass() {
         let rec = Recorder::new(&[], &[]);
         let (sched, token, handle) = start(event_driven(), &rec);
-        // A burst right after the initial pass: one pass, one period after the first.
-        for s in 1..=5 {
-            rec.at(s).await;
-            sched.trigger();
-            sched.trigger();
-        }
-        rec.at(25).await;
-        assert_eq!(rec.starts(), vec![0, 10]);
-        // A trigger long after the last pass runs at once.
-        rec.at(40).await;
+        assert_eq!(sched.debounce(), DEFAULT_EVENT_DEBOUNCE);
+        // The first pass ran at 0; a node added 1 ms later does not wait for the period.
+        rec.at(1).await;
         sched.trigger();
-        rec.at(41).await;
-        assert_eq!(rec.starts(), vec![0, 10, 40]);
-        // A steady stream of triggers: never more than one pass per period.
-        for s in 41..=80 {
-            rec.at(s).await;
+        rec.at(250).await;
+        assert_eq!(rec.starts(), vec![0]);
+        rec.at(252).await;
+        assert_eq!(rec.starts(), vec![0, 251]);
+        // Right after that pass: again one debounce later.
+        rec.at(300).await;
+        sched.trigger();
+        rec.at(1000).await;
+        assert_eq!(rec.starts(), vec![0, 251, 550]);
+        token.cancel();
+        handle.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_is_batched_and_a_stream_cannot_postpone_passes() {
+        let rec = Recorder::new(&[], &[]);
+        let (sched, token, handle) = start(event_driven(), &rec);
+        // 21 changes within 200 ms: one pass, 250 ms after the first.
+        for ms in (5000..=5200).step_by(10) {
+            rec.at(ms).await;
             sched.trigger();
         }
-        rec.at(81).await;
-        assert_eq!(rec.starts(), vec![0, 10, 40, 50, 60, 70, 80]);
+        rec.at(6000).await;
+        assert_eq!(rec.starts(), vec![0, 5250]);
+        // A change every 100 ms for 2 s: a pass 250 ms after the first change following each pass.
+        for ms in (6000..=8000).step_by(100) {
+            rec.at(ms).await;
+            sched.trigger();
+        }
+        rec.at(9000).await;
+        assert_eq!(
+            rec.starts(),
+            vec![0, 5250, 6250, 6550, 6850, 7150, 7450, 7750, 8050]
+        );
+        token.cancel();
+        handle.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn zero_debounce_starts_at_once() {
+        let rec = Recorder::new(&[], &[]);
+        let (sched, token, handle) = start(event_driven(), &rec);
+        let sched = sched.with_debounce(Duration::ZERO);
+        rec.at(3000).await;
+        sched.trigger();
+        rec.at(3001).await;
+        assert_eq!(rec.starts(), vec![0, 3000]);
         token.cancel();
         handle.await.unwrap();
     }
@@ -235,8 +292,8 @@ mod tests {
     async fn quiet_cluster_only_resyncs() {
         let rec = Recorder::new(&[], &[]);
         let (_sched, token, handle) = start(event_driven(), &rec);
-        rec.at(3 * 300 + 1).await;
-        assert_eq!(rec.starts(), vec![0, 300, 600, 900]);
+        rec.at(3 * 300_000 + 1000).await;
+        assert_eq!(rec.starts(), vec![0, 300_000, 600_000, 900_000]);
         token.cancel();
         handle.await.unwrap();
     }
@@ -245,28 +302,33 @@ mod tests {
     async fn resync_is_measured_from_the_last_pass() {
         let rec = Recorder::new(&[], &[]);
         let (sched, token, handle) = start(event_driven(), &rec);
-        rec.at(100).await;
+        rec.at(100_000).await;
         sched.trigger();
-        rec.at(401).await;
-        assert_eq!(rec.starts(), vec![0, 100, 400]);
+        rec.at(401_000).await;
+        assert_eq!(rec.starts(), vec![0, 100_250, 400_250]);
         token.cancel();
         handle.await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]
-    async fn trigger_during_a_pass_gives_exactly_one_more() {
+    async fn triggers_during_a_pass_give_exactly_one_more() {
         // The first pass takes 15 s.
         let rec = Recorder::new(&[15], &[]);
         let (sched, token, handle) = start(event_driven(), &rec);
-        rec.at(2).await;
+        for ms in [2000, 5000, 12_000] {
+            rec.at(ms).await;
+            sched.trigger();
+        }
+        rec.at(60_000).await;
+        // The pass 0..15 s is followed right away by one pass (the triggers were due long before it ended).
+        assert_eq!(rec.starts(), vec![0, 15_000]);
+        // A trigger just before a long pass ends: the next pass waits for the debounce, not only for the end.
+        rec.durations.lock().unwrap().push_back(1);
         sched.trigger();
-        rec.at(5).await;
+        rec.at(60_250 + 900).await;
         sched.trigger();
-        rec.at(12).await;
-        sched.trigger();
-        rec.at(60).await;
-        // The pass 0..15 is followed right away by one pass (the triggers were due at 10).
-        assert_eq!(rec.starts(), vec![0, 15]);
+        rec.at(63_000).await;
+        assert_eq!(rec.starts(), vec![0, 15_000, 60_250, 61_400]);
         token.cancel();
         handle.await.unwrap();
     }
@@ -276,27 +338,58 @@ mod tests {
         // Passes 1-4 fail, then all succeed.
         let rec = Recorder::new(&[], &[false, false, false, false]);
         let (sched, token, handle) = start(event_driven(), &rec);
-        rec.at(200).await;
+        rec.at(200_000).await;
         // 0 fails → +10; 10 fails → +20; 30 fails → +40; 70 fails → +60 (cap); 130 succeeds.
-        assert_eq!(rec.starts(), vec![0, 10, 30, 70, 130]);
-        // The backoff was reset: a trigger now runs at once, a failure after it is retried after one period.
+        assert_eq!(rec.starts(), vec![0, 10_000, 30_000, 70_000, 130_000]);
+        // The backoff was reset: a trigger now runs after the debounce, a failure after it is retried after one
+        // period.
         rec.results.lock().unwrap().push_back(false);
         sched.trigger();
-        rec.at(215).await;
-        assert_eq!(rec.starts(), vec![0, 10, 30, 70, 130, 200, 210]);
+        rec.at(215_000).await;
+        assert_eq!(
+            rec.starts(),
+            vec![0, 10_000, 30_000, 70_000, 130_000, 200_250, 210_250]
+        );
         token.cancel();
         handle.await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]
-    async fn trigger_overrides_a_longer_retry_wait() {
+    async fn while_passes_fail_triggers_wait_for_the_period() {
+        // The first pass fails: its retry is due at 10 s.
+        let rec = Recorder::new(&[], &[false]);
+        let (sched, token, handle) = start(event_driven(), &rec);
+        rec.at(1000).await;
+        sched.trigger();
+        rec.at(9900).await;
+        assert_eq!(
+            rec.starts(),
+            vec![0],
+            "no pass within a period of a failed one"
+        );
+        rec.at(11_000).await;
+        assert_eq!(
+            rec.starts(),
+            vec![0, 10_000],
+            "the trigger joined the retry"
+        );
+        // That pass succeeded: triggers are quick again.
+        sched.trigger();
+        rec.at(12_000).await;
+        assert_eq!(rec.starts(), vec![0, 10_000, 11_250]);
+        token.cancel();
+        handle.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_trigger_overrides_a_longer_retry_wait() {
         let rec = Recorder::new(&[], &[false, false, false]);
         let (sched, token, handle) = start(event_driven(), &rec);
-        // Fails at 0, 10, 30; the next retry would be at 70.
-        rec.at(45).await;
+        // Fails at 0, 10, 30 s; the next retry would be at 70 s.
+        rec.at(45_000).await;
         sched.trigger();
-        rec.at(46).await;
-        assert_eq!(rec.starts()[..4], [0, 10, 30, 45]);
+        rec.at(46_000).await;
+        assert_eq!(rec.starts()[..4], [0, 10_000, 30_000, 45_250]);
         token.cancel();
         handle.await.unwrap();
     }
@@ -306,38 +399,55 @@ mod tests {
         let rec = Recorder::new(&[0, 0, 14], &[false]);
         let (sched, token, handle) = start(RouteSyncMode::Periodic, &rec);
         for s in 1..=9 {
-            rec.at(s).await;
+            rec.at(s * 1000).await;
             sched.trigger();
         }
-        rec.at(61).await;
+        rec.at(61_000).await;
         // 0, 10, 20 (takes 14 s, so the next starts at once at 34), 44, 54.
-        assert_eq!(rec.starts(), vec![0, 10, 20, 34, 44, 54]);
+        assert_eq!(
+            rec.starts(),
+            vec![0, 10_000, 20_000, 34_000, 44_000, 54_000]
+        );
         token.cancel();
         handle.await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]
-    async fn delay_until_allowed() {
+    async fn trigger_delay() {
         let sched = Scheduler::new(event_driven(), PERIOD, RESYNC, None);
         let now = Instant::now();
-        assert_eq!(sched.delay_until_allowed(now), Duration::ZERO);
+        assert_eq!(sched.trigger_delay(now), Duration::from_millis(250));
+        // A pass that started now failed.
         *sched.last_start.lock().unwrap() = Some(now);
-        assert_eq!(sched.delay_until_allowed(now), PERIOD);
+        sched.failing.store(true, Ordering::Relaxed);
+        assert_eq!(sched.trigger_delay(now), PERIOD);
         assert_eq!(
-            sched.delay_until_allowed(now + Duration::from_secs(4)),
+            sched.trigger_delay(now + Duration::from_secs(4)),
             Duration::from_secs(6)
         );
         assert_eq!(
-            sched.delay_until_allowed(now + Duration::from_secs(11)),
-            Duration::ZERO
+            sched.trigger_delay(now + Duration::from_millis(9900)),
+            Duration::from_millis(250),
+            "never less than the debounce"
         );
+        assert_eq!(
+            sched.trigger_delay(now + Duration::from_secs(11)),
+            Duration::from_millis(250)
+        );
+        sched.failing.store(false, Ordering::Relaxed);
+        assert_eq!(sched.trigger_delay(now), Duration::from_millis(250));
+        // The debounce is capped at the period.
+        let long = sched.clone().with_debounce(Duration::from_secs(3600));
+        assert_eq!(long.debounce(), PERIOD);
+        let short_period = Scheduler::new(event_driven(), Duration::from_millis(100), RESYNC, None);
+        assert_eq!(short_period.debounce(), Duration::from_millis(100));
     }
 
     #[tokio::test(start_paused = true)]
     async fn shutdown_finishes_the_running_pass() {
         let rec = Recorder::new(&[30], &[]);
         let (_sched, token, handle) = start(event_driven(), &rec);
-        rec.at(1).await;
+        rec.at(1000).await;
         token.cancel();
         let t = Instant::now();
         handle.await.unwrap();
