@@ -9,7 +9,7 @@
 //! | `node-bootstrap-selfcheck` | `bootstrap-selfcheck` | `ccm-doctor` |
 //!
 //! The last one is an SDK addition: gauges and warnings about nodes waiting for initialization
-//! (`docs/doctor.md`).
+//! (`docs/doctor.md`). It exists only with the `doctor` feature (on by default).
 
 use ccm_core::names;
 use ccm_core::runtime::controller::ControllerDescriptor;
@@ -84,16 +84,31 @@ pub fn route_config(options: &CcmOptions) -> ccm_routecontroller::Config {
         .with_max_concurrent_route_operations(count(options.route_max_concurrent_operations))
 }
 
-/// The four standard controllers, in start order — cloud-node, cloud-node-lifecycle, service, route — and the
-/// bootstrap self-check.
+/// The four standard controllers, in start order — cloud-node, cloud-node-lifecycle, service, route — and, with
+/// the `doctor` feature, the bootstrap self-check.
 pub fn default_controllers(options: &CcmOptions) -> Vec<ControllerDescriptor> {
-    vec![
+    let mut descriptors = vec![
         ccm_nodecontroller::cloud_node_descriptor(cloud_node_config(options)),
         ccm_nodecontroller::cloud_node_lifecycle_descriptor(cloud_node_lifecycle_config(options)),
         ccm_servicecontroller::descriptor(service_config(options)),
         ccm_routecontroller::descriptor(route_config(options)),
-        ccm_doctor::selfcheck::descriptor(ccm_doctor::selfcheck::SelfCheckConfig::default()),
-    ]
+    ];
+    descriptors.extend(bootstrap_selfcheck());
+    descriptors
+}
+
+/// The doctor's bootstrap self-check (`node-bootstrap-selfcheck`).
+#[cfg(feature = "doctor")]
+fn bootstrap_selfcheck() -> Option<ControllerDescriptor> {
+    Some(ccm_doctor::selfcheck::descriptor(
+        ccm_doctor::selfcheck::SelfCheckConfig::default(),
+    ))
+}
+
+/// Without the `doctor` feature there is no self-check.
+#[cfg(not(feature = "doctor"))]
+fn bootstrap_selfcheck() -> Option<ControllerDescriptor> {
+    None
 }
 
 /// Check the settings of the enabled standard controllers with their own rules, before anything starts.
@@ -175,16 +190,16 @@ mod tests {
             .iter()
             .map(|d| (d.name.as_str(), d.short_name()))
             .collect();
-        assert_eq!(
-            names,
-            vec![
-                ("cloud-node-controller", "cloud-node"),
-                ("cloud-node-lifecycle-controller", "cloud-node-lifecycle"),
-                ("service-lb-controller", "service"),
-                ("node-route-controller", "route"),
-                ("node-bootstrap-selfcheck", "bootstrap-selfcheck"),
-            ]
-        );
+        let mut expected = vec![
+            ("cloud-node-controller", "cloud-node"),
+            ("cloud-node-lifecycle-controller", "cloud-node-lifecycle"),
+            ("service-lb-controller", "service"),
+            ("node-route-controller", "route"),
+        ];
+        if cfg!(feature = "doctor") {
+            expected.push(("node-bootstrap-selfcheck", "bootstrap-selfcheck"));
+        }
+        assert_eq!(names, expected);
         assert!(descriptors.iter().all(|d| !d.disabled_by_default));
     }
 

@@ -30,8 +30,14 @@
 //! See `docs/runtime.md` for the flags table, the config file, the endpoints and the differences from Go, and
 //! `docs/deployment.md` for the manifests ([`deploy`]).
 //!
-//! The default `rustls-tls` feature gives the Kubernetes client a TLS stack (rustls with ring); without it the
-//! binary must enable a kube TLS feature itself.
+//! ## Cargo features
+//!
+//! | feature | default | what it compiles in |
+//! |---|---|---|
+//! | `rustls-tls` | on | the TLS stack of the Kubernetes client: kube's `rustls-tls` with `ring`. The one place of the SDK that selects kube's TLS backend; the other crates (the doctor included) follow it. Without it, enable a kube TLS feature (e.g. `kube/openssl-tls`) in the binary, or the client reaches plain-HTTP API servers only. |
+//! | `doctor` | on | the `<command> doctor` subcommand ([`CcmBuilder::run_from`]) and the bootstrap self-check controller `node-bootstrap-selfcheck` ([`defaults::default_controllers`]), both from `ccm-doctor`. |
+//!
+//! The admin server's HTTPS (`tokio-rustls`) does not depend on either feature.
 
 pub mod admin;
 mod app;
