@@ -386,14 +386,16 @@ pub struct Settings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service_retry_max_delay: Option<GoDuration>,
 
-    /// SDK addition: quiet period that ends a burst of node changes before load balancer hosts are updated; 0s
-    /// disables it. Default: 1s.
+    /// SDK addition: opt-in quiet period that ends a burst of node changes before load balancer hosts are
+    /// updated. 0s (the default) has none: a node change starts a host-update pass at once when none is running,
+    /// and changes during a pass share the next one. Default: 0s.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag,
           help_heading = "Controllers (SDK additions)")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service_node_sync_debounce: Option<GoDuration>,
 
-    /// SDK addition: the longest a stream of node changes may delay load balancer host updates. Default: 10s.
+    /// SDK addition: with --service-node-sync-debounce, the longest a stream of node changes may delay load
+    /// balancer host updates. Default: 10s.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag,
           help_heading = "Controllers (SDK additions)")]
     #[serde(skip_serializing_if = "Option::is_none")]

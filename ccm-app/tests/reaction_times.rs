@@ -6,7 +6,8 @@
 //!   the instance cache (30 s) is on: existence answers are never kept;
 //! - an instance shut down → the shutdown taint within the same bound: shutdown answers are never kept either;
 //! - a node added right after a route pass → its route created and `NetworkUnavailable=False` within 1.5 s,
-//!   although `--route-reconciliation-period` is 10 s: a change starts a pass after a 250 ms debounce.
+//!   although `--route-reconciliation-period` is 10 s: a change starts a pass after a 250 ms debounce;
+//! - a node added → it joins a load balancer's hosts well within a second: no quiet period before host updates.
 //!
 //! Each test prints what it measured (`cargo test -p ccm-app --test reaction_times -- --nocapture`).
 
@@ -18,8 +19,8 @@ use ccm_app::{CcmStatus, RunningCcm};
 use ccm_core::names;
 use ccm_provider_fake::{FakeCloud, Operation};
 use ccm_testenv::{TestEnv, wait_for};
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use tokio_util::sync::CancellationToken;
 
 use support::*;
@@ -33,6 +34,7 @@ const SLACK: Duration = Duration::from_secs(2);
 struct World {
     client: kube::Client,
     label: String,
+    namespace: String,
     cloud: FakeCloud,
     running: RunningCcm,
     shutdown: CancellationToken,
@@ -64,6 +66,7 @@ impl World {
         World {
             client,
             label,
+            namespace,
             cloud,
             running,
             shutdown,
@@ -272,5 +275,53 @@ async fn a_node_added_right_after_a_route_pass_has_its_route_within_a_second_and
         "a node added right after a route pass waited {routed:?} for its route and {available:?} for \
          NetworkUnavailable=False; the bound is {bound:?}"
     );
+    world.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_node_joins_the_load_balancers_without_a_quiet_period() {
+    let world = World::start("react-lb", &["one", "two"]).await;
+    world.register(&["one"], 230).await;
+    let services: Api<Service> = Api::namespaced(world.client.clone(), &world.namespace);
+    services
+        .create(
+            &PostParams::default(),
+            &load_balancer_service(&world.namespace, "web"),
+        )
+        .await
+        .expect("create the Service");
+    let key = format!("{}/web", world.namespace);
+    let hosts_of = || {
+        world
+            .cloud
+            .load_balancer(&key)
+            .map(|lb| lb.hosts)
+            .unwrap_or_default()
+    };
+    let one = world.name("one");
+    wait_for("the load balancer with the first node", TIMEOUT, || async {
+        (hosts_of() == vec![one.clone()]).then_some(())
+    })
+    .await
+    .expect("the load balancer is provisioned");
+    let updates = world.cloud.call_count(Operation::UpdateLoadBalancer);
+
+    let two = world.name("two");
+    let added = Instant::now();
+    create_node(&world.client, &two, &world.label, "10.244.231.0/24").await;
+    wait_for("the second node in the load balancer", TIMEOUT, || async {
+        hosts_of().contains(&two).then_some(())
+    })
+    .await
+    .expect("the load balancer gets the new node");
+    let joined = added.elapsed();
+    eprintln!(
+        "measured with the defaults: node added -> in the load balancer's hosts after {joined:.2?}"
+    );
+    assert!(
+        joined < Duration::from_millis(900),
+        "the new node joined the load balancer after {joined:?}; with no quiet period it takes one host update"
+    );
+    assert!(world.cloud.call_count(Operation::UpdateLoadBalancer) > updates);
     world.stop().await;
 }

@@ -1,9 +1,15 @@
-//! Coalescing node changes into bursts: the node-sync pass runs once per burst, not once per node event.
+//! Batching node changes: the node-sync pass runs once per batch of node changes, not once per node event.
 //!
 //! Node events put the node's name on the `node` work queue (as in Go, so the `workqueue_*{name="node"}` metrics
-//! keep their meaning). [`next_burst`] waits for the first key, then keeps taking keys until the queue has been
-//! quiet for `quiet` or `max_delay` has passed since the first key. Because the pass then reads the node cache
-//! (level-triggered), every change of the burst is covered by that single pass.
+//! keep their meaning). [`next_burst`] waits for the first key and takes it with every key already queued.
+//!
+//! With the default zero `quiet` period the batching is **work-conserving**: when the node-sync loop is idle, a
+//! change starts a pass at once; changes that arrive while a pass runs wait in the queue and are all taken by the
+//! next call, which returns at once, so they share the next pass. Batches are as large as the time a pass takes
+//! (a slow or throttled cloud batches more), and a lone change is never delayed. With a positive `quiet` period
+//! (an opt-in), [`next_burst`] keeps taking keys until the queue has been quiet that long or `max_delay` has
+//! passed since the first key. Either way the pass reads the node cache (level-triggered), so every change taken
+//! is covered by that single pass.
 
 use std::time::Duration;
 
@@ -21,7 +27,8 @@ pub struct Burst {
 
 /// Wait for the next burst of node keys on `queue`; `None` once the queue is shut down.
 ///
-/// With a zero `quiet` period, only keys already queued are taken (Go's coalescing by the work queue).
+/// With a zero `quiet` period (the default), it returns as soon as there is a key, with every key already queued
+/// (see the [module documentation](self)).
 pub async fn next_burst(
     queue: &WorkQueue<String>,
     quiet: Duration,
@@ -108,6 +115,67 @@ mod tests {
         let second = next_burst(&q, Duration::from_secs(1), max).await.unwrap();
         assert_eq!(second.started, t0 + Duration::from_millis(3100));
         feeder.abort();
+    }
+
+    /// Run the node-sync loop as the controller does, with passes lasting `pass`; returns (start in ms, keys) of
+    /// each pass.
+    async fn drive(q: WorkQueue<String>, quiet: Duration, pass: Duration) -> Vec<(u64, usize)> {
+        let t0 = Instant::now();
+        let mut passes = Vec::new();
+        while let Some(burst) = next_burst(&q, quiet, Duration::from_secs(10)).await {
+            let start = u64::try_from((Instant::now() - t0).as_millis()).unwrap();
+            passes.push((start, burst.keys));
+            tokio::time::sleep(pass).await;
+        }
+        passes
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn by_default_batching_is_work_conserving() {
+        let q = queue();
+        let passes = tokio::spawn(drive(q.clone(), Duration::ZERO, Duration::from_secs(1)));
+        let t0 = Instant::now();
+        let at = |ms: u64| tokio::time::sleep_until(t0 + Duration::from_millis(ms));
+        // The loop is idle: the first change starts a pass at once.
+        q.add("n0".into());
+        // A change every 100 ms for 2 s while passes of 1 s run: each pass takes everything that came in during
+        // the previous one, and starts the moment it ends.
+        for i in 0..20u64 {
+            at(50 + 100 * i).await;
+            q.add(format!("n{}", i + 1));
+        }
+        // Idle again: a lone change starts a pass at once.
+        at(5000).await;
+        q.add("late".into());
+        at(7000).await;
+        q.shut_down();
+        assert_eq!(
+            passes.await.unwrap(),
+            vec![(0, 1), (1000, 10), (2000, 10), (5000, 1)]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_opt_in_quiet_period_delays_and_batches_more() {
+        let q = queue();
+        let passes = tokio::spawn(drive(
+            q.clone(),
+            Duration::from_millis(300),
+            Duration::from_secs(1),
+        ));
+        let t0 = Instant::now();
+        let at = |ms: u64| tokio::time::sleep_until(t0 + Duration::from_millis(ms));
+        q.add("n0".into());
+        for i in 0..20u64 {
+            at(50 + 100 * i).await;
+            q.add(format!("n{}", i + 1));
+        }
+        at(5000).await;
+        q.add("late".into());
+        at(7000).await;
+        q.shut_down();
+        // The first batch waits for 300 ms of quiet (last change at 1950 ms), then one pass takes the rest.
+        assert_eq!(passes.await.unwrap(), vec![(2250, 21), (5300, 1)]);
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,7 +1,8 @@
 //! The running controller: Service workers, the node-sync loop, the event routing and the optional periodic
 //! re-ensure. Decisions come from [`crate::predicates`]; this module does the I/O.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -40,6 +41,19 @@ const FINALIZER_ATTEMPTS: u32 = 5;
 
 /// The queue key used when node events were missed: it only triggers a pass.
 const RESYNC_NODE_KEY: &str = "";
+
+/// The stable node set, as a node-sync pass hands it to each load balancer.
+type HostList = (Arc<Vec<Arc<Node>>>, Arc<NodeSet>);
+
+/// The stable node set computed from the node cache, computed again only after a node change that can affect load
+/// balancers (see [`Inner::current_hosts`]).
+#[derive(Default)]
+struct Hosts {
+    /// Bumped by every node change that is queued for node sync.
+    generation: AtomicU64,
+    /// The last computation and the generation it was made at.
+    computed: Mutex<Option<(u64, HostList)>>,
+}
 
 /// The service controller (Go: `controllers/service.Controller`): creates, updates and deletes cloud load
 /// balancers for `type: LoadBalancer` Services and keeps their backend hosts in line with the nodes.
@@ -89,6 +103,7 @@ struct Inner {
     selector: ServiceSelector,
     queue: WorkQueue<String>,
     node_queue: WorkQueue<String>,
+    hosts: Hosts,
     tracker: Tracker,
 }
 
@@ -126,6 +141,7 @@ impl ServiceController {
             selector: config.selector(),
             queue: WorkQueue::with_metrics("service", backoff(), &ctx.workqueue_metrics),
             node_queue: WorkQueue::with_metrics("node", backoff(), &ctx.workqueue_metrics),
+            hosts: Hosts::default(),
             tracker: Tracker::default(),
             config,
         };
@@ -331,16 +347,22 @@ impl Inner {
         shutdown: CancellationToken,
     ) {
         events
-            .for_each(&shutdown, |event| match event {
-                InformerEvent::Added(node) | InformerEvent::Deleted(node) => {
-                    self.node_queue.add(node_name(&node).to_owned());
-                }
-                InformerEvent::Updated { old, new } => {
-                    if node_update_affects_load_balancers(&old, &new) {
-                        self.node_queue.add(node_name(&new).to_owned());
+            .for_each(&shutdown, |event| {
+                let key = match event {
+                    InformerEvent::Added(node) | InformerEvent::Deleted(node) => {
+                        node_name(&node).to_owned()
                     }
-                }
-                InformerEvent::Resync => self.node_queue.add(RESYNC_NODE_KEY.to_owned()),
+                    InformerEvent::Updated { old, new } => {
+                        if !node_update_affects_load_balancers(&old, &new) {
+                            return;
+                        }
+                        node_name(&new).to_owned()
+                    }
+                    InformerEvent::Resync => RESYNC_NODE_KEY.to_owned(),
+                };
+                // The node cache already holds the change: a pass in progress sees it from its next load balancer.
+                self.hosts.generation.fetch_add(1, Ordering::AcqRel);
+                self.node_queue.add(key);
             })
             .await;
     }
@@ -644,22 +666,42 @@ impl Inner {
         }
     }
 
+    /// The stable node set as the node cache has it now. It is computed again only when a node change was queued
+    /// since the last computation (or when `fresh` is asked for), so a pass can ask for it before each load
+    /// balancer: a change that arrives while a pass runs reaches every load balancer the pass has not updated
+    /// yet, and the next pass (which the change's key starts) finds those already up to date.
+    fn current_hosts(&self, fresh: bool) -> HostList {
+        let generation = self.hosts.generation.load(Ordering::Acquire);
+        let mut computed = self
+            .hosts
+            .computed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if !fresh
+            && let Some((at, hosts)) = computed.as_ref()
+            && *at == generation
+        {
+            return hosts.clone();
+        }
+        let hosts = Arc::new(stable_nodes(&self.nodes.store().list()));
+        let set = Arc::new(NodeSet::from_nodes(hosts.iter().map(AsRef::as_ref)));
+        *computed = Some((generation, (hosts.clone(), set.clone())));
+        (hosts, set)
+    }
+
     /// Go: `syncNodes`: one pass over every remembered Service; returns the keys to re-ensure.
     async fn sync_nodes(&self, shutdown: &CancellationToken) -> Vec<String> {
         let started = Instant::now();
-        let hosts = Arc::new(stable_nodes(&self.nodes.store().list()));
-        let set = Arc::new(NodeSet::from_nodes(hosts.iter().map(AsRef::as_ref)));
+        // A pass starts from the node cache as it is now.
+        self.current_hosts(true);
         let services = self.tracker.services();
         let total = services.len();
         let retry: Vec<String> = futures::stream::iter(services)
-            .map(|(key, _)| {
-                let (hosts, set) = (hosts.clone(), set.clone());
-                async move {
-                    if shutdown.is_cancelled() {
-                        return None;
-                    }
-                    self.node_sync_service(key, hosts, set).await
+            .map(|(key, _)| async move {
+                if shutdown.is_cancelled() {
+                    return None;
                 }
+                self.node_sync_service(key).await
             })
             .buffer_unordered(self.config.concurrent_service_syncs)
             .filter_map(std::future::ready)
@@ -677,20 +719,15 @@ impl Inner {
     }
 
     /// Go: `nodeSyncService`: update one load balancer's hosts if its node set changed; `Some(key)` to retry.
-    async fn node_sync_service(
-        &self,
-        key: String,
-        hosts: Arc<Vec<Arc<Node>>>,
-        set: Arc<NodeSet>,
-    ) -> Option<String> {
-        let (_guard, hosts, set) = match self.tracker.try_lock(&key) {
-            Some(guard) => (guard, hosts, set),
+    /// The node set is taken when the load balancer's turn comes (see [`current_hosts`](Self::current_hosts)).
+    async fn node_sync_service(&self, key: String) -> Option<String> {
+        let (_guard, (hosts, set)) = match self.tracker.try_lock(&key) {
+            Some(guard) => (guard, self.current_hosts(false)),
             None => {
-                // An ensure of this Service is running; after it, the snapshot may be older than what it sent.
+                // An ensure of this Service is running; after it, what it sent may be newer than the last
+                // computation.
                 let guard = self.tracker.lock(&key).await;
-                let hosts = Arc::new(stable_nodes(&self.nodes.store().list()));
-                let set = Arc::new(NodeSet::from_nodes(hosts.iter().map(AsRef::as_ref)));
-                (guard, hosts, set)
+                (guard, self.current_hosts(true))
             }
         };
         let svc = self.tracker.cached(&key)?;

@@ -373,6 +373,58 @@ async fn node_changes_update_hosts() {
     h.finish().await;
 }
 
+/// The default, work-conserving batching: a change that finds the node-sync loop idle starts a pass at once;
+/// changes that arrive during a pass reach the load balancers that pass has not updated yet, and the next pass
+/// updates only the ones it had already done.
+#[tokio::test]
+async fn node_changes_during_a_pass_fold_into_it_and_the_next_one() {
+    let h = Harness::start(test_config()).await;
+    h.create_node("seed").await;
+    for name in ["a", "b", "c"] {
+        h.create_lb(name).await;
+    }
+    for name in ["a", "b", "c"] {
+        h.wait_ingress(name).await;
+        h.wait_hosts(name, &h.hosts(&["seed"])).await;
+    }
+    // Each host update takes 1 s: a pass over the three load balancers takes 3 s.
+    h.fake
+        .set_latency(Operation::UpdateLoadBalancer, Duration::from_secs(1));
+    let before = h.fake.call_count(Operation::UpdateLoadBalancer);
+    // A lone node: its pass starts at once.
+    let first = Instant::now();
+    h.create_node("n0").await;
+    tokio::time::timeout(
+        TIMEOUT,
+        h.fake
+            .wait_for_calls(Operation::UpdateLoadBalancer, before + 1),
+    )
+    .await
+    .expect("a host update");
+    let reacted = first.elapsed();
+    assert!(
+        reacted < Duration::from_millis(900),
+        "the first host update started {reacted:?} after the node change; no quiet period is expected"
+    );
+    // Nine more while the first load balancer's update is in flight.
+    let more: Vec<String> = (1..10).map(|i| format!("n{i}")).collect();
+    futures::future::join_all(more.iter().map(|n| h.create_node(n))).await;
+    let mut all = vec!["seed".to_string(), "n0".to_string()];
+    all.extend(more);
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    for name in ["a", "b", "c"] {
+        h.wait_hosts(name, &h.hosts(&all)).await;
+    }
+    let updates = h.fake.call_count(Operation::UpdateLoadBalancer) - before;
+    assert!(
+        updates <= 4,
+        "{updates} host updates: the load balancers after the first should get every node in the first pass, \
+         the next pass only the first one"
+    );
+    h.finish().await;
+}
+
+/// The opt-in quiet period: every change of a burst in one pass.
 #[tokio::test]
 async fn burst_of_node_changes_is_one_update_per_load_balancer() {
     let config = test_config()

@@ -14,9 +14,10 @@
 //! ```
 //!
 //! Options: `--services N`, `--initial-nodes N` (10), `--node-changes N`, `--workers N`
-//! (`concurrent_service_syncs`, default 1 as in Go), `--debounce-ms N` (node-change quiet period, default 1000;
-//! 0 = coalesce only what is already queued), `--node-change-interval-ms N` (spread the node changes; default 0 =
-//! all at once, 16 in flight).
+//! (`concurrent_service_syncs`, default 1 as in Go), `--debounce-ms N` (the opt-in node-change quiet period;
+//! default: the controller's default, 0 = none: a change starts a pass at once when none runs, changes during a
+//! pass share the next one), `--node-change-interval-ms N` (spread the node changes; default 0 = all at once, 16
+//! in flight).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,7 +48,7 @@ fn parse_options() -> anyhow::Result<Options> {
         initial_nodes: 10,
         node_changes: 100,
         workers: 1,
-        debounce: Duration::from_secs(1),
+        debounce: Config::default().node_sync_debounce,
         interval: Duration::ZERO,
     };
     let mut args = std::env::args().skip(1);

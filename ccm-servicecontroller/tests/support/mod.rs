@@ -29,12 +29,9 @@ use tokio_util::sync::CancellationToken;
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 pub const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
 
-/// A config for tests: the defaults, with faster retries and a short node-change window.
+/// A config for tests: the defaults (no quiet period before host updates), with faster retries.
 pub fn test_config() -> Config {
-    Config::default()
-        .with_retry_backoff(Duration::from_millis(200), Duration::from_secs(2))
-        .with_node_sync_debounce(Duration::from_millis(300))
-        .with_node_sync_max_delay(Duration::from_secs(5))
+    Config::default().with_retry_backoff(Duration::from_millis(200), Duration::from_secs(2))
 }
 
 struct Running {
