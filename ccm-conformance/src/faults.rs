@@ -7,17 +7,17 @@
 //! ```
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use ccm_conformance::faults::{FaultError, FaultInjector, FaultRule};
+//! use ccm_conformance::faults::{FaultInjector, FaultRule, InjectedError};
 //! use ccm_core::intercept::{InterceptedProvider, Operation};
 //! use ccm_core::CloudProvider;
 //!
 //! let faults = Arc::new(FaultInjector::new());
 //! // The first ensure answers "retry after 5 s", as a cloud still building the load balancer would.
-//! faults.add(FaultRule::fail(Operation::EnsureLoadBalancer, FaultError::RetryAfter(Duration::from_secs(5))).once());
+//! faults.add(FaultRule::fail(Operation::EnsureLoadBalancer, InjectedError::Retry(Duration::from_secs(5))).once());
 //! // Every metadata lookup takes 300 ms longer.
 //! faults.add(FaultRule::delay(Operation::InstanceMetadata, Duration::from_millis(300)));
 //! // One call in ten, of any operation, is throttled.
-//! faults.add(FaultRule::fail_any(FaultError::Throttled(None)).with_probability(0.1));
+//! faults.add(FaultRule::fail_any(InjectedError::Throttled).with_probability(0.1));
 //!
 //! let provider: Arc<dyn CloudProvider> = Arc::new(
 //!     InterceptedProvider::new(Arc::new(ccm_conformance::fake::cloud())).with_shared_interceptor(faults.clone()),
@@ -48,67 +48,52 @@ use ccm_core::intercept::{CallInfo, Capability, Operation, ProviderInterceptor};
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng as _};
 
-/// How many matching calls a rule affects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Times {
-    /// The next matching call.
-    Once,
-    /// The next `n` matching calls.
-    N(u32),
-    /// Every matching call until the rule is removed.
-    Always,
-}
+/// The error a failure rule returns and how many calls a rule affects: the fake cloud's types
+/// ([`ccm_provider_fake::InjectedError`], [`ccm_provider_fake::Times`]), so a fault is written the same way for
+/// the fake cloud and for this injector around any provider.
+///
+/// [`InjectedError::Throttled`] is throttling without a delay, [`InjectedError::ThrottledFor`] asks the caller to
+/// wait; [`InjectedError::Retry`] is the retry-after error. [`Times::Always`] affects every matching call until
+/// the rule is removed ([`FaultInjector::clear`]); [`Times::N(0)`](Times::N) affects none.
+pub use ccm_provider_fake::{InjectedError, Times};
 
-/// The error an injected failure returns; each maps to the [`CloudError`] of the same kind.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum FaultError {
-    /// A failure with no well-known kind, with this message.
-    Other(String),
-    /// [`CloudError::InstanceNotFound`].
-    InstanceNotFound,
-    /// [`CloudError::NotImplemented`].
-    NotImplemented,
-    /// [`CloudError::ImplementedElsewhere`].
-    ImplementedElsewhere,
-    /// [`CloudError::Retry`]: try again after exactly this long.
-    RetryAfter(Duration),
-    /// [`CloudError::Throttled`], optionally asking to wait.
-    Throttled(Option<Duration>),
-    /// [`CloudError::Timeout`] (reported with a zero limit).
-    Timeout,
-}
-
-impl FaultError {
-    /// The error returned for `call`.
-    pub fn to_cloud_error(&self, call: &CallInfo<'_>) -> CloudError {
-        let op = call.operation.as_str();
-        let context = || format!("injected fault in {op} of {:?}", call.target);
-        match self {
-            FaultError::Other(message) => CloudError::provider(context(), message.clone()),
-            FaultError::InstanceNotFound => CloudError::InstanceNotFound.context(context()),
-            FaultError::NotImplemented => CloudError::NotImplemented.context(context()),
-            FaultError::ImplementedElsewhere => CloudError::ImplementedElsewhere.context(context()),
-            FaultError::RetryAfter(after) => {
-                CloudError::retry(format!("injected retry-after in {op}"), *after)
-            }
-            FaultError::Throttled(retry_after) => CloudError::Throttled {
-                message: format!("injected throttling of {op}"),
-                retry_after: *retry_after,
-            },
-            FaultError::Timeout => CloudError::Timeout {
-                operation: call.operation,
-                after: Duration::ZERO,
-            },
-        }
-    }
+/// The [`CloudError`] a failure rule returns for `call`: the [`InjectedError`] as the fake cloud reports it
+/// ([`InjectedError::to_cloud_error`], with `latency`, the call's injected delay, as a timeout's limit), with the
+/// call and target it hit as context, for example
+/// `injected fault in create of "default/web": injected retry-after for create (retry after 5s)`.
+///
+/// The kind and retry-after delay survive the context ([`CloudError::kind`], [`CloudError::retry_after`]).
+///
+/// ```
+/// use std::time::Duration;
+/// use ccm_conformance::faults::{InjectedError, injected_cloud_error};
+/// use ccm_core::ErrorKind;
+/// use ccm_core::intercept::{CallInfo, Operation};
+///
+/// let call = CallInfo::new(Operation::EnsureLoadBalancer, "default/web");
+/// let err = injected_cloud_error(&InjectedError::Retry(Duration::from_secs(5)), &call, Duration::ZERO);
+/// assert_eq!(err.kind(), ErrorKind::Retry);
+/// assert_eq!(err.retry_after(), Some(Duration::from_secs(5)));
+/// assert!(err.to_string().starts_with("injected fault in create of \"default/web\": "));
+/// ```
+pub fn injected_cloud_error(
+    error: &InjectedError,
+    call: &CallInfo<'_>,
+    latency: Duration,
+) -> CloudError {
+    error
+        .to_cloud_error(call.operation, latency)
+        .context(format!(
+            "injected fault in {} of {:?}",
+            call.operation, call.target
+        ))
 }
 
 /// What a rule does to a matching call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FaultEffect {
     /// Fail the call with this error, without calling the provider.
-    Fail(FaultError),
+    Fail(InjectedError),
     /// Wait this long, then go on (to other rules and the provider).
     Delay(Duration),
 }
@@ -166,12 +151,12 @@ impl FaultRule {
     }
 
     /// Fail calls of `operation` with `error`.
-    pub fn fail(operation: Operation, error: FaultError) -> Self {
+    pub fn fail(operation: Operation, error: InjectedError) -> Self {
         Self::new(OperationMatch::One(operation), FaultEffect::Fail(error))
     }
 
     /// Fail calls of every operation of `capability` with `error`.
-    pub fn fail_capability(capability: Capability, error: FaultError) -> Self {
+    pub fn fail_capability(capability: Capability, error: InjectedError) -> Self {
         Self::new(
             OperationMatch::Capability(capability),
             FaultEffect::Fail(error),
@@ -179,7 +164,7 @@ impl FaultRule {
     }
 
     /// Fail calls of any operation with `error`.
-    pub fn fail_any(error: FaultError) -> Self {
+    pub fn fail_any(error: InjectedError) -> Self {
         Self::new(OperationMatch::Any, FaultEffect::Fail(error))
     }
 
@@ -380,13 +365,15 @@ impl FaultInjector {
                     delay += *latency;
                     *delayed.entry(call.operation).or_default() += 1;
                 }
-                FaultEffect::Fail(kind) => {
-                    error = Some(kind.to_cloud_error(call));
+                FaultEffect::Fail(injected) => {
+                    error = Some(injected.clone());
                     *fired.entry(call.operation).or_default() += 1;
                 }
             }
         }
         rules.retain(|a| a.remaining != Some(0));
+        // Built after every delay is known: a timeout reports the call's whole injected latency.
+        let error = error.map(|injected| injected_cloud_error(&injected, call, delay));
         (delay, error)
     }
 }
@@ -430,18 +417,20 @@ pub struct FaultSpecError {
 ///   capability as `cap:<name>` (`cap:routes`, `cap:load-balancer`, ...), or `*` for every operation;
 /// - `<target>`: only calls on this target (a service key `ns/name`, a node name, a providerID, a CIDR);
 /// - `<effect>`: `error` or `error:<message>`, `not-found`, `not-implemented`, `implemented-elsewhere`,
-///   `retry:<duration>`, `throttled` or `throttled:<duration>`, `timeout`, `latency:<duration>` (Go durations
-///   such as `250ms`, `5s`, `1.5s` or `1m30s`, see [`ccm_core::duration`]);
+///   `retry:<duration>`, `throttled` or `throttled:<duration>`, `timeout` (the [`InjectedError`]s `Other`,
+///   `InstanceNotFound`, `NotImplemented`, `ImplementedElsewhere`, `Retry`, `Throttled` or `ThrottledFor`,
+///   `Timeout`), `latency:<duration>` (a delay; Go durations such as `250ms`, `5s`, `1.5s` or `1m30s`, see
+///   [`ccm_core::duration`]);
 /// - `*<count>`: affect only the next `count` matching calls (default: every call);
 /// - `@<probability>`: affect a matching call with this probability (`0.1` = one in ten).
 ///
 /// ```
 /// use std::time::Duration;
-/// use ccm_conformance::faults::{parse_spec, FaultEffect, FaultError, Times};
+/// use ccm_conformance::faults::{parse_spec, FaultEffect, InjectedError, Times};
 ///
 /// let rules = parse_spec("delete/default/web=error:quota exceeded*2; *=latency:20ms@0.5").unwrap();
 /// assert_eq!(rules[0].target.as_deref(), Some("default/web"));
-/// assert_eq!(rules[0].effect, FaultEffect::Fail(FaultError::Other("quota exceeded".into())));
+/// assert_eq!(rules[0].effect, FaultEffect::Fail(InjectedError::Other("quota exceeded".into())));
 /// assert_eq!(rules[0].times, Times::N(2));
 /// assert_eq!(rules[1].effect, FaultEffect::Delay(Duration::from_millis(20)));
 /// assert_eq!(rules[1].probability, 0.5);
@@ -551,20 +540,20 @@ fn parse_effect(text: &str) -> Result<FaultEffect, String> {
         Some(arg) => Err(format!("{name} takes no argument, got {arg:?}")),
     };
     match name {
-        "error" => Ok(FaultEffect::Fail(FaultError::Other(
+        "error" => Ok(FaultEffect::Fail(InjectedError::Other(
             arg.filter(|a| !a.is_empty())
                 .unwrap_or("injected cloud failure")
                 .to_owned(),
         ))),
-        "not-found" => no_arg(FaultEffect::Fail(FaultError::InstanceNotFound)),
-        "not-implemented" => no_arg(FaultEffect::Fail(FaultError::NotImplemented)),
-        "implemented-elsewhere" => no_arg(FaultEffect::Fail(FaultError::ImplementedElsewhere)),
-        "timeout" => no_arg(FaultEffect::Fail(FaultError::Timeout)),
-        "retry" => Ok(FaultEffect::Fail(FaultError::RetryAfter(duration(arg)?))),
-        "throttled" => Ok(FaultEffect::Fail(FaultError::Throttled(match arg {
-            None => None,
-            Some(_) => Some(duration(arg)?),
-        }))),
+        "not-found" => no_arg(FaultEffect::Fail(InjectedError::InstanceNotFound)),
+        "not-implemented" => no_arg(FaultEffect::Fail(InjectedError::NotImplemented)),
+        "implemented-elsewhere" => no_arg(FaultEffect::Fail(InjectedError::ImplementedElsewhere)),
+        "timeout" => no_arg(FaultEffect::Fail(InjectedError::Timeout)),
+        "retry" => Ok(FaultEffect::Fail(InjectedError::Retry(duration(arg)?))),
+        "throttled" => Ok(FaultEffect::Fail(match arg {
+            None => InjectedError::Throttled,
+            Some(_) => InjectedError::ThrottledFor(duration(arg)?),
+        })),
         "latency" => Ok(FaultEffect::Delay(duration(arg)?)),
         other => Err(format!(
             "unknown effect {other:?} (known: error[:message], not-found, not-implemented, implemented-elsewhere, retry:<duration>, throttled[:<duration>], timeout, latency:<duration>)"
@@ -595,11 +584,11 @@ mod tests {
     #[test]
     fn once_n_and_always() {
         let f = FaultInjector::new();
-        f.add(FaultRule::fail(Operation::InstanceExists, FaultError::Timeout).once());
-        f.add(FaultRule::fail(Operation::ListRoutes, FaultError::NotImplemented).times(2));
+        f.add(FaultRule::fail(Operation::InstanceExists, InjectedError::Timeout).once());
+        f.add(FaultRule::fail(Operation::ListRoutes, InjectedError::NotImplemented).times(2));
         f.add(FaultRule::fail(
             Operation::CreateRoute,
-            FaultError::InstanceNotFound,
+            InjectedError::InstanceNotFound,
         ));
         let kinds = |op| {
             (0..4)
@@ -637,13 +626,13 @@ mod tests {
         f.add(
             FaultRule::fail(
                 Operation::EnsureLoadBalancer,
-                FaultError::Other("first".into()),
+                InjectedError::Other("first".into()),
             )
             .for_target("ns/a"),
         );
         f.add(FaultRule::fail_capability(
             Capability::LoadBalancer,
-            FaultError::ImplementedElsewhere,
+            InjectedError::ImplementedElsewhere,
         ));
         let (_, err) = f.decide(&call(Operation::EnsureLoadBalancer, "ns/a"));
         let err = err.expect("fails");
@@ -665,7 +654,7 @@ mod tests {
         f.add(FaultRule::delay(Operation::DeleteRoute, Duration::from_millis(50)).once());
         f.add(FaultRule::fail(
             Operation::DeleteRoute,
-            FaultError::RetryAfter(Duration::from_secs(7)),
+            InjectedError::Retry(Duration::from_secs(7)),
         ));
         let (delay, err) = f.decide(&call(Operation::DeleteRoute, "10.0.0.0/24"));
         assert_eq!(delay, Duration::from_millis(150));
@@ -680,7 +669,7 @@ mod tests {
     fn probabilistic_rules_are_reproducible_with_a_seed() {
         let run = |seed| {
             let f = FaultInjector::with_seed(seed);
-            f.add(FaultRule::fail_any(FaultError::Throttled(None)).with_probability(0.3));
+            f.add(FaultRule::fail_any(InjectedError::Throttled).with_probability(0.3));
             (0..200)
                 .map(|_| f.decide(&call(Operation::ListRoutes, "c")).1.is_some())
                 .collect::<Vec<_>>()
@@ -689,10 +678,10 @@ mod tests {
         assert_eq!(a, run(7));
         let hits = a.iter().filter(|h| **h).count();
         assert!((30..=90).contains(&hits), "{hits} of 200 at p=0.3");
-        let never = FaultRule::fail_any(FaultError::Timeout).with_probability(f64::NAN);
+        let never = FaultRule::fail_any(InjectedError::Timeout).with_probability(f64::NAN);
         assert_eq!(never.probability, 0.0);
         assert_eq!(
-            FaultRule::fail_any(FaultError::Timeout)
+            FaultRule::fail_any(InjectedError::Timeout)
                 .with_probability(3.0)
                 .probability,
             1.0
@@ -703,30 +692,68 @@ mod tests {
     fn errors_map_to_their_kinds() {
         let c = call(Operation::InstanceMetadata, "fake://n1");
         let cases = [
-            (FaultError::Other("x".into()), ErrorKind::Other),
-            (FaultError::InstanceNotFound, ErrorKind::InstanceNotFound),
-            (FaultError::NotImplemented, ErrorKind::NotImplemented),
+            (InjectedError::Other("x".into()), ErrorKind::Other),
+            (InjectedError::InstanceNotFound, ErrorKind::InstanceNotFound),
+            (InjectedError::NotImplemented, ErrorKind::NotImplemented),
             (
-                FaultError::ImplementedElsewhere,
+                InjectedError::ImplementedElsewhere,
                 ErrorKind::ImplementedElsewhere,
             ),
             (
-                FaultError::RetryAfter(Duration::from_secs(1)),
+                InjectedError::Retry(Duration::from_secs(1)),
                 ErrorKind::Retry,
             ),
             (
-                FaultError::Throttled(Some(Duration::from_secs(2))),
+                InjectedError::ThrottledFor(Duration::from_secs(2)),
                 ErrorKind::Throttled,
             ),
-            (FaultError::Timeout, ErrorKind::Timeout),
+            (InjectedError::Throttled, ErrorKind::Throttled),
+            (InjectedError::Timeout, ErrorKind::Timeout),
         ];
         for (fault, kind) in cases {
-            let err = fault.to_cloud_error(&c);
+            let err = injected_cloud_error(&fault, &c, Duration::ZERO);
             assert_eq!(err.kind(), kind, "{err}");
-            assert!(!err.to_string().is_empty());
+            // Every injected error names the call and the target it hit.
+            assert!(
+                err.to_string().starts_with(
+                    "injected fault in instance-metadata-by-provider-id of \"fake://n1\": "
+                ),
+                "{err}"
+            );
         }
-        let throttled = FaultError::Throttled(Some(Duration::from_secs(2))).to_cloud_error(&c);
+        let throttled = injected_cloud_error(
+            &InjectedError::ThrottledFor(Duration::from_secs(2)),
+            &c,
+            Duration::ZERO,
+        );
         assert_eq!(throttled.retry_after(), Some(Duration::from_secs(2)));
+        let other = injected_cloud_error(&InjectedError::Other("x".into()), &c, Duration::ZERO);
+        assert_eq!(
+            other.to_string(),
+            "injected fault in instance-metadata-by-provider-id of \"fake://n1\": \
+             injected failure of instance-metadata-by-provider-id: x"
+        );
+    }
+
+    #[test]
+    fn a_timeout_reports_the_injected_latency() {
+        let f = FaultInjector::new();
+        f.add(FaultRule::delay_any(Duration::from_millis(100)));
+        f.add(FaultRule::fail(
+            Operation::ListRoutes,
+            InjectedError::Timeout,
+        ));
+        f.add(FaultRule::delay(
+            Operation::ListRoutes,
+            Duration::from_millis(50),
+        ));
+        let (delay, err) = f.decide(&call(Operation::ListRoutes, "kubernetes"));
+        assert_eq!(delay, Duration::from_millis(150));
+        let err = err.expect("fails");
+        assert_eq!(
+            ccm_core::find_cloud_error(&err).map(|e| e.to_string()),
+            Some("cloud provider call list-routes timed out after 150ms".to_owned())
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -743,7 +770,7 @@ mod tests {
         faults.add(
             FaultRule::fail(
                 Operation::InstanceExists,
-                FaultError::Other("cloud api down".into()),
+                InjectedError::Other("cloud api down".into()),
             )
             .times(2),
         );
@@ -805,7 +832,7 @@ mod tests {
         assert_eq!(rules[0].times, Times::Once);
         assert_eq!(
             rules[0].effect,
-            FaultEffect::Fail(FaultError::RetryAfter(Duration::from_secs(5)))
+            FaultEffect::Fail(InjectedError::Retry(Duration::from_secs(5)))
         );
         assert_eq!(rules[1].target.as_deref(), Some("fake://n1"));
         assert_eq!(rules[1].times, Times::N(3));
@@ -816,17 +843,17 @@ mod tests {
         assert_eq!(rules[2].probability, 0.25);
         assert_eq!(
             rules[2].effect,
-            FaultEffect::Fail(FaultError::Other("injected cloud failure".into()))
+            FaultEffect::Fail(InjectedError::Other("injected cloud failure".into()))
         );
         assert_eq!(rules[3].operations, OperationMatch::Any);
         assert_eq!(rules[3].times, Times::Always);
         assert_eq!(
             parse_spec("list-routes=throttled:2s").expect("valid")[0].effect,
-            FaultEffect::Fail(FaultError::Throttled(Some(Duration::from_secs(2))))
+            FaultEffect::Fail(InjectedError::ThrottledFor(Duration::from_secs(2)))
         );
         assert_eq!(
             parse_spec("list-routes=throttled").expect("valid")[0].effect,
-            FaultEffect::Fail(FaultError::Throttled(None))
+            FaultEffect::Fail(InjectedError::Throttled)
         );
         assert!(parse_spec("").expect("empty is fine").is_empty());
     }

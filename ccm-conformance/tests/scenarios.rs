@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ccm_conformance::Outcome;
-use ccm_conformance::faults::{FaultError, FaultInjector, FaultRule};
+use ccm_conformance::faults::{FaultInjector, FaultRule, InjectedError};
 use ccm_conformance::scenarios::{Scenario, ScenarioOptions, controller_scenarios, run_scenario};
 use ccm_core::CloudProvider;
 use ccm_core::intercept::{InterceptedProvider, Operation};
@@ -47,13 +47,13 @@ async fn scenarios_converge_under_injected_cloud_faults() {
     let (_cloud, subject) = ccm_conformance::fake::subject_with_prefix(&env.unique_name("flt"));
     // Faults only on calls the controllers make (the scenarios themselves never call these operations).
     let faults = Arc::new(FaultInjector::new());
-    let down = || FaultError::Other("cloud api unavailable".into());
+    let down = || InjectedError::Other("cloud api unavailable".into());
     faults.add(FaultRule::fail(Operation::InstanceExists, down()).times(3));
     faults.add(FaultRule::fail(Operation::InstanceShutdown, down()).times(2));
     faults.add(
         FaultRule::fail(
             Operation::EnsureLoadBalancer,
-            FaultError::RetryAfter(Duration::from_millis(500)),
+            InjectedError::Retry(Duration::from_millis(500)),
         )
         .times(2),
     );

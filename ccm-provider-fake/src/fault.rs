@@ -47,6 +47,9 @@ pub struct LoadBalancerCall {
 }
 
 /// The error an injected [`Fault`] returns, mapped to a [`CloudError`] of the same kind.
+///
+/// The conformance suite's fault injector, which wraps any provider, fails calls with the same errors
+/// (`ccm_conformance::faults::InjectedError` is this type).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum InjectedError {
@@ -97,14 +100,15 @@ impl InjectedError {
     }
 }
 
-/// How many calls an injected [`Fault`] fails.
+/// How many calls an injected [`Fault`] fails (also how many calls a conformance fault rule affects:
+/// `ccm_conformance::faults::Times` is this type).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Times {
     /// The next matching call only.
     Once,
     /// The next `n` matching calls (`N(0)` never fires).
     N(u32),
-    /// Every matching call until [`FakeCloud::clear_faults`](crate::FakeCloud::clear_faults).
+    /// Every matching call until the fault is cleared ([`FakeCloud::clear_faults`](crate::FakeCloud::clear_faults)).
     Always,
 }
 
