@@ -114,6 +114,19 @@ enum Operation {
     Ensure,
 }
 
+/// Which of Go's two load-balancer delete paths a deletion takes ([`Inner::delete_load_balancer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DeletePath {
+    /// The Service needs cleanup or no longer wants a load balancer (Go: the delete branch of
+    /// `syncLoadBalancerIfNeeded`): delete only a load balancer that exists, then remove the finalizer; a failure
+    /// is reported by the caller's `SyncLoadBalancerFailed`.
+    Cleanup,
+    /// The Service vanished from the cache without the finalizer, or came back with a new UID (Go:
+    /// `processLoadBalancerDelete`): delete from its last state if that wanted a load balancer, without an
+    /// existence check or a finalizer; a failure emits `DeleteLoadBalancerFailed`.
+    Vanished,
+}
+
 impl ServiceController {
     /// A controller using the context's client, provider, informers and metrics registry.
     ///
@@ -388,7 +401,8 @@ impl Inner {
             return Ok(());
         };
         tracing::info!(service = %key, "service has been deleted; cleaning up its load balancer");
-        self.process_load_balancer_delete(&cached).await?;
+        self.delete_load_balancer(key, &cached, DeletePath::Vanished)
+            .await?;
         self.tracker.forget(key);
         Ok(())
     }
@@ -400,7 +414,8 @@ impl Inner {
             && cached.metadata.uid != svc.metadata.uid
         {
             // Deleted and re-created (without a finalizer) since the last sync: remove the old load balancer.
-            self.process_load_balancer_delete(&cached).await?;
+            self.delete_load_balancer(key, &cached, DeletePath::Vanished)
+                .await?;
         }
         self.tracker.set_cached(key, svc.clone());
         match self.sync_load_balancer_if_needed(key, &svc).await {
@@ -420,32 +435,64 @@ impl Inner {
         }
     }
 
-    /// Go: `processLoadBalancerDelete` (no finalizer involved).
-    async fn process_load_balancer_delete(&self, svc: &Service) -> Result<(), Error> {
-        if !self.selector.wants_load_balancer(svc) {
-            return Ok(());
-        }
+    /// The load-balancer delete sequence, on either of Go's two paths (see [`DeletePath`]):
+    ///
+    /// 1. on the cleanup path, `GetLoadBalancer` (an error fails the sync before anything else); on the vanished
+    ///    path, nothing at all unless the Service's last state wanted a load balancer;
+    /// 2. if the load balancer exists (always assumed on the vanished path): Normal `DeletingLoadBalancer`, then
+    ///    `EnsureLoadBalancerDeleted`; `ImplementedElsewhere` counts as success, any other error fails the sync
+    ///    (on the vanished path after a Warning `DeleteLoadBalancerFailed`);
+    /// 3. on the cleanup path, the finalizer is removed (if present);
+    /// 4. Normal `DeletedLoadBalancer`, on the cleanup path even when no load balancer existed.
+    ///
+    /// The caller clears the status (cleanup path) and forgets the Service.
+    async fn delete_load_balancer(
+        &self,
+        key: &str,
+        svc: &Service,
+        path: DeletePath,
+    ) -> Result<(), Error> {
+        let exists = match path {
+            DeletePath::Cleanup => self
+                .balancer
+                .get_load_balancer(&self.cluster_name, svc)
+                .await
+                .map_err(Error::CheckBeforeCleanup)?
+                .is_some(),
+            DeletePath::Vanished if !self.selector.wants_load_balancer(svc) => return Ok(()),
+            DeletePath::Vanished => true,
+        };
         let reference = svc.object_ref(&());
-        self.recorder.normal(
-            &reference,
-            names::events::DELETING_LOAD_BALANCER,
-            "Deleting load balancer",
-        );
-        match self
-            .balancer
-            .ensure_load_balancer_deleted(&self.cluster_name, svc)
-            .await
-        {
-            Ok(()) => {}
-            Err(err) if err.is_implemented_elsewhere() => {}
-            Err(err) => {
-                self.recorder.warning(
-                    &reference,
-                    names::events::DELETE_LOAD_BALANCER_FAILED,
-                    format!("Error deleting load balancer: {err}"),
-                );
-                return Err(Error::Delete(err));
+        if exists {
+            tracing::info!(service = %key, "deleting load balancer");
+            self.recorder.normal(
+                &reference,
+                names::events::DELETING_LOAD_BALANCER,
+                "Deleting load balancer",
+            );
+            match self
+                .balancer
+                .ensure_load_balancer_deleted(&self.cluster_name, svc)
+                .await
+            {
+                Ok(()) => {}
+                Err(err) if err.is_implemented_elsewhere() => {
+                    tracing::debug!(service = %key, "load balancer implemented elsewhere; ignoring the delete error");
+                }
+                Err(err) => {
+                    if path == DeletePath::Vanished {
+                        self.recorder.warning(
+                            &reference,
+                            names::events::DELETE_LOAD_BALANCER_FAILED,
+                            format!("Error deleting load balancer: {err}"),
+                        );
+                    }
+                    return Err(Error::Delete(err));
+                }
             }
+        }
+        if path == DeletePath::Cleanup {
+            self.remove_finalizer(key, svc).await?;
         }
         self.recorder.normal(
             &reference,
@@ -468,37 +515,8 @@ impl Inner {
             .unwrap_or_default();
         let reference = svc.object_ref(&());
         let (operation, status) = if wants_deletion(&self.selector, svc) {
-            let exists = self
-                .balancer
-                .get_load_balancer(&self.cluster_name, svc)
-                .await
-                .map_err(Error::CheckBeforeCleanup)?
-                .is_some();
-            if exists {
-                tracing::info!(service = %key, "deleting load balancer");
-                self.recorder.normal(
-                    &reference,
-                    names::events::DELETING_LOAD_BALANCER,
-                    "Deleting load balancer",
-                );
-                match self
-                    .balancer
-                    .ensure_load_balancer_deleted(&self.cluster_name, svc)
-                    .await
-                {
-                    Ok(()) => {}
-                    Err(err) if err.is_implemented_elsewhere() => {
-                        tracing::debug!(service = %key, "load balancer implemented elsewhere; ignoring the delete error");
-                    }
-                    Err(err) => return Err(Error::Delete(err)),
-                }
-            }
-            self.remove_finalizer(key, svc).await?;
-            self.recorder.normal(
-                &reference,
-                names::events::DELETED_LOAD_BALANCER,
-                "Deleted load balancer",
-            );
+            self.delete_load_balancer(key, svc, DeletePath::Cleanup)
+                .await?;
             (Operation::Delete, LoadBalancerStatus::default())
         } else {
             tracing::info!(service = %key, "ensuring load balancer");

@@ -485,6 +485,17 @@ async fn cloud_errors_are_retried_until_the_service_converges() {
     h.wait_service_gone("web").await;
     assert!(h.fake.load_balancer(&h.key("web")).is_none());
     assert_eq!(h.fake.call_count(Operation::EnsureLoadBalancerDeleted), 3);
+    // On the finalizer path a failed delete is reported as a failed sync, never as DeleteLoadBalancerFailed (Go).
+    // Events are written in order: once DeletedLoadBalancer is there, so is every earlier one.
+    h.wait_event("web", "DeletedLoadBalancer").await;
+    let failures = h.events("web", "SyncLoadBalancerFailed").await;
+    assert!(
+        failures.iter().any(|(_, note)| note
+            .starts_with("Error syncing load balancer: failed to delete load balancer: ")
+            && note.contains("still down")),
+        "{failures:?}"
+    );
+    assert!(h.events("web", "DeleteLoadBalancerFailed").await.is_empty());
     h.finish().await;
 }
 
@@ -644,6 +655,44 @@ async fn service_deleted_without_finalizer_is_cleaned_up_from_the_cache() {
     h.delete_service("web").await;
     h.wait_service_gone("web").await;
     h.wait_no_lb("web").await;
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn failed_delete_of_a_service_gone_without_finalizer_warns_and_is_retried() {
+    let h = Harness::start(test_config()).await;
+    h.create_node("a").await;
+    h.create_lb("web").await;
+    h.wait_ingress("web").await;
+    h.services()
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Json::<()>(serde_json::from_value(json_patch_remove_finalizers()).unwrap()),
+        )
+        .await
+        .unwrap();
+    h.fake.inject(
+        Operation::EnsureLoadBalancerDeleted,
+        Fault::once(InjectedError::Other("cloud api down".into())),
+    );
+    h.delete_service("web").await;
+    h.wait_service_gone("web").await;
+    h.wait_no_lb("web").await;
+    assert_eq!(h.fake.call_count(Operation::EnsureLoadBalancerDeleted), 2);
+    // Go's processLoadBalancerDelete: no existence check, DeletingLoadBalancer before each attempt, the Warning
+    // DeleteLoadBalancerFailed for the failed one, DeletedLoadBalancer after the one that worked.
+    assert_eq!(h.fake.call_count(Operation::GetLoadBalancer), 0);
+    h.wait_event("web", "DeletedLoadBalancer").await;
+    let (ty, note) = h.wait_event("web", "DeleteLoadBalancerFailed").await;
+    assert_eq!(ty, "Warning");
+    assert!(
+        note.starts_with("Error deleting load balancer: ") && note.contains("cloud api down"),
+        "{note}"
+    );
+    let deleting = h.event_objects("web", "DeletingLoadBalancer").await;
+    assert_eq!(deleting.len(), 1, "one aggregated object");
+    assert_eq!(deleting[0].count, Some(2), "one per attempt");
     h.finish().await;
 }
 
