@@ -1,0 +1,300 @@
+//! The machinery behind the settings table in `options/mod.rs`: the `settings!` macro, which turns one declaration
+//! per setting into [`Settings`](super::Settings) and [`CcmOptions`](super::CcmOptions), and [`SettingValue`], the
+//! conversion between a setting's flag/file value and its resolved value.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ccm_core::budget::OperationBudget;
+use ccm_core::duration::GoDuration;
+
+use super::{LogFormat, NodeOwnershipOption, RouteSyncModeOption};
+
+/// How a resolved setting (a field of `CcmOptions`) is read from its flag or config-file value `Raw` (a field of
+/// `Settings`), and written back for `/configz`. `from_raw(&to_raw(v)) == v` for every value `v`.
+pub(crate) trait SettingValue<Raw> {
+    /// The resolved value of a flag or config-file value.
+    fn from_raw(raw: &Raw) -> Self;
+    /// The flag or config-file value that resolves to `self`.
+    fn to_raw(&self) -> Raw;
+}
+
+/// Values that are used as given.
+macro_rules! as_given {
+    ($($ty:ty),* $(,)?) => {$(
+        impl SettingValue<$ty> for $ty {
+            fn from_raw(raw: &$ty) -> Self {
+                raw.clone()
+            }
+            fn to_raw(&self) -> $ty {
+                self.clone()
+            }
+        }
+    )*};
+}
+
+as_given!(
+    String,
+    bool,
+    f32,
+    f64,
+    i32,
+    u8,
+    u16,
+    u32,
+    IpAddr,
+    LogFormat,
+    NodeOwnershipOption,
+    RouteSyncModeOption,
+    BTreeMap<String, OperationBudget>,
+);
+
+/// Durations are written in Go's notation (`10s`, `1h30m`).
+impl SettingValue<GoDuration> for Duration {
+    fn from_raw(raw: &GoDuration) -> Self {
+        raw.get()
+    }
+    fn to_raw(&self) -> GoDuration {
+        GoDuration::from(*self)
+    }
+}
+
+/// An optional path: empty means none.
+impl SettingValue<PathBuf> for Option<PathBuf> {
+    fn from_raw(raw: &PathBuf) -> Self {
+        (!raw.as_os_str().is_empty()).then(|| raw.clone())
+    }
+    fn to_raw(&self) -> PathBuf {
+        self.clone().unwrap_or_default()
+    }
+}
+
+/// An optional string: empty means none.
+impl SettingValue<String> for Option<String> {
+    fn from_raw(raw: &String) -> Self {
+        (!raw.is_empty()).then(|| raw.clone())
+    }
+    fn to_raw(&self) -> String {
+        self.clone().unwrap_or_default()
+    }
+}
+
+/// A list: as with Go's string-slice flags, `--flag=` (one empty value) means an empty list.
+impl SettingValue<Vec<String>> for Vec<String> {
+    fn from_raw(raw: &Vec<String>) -> Self {
+        if raw.len() == 1 && raw[0].is_empty() {
+            Vec::new()
+        } else {
+            raw.clone()
+        }
+    }
+    fn to_raw(&self) -> Vec<String> {
+        self.clone()
+    }
+}
+
+/// Declares every setting once and derives from the declarations:
+///
+/// - [`Settings`](super::Settings): one `Option<Raw>` field per setting, carrying the declaration's doc comment
+///   (the `--help` text and the schema description) and its `#[arg]`/`#[serde]` attributes; the macro adds
+///   `#[serde(skip_serializing_if = "Option::is_none")]`;
+/// - [`CcmOptions`](super::CcmOptions): one resolved field per setting, and its `Default`;
+/// - `CcmOptions::apply` (a value given in the file or on the command line replaces the current one, through
+///   [`SettingValue::from_raw`]) and `CcmOptions::to_settings` (every setting, through [`SettingValue::to_raw`]);
+/// - for tests, `Settings::sample(n)`: every field set, from [`Sample`].
+///
+/// A declaration is one of
+///
+/// ```text
+/// /// doc comment
+/// #[arg(...)] #[serde(...)]
+/// name: Type = default,                   // the flag/file value is the resolved value
+/// name: Resolved as Raw = default,        // converted with SettingValue<Raw> for Resolved
+/// flag_only name: Raw => merge,           // a flag (never in the file or /configz) without a resolved field of
+///                                         // its own; apply calls merge(&mut CcmOptions, &Raw)
+/// ```
+///
+/// Declarations end with a comma; their order is the order of `--help`, the schema and `/configz`.
+macro_rules! settings {
+    // A flag that only adds to other settings.
+    (@munch [$($s:tt)*] [$($o:tt)*] [$($f:tt)*]
+        $(#[$attr:meta])* flag_only $name:ident : $raw:ty => $merge:path, $($rest:tt)*) => {
+        settings!(@munch
+            [$($s)* { $(#[$attr])* #[serde(skip)] $name: $raw }]
+            [$($o)*]
+            [$($f)* { $name => $merge }]
+            $($rest)*);
+    };
+    // A setting whose flag/file value is converted.
+    (@munch [$($s:tt)*] [$($o:tt)*] [$($f:tt)*]
+        $(#[$attr:meta])* $name:ident : $res:ty as $raw:ty = $default:expr, $($rest:tt)*) => {
+        settings!(@munch
+            [$($s)* { $(#[$attr])* #[serde(skip_serializing_if = "Option::is_none")] $name: $raw }]
+            [$($o)* { $name: $res as $raw = $default }]
+            [$($f)*]
+            $($rest)*);
+    };
+    // A setting whose flag/file value is the resolved value.
+    (@munch [$($s:tt)*] [$($o:tt)*] [$($f:tt)*]
+        $(#[$attr:meta])* $name:ident : $res:ty = $default:expr, $($rest:tt)*) => {
+        settings!(@munch
+            [$($s)* { $(#[$attr])* #[serde(skip_serializing_if = "Option::is_none")] $name: $res }]
+            [$($o)* { $name: $res as $res = $default }]
+            [$($f)*]
+            $($rest)*);
+    };
+    // Every declaration read: emit.
+    (@munch
+        [$({ $(#[$sattr:meta])* $sname:ident : $sraw:ty })*]
+        [$({ $oname:ident : $ores:ty as $oraw:ty = $odefault:expr })*]
+        [$({ $fname:ident => $fmerge:path })*]) => {
+        /// Every setting of the CCM, each optional: the command-line flags and the config file's keys.
+        ///
+        /// On the command line the names are the Go reference's (`--kube-api-qps`); in the config file they are
+        /// camelCase (`kubeApiQps`). Booleans on the command line are written `--flag` or `--flag=false` (as with
+        /// Go's flag package, `--flag false` does not work). Durations use Go's notation (`10s`, `5m`, `1h30m`).
+        #[derive(
+            Debug,
+            Clone,
+            Default,
+            PartialEq,
+            ::clap::Args,
+            ::serde::Serialize,
+            ::serde::Deserialize,
+            ::schemars::JsonSchema,
+        )]
+        #[serde(deny_unknown_fields, rename_all = "camelCase")]
+        #[schemars(
+            title = "Cloud controller manager configuration",
+            description = "Settings of a cloud controller manager built with ccm-app (--config FILE). Every key is \
+                           optional and has the same meaning and default as the command-line flag of the same \
+                           name; flags given on the command line override the file."
+        )]
+        #[non_exhaustive]
+        pub struct Settings {
+            $(
+                $(#[$sattr])*
+                pub $sname: Option<$sraw>,
+            )*
+        }
+
+        /// The effective, resolved settings of a CCM. `Default` gives the Go reference's defaults.
+        #[derive(Debug, Clone, PartialEq)]
+        #[non_exhaustive]
+        pub struct CcmOptions {
+            $(
+                #[doc = concat!("The resolved [`Settings::", stringify!($oname), "`].")]
+                pub $oname: $ores,
+            )*
+        }
+
+        impl Default for CcmOptions {
+            fn default() -> Self {
+                CcmOptions {
+                    $($oname: $odefault,)*
+                }
+            }
+        }
+
+        impl CcmOptions {
+            /// Override every setting that `settings` sets.
+            pub fn apply(&mut self, settings: &Settings) {
+                use $crate::options::define::SettingValue;
+                $(
+                    if let Some(raw) = &settings.$oname {
+                        self.$oname = <$ores as SettingValue<$oraw>>::from_raw(raw);
+                    }
+                )*
+                $(
+                    if let Some(raw) = &settings.$fname {
+                        $fmerge(self, raw);
+                    }
+                )*
+            }
+
+            /// Every setting, as a complete [`Settings`]: what `/configz` serves, and a valid config file.
+            pub fn to_settings(&self) -> Settings {
+                use $crate::options::define::SettingValue;
+                Settings {
+                    $($oname: Some(<$ores as SettingValue<$oraw>>::to_raw(&self.$oname)),)*
+                    // (a flag-only setting is part of the settings it adds to)
+                    $($fname: None,)*
+                }
+            }
+        }
+
+        #[cfg(test)]
+        impl Settings {
+            /// Every field set, to one of two different values (`n` = 0 or 1) per type.
+            pub(crate) fn sample(n: usize) -> Settings {
+                use $crate::options::define::Sample;
+                Settings {
+                    $($sname: Some(<$sraw as Sample>::sample(n)),)*
+                }
+            }
+        }
+    };
+    // Anything else is a declaration the macro cannot read.
+    (@munch [$($s:tt)*] [$($o:tt)*] [$($f:tt)*] $($rest:tt)*) => {
+        compile_error!(concat!(
+            "settings!: expected `name: Type = default,`, `name: Resolved as Raw = default,` or ",
+            "`flag_only name: Raw => merge,` (after the doc comment and attributes) at: ",
+            stringify!($($rest)*)
+        ));
+    };
+    ($($declarations:tt)*) => {
+        settings!(@munch [] [] [] $($declarations)*);
+    };
+}
+
+pub(super) use settings;
+
+/// Two different values of a setting's flag/file type, for the round-trip test of every setting.
+#[cfg(test)]
+pub(crate) trait Sample {
+    /// Value `n` (0 or 1).
+    fn sample(n: usize) -> Self;
+}
+
+#[cfg(test)]
+mod samples {
+    use super::*;
+    use crate::options::{OperationLimit, parse_operation_limit};
+    use clap::ValueEnum;
+
+    macro_rules! sample {
+        ($($ty:ty => |$n:ident| $value:expr;)*) => {$(
+            impl Sample for $ty {
+                fn sample($n: usize) -> Self {
+                    $value
+                }
+            }
+        )*};
+    }
+
+    sample! {
+        String => |n| format!("sample-{n}");
+        PathBuf => |n| PathBuf::from(format!("/sample/{n}"));
+        bool => |n| n == 0;
+        f32 => |n| n as f32 + 0.5;
+        f64 => |n| n as f64 + 0.25;
+        i32 => |n| 7 + n as i32;
+        u8 => |n| 7 + n as u8;
+        u16 => |n| 7 + n as u16;
+        u32 => |n| 7 + n as u32;
+        IpAddr => |n| if n == 0 { "127.0.0.1".parse().unwrap() } else { "::1".parse().unwrap() };
+        GoDuration => |n| GoDuration::from(Duration::from_millis(1500 + 1000 * n as u64));
+        Vec<String> => |n| (0..=n).map(|i| format!("sample-{i}")).collect();
+        LogFormat => |n| LogFormat::value_variants()[n % 2];
+        NodeOwnershipOption => |n| NodeOwnershipOption::value_variants()[n % 2];
+        RouteSyncModeOption => |n| RouteSyncModeOption::value_variants()[n % 2];
+        BTreeMap<String, OperationBudget> => |n| BTreeMap::from([(
+            ["create", "delete"][n % 2].to_owned(),
+            OperationBudget { qps: 1.5 + n as f64, burst: 3 + n as u32 },
+        )]);
+        // the operation of the map's sample with another limit: the flag replaces the file's entry
+        Vec<OperationLimit> => |n| vec![parse_operation_limit(["create=2:4", "delete=1"][n % 2]).unwrap()];
+    }
+}

@@ -1,0 +1,391 @@
+//! The rules settings must follow, checked before anything starts: [`CcmOptions::validate`] and
+//! [`ValidationError`].
+//!
+//! The rules are written out here rather than declared with each setting: several span settings (the leader
+//! election timings, the TLS pair, the cloud budget), and the order in which violations are reported is part of the
+//! output.
+
+use std::time::Duration;
+
+use ccm_core::duration::format_go_duration;
+
+use super::CcmOptions;
+
+impl CcmOptions {
+    /// Check every rule that does not depend on the binary's controllers or provider, collecting all
+    /// violations.
+    pub fn validate(&self) -> Vec<ValidationError> {
+        let mut errors = Vec::new();
+        let mut check = |ok: bool, error: ValidationError| {
+            if !ok {
+                errors.push(error);
+            }
+        };
+        check(
+            !self.cloud_provider.is_empty(),
+            ValidationError::EmptyCloudProvider,
+        );
+        check(
+            self.kube_api_burst >= 0,
+            ValidationError::Negative {
+                setting: "kube-api-burst",
+                value: i64::from(self.kube_api_burst),
+            },
+        );
+        check(
+            self.kube_api_qps.is_finite(),
+            ValidationError::Invalid {
+                setting: "kube-api-qps",
+                reason: format!("{} is not a number", self.kube_api_qps),
+            },
+        );
+        check(
+            self.concurrent_node_syncs > 0,
+            ValidationError::NotPositive {
+                setting: "concurrent-node-syncs",
+                value: i64::from(self.concurrent_node_syncs),
+            },
+        );
+        check(
+            self.concurrent_node_status_updates >= 0,
+            ValidationError::Negative {
+                setting: "concurrent-node-status-updates",
+                value: i64::from(self.concurrent_node_status_updates),
+            },
+        );
+        check(
+            self.concurrent_service_syncs > 0,
+            ValidationError::NotPositive {
+                setting: "concurrent-service-syncs",
+                value: i64::from(self.concurrent_service_syncs),
+            },
+        );
+        for (setting, value) in [
+            (
+                "node-lifecycle-concurrency",
+                self.node_lifecycle_concurrency,
+            ),
+            (
+                "route-max-concurrent-operations",
+                self.route_max_concurrent_operations,
+            ),
+        ] {
+            check(
+                value > 0,
+                ValidationError::NotPositive {
+                    setting,
+                    value: i64::from(value),
+                },
+            );
+        }
+        for (setting, value) in [
+            ("cloud-call-timeout", self.cloud_call_timeout),
+            ("service-retry-base-delay", self.service_retry_base_delay),
+            (
+                "route-reconciliation-period",
+                self.route_reconciliation_period,
+            ),
+            ("node-monitor-period", self.node_monitor_period),
+            (
+                "node-status-update-frequency",
+                self.node_status_update_frequency,
+            ),
+            ("shutdown-timeout", self.shutdown_timeout),
+        ] {
+            check(!value.is_zero(), ValidationError::ZeroDuration { setting });
+        }
+        check(
+            self.cluster_name.is_empty() || !self.cluster_name.chars().any(char::is_control),
+            ValidationError::Invalid {
+                setting: "cluster-name",
+                reason: "it contains control characters".to_owned(),
+            },
+        );
+        check(
+            self.tls_cert_file.is_some() == self.tls_private_key_file.is_some(),
+            ValidationError::Invalid {
+                setting: "tls-cert-file",
+                reason: "--tls-cert-file and --tls-private-key-file must be given together"
+                    .to_owned(),
+            },
+        );
+        if let Some(ns) = &self.service_namespace {
+            check(
+                is_dns_label(ns),
+                ValidationError::Invalid {
+                    setting: "service-namespace",
+                    reason: format!("{ns:?} is not a valid namespace name (a DNS-1123 label)"),
+                },
+            );
+        }
+        for (setting, selector) in [
+            ("node-selector", &self.node_selector),
+            ("service-selector", &self.service_selector),
+        ] {
+            if let Some(selector) = selector {
+                check(
+                    !selector.chars().any(char::is_control),
+                    ValidationError::Invalid {
+                        setting,
+                        reason: format!("{selector:?} contains control characters"),
+                    },
+                );
+            }
+        }
+        if let Err(err) = self.cloud_budget().validate() {
+            errors.push(ValidationError::Invalid {
+                setting: "cloud-api-qps",
+                reason: err.to_string(),
+            });
+        }
+        if self.leader_elect {
+            errors.extend(self.validate_leader_election());
+        }
+        errors
+    }
+
+    fn validate_leader_election(&self) -> Vec<ValidationError> {
+        let mut errors = Vec::new();
+        if self.leader_elect_resource_lock != "leases" {
+            errors.push(ValidationError::Invalid {
+                setting: "leader-elect-resource-lock",
+                reason: format!(
+                    "{:?} is not supported; the resource lock must be \"leases\"",
+                    self.leader_elect_resource_lock
+                ),
+            });
+        }
+        for (setting, value) in [
+            (
+                "leader-elect-lease-duration",
+                self.leader_elect_lease_duration,
+            ),
+            (
+                "leader-elect-renew-deadline",
+                self.leader_elect_renew_deadline,
+            ),
+            ("leader-elect-retry-period", self.leader_elect_retry_period),
+        ] {
+            if value < Duration::from_secs(1) {
+                errors.push(ValidationError::Invalid {
+                    setting,
+                    reason: format!(
+                        "{} is shorter than the minimum of 1s",
+                        format_go_duration(value)
+                    ),
+                });
+            }
+        }
+        if self.leader_elect_lease_duration <= self.leader_elect_renew_deadline {
+            errors.push(ValidationError::Invalid {
+                setting: "leader-elect-lease-duration",
+                reason: format!(
+                    "the lease duration ({}) must be greater than the renew deadline ({})",
+                    format_go_duration(self.leader_elect_lease_duration),
+                    format_go_duration(self.leader_elect_renew_deadline)
+                ),
+            });
+        }
+        if self.leader_elect_renew_deadline.as_secs_f64()
+            <= self.leader_elect_retry_period.as_secs_f64() * ccm_leaderelection::JITTER_FACTOR
+        {
+            errors.push(ValidationError::Invalid {
+                setting: "leader-elect-renew-deadline",
+                reason: format!(
+                    "the renew deadline ({}) must be greater than 1.2 × the retry period ({})",
+                    format_go_duration(self.leader_elect_renew_deadline),
+                    format_go_duration(self.leader_elect_retry_period)
+                ),
+            });
+        }
+        for (setting, value, label) in [
+            (
+                "leader-elect-resource-name",
+                &self.leader_elect_resource_name,
+                false,
+            ),
+            (
+                "leader-elect-resource-namespace",
+                &self.leader_elect_resource_namespace,
+                true,
+            ),
+        ] {
+            let ok = if label {
+                is_dns_label(value)
+            } else {
+                is_dns_subdomain(value)
+            };
+            if !ok {
+                errors.push(ValidationError::Invalid {
+                    setting,
+                    reason: format!(
+                        "{value:?} is not a valid {} name",
+                        if label { "namespace" } else { "Lease" }
+                    ),
+                });
+            }
+        }
+        errors
+    }
+}
+
+/// A DNS-1123 label: at most 63 lower-case alphanumerics or '-', starting and ending alphanumeric.
+pub(crate) fn is_dns_label(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+}
+
+/// A DNS-1123 subdomain: dot-separated labels, at most 253 characters.
+pub(crate) fn is_dns_subdomain(value: &str) -> bool {
+    value.len() <= 253 && value.split('.').all(is_dns_label)
+}
+
+/// One violated rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ValidationError {
+    /// `--cloud-provider` is empty and the binary sets no default.
+    #[error("--cloud-provider cannot be empty; set it to the name of your cloud provider")]
+    EmptyCloudProvider,
+    /// A count that must be positive is not.
+    #[error("--{setting} must be greater than 0, got {value}")]
+    NotPositive {
+        /// The flag name.
+        setting: &'static str,
+        /// The value given.
+        value: i64,
+    },
+    /// A count that must not be negative is.
+    #[error("--{setting} must not be negative, got {value}")]
+    Negative {
+        /// The flag name.
+        setting: &'static str,
+        /// The value given.
+        value: i64,
+    },
+    /// A period is zero.
+    #[error("--{setting} must be greater than 0s")]
+    ZeroDuration {
+        /// The flag name.
+        setting: &'static str,
+    },
+    /// Any other invalid value.
+    #[error("invalid --{setting}: {reason}")]
+    Invalid {
+        /// The flag name.
+        setting: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// `--controllers` names unknown controllers.
+    #[error(transparent)]
+    UnknownControllers(#[from] crate::controllers::UnknownControllers),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn valid() -> CcmOptions {
+        CcmOptions {
+            cloud_provider: "fake".into(),
+            ..CcmOptions::default()
+        }
+    }
+
+    #[test]
+    fn validation_collects_every_violation() {
+        let o = CcmOptions {
+            cloud_provider: String::new(),
+            kube_api_burst: -1,
+            concurrent_node_syncs: 0,
+            concurrent_node_status_updates: -1,
+            concurrent_service_syncs: 0,
+            node_monitor_period: Duration::ZERO,
+            tls_cert_file: Some("/c".into()),
+            service_namespace: Some("Bad_NS".into()),
+            ..CcmOptions::default()
+        };
+        let messages: Vec<String> = o.validate().iter().map(ToString::to_string).collect();
+        assert_eq!(
+            messages,
+            vec![
+                "--cloud-provider cannot be empty; set it to the name of your cloud provider",
+                "--kube-api-burst must not be negative, got -1",
+                "--concurrent-node-syncs must be greater than 0, got 0",
+                "--concurrent-node-status-updates must not be negative, got -1",
+                "--concurrent-service-syncs must be greater than 0, got 0",
+                "--node-monitor-period must be greater than 0s",
+                "invalid --tls-cert-file: --tls-cert-file and --tls-private-key-file must be given together",
+                "invalid --service-namespace: \"Bad_NS\" is not a valid namespace name (a DNS-1123 label)",
+            ]
+        );
+    }
+
+    #[test]
+    fn leader_election_rules() {
+        let le = |lease: u64, renew: u64, retry_ms: u64| CcmOptions {
+            leader_elect_lease_duration: Duration::from_secs(lease),
+            leader_elect_renew_deadline: Duration::from_secs(renew),
+            leader_elect_retry_period: Duration::from_millis(retry_ms),
+            ..valid()
+        };
+        assert!(le(15, 10, 2000).validate().is_empty());
+        let errs = le(10, 10, 2000).validate();
+        assert_eq!(errs.len(), 1);
+        assert!(
+            errs[0]
+                .to_string()
+                .contains("must be greater than the renew deadline")
+        );
+        // 10s <= 1.2 × 9s
+        let errs = le(15, 10, 9000).validate();
+        assert_eq!(errs.len(), 1);
+        assert!(
+            errs[0].to_string().contains("1.2 × the retry period (9s)"),
+            "{}",
+            errs[0]
+        );
+        let errs = le(15, 10, 500).validate();
+        assert!(errs[0].to_string().contains("minimum of 1s"), "{}", errs[0]);
+        // leader election off: the timings are not checked
+        let off = CcmOptions {
+            leader_elect: false,
+            ..le(1, 10, 2000)
+        };
+        assert!(off.validate().is_empty());
+        let lock = CcmOptions {
+            leader_elect_resource_lock: "endpoints".into(),
+            leader_elect_resource_namespace: "Kube_System".into(),
+            leader_elect_resource_name: "".into(),
+            ..valid()
+        };
+        let messages: Vec<String> = lock.validate().iter().map(ToString::to_string).collect();
+        assert_eq!(
+            messages,
+            vec![
+                "invalid --leader-elect-resource-lock: \"endpoints\" is not supported; the resource lock must be \"leases\"",
+                "invalid --leader-elect-resource-name: \"\" is not a valid Lease name",
+                "invalid --leader-elect-resource-namespace: \"Kube_System\" is not a valid namespace name",
+            ]
+        );
+    }
+
+    #[test]
+    fn dns_names() {
+        assert!(is_dns_label("kube-system"));
+        assert!(!is_dns_label("-a"));
+        assert!(!is_dns_label("a-"));
+        assert!(!is_dns_label("A"));
+        assert!(!is_dns_label(&"a".repeat(64)));
+        assert!(is_dns_subdomain("cloud-controller-manager.example"));
+        assert!(!is_dns_subdomain("a..b"));
+        assert!(!is_dns_subdomain(""));
+    }
+}
