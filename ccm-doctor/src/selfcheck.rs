@@ -290,6 +290,7 @@ pub fn descriptor(config: SelfCheckConfig) -> ControllerDescriptor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ccm_core::runtime::informer::StoreWriter;
     use k8s_openapi::api::core::v1::{NodeSpec, Taint};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
@@ -357,9 +358,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn gauges_and_warnings_follow_the_store() {
         let registry = SharedRegistry::new();
-        let store = Store::new();
+        let store = StoreWriter::new();
         let config = SelfCheckConfig::default().with_threshold(Duration::from_secs(60));
-        let mut check = NodeBootstrapSelfCheck::from_store(store.clone(), &registry, config)
+        let mut check = NodeBootstrapSelfCheck::from_store(store.store(), &registry, config)
             .with_clock(tokio_clock(base()));
 
         let empty = check.check_once();
@@ -418,11 +419,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_controller_checks_every_interval_until_shutdown() {
         let registry = SharedRegistry::new();
-        let store = Store::new();
+        let store = StoreWriter::new();
         let config = SelfCheckConfig::default()
             .with_interval(Duration::from_secs(30))
             .with_threshold(Duration::from_secs(45));
-        let check = NodeBootstrapSelfCheck::from_store(store.clone(), &registry, config)
+        let check = NodeBootstrapSelfCheck::from_store(store.store(), &registry, config)
             .with_clock(tokio_clock(base()));
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(Box::new(check).run(shutdown.clone()));

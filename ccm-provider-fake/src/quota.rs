@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use ccm_core::CloudError;
 use ccm_core::intercept::Operation;
+use ccm_core::runtime::ratelimit::TokenBucket;
 use tokio::time::Instant;
 
 /// An invalid quota.
@@ -25,13 +26,13 @@ pub enum QuotaError {
     ZeroBurst,
 }
 
-/// A token bucket: `burst` requests at once, refilled at `rate` per second; full when created.
+/// A token bucket (the workspace's one [`TokenBucket`]): `burst` requests at once, refilled at `rate` per
+/// second; full when created. A call only takes a token that is there (no debt), as a cloud's quota works.
 #[derive(Debug, Clone)]
 pub(crate) struct Quota {
     rate: f64,
     burst: u32,
-    tokens: f64,
-    updated: Instant,
+    bucket: TokenBucket,
 }
 
 impl Quota {
@@ -46,8 +47,7 @@ impl Quota {
         Ok(Quota {
             rate,
             burst,
-            tokens: f64::from(burst),
-            updated: Instant::now(),
+            bucket: TokenBucket::new(rate, burst, Instant::now()),
         })
     }
 
@@ -57,15 +57,7 @@ impl Quota {
     }
 
     fn try_take_at(&mut self, now: Instant) -> Result<(), Duration> {
-        let elapsed = now.saturating_duration_since(self.updated).as_secs_f64();
-        self.tokens = (self.tokens + elapsed * self.rate).min(f64::from(self.burst));
-        self.updated = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            Ok(())
-        } else {
-            Err(Duration::from_secs_f64((1.0 - self.tokens) / self.rate))
-        }
+        self.bucket.try_take(now)
     }
 
     /// The error a rejected call of `op` returns.

@@ -220,7 +220,7 @@ impl Tagger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ccm_core::runtime::informer::{InformerScope, SharedInformers};
+    use ccm_core::runtime::informer::{InformerScope, SharedInformers, StoreWriter};
     use ccm_core::runtime::metrics::SharedRegistry;
     use ccm_provider_fake::FakeInstance;
     use k8s_openapi::api::core::v1::NodeSpec;
@@ -330,16 +330,20 @@ mod tests {
         let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URL"));
         let client = kube::Client::try_from(config).expect("a client");
         let informers = SharedInformers::new(client.clone(), &InformerScope::all());
+        let cache = StoreWriter::new();
         for node in nodes {
-            informers
-                .nodes()
-                .store()
-                .insert(node.name_any(), Arc::new(node.clone()));
+            cache.insert(node.name_any(), Arc::new(node.clone()));
         }
         let provider = Arc::new(cloud.clone());
         let ctx =
             ControllerContext::new(client, provider, informers, SharedRegistry::new(), "prod");
-        TaggingController::new(&ctx, cloud.clone(), Duration::from_secs(60)).tagger
+        Arc::new(Tagger {
+            cloud: cloud.clone(),
+            cluster: ctx.cluster_name.clone(),
+            resync: Duration::from_secs(60),
+            nodes: cache.store(),
+            recorder: ctx.recorder(COMPONENT),
+        })
     }
 
     #[tokio::test]

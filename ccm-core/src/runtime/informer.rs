@@ -105,7 +105,7 @@ impl<K> Default for Store<K> {
 }
 
 impl<K> Store<K> {
-    /// An empty store (for tests of code that reads stores).
+    /// An empty store that stays empty (use a [`StoreWriter`] to fill one).
     pub fn new() -> Self {
         Self::default()
     }
@@ -149,9 +149,57 @@ impl<K> Store<K> {
         self.len() == 0
     }
 
-    /// Insert or replace an object under `key` (for tests and for informers), returning the previous one.
+}
+
+/// The writing side of a [`Store`]: the informer owns one, and tests of code that reads a store make one (as
+/// kube-runtime's `Writer`). Readers only ever get the [`Store`].
+///
+/// ```
+/// use std::sync::Arc;
+/// use ccm_core::runtime::informer::StoreWriter;
+///
+/// let writer: StoreWriter<String> = StoreWriter::new();
+/// let store = writer.store();
+/// writer.insert("a".into(), Arc::new("object a".into()));
+/// assert_eq!(store.get("a").as_deref().map(String::as_str), Some("object a"));
+/// writer.remove("a");
+/// assert!(store.is_empty());
+/// ```
+pub struct StoreWriter<K> {
+    store: Store<K>,
+}
+
+impl<K> Debug for StoreWriter<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreWriter")
+            .field("len", &self.store.len())
+            .finish()
+    }
+}
+
+impl<K> Default for StoreWriter<K> {
+    fn default() -> Self {
+        StoreWriter {
+            store: Store::default(),
+        }
+    }
+}
+
+impl<K> StoreWriter<K> {
+    /// A writer over a new, empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The read-only view of the store this writes to.
+    pub fn store(&self) -> Store<K> {
+        self.store.clone()
+    }
+
+    /// Insert or replace the object under `key`, returning the previous one.
     pub fn insert(&self, key: String, object: Arc<K>) -> Option<Arc<K>> {
-        self.objects
+        self.store
+            .objects
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .insert(key, object)
@@ -159,7 +207,8 @@ impl<K> Store<K> {
 
     /// Remove the object under `key`, returning it.
     pub fn remove(&self, key: &str) -> Option<Arc<K>> {
-        self.objects
+        self.store
+            .objects
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(key)
@@ -241,7 +290,7 @@ impl<K: Clone> Subscription<K> {
 struct Inner<K: Resource + Clone> {
     api: Api<K>,
     config: watcher::Config,
-    store: Store<K>,
+    store: StoreWriter<K>,
     events: broadcast::Sender<InformerEvent<K>>,
     synced: watch::Sender<bool>,
 }
@@ -280,7 +329,7 @@ where
             inner: Arc::new(Inner {
                 api,
                 config,
-                store: Store::new(),
+                store: StoreWriter::new(),
                 events,
                 synced,
             }),
@@ -289,7 +338,7 @@ where
 
     /// The cache.
     pub fn store(&self) -> Store<K> {
-        self.inner.store.clone()
+        self.inner.store.store()
     }
 
     /// Subscribe to changes from now on (the objects already cached are in the [`Store`]).
@@ -299,9 +348,10 @@ where
         }
     }
 
-    /// Send `event` to the subscribers as if the watch had produced it (the cache is not changed); for tests of
-    /// code that consumes informer events.
-    pub fn inject_for_test(&self, event: InformerEvent<K>) {
+    /// Send `event` to the subscribers as if the watch had produced it (the cache is not changed); for this
+    /// crate's tests of code that consumes informer events.
+    #[cfg(test)]
+    pub(crate) fn inject_for_test(&self, event: InformerEvent<K>) {
         let _ = self.inner.events.send(event);
     }
 
@@ -356,7 +406,7 @@ where
             }
             watcher::Event::InitDone => {
                 if let Some(seen) = init_keys.take() {
-                    for key in self.inner.store.keys() {
+                    for key in self.inner.store.store().keys() {
                         if seen.contains(&key) {
                             continue;
                         }
