@@ -1,15 +1,18 @@
 //! Batching node changes: the node-sync pass runs once per batch of node changes, not once per node event.
 //!
 //! Node events put the node's name on the `node` work queue (as in Go, so the `workqueue_*{name="node"}` metrics
-//! keep their meaning). [`next_burst`] waits for the first key and takes it with every key already queued.
+//! keep their meaning). [`next_burst`] waits for the first key, then keeps taking keys until they settle:
 //!
-//! With the default zero `quiet` period the batching is **work-conserving**: when the node-sync loop is idle, a
-//! change starts a pass at once; changes that arrive while a pass runs wait in the queue and are all taken by the
-//! next call, which returns at once, so they share the next pass. Batches are as large as the time a pass takes
-//! (a slow or throttled cloud batches more), and a lone change is never delayed. With a positive `quiet` period
-//! (an opt-in), [`next_burst`] keeps taking keys until the queue has been quiet that long or `max_delay` has
-//! passed since the first key. Either way the pass reads the node cache (level-triggered), so every change taken
-//! is covered by that single pass.
+//! - a batch ends once no key has come for `quiet` (default 100 ms), so the Nodes of one burst (an autoscaler
+//!   adding many at once) share one pass and each load balancer gets one update for the burst;
+//! - a continuous stream of changes is cut every `max_delay` (default 1 s): passes start at most that often
+//!   (counted from the previous pass's start), so while Nodes keep arriving every Node reaches every load balancer
+//!   within about `max_delay` plus one pass, at one update per load balancer per `max_delay`;
+//! - after an idle spell longer than `max_delay`, the first change starts a pass after `quiet` only.
+//!
+//! With `quiet` zero the batching is purely work-conserving: an idle loop starts a pass at once, and changes that
+//! arrive during a pass share the next one, which starts the moment it ends. Either way the pass reads the node
+//! cache (level-triggered), so every change taken is covered by that single pass.
 
 use std::time::Duration;
 
@@ -27,17 +30,30 @@ pub struct Burst {
 
 /// Wait for the next burst of node keys on `queue`; `None` once the queue is shut down.
 ///
-/// With a zero `quiet` period (the default), it returns as soon as there is a key, with every key already queued
-/// (see the [module documentation](self)).
+/// `previous` is when the previous pass started: with a positive `quiet`, the next pass starts no earlier than
+/// `previous + max_delay` (see the [module documentation](self)). With a zero `quiet` it returns as soon as there
+/// is a key, with every key already queued.
 pub async fn next_burst(
     queue: &WorkQueue<String>,
     quiet: Duration,
     max_delay: Duration,
+    previous: Option<Instant>,
 ) -> Option<Burst> {
     finish(queue.get().await?);
     let started = Instant::now();
-    let cap = started + max_delay;
-    let mut deadline = (started + quiet).min(cap);
+    let floor = match previous {
+        Some(previous) if !quiet.is_zero() => (previous + max_delay).max(started),
+        _ => started,
+    };
+    // While passes are recent, changes have been piling up since the last one began: the next pass starts at
+    // the floor. After an idle spell, the first change may wait for the others up to `max_delay`.
+    let cap = if floor > started {
+        floor
+    } else {
+        started + max_delay
+    };
+    let settle = |now: Instant| (now + quiet).min(cap).max(floor);
+    let mut deadline = settle(started);
     let mut keys = 1;
     loop {
         tokio::select! {
@@ -45,7 +61,7 @@ pub async fn next_burst(
             item = queue.get() => {
                 finish(item?);
                 keys += 1;
-                deadline = (Instant::now() + quiet).min(cap);
+                deadline = settle(Instant::now());
             }
             _ = tokio::time::sleep_until(deadline) => break,
         }
@@ -84,7 +100,7 @@ mod tests {
             })
         };
         let t0 = Instant::now();
-        let burst = next_burst(&q, Duration::from_secs(1), Duration::from_secs(30))
+        let burst = next_burst(&q, Duration::from_secs(1), Duration::from_secs(30), None)
             .await
             .unwrap();
         assert_eq!(burst.keys, 100, "each change was taken while collecting");
@@ -109,10 +125,14 @@ mod tests {
         };
         let t0 = Instant::now();
         let max = Duration::from_millis(3020);
-        let first = next_burst(&q, Duration::from_secs(1), max).await.unwrap();
+        let first = next_burst(&q, Duration::from_secs(1), max, None)
+            .await
+            .unwrap();
         assert_eq!(Instant::now() - t0, max);
         assert_eq!(first.keys, 31, "keys added at 0.0 s .. 3.0 s");
-        let second = next_burst(&q, Duration::from_secs(1), max).await.unwrap();
+        let second = next_burst(&q, Duration::from_secs(1), max, None)
+            .await
+            .unwrap();
         assert_eq!(second.started, t0 + Duration::from_millis(3100));
         feeder.abort();
     }
@@ -120,14 +140,78 @@ mod tests {
     /// Run the node-sync loop as the controller does, with passes lasting `pass`; returns (start in ms, keys) of
     /// each pass.
     async fn drive(q: WorkQueue<String>, quiet: Duration, pass: Duration) -> Vec<(u64, usize)> {
+        drive_with(q, quiet, Duration::from_secs(10), pass).await
+    }
+
+    async fn drive_with(
+        q: WorkQueue<String>,
+        quiet: Duration,
+        max_delay: Duration,
+        pass: Duration,
+    ) -> Vec<(u64, usize)> {
         let t0 = Instant::now();
         let mut passes = Vec::new();
-        while let Some(burst) = next_burst(&q, quiet, Duration::from_secs(10)).await {
+        let mut previous = None;
+        while let Some(burst) = next_burst(&q, quiet, max_delay, previous).await {
+            previous = Some(Instant::now());
             let start = u64::try_from((Instant::now() - t0).as_millis()).unwrap();
             passes.push((start, burst.keys));
             tokio::time::sleep(pass).await;
         }
         passes
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn defaults_one_pass_per_burst_and_one_per_second_while_nodes_trickle_in() {
+        let config = crate::Config::default();
+        let (quiet, max) = (config.node_sync_debounce, config.node_sync_max_delay);
+        let q = queue();
+        let passes = tokio::spawn(drive_with(
+            q.clone(),
+            quiet,
+            max,
+            Duration::from_millis(200),
+        ));
+        let t0 = Instant::now();
+        let at = |ms: u64| tokio::time::sleep_until(t0 + Duration::from_millis(ms));
+        // A burst: 100 Nodes within 160 ms; one pass once they settle.
+        for i in 0..100u64 {
+            at(i * 16 / 10).await;
+            q.add(format!("burst-{i}"));
+        }
+        // Idle, then a lone change: 100 ms later.
+        at(3000).await;
+        q.add("lone".into());
+        // Idle, then 100 Nodes one every 50 ms (5 s): a pass every second, the last 100 ms after the last Node.
+        at(6000).await;
+        for i in 0..100u64 {
+            at(6000 + 50 * i).await;
+            q.add(format!("trickle-{i}"));
+        }
+        at(15000).await;
+        q.shut_down();
+        let passes = passes.await.unwrap();
+        assert_eq!(
+            passes[0],
+            (258, 100),
+            "the burst: one pass, 100 ms after it settled"
+        );
+        assert_eq!(passes[1], (3100, 1), "a lone change after an idle spell");
+        let trickle = &passes[2..];
+        assert_eq!(trickle.iter().map(|(_, k)| k).sum::<usize>(), 100);
+        for pair in trickle.windows(2) {
+            assert!(
+                pair[1].0 - pair[0].0 >= 1000,
+                "passes at most once a second: {passes:?}"
+            );
+        }
+        // Every Node of the trickle was in a pass that started within 1 s of its arrival.
+        for i in 0..100u64 {
+            let arrived = 6000 + 50 * i;
+            let pass = trickle.iter().find(|(start, _)| *start >= arrived).unwrap();
+            assert!(pass.0 - arrived <= 1000, "node {i}: {passes:?}");
+        }
+        assert!(trickle.len() <= 7, "{passes:?}");
     }
 
     #[tokio::test(start_paused = true)]
@@ -172,10 +256,11 @@ mod tests {
         }
         at(5000).await;
         q.add("late".into());
-        at(7000).await;
+        at(13000).await;
         q.shut_down();
-        // The first batch waits for 300 ms of quiet (last change at 1950 ms), then one pass takes the rest.
-        assert_eq!(passes.await.unwrap(), vec![(2250, 21), (5300, 1)]);
+        // The first batch waits for 300 ms of quiet (last change at 1950 ms), then one pass takes the rest; the
+        // next pass comes no sooner than `max_delay` (10 s here) after it.
+        assert_eq!(passes.await.unwrap(), vec![(2250, 21), (12250, 1)]);
     }
 
     #[tokio::test(start_paused = true)]
@@ -186,7 +271,7 @@ mod tests {
         }
         q.add("node-0".into());
         let t0 = Instant::now();
-        let burst = next_burst(&q, Duration::ZERO, Duration::ZERO)
+        let burst = next_burst(&q, Duration::ZERO, Duration::ZERO, Some(t0))
             .await
             .unwrap();
         assert_eq!(burst.keys, 5, "duplicates were already merged by the queue");
@@ -199,7 +284,7 @@ mod tests {
         let waiter = {
             let q = q.clone();
             tokio::spawn(async move {
-                next_burst(&q, Duration::from_secs(1), Duration::from_secs(10)).await
+                next_burst(&q, Duration::from_secs(1), Duration::from_secs(10), None).await
             })
         };
         tokio::task::yield_now().await;
@@ -211,7 +296,7 @@ mod tests {
         let waiter = {
             let q = q.clone();
             tokio::spawn(async move {
-                next_burst(&q, Duration::from_secs(1), Duration::from_secs(10)).await
+                next_burst(&q, Duration::from_secs(1), Duration::from_secs(10), None).await
             })
         };
         tokio::time::sleep(Duration::from_millis(100)).await;

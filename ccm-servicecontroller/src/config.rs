@@ -10,10 +10,11 @@ use crate::predicates::ServiceSelector;
 ///
 /// `Config::default()` matches the Go controller (`--concurrent-service-syncs=1`, per-Service exponential
 /// backoff from 5 s to 300 s, class-less Services only, the Go `needsUpdate` field list), with two additions
-/// that only make it cheaper and never later: node changes are batched without waiting (a change that finds the
-/// node-sync loop idle starts a pass at once; changes during a pass are folded into the next one, and each load
-/// balancer gets the node set as it is when its turn comes), and host updates of one load balancer never overlap
-/// its ensure. A quiet period ([`node_sync_debounce`](Self::node_sync_debounce)) is an opt-in, off by default.
+/// that make it much cheaper and never more than a second later: node changes are batched (a pass starts once
+/// node changes have settled for [`node_sync_debounce`](Self::node_sync_debounce), 100 ms, or at most
+/// [`node_sync_max_delay`](Self::node_sync_max_delay), 1 s, after the first; changes during a pass are folded into
+/// the next one, and each load balancer gets the node set as it is when its turn comes), and host updates of one
+/// load balancer never overlap its ensure.
 ///
 /// ```
 /// use std::time::Duration;
@@ -37,16 +38,16 @@ pub struct Config {
     pub retry_base_delay: Duration,
     /// Longest retry delay of a failed Service sync (Go: 300 s).
     pub retry_max_delay: Duration,
-    /// Opt-in quiet period before a node-sync pass. **Default zero: no quiet period** — a node change that finds
-    /// the node-sync loop idle starts a pass at once, taking every change already queued, and changes that arrive
-    /// while a pass runs are folded into the next pass (work-conserving batching: the batches grow with the
-    /// cloud's latency, and a lone change is as quick as in Go). With a positive value, the pass instead starts
-    /// once no further change has arrived for this long (or
-    /// [`node_sync_max_delay`](Self::node_sync_max_delay) has passed), trading that much latency for fewer
-    /// updates when changes trickle in.
+    /// How long node changes must settle before a node-sync pass starts. **Default 100 ms**: long enough that
+    /// the Nodes of one burst (an autoscaler adding 100 at once, created within a few hundred milliseconds) share
+    /// one pass, so each load balancer gets one update for the burst; short enough that a lone change reaches the
+    /// load balancers within a few tenths of a second. Changes that arrive while a pass runs are folded into the
+    /// next pass. Zero starts a pass at once when none runs (work-conserving only: on a fast cloud, a burst then
+    /// costs two or three updates per load balancer).
     pub node_sync_debounce: Duration,
-    /// Upper bound on how long a continuous stream of node changes can delay a node-sync pass when
-    /// [`node_sync_debounce`](Self::node_sync_debounce) is set. Default 10 s.
+    /// Upper bound on how long a continuous stream of node changes can delay a node-sync pass. **Default 1 s**:
+    /// while Nodes keep arriving (one every 50 ms, say), a pass still runs every second, so every Node is in every
+    /// load balancer within about a second of its arrival, at a tenth of Go's calls.
     pub node_sync_max_delay: Duration,
     /// Re-ensure every owned load balancer about this often, to repair changes made behind the controller's back
     /// (the Go controller never does). `None` (the default) disables it.
@@ -69,8 +70,8 @@ impl Default for Config {
             concurrent_service_syncs: 1,
             retry_base_delay: Duration::from_secs(5),
             retry_max_delay: Duration::from_secs(300),
-            node_sync_debounce: Duration::ZERO,
-            node_sync_max_delay: Duration::from_secs(10),
+            node_sync_debounce: Duration::from_millis(100),
+            node_sync_max_delay: Duration::from_secs(1),
             periodic_reensure: None,
             periodic_reensure_jitter: 0.1,
             load_balancer_class: None,
@@ -216,8 +217,8 @@ mod tests {
         assert_eq!(c.retry_base_delay, Duration::from_secs(5));
         assert_eq!(c.retry_max_delay, Duration::from_secs(300));
         assert_eq!(c.periodic_reensure, None);
-        assert_eq!(c.node_sync_debounce, Duration::ZERO, "no quiet period");
-        assert_eq!(c.node_sync_max_delay, Duration::from_secs(10));
+        assert_eq!(c.node_sync_debounce, Duration::from_millis(100));
+        assert_eq!(c.node_sync_max_delay, Duration::from_secs(1));
         assert!(c.class_less_services);
         assert_eq!(c.load_balancer_class, None);
         assert!(!c.extended_update_fields);

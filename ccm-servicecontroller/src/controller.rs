@@ -676,7 +676,9 @@ impl Inner {
             self.config.node_sync_debounce,
             self.config.node_sync_max_delay,
         );
-        while let Some(burst) = next_burst(&self.node_queue, quiet, max).await {
+        let mut previous = None;
+        while let Some(burst) = next_burst(&self.node_queue, quiet, max, previous).await {
+            previous = Some(Instant::now());
             tracing::debug!(node_changes = burst.keys, waited = ?burst.started.elapsed(), "syncing load balancer hosts");
             for key in self.sync_nodes(&shutdown).await {
                 self.queue.add(key);

@@ -229,15 +229,15 @@ settings! {
           help_heading = "Controllers (SDK additions)")]
     service_retry_max_delay: Duration as GoDuration = ServiceConfig::default().retry_max_delay,
 
-    /// SDK addition: opt-in quiet period that ends a burst of node changes before load balancer hosts are
-    /// updated. 0s (the default) has none: a node change starts a host-update pass at once when none is running,
-    /// and changes during a pass share the next one. Default: 0s.
+    /// SDK addition: how long node changes must settle before load balancer hosts are updated, so the Nodes of
+    /// one burst share one update per load balancer; changes during a pass share the next one; 0s starts a pass
+    /// at once when none is running. Default: 100ms.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag,
           help_heading = "Controllers (SDK additions)")]
     service_node_sync_debounce: Duration as GoDuration = ServiceConfig::default().node_sync_debounce,
 
-    /// SDK addition: with --service-node-sync-debounce, the longest a stream of node changes may delay load
-    /// balancer host updates. Default: 10s.
+    /// SDK addition: the longest a stream of node changes may delay load balancer host updates (at least
+    /// --service-node-sync-debounce). Default: 1s.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag,
           help_heading = "Controllers (SDK additions)")]
     service_node_sync_max_delay: Duration as GoDuration = ServiceConfig::default().node_sync_max_delay,
