@@ -142,6 +142,8 @@ pub async fn run_workers<K, F, Fut, E>(
                             let decision = decide(result);
                             if let Err(error) = result {
                                 match decision {
+                                    // the cloud-call budget summarises calls abandoned at shutdown in one line
+                                    _ if crate::budget::is_abandoned(error) => tracing::debug!(controller = %controller, key = %key, %error, "sync abandoned at shutdown"),
                                     Decision::RetryAfter(after) => tracing::info!(controller = %controller, key = %key, %error, retry_after = ?after, "error syncing; requeuing after the delay the cloud asked for"),
                                     _ => tracing::info!(controller = %controller, key = %key, %error, "error syncing; requeuing with backoff"),
                                 }
