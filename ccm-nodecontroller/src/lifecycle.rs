@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use ccm_core::budget::{CallPriority, is_abandoned};
 use ccm_core::helpers::{
     ConditionStatus, node_condition_status, node_has_taint, node_name, node_provider_id,
 };
@@ -353,7 +354,14 @@ impl CloudNodeLifecycleController {
     /// One pass over every cached node (Go: `MonitorNodes`), `config.concurrency` nodes at a time. With a
     /// provider that answers bulk calls natively, every existence check of the pass is one
     /// `instance_exists_bulk` call.
+    ///
+    /// The pass's cloud calls are [`CallPriority::Low`]: when calls must wait for the cloud-call budget, they wait
+    /// behind every other controller's, so a pass never delays the initialization of a new node.
     pub async fn monitor_nodes(&self) {
+        CallPriority::Low.scope(self.monitor_nodes_now()).await;
+    }
+
+    async fn monitor_nodes_now(&self) {
         let nodes = self.store.list();
         let mut probes = vec![Probe::default(); nodes.len()];
         if self.cloud.supports_bulk() {
@@ -387,13 +395,19 @@ impl CloudNodeLifecycleController {
             Ok(answers) => {
                 for (&i, answer) in asked.iter().zip(answers) {
                     probes[i].exists = Some(answer.map_err(|err| {
-                        tracing::warn!(node = node_name(&nodes[i]), error = %err, "error checking if node exists; will check again next period");
+                        warn_unless_abandoned(
+                            &err,
+                            node_name(&nodes[i]),
+                            "error checking if node exists; will check again next period",
+                        );
                         err.cloud_kind().unwrap_or(ErrorKind::Other)
                     }));
                 }
             }
             Err(err) => {
-                tracing::warn!(nodes = asked.len(), error = %err, "error checking if nodes exist; will check again next period");
+                if !is_abandoned(&err) {
+                    tracing::warn!(nodes = asked.len(), error = %err, "error checking if nodes exist; will check again next period");
+                }
                 let kind = err.cloud_kind().unwrap_or(ErrorKind::Other);
                 for &i in &asked {
                     probes[i].exists = Some(Err(kind));
@@ -420,7 +434,11 @@ impl CloudNodeLifecycleController {
                             Ok(exists)
                         }
                         Err(err) => {
-                            tracing::warn!(node = name, error = %err, "error checking if node exists; will check again next period");
+                            warn_unless_abandoned(
+                                &err,
+                                name,
+                                "error checking if node exists; will check again next period",
+                            );
                             Err(err.cloud_kind().unwrap_or(ErrorKind::Other))
                         }
                     });
@@ -430,7 +448,11 @@ impl CloudNodeLifecycleController {
                         match self.cloud.shutdown(node, provider_id.as_deref()).await {
                             Ok(shutdown) => Ok(shutdown),
                             Err(err) => {
-                                tracing::warn!(node = name, error = %err, "error checking if node is shut down");
+                                warn_unless_abandoned(
+                                    &err,
+                                    name,
+                                    "error checking if node is shut down",
+                                );
                                 Err(err.cloud_kind().unwrap_or(ErrorKind::Other))
                             }
                         },
@@ -516,6 +538,14 @@ impl CloudNodeLifecycleController {
                 );
             }
         }
+    }
+}
+
+/// Log a failed check, unless the call was abandoned at shutdown: the cloud-call budget summarises those in one
+/// line.
+fn warn_unless_abandoned(err: &Error, node: &str, message: &str) {
+    if !is_abandoned(err) {
+        tracing::warn!(node, error = %err, "{message}");
     }
 }
 

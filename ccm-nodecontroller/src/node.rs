@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use ccm_core::BoxError;
+use ccm_core::budget::{CallPriority, is_abandoned};
 use ccm_core::helpers::{node_has_taint, node_name};
 use ccm_core::names;
 use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
@@ -365,7 +366,8 @@ impl Inner {
             return self.reconcile_labels(&node).await;
         }
         tracing::info!(node = name, "initializing node with cloud provider");
-        let meta = match self.cloud.metadata(&node).await {
+        // A new node goes first: its calls never wait behind the periodic sweeps' (see `CallPriority`).
+        let meta = match CallPriority::High.scope(self.cloud.metadata(&node)).await {
             Ok(Some(meta)) => meta,
             Ok(None) => {
                 tracing::info!(
@@ -475,6 +477,11 @@ impl Inner {
     /// provider that answers bulk calls natively, the addresses of all nodes come from one
     /// `instance_metadata_bulk` call per period instead of one call per node.
     async fn update_node_status(&self) {
+        // a periodic sweep: its cloud calls wait behind initializations and other controllers' calls
+        CallPriority::Low.scope(self.update_node_status_now()).await;
+    }
+
+    async fn update_node_status_now(&self) {
         let start = Instant::now();
         let nodes: Vec<Arc<Node>> = self
             .store
@@ -506,7 +513,10 @@ impl Inner {
         let answers = match self.cloud.addresses_bulk(&list).await {
             Ok(answers) => answers,
             Err(err) => {
-                tracing::warn!(nodes = list.len(), error = %err, "error getting instance addresses in bulk; skipping this round");
+                // (calls abandoned at shutdown are summarised by the cloud-call budget)
+                if !is_abandoned(&err) {
+                    tracing::warn!(nodes = list.len(), error = %err, "error getting instance addresses in bulk; skipping this round");
+                }
                 return;
             }
         };
@@ -517,6 +527,7 @@ impl Inner {
                     match answer {
                         Ok(Some(addresses)) => self.apply_addresses(node, addresses).await,
                         Ok(None) => {}
+                        Err(err) if is_abandoned(&err) => {}
                         Err(err) => {
                             tracing::warn!(node = node_name(node), error = %err, "error getting instance addresses; skipping the node this round");
                         }
@@ -532,7 +543,9 @@ impl Inner {
             Ok(Some(addresses)) => addresses,
             Ok(None) => return,
             Err(err) => {
-                tracing::warn!(node = name, error = %err, "error getting instance addresses; skipping the node this round");
+                if !is_abandoned(&err) {
+                    tracing::warn!(node = name, error = %err, "error getting instance addresses; skipping the node this round");
+                }
                 return;
             }
         };
