@@ -4,7 +4,10 @@
 //!
 //! - With `--cloud-api-qps=45` the CCM initializes every node and checks every NotReady node without a single
 //!   throttled call; the budget, not the cloud, sets the pace.
-//! - Without a budget the same CCM exceeds the quota (and still converges, retrying after the cloud's hint).
+//! - With the default (adaptive) budget and a quota of 50 requests/s (burst 100), the CCM learns the quota from
+//!   the cloud's answers: at most 5 % of its calls are throttled, and initialization takes at most 1.2x the
+//!   ideal (calls / quota), with the lifecycle controller's sweeps waiting behind it.
+//! - With no quota, the adaptive default never makes a call wait: it costs nothing over no budget at all.
 //! - With a provider that answers bulk calls, one address-sync period is one cloud call for all 1,000 nodes.
 //! - The instance cache keeps metadata, never existence answers, and the runtime's invalidator follows Node events:
 //!   a changed Ready condition forgets kept answers.
@@ -31,6 +34,8 @@ const NOT_READY_EVERY: usize = 10;
 const NOT_READY: usize = NODES / NOT_READY_EVERY;
 const QUOTA_RPS: f64 = 50.0;
 const QUOTA_BURST: u32 = 50;
+/// The quota of the cloud the adaptive default is measured against: 50 requests per second, burst 100.
+const ADAPTIVE_QUOTA: (f64, u32) = (50.0, 100);
 const BUDGET_QPS: f64 = 45.0;
 const BUDGET_BURST: u32 = 40;
 /// How long converging at scale may take on a loaded 2-core machine.
@@ -51,6 +56,24 @@ impl World {
     /// parallel; `initialized` nodes already have their providerID and no uninitialized taint (as after a
     /// previous CCM run).
     async fn new(prefix: &str, count: usize, initialized: bool, bulk: bool) -> World {
+        Self::with_quota(
+            prefix,
+            count,
+            initialized,
+            bulk,
+            Some((QUOTA_RPS, QUOTA_BURST)),
+        )
+        .await
+    }
+
+    /// The same with the cloud's quota (requests per second, burst), or none.
+    async fn with_quota(
+        prefix: &str,
+        count: usize,
+        initialized: bool,
+        bulk: bool,
+        quota: Option<(f64, u32)>,
+    ) -> World {
         let env = TestEnv::shared().await;
         let client = env.client();
         let label = env.unique_name(prefix);
@@ -66,9 +89,9 @@ impl World {
             );
         }
         cloud.set_bulk(bulk);
-        cloud
-            .set_quota(QUOTA_RPS, QUOTA_BURST)
-            .expect("a valid quota");
+        if let Some((rps, burst)) = quota {
+            cloud.set_quota(rps, burst).expect("a valid quota");
+        }
         let nodes: Api<Node> = Api::all(client.clone());
         futures::stream::iter(names.iter().enumerate())
             .map(|(i, name)| {
@@ -347,42 +370,112 @@ async fn the_budget_keeps_a_thousand_node_ccm_inside_the_cloud_quota() {
     world.finish().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_a_budget_the_same_ccm_exceeds_the_quota() {
-    let world = World::new("nobudget", NODES, false, false).await;
-    let (running, token) = world
-        .start(&["--cloud-api-qps=0", "--cloud-instance-cache-ttl=0s"])
-        .await;
-    let registry = running.metrics().clone();
-    wait_for("throttled cloud calls", LONG, || async {
-        let text = registry.encode();
-        let throttled = sum(
-            &text,
-            "cloudprovider_api_request_errors_total",
-            r#"kind="throttled""#,
-        );
-        (world.cloud.throttled_count() > 0 && throttled > 0.0).then_some(())
-    })
-    .await
-    .expect("the quota is exceeded");
-    // the controllers still converge: throttled initializations are retried after the cloud's hint
+/// Wait until every node is initialized; returns the time since `start` (to the 100 ms poll).
+async fn all_initialized(running: &RunningCcm, start: Instant) -> Duration {
     wait_for("every node to be initialized", LONG, || async {
-        (initialized_count(&running) >= NODES).then_some(())
+        (initialized_count(running) >= NODES).then_some(())
     })
     .await
-    .expect("all nodes initialized despite throttling");
-    let text = registry.encode();
+    .expect("all nodes initialized");
+    start.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_adaptive_default_learns_the_quota_with_few_throttled_calls() {
+    let world = World::with_quota("adaptive", NODES, false, false, Some(ADAPTIVE_QUOTA)).await;
+    let (quota_rps, quota_burst) = ADAPTIVE_QUOTA;
+    let start = Instant::now();
+    // the default flags: no hard cap, adaptive
+    let (running, token) = world.start(&[]).await;
+    let took = all_initialized(&running, start).await;
+    let calls = world.cloud.calls().len();
+    let throttled = world.cloud.throttled_count();
+    let accepted = calls - throttled;
+    let text = running.metrics().encode();
+
+    // The cloud took `accepted` calls during initialization (1,000 initializations and the lifecycle
+    // controller's checks of the NotReady nodes initialized meanwhile); at its quota that takes this long.
+    let ideal = Duration::from_secs_f64(accepted as f64 / quota_rps);
+    let burst_credit = Duration::from_secs_f64(f64::from(quota_burst) / quota_rps);
+    println!(
+        "adaptive default, quota {quota_rps}/s burst {quota_burst}: {NODES} nodes initialized in {:.2} s; \
+         {calls} calls, {throttled} throttled ({:.1} %), {accepted} accepted; ideal {:.2} s ({:.2}x); \
+         budget rate now {:?}",
+        took.as_secs_f64(),
+        100.0 * throttled as f64 / calls as f64,
+        ideal.as_secs_f64(),
+        took.as_secs_f64() / ideal.as_secs_f64(),
+        metric(&text, "cloudprovider_api_budget_rate"),
+    );
+    assert!(
+        throttled as f64 <= 0.05 * calls as f64,
+        "{throttled} of {calls} calls throttled"
+    );
+    assert!(
+        took <= ideal.mul_f64(1.2),
+        "initialized in {took:?}, ideal {ideal:?}"
+    );
+    // and no faster than the quota allows: the fake cloud enforced it
+    assert!(took + burst_credit >= ideal, "{took:?} < {ideal:?}");
+    assert!(world.cloud.call_count(Operation::InstanceMetadata) >= NODES);
+
+    // the budget reports what it did
+    assert!(
+        sum(&text, "cloudprovider_api_budget_throttled_total", "") >= 1.0,
+        "{text}"
+    );
+    let rate = metric(&text, "cloudprovider_api_budget_rate").expect("the rate gauge");
+    assert!(
+        rate > 0.0 && rate < 2.0 * quota_rps,
+        "limited near the quota: {rate}"
+    );
+    for priority in ["high", "normal", "low"] {
+        assert!(
+            text.contains(&format!(
+                r#"cloudprovider_api_budget_waiting{{priority="{priority}"}}"#
+            )),
+            "{text}"
+        );
+    }
+    // the lifecycle controller still checks the NotReady nodes once initialization is done
+    let checked = world.cloud.call_count(Operation::InstanceShutdown);
+    wait_for("lifecycle checks after initialization", LONG, || async {
+        (world.cloud.call_count(Operation::InstanceShutdown) >= checked + NOT_READY).then_some(())
+    })
+    .await
+    .expect("lifecycle checks");
+    stop(running, token).await;
+    world.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_quota_the_adaptive_default_never_makes_a_call_wait() {
+    let world = World::with_quota("noquota", NODES, false, false, None).await;
+    let start = Instant::now();
+    let (running, token) = world.start(&[]).await;
+    let took = all_initialized(&running, start).await;
+    let text = running.metrics().encode();
+    println!(
+        "adaptive default, no quota: {NODES} nodes initialized in {:.2} s, {} calls",
+        took.as_secs_f64(),
+        world.cloud.calls().len()
+    );
+    assert_eq!(world.cloud.throttled_count(), 0);
+    // every call passed the budget without waiting a moment: the same as no budget at all
     assert!(
         sum(
             &text,
-            "cloudprovider_api_requests_total",
-            &format!(
-                r#"operation="{}",result="success""#,
-                Operation::InstanceMetadata
-            )
+            "cloudprovider_api_budget_wait_seconds_count",
+            &format!(r#"operation="{}""#, Operation::InstanceMetadata)
         ) >= NODES as f64,
         "{text}"
     );
+    assert_eq!(
+        sum(&text, "cloudprovider_api_budget_wait_seconds_sum", ""),
+        0.0,
+        "{text}"
+    );
+    assert_eq!(metric(&text, "cloudprovider_api_budget_rate"), Some(0.0));
     stop(running, token).await;
     world.finish().await;
 }

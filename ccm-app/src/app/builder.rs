@@ -423,7 +423,9 @@ impl CcmBuilder {
         // Every controller's cloud calls share one budget and are counted per operation. A call waiting for budget
         // gives up when the process shuts down or the controllers stop (leadership lost).
         let cloud_calls = shutdown.child_token();
-        let limiter = RateLimitInterceptor::new(&options.cloud_budget(), cloud_calls.clone())
+        let budget = options.cloud_budget();
+        tracing::info!(budget = %budget.describe(), "cloud-call budget");
+        let limiter = RateLimitInterceptor::new(&budget, cloud_calls.clone())
             .map_err(|e| {
                 StartupError::Invalid(vec![ValidationError::Invalid {
                     setting: "cloud-api-qps",

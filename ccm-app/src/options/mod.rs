@@ -281,12 +281,13 @@ settings! {
     #[arg(long, value_name = "N", help_heading = "Controllers (SDK additions)")]
     route_max_concurrent_operations: i32 = count(RouteConfig::default().max_concurrent_route_operations),
 
-    /// SDK addition: calls per second the CCM may make to the cloud provider, all controllers together (a token
-    /// bucket; calls wait for a token); 0 disables the limit. Default: 50.
+    /// SDK addition: a hard cap on the calls per second the CCM makes to the cloud provider, all controllers
+    /// together (a token bucket; calls wait for a token); 0 = no hard cap. The budget adapts to the cloud either
+    /// way: no limit while it accepts calls, a lower rate when it throttles. Default: 0.
     #[arg(long, value_name = "QPS", help_heading = "Controllers (SDK additions)")]
     cloud_api_qps: f64 = CloudBudget::default().qps,
 
-    /// SDK addition: the burst of the cloud-call token bucket. Default: 100.
+    /// SDK addition: the burst of the --cloud-api-qps hard cap (unused without one). Default: 100.
     #[arg(long, value_name = "N", help_heading = "Controllers (SDK additions)")]
     cloud_api_burst: u32 = CloudBudget::default().burst,
 
