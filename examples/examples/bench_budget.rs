@@ -5,8 +5,11 @@
 //! creates the nodes as kubelets register them (a tenth of them NotReady), and with the fake cloud wrapped the way
 //! the runtime wraps a provider (the cloud-call budget and call metrics, then the instance cache) it measures:
 //!
-//! 1. **initialization**: the cloud node controller initializes every node, through a budget of `--init-qps`
-//!    against a cloud quota of `--quota-rps`; cloud calls per node, time, throttled calls;
+//! 1. **initialization**: the cloud node controller initializes every node, through each cloud-call budget of
+//!    `--init-budget` (`fixed`: a token bucket of `--init-qps`/`--init-burst` that does not adapt; `adaptive`:
+//!    the runtime's default, no cap, adapting to throttling; `none`: no budget at all) against a cloud quota of
+//!    `--quota-rps`/`--quota-burst`; cloud calls per node, time, throttled calls (fresh nodes for every run,
+//!    `--repeat` runs per budget, the budgets taking turns);
 //! 2. for each variant (native bulk calls off/on × instance cache off/on):
 //!    - **one address-sync period** (`CloudNodeController::sync_addresses_once`, a fresh cache: with the default
 //!      5-minute period every period starts with an expired cache);
@@ -18,6 +21,9 @@
 //! ```sh
 //! cargo xtask bench budget                       # 1,000 and 5,000 nodes
 //! cargo run -p examples --example bench-budget -- --nodes 1000   # against $KUBECONFIG
+//! # the adaptive default against no budget at all, without a quota, 3 runs each, initialization only
+//! cargo xtask bench budget --nodes 1000 --quota-rps 0 --init-budget adaptive --init-budget none \
+//!     --repeat 3 --skip-periods
 //! ```
 
 use std::collections::BTreeMap;
@@ -39,7 +45,7 @@ use ccm_nodecontroller::{
     CloudNodeConfig, CloudNodeController, CloudNodeLifecycleConfig, CloudNodeLifecycleController,
 };
 use ccm_provider_fake::{FakeCloud, FakeInstance};
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Taint};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -56,15 +62,27 @@ struct Args {
     /// Percentage of the nodes that are NotReady (the lifecycle controller checks those).
     #[arg(long, default_value_t = 10)]
     not_ready_percent: usize,
-    /// The cloud-call budget during initialization, calls per second (0 = unlimited).
+    /// The cloud-call budgets to initialize through (repeat the flag); default `fixed`.
+    #[arg(long = "init-budget", value_enum)]
+    init_budgets: Vec<InitBudget>,
+    /// The rate of the `fixed` budget, calls per second (0 = unlimited).
     #[arg(long, default_value_t = 45.0)]
     init_qps: f64,
-    /// The burst of that budget.
+    /// The burst of the `fixed` budget.
     #[arg(long, default_value_t = 40)]
     init_burst: u32,
     /// The fake cloud's quota during initialization, requests per second (0 = none).
     #[arg(long, default_value_t = 50.0)]
     quota_rps: f64,
+    /// The burst of that quota (default: the rate, rounded up).
+    #[arg(long)]
+    quota_burst: Option<u32>,
+    /// Initialization runs per budget (the budgets take turns).
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Measure initialization only, not the address-sync and lifecycle periods.
+    #[arg(long)]
+    skip_periods: bool,
     /// The budget used to express per-period calls in seconds of budget.
     #[arg(long, default_value_t = 45.0)]
     budget_qps: f64,
@@ -80,6 +98,38 @@ struct Args {
 }
 
 const LABEL: &str = "ccm-bench";
+
+/// A cloud-call budget for the initialization runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum InitBudget {
+    /// A token bucket of `--init-qps`/`--init-burst` that does not adapt (the SDK's old default was 50/100).
+    Fixed,
+    /// The runtime's default: no cap, adapting to the cloud's throttling.
+    Adaptive,
+    /// No budget at all.
+    None,
+}
+
+impl InitBudget {
+    fn budget(self, args: &Args) -> CloudBudget {
+        match self {
+            InitBudget::Fixed => CloudBudget::default()
+                .with_adaptive(false)
+                .with_qps(args.init_qps)
+                .with_burst(args.init_burst),
+            InitBudget::Adaptive => CloudBudget::default(),
+            InitBudget::None => CloudBudget::unlimited(),
+        }
+    }
+
+    fn describe(self, args: &Args) -> String {
+        match self {
+            InitBudget::Fixed => format!("fixed {} qps (burst {})", args.init_qps, args.init_burst),
+            InitBudget::Adaptive => "adaptive (default)".to_owned(),
+            InitBudget::None => "none".to_owned(),
+        }
+    }
+}
 
 /// A node as a kubelet with `--cloud-provider=external` registers it.
 fn kubelet_node(name: &str, run: &str, ready: bool) -> Node {
@@ -176,6 +226,7 @@ fn show(by_op: &BTreeMap<String, usize>) -> String {
 }
 
 struct Init {
+    budget: InitBudget,
     took: Duration,
     calls: BTreeMap<String, usize>,
     throttled: usize,
@@ -194,12 +245,36 @@ fn total(by_op: &BTreeMap<String, usize>) -> usize {
     by_op.values().sum()
 }
 
+/// Every initialization run (each budget `--repeat` times, taking turns), then the periods once.
+async fn run_count(
+    client: &kube::Client,
+    args: &Args,
+    count: usize,
+) -> anyhow::Result<(Vec<Init>, Vec<Variant>)> {
+    let mut inits = Vec::new();
+    let mut variants = Vec::new();
+    let runs: Vec<InitBudget> = (0..args.repeat.max(1))
+        .flat_map(|_| args.init_budgets.iter().copied())
+        .collect();
+    let last = runs.len() - 1;
+    for (i, budget) in runs.into_iter().enumerate() {
+        let periods = i == last && !args.skip_periods;
+        let (init, measured) = run_one(client, args, count, i, budget, periods).await?;
+        inits.push(init);
+        variants.extend(measured);
+    }
+    Ok((inits, variants))
+}
+
 async fn run_one(
     client: &kube::Client,
     args: &Args,
     count: usize,
+    round: usize,
+    budget: InitBudget,
+    periods: bool,
 ) -> anyhow::Result<(Init, Vec<Variant>)> {
-    let run = format!("b{}-{count}", std::process::id());
+    let run = format!("b{}-{count}-{round}", std::process::id());
     let selector = format!("{LABEL}={run}");
     let nodes: Api<Node> = Api::all(client.clone());
     let not_ready = count * args.not_ready_percent / 100;
@@ -256,7 +331,7 @@ async fn run_one(
     tokio::spawn(informers.clone().run(token.clone()));
     informers.nodes().wait_synced().await;
 
-    let result = measure(client, args, count, &fake, &informers).await;
+    let result = measure(client, args, count, &fake, &informers, budget, periods).await;
 
     token.cancel();
     eprintln!("[{count}] deleting the nodes ...");
@@ -276,15 +351,18 @@ async fn measure(
     count: usize,
     fake: &FakeCloud,
     informers: &SharedInformers,
+    init_budget: InitBudget,
+    periods: bool,
 ) -> anyhow::Result<(Init, Vec<Variant>)> {
     // 1. Initialization through the budget, against the quota.
     if args.quota_rps > 0.0 {
-        fake.set_quota(args.quota_rps, args.quota_rps.ceil().max(1.0) as u32)
+        let burst = args
+            .quota_burst
+            .unwrap_or(args.quota_rps.ceil().max(1.0) as u32);
+        fake.set_quota(args.quota_rps, burst)
             .context("the quota is invalid")?;
     }
-    let budget = CloudBudget::default()
-        .with_qps(args.init_qps)
-        .with_burst(args.init_burst);
+    let budget = init_budget.budget(args);
     let provider = wrap(fake, &budget, DEFAULT_INSTANCE_CACHE_TTL)?;
     let ctx = context(client, provider, informers);
     let registry = ctx.metrics.clone();
@@ -297,8 +375,9 @@ async fn measure(
     )?;
     let stop = CancellationToken::new();
     eprintln!(
-        "[{count}] initializing (budget {} qps, quota {} rps) ...",
-        args.init_qps, args.quota_rps
+        "[{count}] initializing (budget {}, quota {} rps) ...",
+        init_budget.describe(args),
+        args.quota_rps
     );
     fake.clear_calls();
     let start = Instant::now();
@@ -323,6 +402,7 @@ async fn measure(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let init = Init {
+        budget: init_budget,
         took: start.elapsed(),
         calls: calls_by_op(fake),
         throttled: fake.throttled_count(),
@@ -340,8 +420,17 @@ async fn measure(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
+    eprintln!(
+        "[{count}] initialized in {:.2} s, {} calls, {} throttled",
+        init.took.as_secs_f64(),
+        total(&init.calls),
+        init.throttled
+    );
     // 2. One period of each loop, per variant; no budget, so only calls are counted.
     let mut variants = Vec::new();
+    if !periods {
+        return Ok((init, variants));
+    }
     for (bulk, ttl) in [
         (false, Duration::ZERO),
         (false, DEFAULT_INSTANCE_CACHE_TTL),
@@ -396,22 +485,38 @@ fn average_per_period(variant: &Variant) -> f64 {
     (total(&variant.cold) as f64 + (periods - 1.0) * total(&variant.warm) as f64) / periods
 }
 
-fn report(args: &Args, count: usize, init: &Init, variants: &[Variant]) {
+fn report(args: &Args, count: usize, inits: &[Init], variants: &[Variant]) {
     let not_ready = count * args.not_ready_percent / 100;
     println!("\n## {count} nodes ({not_ready} NotReady)\n");
-    let init_calls = total(&init.calls);
-    println!(
-        "Initialization through a budget of {} qps (burst {}) against a quota of {} rps: {:.1} s, {} cloud calls \
-         ({:.2} per node: {}), {} throttled.\n",
-        args.init_qps,
-        args.init_burst,
-        args.quota_rps,
-        init.took.as_secs_f64(),
-        init_calls,
-        init_calls as f64 / count as f64,
-        show(&init.calls),
-        init.throttled
-    );
+    let quota = if args.quota_rps > 0.0 {
+        format!(
+            "a quota of {} rps (burst {})",
+            args.quota_rps,
+            args.quota_burst
+                .unwrap_or(args.quota_rps.ceil().max(1.0) as u32)
+        )
+    } else {
+        "no quota".to_owned()
+    };
+    println!("Initialization against {quota}:\n");
+    println!("| budget | time | cloud calls | per node | throttled | calls |");
+    println!("|---|---|---|---|---|---|");
+    for init in inits {
+        let init_calls = total(&init.calls);
+        println!(
+            "| {} | {:.2} s | {} | {:.2} | {} | {} |",
+            init.budget.describe(args),
+            init.took.as_secs_f64(),
+            init_calls,
+            init_calls as f64 / count as f64,
+            init.throttled,
+            show(&init.calls),
+        );
+    }
+    if variants.is_empty() {
+        return;
+    }
+    println!();
     println!(
         "| bulk | cache TTL | address sync: calls per period | pass time | s of budget at {} qps | lifecycle: 1st pass | next pass (cached) | avg per 5 s period | s of budget at {} qps |",
         args.budget_qps, args.budget_qps
@@ -453,8 +558,17 @@ async fn main() -> anyhow::Result<()> {
     if args.nodes.is_empty() {
         args.nodes = vec![1000, 5000];
     }
-    if args.nodes.contains(&0) || args.concurrent_node_syncs == 0 || args.create_concurrency == 0 {
-        bail!("--nodes, --concurrent-node-syncs and --create-concurrency must be greater than 0");
+    if args.init_budgets.is_empty() {
+        args.init_budgets = vec![InitBudget::Fixed];
+    }
+    if args.nodes.contains(&0)
+        || args.concurrent_node_syncs == 0
+        || args.create_concurrency == 0
+        || args.repeat == 0
+    {
+        bail!(
+            "--nodes, --concurrent-node-syncs, --create-concurrency and --repeat must be greater than 0"
+        );
     }
     if args.not_ready_percent > 100 {
         bail!("--not-ready-percent must be at most 100");
@@ -468,12 +582,12 @@ async fn main() -> anyhow::Result<()> {
     let client = kube::Client::try_from(config).context("building a client")?;
     let mut results = Vec::new();
     for &count in &args.nodes {
-        let (init, variants) = run_one(&client, &args, count).await?;
-        results.push((count, init, variants));
+        let (inits, variants) = run_count(&client, &args, count).await?;
+        results.push((count, inits, variants));
     }
     println!("# Cloud calls of the node controllers (fake cloud, InstancesV2)");
-    for (count, init, variants) in &results {
-        report(&args, *count, init, variants);
+    for (count, inits, variants) in &results {
+        report(&args, *count, inits, variants);
     }
     Ok(())
 }

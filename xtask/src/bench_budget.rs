@@ -27,12 +27,28 @@ pub struct BudgetArgs {
     /// Percentage of the nodes that are NotReady (default 10).
     #[arg(long, value_name = "PERCENT")]
     pub not_ready_percent: Option<usize>,
-    /// The cloud-call budget during initialization, calls per second, 0 = unlimited (default 45).
+    /// The cloud-call budgets to initialize through, repeatable: `fixed` (a token bucket of `--init-qps`),
+    /// `adaptive` (the runtime's default), `none` (default: fixed).
+    #[arg(long = "init-budget", value_name = "BUDGET")]
+    pub init_budgets: Vec<String>,
+    /// The rate of the `fixed` budget, calls per second, 0 = unlimited (default 45).
     #[arg(long, value_name = "QPS")]
     pub init_qps: Option<f64>,
+    /// The burst of the `fixed` budget (default 40).
+    #[arg(long, value_name = "N")]
+    pub init_burst: Option<u32>,
     /// The fake cloud's quota during initialization, requests per second, 0 = none (default 50).
     #[arg(long, value_name = "RPS")]
     pub quota_rps: Option<f64>,
+    /// The burst of that quota (default: the rate, rounded up).
+    #[arg(long, value_name = "N")]
+    pub quota_burst: Option<u32>,
+    /// Initialization runs per budget, taking turns (default 1).
+    #[arg(long, value_name = "N")]
+    pub repeat: Option<usize>,
+    /// Measure initialization only, not the address-sync and lifecycle periods.
+    #[arg(long)]
+    pub skip_periods: bool,
     /// Build and run the runner with optimizations.
     #[arg(long)]
     pub release: bool,
@@ -45,19 +61,29 @@ pub fn runner_args(args: &BudgetArgs) -> Vec<OsString> {
         out.push("--nodes".into());
         out.push(n.to_string().into());
     }
+    for budget in &args.init_budgets {
+        out.push("--init-budget".into());
+        out.push(budget.into());
+    }
     let optional = [
         (
             "--not-ready-percent",
             args.not_ready_percent.map(|p| p.to_string()),
         ),
         ("--init-qps", args.init_qps.map(|q| q.to_string())),
+        ("--init-burst", args.init_burst.map(|b| b.to_string())),
         ("--quota-rps", args.quota_rps.map(|q| q.to_string())),
+        ("--quota-burst", args.quota_burst.map(|b| b.to_string())),
+        ("--repeat", args.repeat.map(|r| r.to_string())),
     ];
     for (flag, value) in optional {
         if let Some(value) = value {
             out.push(flag.into());
             out.push(value.into());
         }
+    }
+    if args.skip_periods {
+        out.push("--skip-periods".into());
     }
     out
 }
@@ -123,6 +149,15 @@ mod tests {
             "5000",
             "--init-qps",
             "0",
+            "--init-budget",
+            "adaptive",
+            "--init-budget",
+            "none",
+            "--quota-burst",
+            "100",
+            "--repeat",
+            "3",
+            "--skip-periods",
             "--release",
         ])
         .expect("parses")
@@ -134,7 +169,23 @@ mod tests {
             .collect();
         assert_eq!(
             shown,
-            ["--nodes", "1000", "--nodes", "5000", "--init-qps", "0"]
+            [
+                "--nodes",
+                "1000",
+                "--nodes",
+                "5000",
+                "--init-budget",
+                "adaptive",
+                "--init-budget",
+                "none",
+                "--init-qps",
+                "0",
+                "--quota-burst",
+                "100",
+                "--repeat",
+                "3",
+                "--skip-periods"
+            ]
         );
         assert!(runner_binary(true).ends_with("release/examples/bench-budget"));
     }
