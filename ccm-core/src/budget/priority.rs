@@ -1,37 +1,4 @@
-//! Priority classes of cloud calls: who goes first when calls must wait for the cloud-call budget.
-//!
-//! The budget sits in the provider middleware and sees only an [`Operation`](crate::intercept::Operation), not
-//! who made the call. A controller says how urgent its calls are by running the code that makes them inside
-//! [`CallPriority::scope`]; the budget reads the priority of the task the call runs in
-//! ([`CallPriority::current`]). Calls made outside any scope are [`Normal`](CallPriority::Normal).
-//!
-//! | class | who | examples |
-//! |---|---|---|
-//! | [`High`](CallPriority::High) | work a user is waiting for right now | initializing a new node |
-//! | [`Normal`](CallPriority::Normal) | everything not marked (the default) | load balancers, routes, vendor controllers |
-//! | [`Low`](CallPriority::Low) | periodic sweeps that are repeated anyway | the lifecycle pass, the periodic address sync |
-//!
-//! Waiting calls are served strictly by class, and in arrival order within a class: a call never waits behind a
-//! call of a lower class. The class only matters while calls wait; with no limit in force every call goes at
-//! once.
-//!
-//! The priority is a tokio task-local: it follows the future through every `.await`, but not into a task the
-//! future spawns (give that task its own scope). When the instance cache lets several callers share one call, the
-//! call carries the priority of the caller that started it.
-//!
-//! ```
-//! use ccm_core::budget::CallPriority;
-//!
-//! # async fn demo() {
-//! assert_eq!(CallPriority::current(), CallPriority::Normal);
-//! CallPriority::Low
-//!     .scope(async {
-//!         // every cloud call made here waits behind High and Normal calls
-//!         assert_eq!(CallPriority::current(), CallPriority::Low);
-//!     })
-//!     .await;
-//! # }
-//! ```
+//! Priority classes of cloud calls (see [`CallPriority`]).
 
 use std::future::Future;
 
@@ -39,7 +6,40 @@ tokio::task_local! {
     static PRIORITY: CallPriority;
 }
 
-/// How urgent a cloud call is, when calls must wait for budget (see the [module documentation](self)).
+/// How urgent a cloud call is: who goes first when calls must wait for the cloud-call budget.
+///
+/// The budget sits in the provider middleware and sees only an [`Operation`](crate::intercept::Operation), not
+/// who made the call. A controller says how urgent its calls are by running the code that makes them inside
+/// [`CallPriority::scope`]; the budget reads the priority of the task the call runs in
+/// ([`CallPriority::current`]). Calls made outside any scope are [`Normal`](CallPriority::Normal).
+///
+/// | class | who | examples |
+/// |---|---|---|
+/// | [`High`](CallPriority::High) | work a user is waiting for right now | initializing a new node |
+/// | [`Normal`](CallPriority::Normal) | everything not marked (the default) | load balancers, routes, vendor controllers |
+/// | [`Low`](CallPriority::Low) | periodic sweeps that are repeated anyway | the lifecycle pass, the periodic address sync |
+///
+/// Waiting calls are served strictly by class, and in arrival order within a class: a call never waits behind a
+/// call of a lower class. The class only matters while calls wait; with no limit in force every call goes at
+/// once.
+///
+/// The priority is a tokio task-local: it follows the future through every `.await`, but not into a task the
+/// future spawns (give that task its own scope). When the instance cache lets several callers share one call, the
+/// call carries the priority of the caller that started it.
+///
+/// ```
+/// use ccm_core::budget::CallPriority;
+///
+/// # async fn demo() {
+/// assert_eq!(CallPriority::current(), CallPriority::Normal);
+/// CallPriority::Low
+///     .scope(async {
+///         // every cloud call made here waits behind High and Normal calls
+///         assert_eq!(CallPriority::current(), CallPriority::Low);
+///     })
+///     .await;
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum CallPriority {
     /// Served first: work someone is waiting for (new-node initialization).
