@@ -7,7 +7,7 @@
 //! - an instance shut down → the shutdown taint within the same bound: shutdown answers are never kept either;
 //! - a node added right after a route pass → its route created and `NetworkUnavailable=False` within 1.5 s,
 //!   although `--route-reconciliation-period` is 10 s: a change starts a pass after a 250 ms debounce;
-//! - a node added → it joins a load balancer's hosts well within a second: no quiet period before host updates.
+//! - a node added → it joins a load balancer's hosts within about a second (100 ms settle, passes at most once a second).
 //!
 //! Each test prints what it measured (`cargo test -p ccm-app --test reaction_times -- --nocapture`).
 
@@ -279,7 +279,7 @@ async fn a_node_added_right_after_a_route_pass_has_its_route_within_a_second_and
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_new_node_joins_the_load_balancers_without_a_quiet_period() {
+async fn a_new_node_joins_the_load_balancers_within_about_a_second() {
     let world = World::start("react-lb", &["one", "two"]).await;
     world.register(&["one"], 230).await;
     let services: Api<Service> = Api::namespaced(world.client.clone(), &world.namespace);
@@ -318,9 +318,11 @@ async fn a_new_node_joins_the_load_balancers_without_a_quiet_period() {
     eprintln!(
         "measured with the defaults: node added -> in the load balancer's hosts after {joined:.2?}"
     );
+    // Node changes settle for 100 ms, and host-update passes start at most once per
+    // --service-node-sync-max-delay (1 s): a node joins within that plus one pass.
     assert!(
-        joined < Duration::from_millis(900),
-        "the new node joined the load balancer after {joined:?}; with no quiet period it takes one host update"
+        joined < Duration::from_millis(1500),
+        "the new node joined the load balancer after {joined:?}; the defaults allow the 1 s pass spacing plus one pass"
     );
     assert!(world.cloud.call_count(Operation::UpdateLoadBalancer) > updates);
     world.stop().await;
