@@ -47,6 +47,9 @@ pub mod annotations {
     /// Load-balancer source ranges (the Service's `spec.loadBalancerSourceRanges` wins).
     pub const LOAD_BALANCER_SOURCE_RANGES: &str =
         "service.beta.kubernetes.io/load-balancer-source-ranges";
+    /// Written by `kubectl apply` (client-side): the whole applied object as JSON. The shared informers keep only
+    /// a fingerprint of its value (see `runtime::informer::strip_node`).
+    pub const LAST_APPLIED_CONFIGURATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 }
 
 /// Finalizers.

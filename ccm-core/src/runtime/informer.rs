@@ -7,6 +7,11 @@
 //! A subscriber that falls behind the broadcast buffer receives [`InformerEvent::Resync`]: it must then re-read
 //! the [`Store`] instead of relying on the events it missed.
 //!
+//! The [`SharedInformers`] do not cache whole objects: each Node goes through [`strip_node`] and each Service
+//! through [`strip_service`] before it is stored or broadcast, which drops what no controller reads
+//! (`managedFields`, the last-applied JSON, a node's image list, volumes, capacity, ...). Their docs list what
+//! the cache keeps; read an object from the API for anything else.
+//!
 //! ```no_run
 //! use ccm_core::runtime::informer::{Informer, InformerEvent};
 //! use k8s_openapi::api::core::v1::Node;
@@ -41,6 +46,10 @@ use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::helpers::object_key;
+
+mod strip;
+
+pub use strip::{STRIPPED_VALUE_PREFIX, strip_node, strip_service};
 
 /// How many events a slow subscriber may fall behind before it gets [`InformerEvent::Resync`].
 pub const EVENT_BUFFER: usize = 16 * 1024;
@@ -148,7 +157,6 @@ impl<K> Store<K> {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-
 }
 
 /// The writing side of a [`Store`]: the informer owns one, and tests of code that reads a store make one (as
@@ -293,6 +301,8 @@ struct Inner<K: Resource + Clone> {
     store: StoreWriter<K>,
     events: broadcast::Sender<InformerEvent<K>>,
     synced: watch::Sender<bool>,
+    /// Applied to every object from the watch before it is stored or broadcast.
+    transform: fn(&mut K),
 }
 
 /// A shared list-watch cache of one resource kind. Cheap to clone; clones share the cache.
@@ -321,8 +331,16 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default,
 {
-    /// An informer over `api` with the watch settings `config` (label or field selectors). Not started.
+    /// An informer over `api` with the watch settings `config` (label or field selectors) that caches whole
+    /// objects. Not started.
     pub fn new(api: Api<K>, config: watcher::Config) -> Self {
+        Self::with_transform(api, config, |_| {})
+    }
+
+    /// An informer that applies `transform` to every object from the watch before it is stored or broadcast
+    /// (the old and the new object of an update are both transformed), as client-go's `SetTransform`: the
+    /// [`SharedInformers`] pass [`strip_node`] and [`strip_service`]. Not started.
+    pub fn with_transform(api: Api<K>, config: watcher::Config, transform: fn(&mut K)) -> Self {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let (synced, _) = watch::channel(false);
         Informer {
@@ -332,6 +350,7 @@ where
                 store: StoreWriter::new(),
                 events,
                 synced,
+                transform,
             }),
         }
     }
@@ -418,7 +437,8 @@ where
                 self.inner.synced.send_replace(true);
             }
             watcher::Event::Apply(obj) => self.upsert(key_of(&obj), obj),
-            watcher::Event::Delete(obj) => {
+            watcher::Event::Delete(mut obj) => {
+                (self.inner.transform)(&mut obj);
                 let key = key_of(&obj);
                 let last = self
                     .inner
@@ -430,7 +450,8 @@ where
         }
     }
 
-    fn upsert(&self, key: String, obj: K) {
+    fn upsert(&self, key: String, mut obj: K) {
+        (self.inner.transform)(&mut obj);
         let new = Arc::new(obj);
         match self.inner.store.insert(key, new.clone()) {
             None => {
@@ -490,6 +511,8 @@ impl InformerScope {
 }
 
 /// The informers every controller shares: one for Nodes and one for Services.
+///
+/// They cache stripped objects: [`strip_node`] and [`strip_service`] say what is kept.
 #[derive(Clone, Debug)]
 pub struct SharedInformers {
     nodes: Informer<Node>,
@@ -522,8 +545,8 @@ impl SharedInformers {
             None => Api::all(client.clone()),
         };
         SharedInformers {
-            nodes: Informer::new(Api::all(client), node_cfg),
-            services: Informer::new(services_api, svc_cfg),
+            nodes: Informer::with_transform(Api::all(client), node_cfg, strip_node),
+            services: Informer::with_transform(services_api, svc_cfg, strip_service),
         }
     }
 
@@ -568,16 +591,67 @@ mod tests {
     }
 
     fn informer() -> Informer<Node> {
+        Informer::new(Api::all(offline_client()), watcher::Config::default())
+    }
+
+    fn offline_client() -> kube::Client {
         // The api is never used: events are applied directly.
-        let client = kube::Client::new(
+        kube::Client::new(
             tower::service_fn(|_req: http::Request<kube::client::Body>| async {
                 Err::<http::Response<kube::client::Body>, std::io::Error>(std::io::Error::other(
                     "offline",
                 ))
             }),
             "default",
+        )
+    }
+
+    fn bulky(name: &str, rv: &str) -> Node {
+        let mut n = node(name, rv);
+        n.metadata.managed_fields = Some(vec![Default::default()]);
+        n.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+            images: Some(vec![Default::default()]),
+            ..Default::default()
+        });
+        n
+    }
+
+    fn is_stripped(n: &Node) -> bool {
+        n.metadata.managed_fields.is_none() && n.status.as_ref().is_some_and(|s| s.images.is_none())
+    }
+
+    #[tokio::test]
+    async fn a_transform_applies_to_the_store_and_every_event() {
+        let inf = Informer::with_transform(
+            Api::all(offline_client()),
+            watcher::Config::default(),
+            strip_node,
         );
-        Informer::new(Api::all(client), watcher::Config::default())
+        let mut sub = inf.subscribe();
+        let mut init = None;
+        inf.apply(watcher::Event::Init, &mut init);
+        inf.apply(watcher::Event::InitApply(bulky("a", "1")), &mut init);
+        inf.apply(watcher::Event::InitDone, &mut init);
+        inf.apply(watcher::Event::Apply(bulky("a", "2")), &mut init);
+        assert!(is_stripped(&inf.store().get("a").unwrap()));
+        inf.apply(watcher::Event::Delete(bulky("a", "3")), &mut init);
+        inf.apply(watcher::Event::Delete(bulky("never-seen", "1")), &mut init);
+        let mut seen = 0;
+        while let Ok(ev) = sub.rx.try_recv() {
+            seen += 1;
+            match ev {
+                InformerEvent::Added(n) | InformerEvent::Deleted(n) => assert!(is_stripped(&n)),
+                InformerEvent::Updated { old, new } => {
+                    assert!(is_stripped(&old) && is_stripped(&new));
+                }
+                InformerEvent::Resync => panic!("no resync expected"),
+            }
+        }
+        assert_eq!(seen, 4);
+        // the plain constructor keeps whole objects
+        let whole = informer();
+        whole.apply(watcher::Event::Apply(bulky("a", "1")), &mut init);
+        assert!(!is_stripped(&whole.store().get("a").unwrap()));
     }
 
     #[tokio::test]

@@ -1,0 +1,449 @@
+//! What the shared informers keep of each Node and Service: everything a controller of the SDK reads, and nothing
+//! large that none reads (see [`strip_node`] and [`strip_service`]).
+
+use std::hash::{Hash, Hasher};
+
+use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, NodeSystemInfo, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::names::annotations::LAST_APPLIED_CONFIGURATION;
+
+/// How a cached `kubectl.kubernetes.io/last-applied-configuration` value starts: the informers replace the
+/// applied JSON with `stripped, <length> bytes, fingerprint <16 hex digits>`.
+pub const STRIPPED_VALUE_PREFIX: &str = "stripped, ";
+
+/// Reduce a Node to what the shared cache holds; the informer applies it to every Node before it is stored or
+/// broadcast (so `old` and `new` of an update are both stripped).
+///
+/// | part | kept | stripped |
+/// |---|---|---|
+/// | `metadata` | everything else: name, uid, resourceVersion, generation, creation and deletion timestamps, labels, annotations, finalizers, ownerReferences | `managedFields`; the value of `kubectl.kubernetes.io/last-applied-configuration` becomes a short fingerprint (see below) |
+/// | `spec` | `providerID`, `taints`, `podCIDR`, `podCIDRs`, `unschedulable` | `configSource`, `externalID` (both deprecated) |
+/// | `status` | `addresses`, `conditions` (whole, every type), `nodeInfo.systemUUID`, `.machineID`, `.bootID`, `.operatingSystem`, `.architecture` | `images`, `volumesInUse`, `volumesAttached`, `capacity`, `allocatable`, `daemonEndpoints`, `config`, `runtimeHandlers`, `features`, `declaredFeatures`, `phase`, and the rest of `nodeInfo` (`kubeletVersion`, `kubeProxyVersion`, `kernelVersion`, `osImage`, `containerRuntimeVersion`, `swap`) |
+///
+/// What reads the kept fields: the cloud node controller (taints, providerID, labels, the
+/// `alpha.kubernetes.io/provided-node-ip` annotation, addresses, resourceVersion for its guarded patches and its
+/// stale-cache check, creationTimestamp for its metrics), the lifecycle controller (providerID, taints, the Ready
+/// condition, uid as the delete precondition), the service controller (labels, taints, providerID,
+/// deletionTimestamp), the route controller (podCIDR(s), addresses, uid, resourceVersion, the NetworkUnavailable
+/// condition), the instance cache's invalidator (providerID, the Ready condition), the bootstrap self-check
+/// (taints, creationTimestamp) and the provider, which gets cached Nodes in its InstancesV2 and LoadBalancer calls
+/// (name, providerID, addresses, labels; `unschedulable` and the `nodeInfo` identity fields are kept for
+/// providers that find an instance by its system UUID or treat cordoned nodes or one platform specially).
+///
+/// The container-level `Option`s are never emptied: a Node that had a `spec` or `status` keeps one, and a map
+/// that had annotations keeps it, so a JSON Patch planned from a cached Node (`add /status/addresses` rather
+/// than `add /status`) never replaces a whole object on the server. A controller that needs a stripped field
+/// reads the Node from the API; and no controller may write a cached Node back whole (update or apply), since
+/// that would erase what the cache left out: patch the fields you own.
+///
+/// `kubectl.kubernetes.io/last-applied-configuration` is a copy of the applied object and can be as large as the
+/// object itself. It is kept as `stripped, <length> bytes, fingerprint <hash>`, so a change of the annotation is
+/// still a change (Go's service controller syncs a Service on any annotation change; the fingerprint keeps that
+/// decision identical) while the JSON is gone. Stripping twice changes nothing.
+///
+/// ```
+/// use ccm_core::runtime::informer::strip_node;
+/// use k8s_openapi::api::core::v1::{ContainerImage, Node, NodeAddress, NodeStatus};
+///
+/// let mut node = Node {
+///     status: Some(NodeStatus {
+///         addresses: Some(vec![NodeAddress { type_: "InternalIP".into(), address: "10.0.0.1".into() }]),
+///         images: Some(vec![ContainerImage { names: Some(vec!["registry.example/app:1".into()]), size_bytes: Some(1) }]),
+///         ..Default::default()
+///     }),
+///     ..Default::default()
+/// };
+/// strip_node(&mut node);
+/// let status = node.status.unwrap();
+/// assert_eq!(status.addresses.unwrap()[0].address, "10.0.0.1");
+/// assert_eq!(status.images, None);
+/// ```
+pub fn strip_node(node: &mut Node) {
+    strip_metadata(&mut node.metadata);
+    if let Some(spec) = node.spec.take() {
+        node.spec = Some(NodeSpec {
+            pod_cidr: spec.pod_cidr,
+            pod_cidrs: spec.pod_cidrs,
+            provider_id: spec.provider_id,
+            taints: spec.taints,
+            unschedulable: spec.unschedulable,
+            ..Default::default()
+        });
+    }
+    if let Some(status) = node.status.take() {
+        node.status = Some(NodeStatus {
+            addresses: status.addresses,
+            conditions: status.conditions,
+            node_info: status.node_info.map(|info| NodeSystemInfo {
+                architecture: info.architecture,
+                boot_id: info.boot_id,
+                machine_id: info.machine_id,
+                operating_system: info.operating_system,
+                system_uuid: info.system_uuid,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
+}
+
+/// Reduce a Service to what the shared cache holds: everything but `metadata.managedFields`, with the value of
+/// `kubectl.kubernetes.io/last-applied-configuration` replaced by its fingerprint (as [`strip_node`] does).
+///
+/// The spec, status, labels, the other annotations and the finalizers all stay: the service controller compares
+/// most of them (Go's `needsUpdate`), and the provider gets the cached Service in every LoadBalancer call and may
+/// read any of its own annotations.
+pub fn strip_service(service: &mut Service) {
+    strip_metadata(&mut service.metadata);
+}
+
+fn strip_metadata(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
+    if let Some(value) = meta
+        .annotations
+        .as_mut()
+        .and_then(|a| a.get_mut(LAST_APPLIED_CONFIGURATION))
+        && !value.starts_with(STRIPPED_VALUE_PREFIX)
+    {
+        *value = fingerprint(value);
+    }
+}
+
+/// `stripped, <length> bytes, fingerprint <hash>`: equal for equal values and, but for a 64-bit hash collision,
+/// different for different ones (the hash only has to agree within one process: the cache is never persisted).
+fn fingerprint(value: &str) -> String {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    value.hash(&mut hasher);
+    format!(
+        "{STRIPPED_VALUE_PREFIX}{} bytes, fingerprint {:016x}",
+        value.len(),
+        hasher.finish()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::helpers;
+    use crate::names;
+    use serde_json::{Value, json};
+
+    const NODE: &str = include_str!("../../../tests/fixtures/node.json");
+    const SERVICE: &str = include_str!("../../../tests/fixtures/service.json");
+
+    fn node() -> Node {
+        serde_json::from_str(NODE).unwrap()
+    }
+
+    fn service() -> Service {
+        serde_json::from_str(SERVICE).unwrap()
+    }
+
+    fn stripped<T: Clone>(object: &T, strip: fn(&mut T)) -> T {
+        let mut copy = object.clone();
+        strip(&mut copy);
+        copy
+    }
+
+    fn keys(value: &Value) -> Vec<&str> {
+        let mut keys: Vec<&str> = value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    fn last_applied(meta: &ObjectMeta) -> Option<&str> {
+        meta.annotations
+            .as_ref()?
+            .get(LAST_APPLIED_CONFIGURATION)
+            .map(String::as_str)
+    }
+
+    #[test]
+    fn a_realistic_node_keeps_exactly_the_kept_fields() {
+        let original = node();
+        let before = serde_json::to_value(&original).unwrap();
+        let after = serde_json::to_value(stripped(&original, strip_node)).unwrap();
+
+        assert_eq!(
+            keys(&after),
+            ["apiVersion", "kind", "metadata", "spec", "status"]
+        );
+        assert_eq!(
+            keys(&after["metadata"]),
+            [
+                "annotations",
+                "creationTimestamp",
+                "labels",
+                "name",
+                "resourceVersion",
+                "uid"
+            ]
+        );
+        for field in [
+            "creationTimestamp",
+            "labels",
+            "name",
+            "resourceVersion",
+            "uid",
+        ] {
+            assert_eq!(
+                after["metadata"][field], before["metadata"][field],
+                "{field}"
+            );
+        }
+        assert_eq!(after["spec"], before["spec"]);
+        assert_eq!(
+            keys(&after["status"]),
+            ["addresses", "conditions", "nodeInfo"]
+        );
+        assert_eq!(after["status"]["addresses"], before["status"]["addresses"]);
+        assert_eq!(
+            after["status"]["conditions"],
+            before["status"]["conditions"]
+        );
+        assert_eq!(
+            after["status"]["nodeInfo"],
+            json!({
+                "architecture": "amd64",
+                "bootID": "6f1d2c3b-4a59-4e8d-9c7b-1a2b3c4d5e6f",
+                "containerRuntimeVersion": "",
+                "kernelVersion": "",
+                "kubeProxyVersion": "",
+                "kubeletVersion": "",
+                "machineID": "ec2a9d3c1f7e4b5d8a6c0e2f4b1d3a5c",
+                "operatingSystem": "linux",
+                "osImage": "",
+                "systemUUID": "ec2a9d3c-1f7e-4b5d-8a6c-0e2f4b1d3a5c",
+            })
+        );
+
+        // every annotation but last-applied is untouched; last-applied is a fingerprint
+        let mut annotations = before["metadata"]["annotations"].clone();
+        let applied = annotations[LAST_APPLIED_CONFIGURATION]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        annotations[LAST_APPLIED_CONFIGURATION] = Value::String(fingerprint(&applied));
+        assert_eq!(after["metadata"]["annotations"], annotations);
+        let kept = after["metadata"]["annotations"][LAST_APPLIED_CONFIGURATION]
+            .as_str()
+            .unwrap();
+        assert!(kept.starts_with(&format!(
+            "{STRIPPED_VALUE_PREFIX}{} bytes, fingerprint ",
+            applied.len()
+        )));
+        assert!(kept.len() < 60, "{kept}");
+
+        // what was there and is gone
+        assert!(
+            before["metadata"]["managedFields"]
+                .as_array()
+                .unwrap()
+                .len()
+                > 5
+        );
+        assert_eq!(before["status"]["images"].as_array().unwrap().len(), 50);
+        for gone in [
+            "allocatable",
+            "capacity",
+            "config",
+            "daemonEndpoints",
+            "features",
+            "images",
+            "runtimeHandlers",
+            "volumesAttached",
+            "volumesInUse",
+        ] {
+            assert!(
+                before["status"].get(gone).is_some(),
+                "the fixture has {gone}"
+            );
+        }
+
+        let (full, small) = (before.to_string().len(), after.to_string().len());
+        assert!(small * 5 < full, "{full} bytes stripped to {small}");
+    }
+
+    #[test]
+    fn every_unkept_spec_and_status_field_goes() {
+        let mut node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n"},
+            "spec": {"externalID": "i-1", "configSource": {"configMap": {"name": "c", "namespace": "kube-system", "kubeletConfigKey": "k"}}, "unschedulable": true},
+            "status": {"phase": "Running", "declaredFeatures": ["A"], "nodeInfo": {
+                "architecture": "arm64", "bootID": "b", "containerRuntimeVersion": "c", "kernelVersion": "k",
+                "kubeProxyVersion": "p", "kubeletVersion": "v", "machineID": "m", "operatingSystem": "linux",
+                "osImage": "o", "systemUUID": "u", "swap": {"capacity": 1}}}
+        }))
+        .unwrap();
+        strip_node(&mut node);
+        assert_eq!(
+            serde_json::to_value(&node).unwrap(),
+            json!({
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": "n"},
+                "spec": {"unschedulable": true},
+                "status": {"nodeInfo": {
+                    "architecture": "arm64", "bootID": "b", "containerRuntimeVersion": "", "kernelVersion": "",
+                    "kubeProxyVersion": "", "kubeletVersion": "", "machineID": "m", "operatingSystem": "linux",
+                    "osImage": "", "systemUUID": "u"}}
+            })
+        );
+    }
+
+    #[test]
+    fn empty_parts_stay_present_and_absent_ones_absent() {
+        let mut bare = Node::default();
+        strip_node(&mut bare);
+        assert_eq!(bare, Node::default());
+
+        // `status: {}` stays `Some`: a patch planned from the cache adds `/status/addresses`, never `/status`
+        let mut empty: Node = serde_json::from_value(
+            json!({"metadata": {"annotations": {}}, "spec": {}, "status": {"images": []}}),
+        )
+        .unwrap();
+        strip_node(&mut empty);
+        assert_eq!(empty.spec, Some(NodeSpec::default()));
+        assert_eq!(empty.status, Some(NodeStatus::default()));
+        assert_eq!(empty.metadata.annotations, Some(Default::default()));
+    }
+
+    #[test]
+    fn stripping_is_idempotent() {
+        let once = stripped(&node(), strip_node);
+        assert_eq!(stripped(&once, strip_node), once);
+        let once = stripped(&service(), strip_service);
+        assert_eq!(stripped(&once, strip_service), once);
+    }
+
+    #[test]
+    fn last_applied_fingerprints_tell_changes_apart() {
+        let a = fingerprint("{\"a\":1}\n");
+        assert_eq!(a, fingerprint("{\"a\":1}\n"));
+        assert_ne!(a, fingerprint("{\"a\":2}\n"));
+        assert!(a.starts_with(STRIPPED_VALUE_PREFIX));
+
+        let mut changed = node();
+        changed
+            .metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(LAST_APPLIED_CONFIGURATION.into(), "{}\n".into());
+        assert_ne!(
+            last_applied(&stripped(&node(), strip_node).metadata),
+            last_applied(&stripped(&changed, strip_node).metadata)
+        );
+        let mut none = node();
+        none.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .remove(LAST_APPLIED_CONFIGURATION);
+        assert_eq!(last_applied(&stripped(&none, strip_node).metadata), None);
+    }
+
+    #[test]
+    fn a_realistic_service_loses_only_managed_fields_and_the_applied_json() {
+        let original = service();
+        let after = stripped(&original, strip_service);
+        assert!(original.metadata.managed_fields.is_some());
+        assert_eq!(after.metadata.managed_fields, None);
+        assert_eq!(
+            last_applied(&after.metadata),
+            Some(fingerprint(last_applied(&original.metadata).unwrap()).as_str())
+        );
+        let mut expected = original.clone();
+        expected.metadata.managed_fields = None;
+        expected.metadata.annotations.as_mut().unwrap().insert(
+            LAST_APPLIED_CONFIGURATION.into(),
+            last_applied(&after.metadata).unwrap().into(),
+        );
+        assert_eq!(after, expected);
+    }
+
+    #[test]
+    fn the_core_helpers_answer_the_same_on_stripped_objects() {
+        let original = node();
+        let mut variants = vec![original.clone()];
+        let mut tainted = original.clone();
+        tainted.spec.as_mut().unwrap().taints = Some(vec![k8s_openapi::api::core::v1::Taint {
+            key: names::taints::UNINITIALIZED.into(),
+            value: Some("true".into()),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        }]);
+        variants.push(tainted);
+        let mut not_ready = original.clone();
+        for c in not_ready
+            .status
+            .as_mut()
+            .unwrap()
+            .conditions
+            .as_mut()
+            .unwrap()
+        {
+            if c.type_ == names::conditions::READY {
+                c.status = "Unknown".into();
+            }
+        }
+        variants.push(not_ready);
+        for node in variants {
+            let small = stripped(&node, strip_node);
+            assert_eq!(helpers::node_name(&small), helpers::node_name(&node));
+            assert_eq!(
+                helpers::node_provider_id(&small),
+                helpers::node_provider_id(&node)
+            );
+            for taint in [names::taints::UNINITIALIZED, names::taints::SHUTDOWN] {
+                assert_eq!(
+                    helpers::node_has_taint(&small, taint),
+                    helpers::node_has_taint(&node, taint)
+                );
+            }
+            for condition in [
+                names::conditions::READY,
+                names::conditions::NETWORK_UNAVAILABLE,
+            ] {
+                assert_eq!(
+                    helpers::node_condition_status(&small, condition),
+                    helpers::node_condition_status(&node, condition)
+                );
+            }
+        }
+
+        let svc = service();
+        let small = stripped(&svc, strip_service);
+        assert_eq!(
+            helpers::default_load_balancer_name(&small),
+            helpers::default_load_balancer_name(&svc)
+        );
+        assert_eq!(helpers::service_key(&small), helpers::service_key(&svc));
+        assert_eq!(
+            helpers::load_balancer_source_ranges(&small),
+            helpers::load_balancer_source_ranges(&svc)
+        );
+        assert_eq!(
+            helpers::has_load_balancer_finalizer(&small),
+            helpers::has_load_balancer_finalizer(&svc)
+        );
+        assert_eq!(
+            helpers::needs_health_check(&small),
+            helpers::needs_health_check(&svc)
+        );
+        assert_eq!(
+            helpers::service_health_check_path_port(&small),
+            helpers::service_health_check_path_port(&svc)
+        );
+        assert_eq!(
+            helpers::requests_only_local_traffic(&small),
+            helpers::requests_only_local_traffic(&svc)
+        );
+    }
+}

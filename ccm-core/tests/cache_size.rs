@@ -1,0 +1,158 @@
+//! How much memory the shared Node cache needs, whole and stripped (`strip_node`): the figures of
+//! docs/benchmarks.md, "Cached object size". Ignored by default (it measures, it does not check much):
+//!
+//! ```sh
+//! cargo test --release -p ccm-core --test cache_size -- --ignored --nocapture
+//! ```
+//!
+//! Each node is the realistic fixture `tests/fixtures/node.json` (50 images, the managedFields of seven
+//! managers, 16 labels, 6 annotations, volumes, nodeInfo) with its own name, uid, addresses, providerID and pod
+//! CIDR. It is serialized to JSON and deserialized again, as the watch delivers it, then held in an `Arc` as the
+//! store holds it; the stripped run strips each node right after deserializing it, as the informer does. Each
+//! run is a process of its own (this test binary started again), and reports the compact JSON size of what it
+//! holds and the growth of its resident set (VmRSS) after 1,000 and after 5,000 nodes.
+
+use std::process::Command;
+use std::sync::Arc;
+
+use ccm_core::runtime::informer::strip_node;
+use k8s_openapi::api::core::v1::Node;
+
+const NODE: &str = include_str!("fixtures/node.json");
+
+/// This process's resident set in bytes (Linux; 0 elsewhere).
+fn rss() -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
+        })
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// The JSON of node `i`: the fixture with its own identity.
+fn node_json(template: &Node, i: usize) -> String {
+    let mut node = template.clone();
+    let name = format!("worker-pool-a-{i:05}");
+    let ip = format!("10.0.{}.{}", i / 250, i % 250 + 1);
+    node.metadata.name = Some(name.clone());
+    node.metadata.uid = Some(format!("0b4e8c2a-6d1f-4f57-9a3e-{i:012}"));
+    node.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("kubernetes.io/hostname".into(), name.clone());
+    node.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert("alpha.kubernetes.io/provided-node-ip".into(), ip.clone());
+    let spec = node.spec.as_mut().unwrap();
+    spec.provider_id = Some(format!("aws:///eu-west-1b/i-{i:017x}"));
+    let cidr = format!("10.{}.{}.0/24", 120 + i / 250, i % 250);
+    spec.pod_cidr = Some(cidr.clone());
+    spec.pod_cidrs = Some(vec![cidr]);
+    let status = node.status.as_mut().unwrap();
+    for address in status.addresses.as_mut().unwrap() {
+        match address.type_.as_str() {
+            "InternalIP" => address.address = ip.clone(),
+            "Hostname" => address.address = name.clone(),
+            _ => address.address = format!("{}-{i}", address.address),
+        }
+    }
+    serde_json::to_string(&node).unwrap()
+}
+
+/// How many nodes the measurement holds, and after how many it reports.
+const COUNTS: [usize; 2] = [1_000, 5_000];
+
+/// Build `COUNTS` nodes, whole or stripped, reporting per step: the compact JSON of the cached nodes and the
+/// growth of the resident set since the start (bytes).
+fn build(strip: bool) -> Vec<(usize, usize, usize)> {
+    let template: Node = serde_json::from_str(NODE).unwrap();
+    let rss_before = rss();
+    let mut json = 0;
+    let mut nodes: Vec<Arc<Node>> = Vec::with_capacity(COUNTS[COUNTS.len() - 1]);
+    let mut report = Vec::new();
+    for count in COUNTS {
+        while nodes.len() < count {
+            let text = node_json(&template, nodes.len());
+            let mut node: Node = serde_json::from_str(&text).unwrap();
+            drop(text);
+            if strip {
+                strip_node(&mut node);
+            }
+            json += serde_json::to_string(&node).unwrap().len();
+            nodes.push(Arc::new(node));
+        }
+        report.push((count, json, rss().saturating_sub(rss_before)));
+    }
+    report
+}
+
+/// One measurement in this process, when the parent test asks for it (see [`cached_node_size`]).
+#[test]
+#[ignore = "run by cached_node_size in a process of its own"]
+fn measure_one() {
+    let Ok(mode) = std::env::var("CCM_CACHE_SIZE_MODE") else {
+        return;
+    };
+    for (count, json, rss) in build(mode == "stripped") {
+        println!("RESULT {mode} {count} {json} {rss}");
+    }
+}
+
+fn per_node_kib(bytes: usize, count: usize) -> String {
+    format!("{:.1}", bytes as f64 / count as f64 / 1024.0)
+}
+
+fn mib(bytes: usize) -> String {
+    format!("{:.1}", bytes as f64 / 1024.0 / 1024.0)
+}
+
+#[test]
+#[ignore = "a measurement; run it with --ignored --nocapture"]
+fn cached_node_size() {
+    let mut rows = Vec::new();
+    for mode in ["whole", "stripped"] {
+        // a process per mode, so that neither run reuses memory the other freed
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--ignored",
+                "--exact",
+                "measure_one",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("CCM_CACHE_SIZE_MODE", mode)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            // (the harness may print `test measure_one ... ` on the same line)
+            if let Some((_, result)) = line.split_once("RESULT ") {
+                let f: Vec<&str> = result.split(' ').collect();
+                let n = |i: usize| f[i].parse::<usize>().unwrap();
+                rows.push((f[0].to_owned(), n(1), n(2), n(3)));
+            }
+        }
+    }
+    rows.sort_by_key(|r| r.1);
+    println!("| nodes | cache | JSON per node (KiB) | RSS growth (MiB) | RSS per node (KiB) |");
+    println!("|---|---|---|---|---|");
+    for (mode, count, json, rss) in &rows {
+        println!(
+            "| {count} | {mode} | {} | {} | {} |",
+            per_node_kib(*json, *count),
+            mib(*rss),
+            per_node_kib(*rss, *count)
+        );
+    }
+    assert_eq!(rows.len(), 2 * COUNTS.len());
+}
