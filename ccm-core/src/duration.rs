@@ -26,7 +26,7 @@
 //! assert_eq!(ttl.get(), Duration::from_secs(120));
 //! ```
 //!
-//! In serde types, hold a [`GoDuration`], or keep a [`Duration`] and name the helpers in [`serde`](self::serde)
+//! In serde types, hold a [`GoDuration`], or keep a [`Duration`] and name the helpers in [`serde`]
 //! (with [`GoDuration`] as the JSON schema):
 //!
 //! ```

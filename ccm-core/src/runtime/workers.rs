@@ -8,7 +8,7 @@
 //! |---|---|
 //! | `Ok(Action::Done)` | forgets the key's failures |
 //! | `Ok(Action::RequeueAfter(d))` | forgets the key's failures and queues it again after `d` |
-//! | `Err(e)`, with a [`CloudError`] asking to retry after `d` anywhere in `e`'s source chain (`RetryAfter` or `Throttled` with a delay) | queues it again after exactly `d`, without counting a failure (Go: `RetryError`) |
+//! | `Err(e)`, with a [`CloudError`](crate::CloudError) asking to retry after `d` anywhere in `e`'s source chain (`RetryAfter` or `Throttled` with a delay) | queues it again after exactly `d`, without counting a failure (Go: `RetryError`) |
 //! | any other `Err(e)` | queues it again with the key's exponential backoff (one more failure) |
 //!
 //! ```no_run
@@ -61,7 +61,7 @@ pub enum Decision {
     Backoff,
 }
 
-/// The delay a [`CloudError`] anywhere in `error`'s source chain asks for (see [`crate::CloudError::retry_after`]).
+/// The delay a [`CloudError`](crate::CloudError) anywhere in `error`'s source chain asks for (see [`crate::CloudError::retry_after`]).
 pub fn retry_after(error: &(dyn StdError + 'static)) -> Option<Duration> {
     find_cloud_error(error).and_then(|cloud| cloud.retry_after())
 }
