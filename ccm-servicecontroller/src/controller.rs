@@ -195,10 +195,16 @@ impl ServiceController {
             _ = shutdown.cancelled() => return,
             _ = inner.nodes.wait_synced() => {}
         }
-        // Everything seen so far is in the caches, which `enqueue_all` reads: the events buffered while
-        // syncing would only queue the same Services a second time.
-        while let Some(Some(_)) = services.recv().now_or_never() {}
-        while let Some(Some(_)) = nodes.recv().now_or_never() {}
+        // Everything seen so far is in the caches, which `enqueue_all` and every ensure read: the events buffered
+        // while syncing would only queue the same Services a second time (ensured twice if a worker has already
+        // taken them) and start a node-sync pass with nothing to update.
+        let skipped_services = skip_buffered(&mut services);
+        let skipped_nodes = skip_buffered(&mut nodes);
+        tracing::debug!(
+            services = skipped_services,
+            nodes = skipped_nodes,
+            "dropped the events of the initial lists"
+        );
         inner.enqueue_all();
 
         let mut tasks = JoinSet::new();
@@ -250,6 +256,19 @@ impl Controller for ServiceController {
         ServiceController::run(*self, shutdown).await;
         Ok(())
     }
+}
+
+/// Drop every event already buffered in `events`; returns how many.
+///
+/// `recv` is polled `unconstrained`: tokio's cooperative budget (128 operations per poll of a task) would
+/// otherwise make it report "not ready" while events are still buffered, and the rest of a large initial list would
+/// reach the event router.
+fn skip_buffered<K: Clone>(events: &mut Subscription<K>) -> usize {
+    let mut skipped = 0;
+    while let Some(Some(_)) = tokio::task::unconstrained(events.recv()).now_or_never() {
+        skipped += 1;
+    }
+    skipped
 }
 
 fn split_key(key: &str) -> Result<(&str, &str), Error> {
