@@ -69,6 +69,18 @@ impl CloudInstances {
         })
     }
 
+    /// The instance API `controller` needs: InstancesV2 or Instances, else [`Error::InstancesUnsupported`].
+    pub(crate) fn for_controller(
+        provider: &dyn CloudProvider,
+        timeout: Duration,
+        controller: &'static str,
+    ) -> Result<Self, Error> {
+        Self::from_provider(provider, timeout).ok_or_else(|| Error::InstancesUnsupported {
+            provider: provider.provider_name().to_owned(),
+            controller,
+        })
+    }
+
     pub(crate) fn is_v2(&self) -> bool {
         matches!(self.api, Api::V2(_))
     }

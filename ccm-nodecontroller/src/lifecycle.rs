@@ -335,11 +335,11 @@ impl CloudNodeLifecycleController {
     /// Build the controller from the process context: validates `config` and needs InstancesV2 or Instances.
     pub fn new(ctx: &ControllerContext, config: Config) -> Result<Self, Error> {
         config.validate()?;
-        let cloud = CloudInstances::from_provider(ctx.provider.as_ref(), config.cloud_call_timeout)
-            .ok_or_else(|| Error::InstancesUnsupported {
-                provider: ctx.provider.provider_name().to_owned(),
-                controller: CONTROLLER,
-            })?;
+        let cloud = CloudInstances::for_controller(
+            ctx.provider.as_ref(),
+            config.cloud_call_timeout,
+            CONTROLLER,
+        )?;
         let informer = ctx.informers.nodes().clone();
         Ok(CloudNodeLifecycleController {
             nodes: Api::all(ctx.client.clone()),

@@ -202,11 +202,11 @@ impl CloudNodeController {
     /// subscribes to the shared Node informer and registers the metrics into `ctx.metrics`.
     pub fn new(ctx: &ControllerContext, config: Config) -> Result<Self, Error> {
         config.validate()?;
-        let cloud = CloudInstances::from_provider(ctx.provider.as_ref(), config.cloud_call_timeout)
-            .ok_or_else(|| Error::InstancesUnsupported {
-                provider: ctx.provider.provider_name().to_owned(),
-                controller: CONTROLLER,
-            })?;
+        let cloud = CloudInstances::for_controller(
+            ctx.provider.as_ref(),
+            config.cloud_call_timeout,
+            CONTROLLER,
+        )?;
         let informer = ctx.informers.nodes().clone();
         let events = informer.subscribe();
         let queue = WorkQueue::with_metrics(
