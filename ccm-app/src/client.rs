@@ -1,18 +1,228 @@
 //! Kubernetes clients: the connection from `--kubeconfig` / `--master` (or the in-cluster configuration), and one
-//! named client per user (each controller, the informers, leader election), each with its own user agent and its
-//! own `--kube-api-qps` / `--kube-api-burst` token bucket, as each Go controller has its own clientset.
+//! named client per user (each controller, the informers, leader election), each with its own user agent, its own
+//! `--kube-api-qps` / `--kube-api-burst` token bucket (as each Go controller has its own clientset) and the retry
+//! of 429 answers after their `Retry-After` ([`crate::retry`]).
+//!
+//! The limits in force are [`KubeApiLimits`]: with both flags unset the runtime detects once, at start, whether
+//! the API server runs API Priority and Fairness ([`detect_apf`]) and sets no client-side limit if it does, Go's
+//! 20/30 if it does not; flags that are set are honoured exactly, as Go does.
 //!
 //! The named clients share one connection pool.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use http::HeaderValue;
 use http::header::USER_AGENT;
 use kube::client::Body;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 
-use crate::options::CcmOptions;
-use crate::ratelimit::TokenBucketLayer;
+use ccm_core::runtime::metrics::SharedRegistry;
+
+use crate::options::{CcmOptions, DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, KubeApiLimit};
+use crate::ratelimit::{TokenBucketLayer, effective_limits};
+use crate::retry::RetryAfterLayer;
+
+/// The response header an API server with API Priority and Fairness sets on every request it classified: the UID
+/// of the FlowSchema that matched.
+pub const APF_FLOW_SCHEMA_HEADER: &str = "X-Kubernetes-PF-FlowSchema-UID";
+/// The header with the UID of the priority level the request was assigned to.
+pub const APF_PRIORITY_LEVEL_HEADER: &str = "X-Kubernetes-PF-PriorityLevel-UID";
+/// How long start-up waits for the API Priority and Fairness detection before assuming there is none.
+pub const APF_DETECTION_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The `/configz` key under which the Kubernetes API client limit in force is served ([`KubeApiLimits::to_json`]),
+/// beside `cloudcontrollermanager.config.k8s.io`.
+pub const KUBE_API_CLIENT_CONFIGZ: &str = "kubeApiClient";
+
+/// How `--kube-api-qps` / `--kube-api-burst` were given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KubeApiLimitMode {
+    /// Neither flag set: decided from the API server (APF or not).
+    Auto,
+    /// At least one flag set: honoured exactly (the other one at Go's default).
+    Explicit,
+}
+
+impl KubeApiLimitMode {
+    /// `auto` or `explicit`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KubeApiLimitMode::Auto => "auto",
+            KubeApiLimitMode::Explicit => "explicit",
+        }
+    }
+}
+
+/// The client-side limit of every named client: each has its own token bucket of `qps`/`burst`, or none.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KubeApiLimits {
+    /// How the limits were decided.
+    pub mode: KubeApiLimitMode,
+    /// Whether the API server runs API Priority and Fairness; `None` when it was not asked (explicit limits) or
+    /// did not answer.
+    pub apf: Option<bool>,
+    /// Requests per second per client; `None`: no client-side limit.
+    pub qps: Option<f32>,
+    /// The burst of each bucket (meaningless without `qps`).
+    pub burst: u32,
+}
+
+impl KubeApiLimits {
+    /// Whether the decision needs to know about APF: only when neither flag is set.
+    pub fn needs_apf(qps: KubeApiLimit<f32>, burst: KubeApiLimit<i32>) -> bool {
+        qps == KubeApiLimit::Auto && burst == KubeApiLimit::Auto
+    }
+
+    /// The decision, a pure function of the two settings and what was detected:
+    ///
+    /// - both unset (Auto): no limit when `apf == Some(true)`; Go's 20/30 otherwise (no APF, or unknown);
+    /// - otherwise the values set, the other at Go's default (20 or 30), with client-go's rules: `qps == 0` → 5,
+    ///   `burst == 0` → 10, `qps < 0` → no limit.
+    pub fn decide(qps: KubeApiLimit<f32>, burst: KubeApiLimit<i32>, apf: Option<bool>) -> Self {
+        if Self::needs_apf(qps, burst) {
+            let (qps, burst) = if apf == Some(true) {
+                (None, 0)
+            } else {
+                effective_limits(DEFAULT_KUBE_API_QPS, DEFAULT_KUBE_API_BURST)
+            };
+            return KubeApiLimits {
+                mode: KubeApiLimitMode::Auto,
+                apf,
+                qps,
+                burst,
+            };
+        }
+        let (qps, burst) = effective_limits(
+            qps.value().unwrap_or(DEFAULT_KUBE_API_QPS),
+            burst.value().unwrap_or(DEFAULT_KUBE_API_BURST),
+        );
+        KubeApiLimits {
+            mode: KubeApiLimitMode::Explicit,
+            apf: None,
+            qps,
+            burst: if qps.is_some() { burst } else { 0 },
+        }
+    }
+
+    /// Explicit limits with client-go's rules (`qps < 0`: none).
+    pub fn explicit(qps: f32, burst: i32) -> Self {
+        Self::decide(qps.into(), burst.into(), None)
+    }
+
+    /// Decide the limits of `options`, asking the API server behind `client` about APF (once, bounded by
+    /// [`APF_DETECTION_TIMEOUT`]) only when both flags are unset, and log the decision.
+    pub async fn resolve(client: &kube::Client, options: &CcmOptions) -> Self {
+        let (qps, burst) = (options.kube_api_qps, options.kube_api_burst);
+        let apf = if Self::needs_apf(qps, burst) {
+            match tokio::time::timeout(APF_DETECTION_TIMEOUT, detect_apf(client)).await {
+                Ok(Ok(apf)) => Some(apf),
+                Ok(Err(error)) => {
+                    tracing::warn!(%error, "cannot tell whether the API server runs API Priority and Fairness; limiting each client to Go's 20/30");
+                    None
+                }
+                Err(_) => {
+                    tracing::warn!(timeout = ?APF_DETECTION_TIMEOUT, "the API server did not answer the API Priority and Fairness detection; limiting each client to Go's 20/30");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let limits = Self::decide(qps, burst, apf);
+        limits.log();
+        limits
+    }
+
+    /// The token bucket of one client.
+    pub fn layer(&self) -> TokenBucketLayer {
+        match self.qps {
+            None => TokenBucketLayer::new(-1.0, 0),
+            Some(qps) => TokenBucketLayer::new(qps, i32::try_from(self.burst).unwrap_or(i32::MAX)),
+        }
+    }
+
+    /// `unlimited` or the rate.
+    pub fn qps_text(&self) -> String {
+        match self.qps {
+            None => "unlimited".to_owned(),
+            Some(qps) => qps.to_string(),
+        }
+    }
+
+    /// `unlimited` or the burst.
+    pub fn burst_text(&self) -> String {
+        match self.qps {
+            None => "unlimited".to_owned(),
+            Some(_) => self.burst.to_string(),
+        }
+    }
+
+    /// `true`, `false` or `unknown` (not asked, or no answer).
+    pub fn apf_text(&self) -> &'static str {
+        match self.apf {
+            Some(true) => "true",
+            Some(false) => "false",
+            None => "unknown",
+        }
+    }
+
+    /// The start-up log line: `kubernetes API client limit mode=auto apf=true qps=unlimited burst=unlimited`.
+    pub fn log(&self) {
+        tracing::info!(
+            mode = self.mode.as_str(),
+            apf = self.apf_text(),
+            qps = %self.qps_text(),
+            burst = %self.burst_text(),
+            "kubernetes API client limit"
+        );
+    }
+
+    /// What `/configz` serves beside the settings: `{"mode": "auto", "apf": true, "qps": "unlimited", "burst":
+    /// "unlimited"}` (`apf` is `null` when unknown; `qps`/`burst` are numbers when limited).
+    pub fn to_json(&self) -> serde_json::Value {
+        let (qps, burst) = match self.qps {
+            None => (
+                serde_json::json!("unlimited"),
+                serde_json::json!("unlimited"),
+            ),
+            Some(qps) => (serde_json::json!(qps), serde_json::json!(self.burst)),
+        };
+        serde_json::json!({
+            "mode": self.mode.as_str(),
+            "apf": self.apf,
+            "qps": qps,
+            "burst": burst,
+        })
+    }
+}
+
+/// Whether the API server behind `client` runs API Priority and Fairness: one `GET /version`, whose answer carries
+/// the [`APF_FLOW_SCHEMA_HEADER`] and [`APF_PRIORITY_LEVEL_HEADER`] headers if it does (as Flux detects it).
+///
+/// # Errors
+///
+/// The request's, or a non-success status.
+pub async fn detect_apf(client: &kube::Client) -> Result<bool, kube::Error> {
+    let request = http::Request::get("/version")
+        .body(Body::empty())
+        .map_err(kube::Error::HttpError)?;
+    let response = client.send(request).await?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(kube::Error::Service(
+            format!("GET /version answered {status}").into(),
+        ));
+    }
+    Ok(has_apf_headers(response.headers()))
+}
+
+/// Whether an answer carries the API Priority and Fairness headers.
+pub fn has_apf_headers(headers: &http::HeaderMap) -> bool {
+    headers.contains_key(APF_FLOW_SCHEMA_HEADER) || headers.contains_key(APF_PRIORITY_LEVEL_HEADER)
+}
 
 /// Why the Kubernetes client cannot be built.
 #[derive(Debug, thiserror::Error)]
@@ -115,27 +325,39 @@ fn parse_master(value: &str) -> Result<http::Uri, ClientError> {
     }
 }
 
-/// Makes named clients over one connection: each with its own user agent and token bucket.
+/// The client of the connection `config` describes, without kube-rs's own retry of 429/503/504 (the named clients
+/// retry with [`RetryAfterLayer`], above their token bucket).
+///
+/// # Errors
+///
+/// [`ClientError::Build`] if kube cannot build a client from `config` (for example an `https` server without a
+/// TLS feature enabled).
+pub fn base_client(mut config: kube::Config) -> Result<kube::Client, ClientError> {
+    config.default_retry = false;
+    kube::Client::try_from(config).map_err(ClientError::Build)
+}
+
+/// Makes named clients over one connection: each with its own user agent, token bucket and 429 retry.
 #[derive(Clone)]
 pub struct ClientFactory {
     base: kube::Client,
-    qps: f32,
-    burst: i32,
+    limits: KubeApiLimits,
     agent_prefix: String,
+    throttled: Family<Vec<(String, String)>, Counter>,
 }
 
 impl std::fmt::Debug for ClientFactory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClientFactory")
-            .field("qps", &self.qps)
-            .field("burst", &self.burst)
+            .field("limits", &self.limits)
             .field("agent_prefix", &self.agent_prefix)
             .finish_non_exhaustive()
     }
 }
 
 impl ClientFactory {
-    /// A factory over the connection `config` describes.
+    /// A factory over the connection `config` describes, with explicit limits (client-go's rules: `qps == 0` → 5,
+    /// `burst == 0` → 10, `qps < 0` → none).
     ///
     /// # Errors
     ///
@@ -147,18 +369,42 @@ impl ClientFactory {
         burst: i32,
         agent_prefix: &str,
     ) -> Result<Self, ClientError> {
-        let base = kube::Client::try_from(config).map_err(ClientError::Build)?;
-        Ok(Self::from_client(base, qps, burst, agent_prefix))
+        let base = base_client(config)?;
+        Ok(Self::new(
+            base,
+            KubeApiLimits::explicit(qps, burst),
+            agent_prefix,
+        ))
     }
 
-    /// A factory over an existing client (its own layers stay in place).
+    /// A factory over an existing client (its own layers stay in place), with explicit limits.
     pub fn from_client(base: kube::Client, qps: f32, burst: i32, agent_prefix: &str) -> Self {
+        Self::new(base, KubeApiLimits::explicit(qps, burst), agent_prefix)
+    }
+
+    /// A factory over an existing client (its own layers stay in place) with decided limits
+    /// ([`KubeApiLimits::resolve`]).
+    pub fn new(base: kube::Client, limits: KubeApiLimits, agent_prefix: &str) -> Self {
         ClientFactory {
             base,
-            qps,
-            burst,
+            limits,
             agent_prefix: agent_prefix.to_owned(),
+            throttled: Family::default(),
         }
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &KubeApiLimits {
+        &self.limits
+    }
+
+    /// Register `rest_client_requests_throttled_total{client}`: the 429 answers each named client received.
+    pub fn register_metrics(&self, registry: &SharedRegistry) {
+        registry.register(
+            "rest_client_requests_throttled",
+            "Number of 429 (Too Many Requests) answers from the API server, per named client",
+            self.throttled.clone(),
+        );
     }
 
     /// The user agent of the client `name`: `<prefix> <name>`-style, as Go's `rest.AddUserAgent`.
@@ -167,14 +413,17 @@ impl ClientFactory {
     }
 
     /// A new client named `name`: its own token bucket and user agent. Must be called inside a Tokio runtime.
+    ///
+    /// Leader election gets one of these (`leader-election`): a bucket no other client takes from, so Lease
+    /// renewals never wait behind controller traffic.
     pub fn client(&self, name: &str) -> kube::Client {
-        self.layered(name, &TokenBucketLayer::new(self.qps, self.burst))
+        self.layered(name, &self.limits.layer())
     }
 
     /// A client named `name` and a second one for its Events over the same token bucket, at a lower priority:
     /// Event writes only use tokens the first client leaves free, so they never delay its object writes.
     pub fn client_with_events(&self, name: &str) -> (kube::Client, kube::Client) {
-        let layer = TokenBucketLayer::new(self.qps, self.burst);
+        let layer = self.limits.layer();
         (
             self.layered(name, &layer),
             self.layered(name, &layer.low_priority()),
@@ -185,12 +434,17 @@ impl ClientFactory {
         let agent = HeaderValue::from_str(&self.user_agent(name))
             .unwrap_or_else(|_| HeaderValue::from_static("cloud-controller-manager"));
         let base = self.base.clone();
+        let throttled = self
+            .throttled
+            .get_or_create(&vec![("client".to_owned(), name.to_owned())])
+            .clone();
         let service = tower::ServiceBuilder::new()
-            .layer(layer.clone())
             .map_request(move |mut request: http::Request<Body>| {
                 request.headers_mut().insert(USER_AGENT, agent.clone());
                 request
             })
+            .layer(RetryAfterLayer::new().count_throttled(throttled))
+            .layer(layer.clone())
             .service(tower::service_fn(move |request: http::Request<Body>| {
                 let base = base.clone();
                 async move { base.send(request).await }
@@ -214,6 +468,183 @@ pub fn user_agent_prefix(command: &str, version: &str) -> String {
 mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn the_limit_mode_decision() {
+        use KubeApiLimit::{Auto, Value};
+        let auto = KubeApiLimits::decide(Auto, Auto, Some(true));
+        assert_eq!(
+            auto,
+            KubeApiLimits {
+                mode: KubeApiLimitMode::Auto,
+                apf: Some(true),
+                qps: None,
+                burst: 0
+            }
+        );
+        assert!(!auto.layer().is_limited());
+        // without APF, or when the API server did not say: Go's 20/30
+        for apf in [Some(false), None] {
+            let go = KubeApiLimits::decide(Auto, Auto, apf);
+            assert_eq!(
+                (go.mode, go.apf, go.qps, go.burst),
+                (KubeApiLimitMode::Auto, apf, Some(20.0), 30)
+            );
+            assert!(go.layer().is_limited());
+        }
+        // set: honoured exactly, whatever the API server runs; the other flag at Go's default
+        let explicit = |qps, burst| {
+            let limits = KubeApiLimits::decide(qps, burst, Some(true));
+            assert_eq!(limits.mode, KubeApiLimitMode::Explicit);
+            assert_eq!(limits.apf, None, "not asked");
+            (limits.qps, limits.burst)
+        };
+        assert_eq!(explicit(Value(20.0), Value(30)), (Some(20.0), 30));
+        assert_eq!(explicit(Value(100.0), Auto), (Some(100.0), 30));
+        assert_eq!(explicit(Auto, Value(100)), (Some(20.0), 100));
+        assert_eq!(
+            explicit(Value(0.0), Value(0)),
+            (Some(5.0), 10),
+            "client-go's defaults"
+        );
+        assert_eq!(explicit(Value(-1.0), Value(30)), (None, 0), "-1: no limit");
+        assert_eq!(explicit(Value(-1.0), Auto), (None, 0));
+        assert_eq!(
+            KubeApiLimits::explicit(4.0, 2),
+            KubeApiLimits::decide(Value(4.0), Value(2), None)
+        );
+        assert!(KubeApiLimits::needs_apf(Auto, Auto));
+        assert!(!KubeApiLimits::needs_apf(Value(20.0), Auto));
+        assert!(!KubeApiLimits::needs_apf(Auto, Value(30)));
+    }
+
+    #[test]
+    fn the_limits_as_configz_and_log_show_them() {
+        let auto = KubeApiLimits::decide(KubeApiLimit::Auto, KubeApiLimit::Auto, Some(true));
+        assert_eq!(
+            auto.to_json(),
+            serde_json::json!({"mode": "auto", "apf": true, "qps": "unlimited", "burst": "unlimited"})
+        );
+        assert_eq!(
+            (auto.qps_text(), auto.apf_text()),
+            ("unlimited".to_owned(), "true")
+        );
+        let unknown = KubeApiLimits::decide(KubeApiLimit::Auto, KubeApiLimit::Auto, None);
+        assert_eq!(
+            unknown.to_json(),
+            serde_json::json!({"mode": "auto", "apf": null, "qps": 20.0, "burst": 30})
+        );
+        let explicit = KubeApiLimits::explicit(20.0, 30);
+        assert_eq!(
+            explicit.to_json(),
+            serde_json::json!({"mode": "explicit", "apf": null, "qps": 20.0, "burst": 30})
+        );
+        assert_eq!(
+            (explicit.qps_text(), explicit.burst_text()),
+            ("20".to_owned(), "30".to_owned())
+        );
+    }
+
+    /// A client whose server answers every request with `status` and `headers`.
+    fn answering(status: u16, headers: &'static [(&'static str, &'static str)]) -> kube::Client {
+        kube::Client::new(
+            tower::service_fn(move |_: http::Request<Body>| async move {
+                let mut response = http::Response::builder().status(status);
+                for (name, value) in headers {
+                    response = response.header(*name, *value);
+                }
+                Ok::<_, std::convert::Infallible>(
+                    response.body(Body::from(b"{}".to_vec())).unwrap(),
+                )
+            }),
+            "default",
+        )
+    }
+
+    #[tokio::test]
+    async fn apf_is_detected_from_the_response_headers() {
+        let apf = answering(
+            200,
+            &[
+                (APF_FLOW_SCHEMA_HEADER, "0a9b"),
+                (APF_PRIORITY_LEVEL_HEADER, "1c2d"),
+            ],
+        );
+        assert!(detect_apf(&apf).await.unwrap());
+        assert!(!detect_apf(&answering(200, &[])).await.unwrap());
+        assert!(detect_apf(&answering(403, &[])).await.is_err());
+
+        let options = CcmOptions::default();
+        let limits = KubeApiLimits::resolve(&apf, &options).await;
+        assert_eq!(
+            (limits.mode, limits.apf, limits.qps),
+            (KubeApiLimitMode::Auto, Some(true), None)
+        );
+        let limits = KubeApiLimits::resolve(&answering(200, &[]), &options).await;
+        assert_eq!((limits.apf, limits.qps), (Some(false), Some(20.0)));
+        let limits = KubeApiLimits::resolve(&answering(500, &[]), &options).await;
+        assert_eq!(
+            (limits.apf, limits.qps),
+            (None, Some(20.0)),
+            "no answer: Go's limit"
+        );
+        let options = CcmOptions {
+            kube_api_qps: 50.0.into(),
+            ..CcmOptions::default()
+        };
+        let limits = KubeApiLimits::resolve(&apf, &options).await;
+        assert_eq!(
+            (limits.mode, limits.apf, limits.qps, limits.burst),
+            (KubeApiLimitMode::Explicit, None, Some(50.0), 30)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn named_clients_retry_a_429_and_count_it() {
+        let calls = Arc::new(Mutex::new(0_u32));
+        let counter = calls.clone();
+        let base = kube::Client::new(
+            tower::service_fn(move |_: http::Request<Body>| {
+                let n = {
+                    let mut calls = counter.lock().unwrap();
+                    *calls += 1;
+                    *calls
+                };
+                async move {
+                    let status = if n == 1 { 429 } else { 200 };
+                    Ok::<_, std::convert::Infallible>(
+                        http::Response::builder()
+                            .status(status)
+                            .header(http::header::RETRY_AFTER, "1")
+                            .body(Body::from(b"ok".to_vec()))
+                            .unwrap(),
+                    )
+                }
+            }),
+            "default",
+        );
+        let factory = ClientFactory::new(
+            base,
+            KubeApiLimits::decide(KubeApiLimit::Auto, KubeApiLimit::Auto, Some(true)),
+            "test",
+        );
+        let registry = SharedRegistry::new();
+        factory.register_metrics(&registry);
+        let client = factory.client("leader-election");
+        let text = client
+            .request_text(http::Request::get("/healthz").body(Vec::new()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(text, "ok");
+        assert_eq!(*calls.lock().unwrap(), 2);
+        assert!(
+            registry
+                .encode()
+                .contains(r#"rest_client_requests_throttled_total{client="leader-election"} 1"#),
+            "{}",
+            registry.encode()
+        );
+    }
 
     #[test]
     fn master_urls() {

@@ -7,7 +7,9 @@
 //!   defaults < file < flags ([`options`], [`config_file`]);
 //! - `--controllers` with the Go rules ([`controllers`]), the four standard controllers ([`defaults`]) and vendor
 //!   controllers ([`CcmBuilder::register_controller`]);
-//! - Kubernetes clients with a client-side QPS/burst token bucket per controller ([`client`], [`ratelimit`]);
+//! - Kubernetes clients with a client-side QPS/burst token bucket per controller, none by default when the API
+//!   server runs API Priority and Fairness, and 429 answers retried after their `Retry-After` ([`client`],
+//!   [`ratelimit`], [`retry`]);
 //! - the provider created in every replica; with `--leader-elect`, `initialize` and the controllers only in the
 //!   leader, over one set of shared informers;
 //! - an HTTPS admin server (`/healthz`, `/livez`, `/readyz`, `/metrics`, `/configz`) ([`admin`], [`health`],
@@ -50,6 +52,7 @@ pub mod health;
 pub mod logging;
 pub mod options;
 pub mod ratelimit;
+pub mod retry;
 pub mod tls;
 
 pub use app::{

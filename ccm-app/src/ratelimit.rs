@@ -135,6 +135,18 @@ pub struct TokenBucketService<S> {
     state: State,
 }
 
+/// A clone shares the bucket and holds no token: it waits for its own (a retry is throttled like a new request).
+impl<S: Clone> Clone for TokenBucketService<S> {
+    fn clone(&self) -> Self {
+        TokenBucketService {
+            inner: self.inner.clone(),
+            bucket: self.bucket.clone(),
+            priority: self.priority,
+            state: State::Idle,
+        }
+    }
+}
+
 impl<S: std::fmt::Debug> std::fmt::Debug for TokenBucketService<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TokenBucketService")

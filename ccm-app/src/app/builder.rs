@@ -25,7 +25,10 @@ use super::signals::handle_signals;
 use super::supervisor::{RunningCcm, Supervisor};
 use super::{CcmStatus, RunError, StartupError};
 use crate::admin::{AdminError, AdminServer, AdminState};
-use crate::client::{ClientFactory, kube_config, user_agent_prefix};
+use crate::client::{
+    ClientFactory, KUBE_API_CLIENT_CONFIGZ, KubeApiLimits, base_client, kube_config,
+    user_agent_prefix,
+};
 use crate::config_file::load_config_file;
 use crate::controllers::ControllerCatalog;
 use crate::health::{Endpoint, HealthChecks};
@@ -385,20 +388,13 @@ impl CcmBuilder {
         let (status_tx, status_rx) = watch::channel(CcmStatus::Starting);
 
         let agent_prefix = user_agent_prefix(&self.command_name, &self.version);
-        let factory = match self.client {
-            Some(client) => ClientFactory::from_client(
-                client,
-                options.kube_api_qps,
-                options.kube_api_burst,
-                &agent_prefix,
-            ),
-            None => ClientFactory::from_config(
-                kube_config(&options).await?,
-                options.kube_api_qps,
-                options.kube_api_burst,
-                &agent_prefix,
-            )?,
+        let base = match self.client {
+            Some(client) => client,
+            None => base_client(kube_config(&options).await?)?,
         };
+        // --kube-api-qps/--kube-api-burst unset: one request tells whether the API server runs APF.
+        let limits = KubeApiLimits::resolve(&base, &options).await;
+        let factory = ClientFactory::new(base, limits, &agent_prefix);
 
         // The cloud initializer runs in every replica, before leader election (Go parity).
         let provider = self
@@ -420,6 +416,7 @@ impl CcmBuilder {
 
         let metrics = SharedRegistry::new();
         let manager_metrics = ControllerManagerMetrics::register(&metrics, names::MANAGER_NAME);
+        factory.register_metrics(&metrics);
         // Every controller's cloud calls share one budget and are counted per operation. A call waiting for budget
         // gives up when the process shuts down or the controllers stop (leadership lost).
         let cloud_calls = shutdown.child_token();
@@ -493,7 +490,14 @@ impl CcmBuilder {
             }),
         );
 
-        let admin = start_admin(&options, self.admin_listener, &checks, &metrics).await?;
+        let admin = start_admin(
+            &options,
+            factory.limits(),
+            self.admin_listener,
+            &checks,
+            &metrics,
+        )
+        .await?;
         let (admin_addr, admin_cert_pem) = match &admin {
             Some(a) => (Some(a.local_addr()), Some(a.cert_pem().to_owned())),
             None => (None, None),
@@ -578,6 +582,7 @@ fn note_compatibility_settings(options: &CcmOptions) {
 
 async fn start_admin(
     options: &CcmOptions,
+    limits: &KubeApiLimits,
     listener: Option<std::net::TcpListener>,
     checks: &HealthChecks,
     metrics: &SharedRegistry,
@@ -599,8 +604,11 @@ async fn start_admin(
         },
     };
     let cert = ServingCert::load(&source).map_err(AdminError::from)?;
-    let configz =
-        serde_json::json!({ "cloudcontrollermanager.config.k8s.io": options.to_settings() });
+    // The settings as given (`kubeApiQps: auto`), and beside them the Kubernetes API client limit in force.
+    let configz = serde_json::json!({
+        "cloudcontrollermanager.config.k8s.io": options.to_settings(),
+        KUBE_API_CLIENT_CONFIGZ: limits.to_json(),
+    });
     let state = AdminState {
         checks: checks.clone(),
         metrics: metrics.clone(),
@@ -982,7 +990,7 @@ mod tests {
             .unwrap();
         let builder = CloudControllerManager::builder(registry)
             .with_default_provider("acme")
-            .with_defaults(|o| o.kube_api_qps = 40.0)
+            .with_defaults(|o| o.kube_api_qps = 40.0.into())
             .with_default_controllers()
             .register_controller(
                 ControllerDescriptor::new("tagging-controller", |_| Ok(None))

@@ -14,16 +14,16 @@
 //! on the command line.
 //!
 //! ```
-//! use ccm_app::options::{CcmOptions, Settings};
+//! use ccm_app::options::{CcmOptions, KubeApiLimit, Settings};
 //! use std::time::Duration;
 //!
 //! let file: Settings = serde_json::from_value(serde_json::json!({"kubeApiQps": 50.0, "nodeMonitorPeriod": "10s"})).unwrap();
 //! let mut flags = Settings::default();
-//! flags.kube_api_qps = Some(100.0);
+//! flags.kube_api_qps = Some(100.0.into());
 //! let options = CcmOptions::resolve(&CcmOptions::default(), &file, &flags);
 //! assert_eq!(options.kube_api_qps, 100.0); // the flag wins
 //! assert_eq!(options.node_monitor_period, Duration::from_secs(10)); // from the file
-//! assert_eq!(options.kube_api_burst, 30); // the default
+//! assert_eq!(options.kube_api_burst, KubeApiLimit::Auto); // the default: decided at start
 //! ```
 
 mod define;
@@ -43,16 +43,17 @@ use ccm_routecontroller::{Config as RouteConfig, RouteSyncMode};
 use ccm_servicecontroller::Config as ServiceConfig;
 
 use define::settings;
-use parse::parse_duration_flag;
 pub use parse::{
-    LogFormat, NodeOwnershipOption, OperationLimit, RouteSyncModeOption, parse_go_bool,
-    parse_operation_limit,
+    KubeApiLimit, LogFormat, NodeOwnershipOption, OperationLimit, RouteSyncModeOption,
+    parse_go_bool, parse_operation_limit,
 };
+use parse::{parse_duration_flag, parse_kube_api_burst, parse_kube_api_qps};
 pub use validate::ValidationError;
 
-/// Default of `--kube-api-qps` (the CCM's override of the generic 50).
+/// Go's default of `--kube-api-qps` (the CCM's override of the generic 50): the limit when the flag is unset and
+/// the API server does not run API Priority and Fairness, or when only `--kube-api-burst` is set.
 pub const DEFAULT_KUBE_API_QPS: f32 = 20.0;
-/// Default of `--kube-api-burst` (the CCM's override of the generic 100).
+/// Go's default of `--kube-api-burst` (the CCM's override of the generic 100), used as [`DEFAULT_KUBE_API_QPS`].
 pub const DEFAULT_KUBE_API_BURST: i32 = 30;
 /// Default of `--min-resync-period`.
 pub const DEFAULT_MIN_RESYNC_PERIOD: Duration = Duration::from_secs(12 * 3600);
@@ -91,13 +92,16 @@ settings! {
     master: Option<String> as String = None,
 
     /// Requests per second each client of the CCM may send to the API server (a token bucket per client, as in
-    /// client-go; 0 means 5, negative means unlimited). Default: 20.
-    #[arg(long, value_name = "QPS", help_heading = "Kubernetes client")]
-    kube_api_qps: f32 = DEFAULT_KUBE_API_QPS,
+    /// client-go; 0 means 5, negative means unlimited). Unset (or `auto`): no client-side limit when the API server
+    /// runs API Priority and Fairness (detected at start), Go's 20 otherwise; --kube-api-qps=20
+    /// --kube-api-burst=30 is Go's fixed behaviour. Default: auto.
+    #[arg(long, value_name = "QPS", value_parser = parse_kube_api_qps, help_heading = "Kubernetes client")]
+    kube_api_qps: KubeApiLimit<f32> = KubeApiLimit::Auto,
 
-    /// The burst of each client's token bucket (0 means 10). Default: 30.
-    #[arg(long, value_name = "N", help_heading = "Kubernetes client")]
-    kube_api_burst: i32 = DEFAULT_KUBE_API_BURST,
+    /// The burst of each client's token bucket (0 means 10). Unset (or `auto`): decided with --kube-api-qps (Go's
+    /// 30 when only --kube-api-qps is set). Default: auto.
+    #[arg(long, value_name = "N", value_parser = parse_kube_api_burst, help_heading = "Kubernetes client")]
+    kube_api_burst: KubeApiLimit<i32> = KubeApiLimit::Auto,
 
     /// Accepted for compatibility; requests are always sent as JSON. Default: application/vnd.kubernetes.protobuf.
     #[arg(long, value_name = "TYPE", help_heading = "Kubernetes client")]
@@ -464,8 +468,8 @@ mod tests {
     fn defaults_are_the_go_defaults() {
         let o = CcmOptions::default();
         assert_eq!(o.cloud_provider, "");
-        assert_eq!(o.kube_api_qps, 20.0);
-        assert_eq!(o.kube_api_burst, 30);
+        assert_eq!(o.kube_api_qps, KubeApiLimit::Auto, "decided at start");
+        assert_eq!(o.kube_api_burst, KubeApiLimit::Auto);
         assert_eq!(o.controllers, vec!["*"]);
         assert_eq!(o.min_resync_period, Duration::from_secs(43200));
         assert_eq!(o.cluster_name, "kubernetes");
@@ -504,14 +508,14 @@ mod tests {
     #[test]
     fn precedence_defaults_then_file_then_flags() {
         let file = Settings {
-            kube_api_qps: Some(50.0),
-            kube_api_burst: Some(60),
+            kube_api_qps: Some(50.0.into()),
+            kube_api_burst: Some(60.into()),
             cluster_name: Some("from-file".into()),
             controllers: Some(vec!["*".into(), "-route".into()]),
             ..Settings::default()
         };
         let flags = Settings {
-            kube_api_qps: Some(100.0),
+            kube_api_qps: Some(100.0.into()),
             controllers: Some(vec!["service".into()]),
             ..Settings::default()
         };

@@ -94,6 +94,126 @@ pub fn parse_operation_limit(value: &str) -> Result<OperationLimit, String> {
     })
 }
 
+/// `--kube-api-qps` / `--kube-api-burst`: a number, or `auto` (the default, the flag not given): the runtime
+/// decides at start from whether the API server runs API Priority and Fairness (`crate::client::KubeApiLimits`).
+/// Written on the command line and in the config file as a number or the word `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum KubeApiLimit<T> {
+    /// Not set: decided at start (no client-side limit with APF, Go's 20/30 without).
+    #[default]
+    Auto,
+    /// Set: honoured exactly, as Go does.
+    Value(T),
+}
+
+impl<T: Copy> KubeApiLimit<T> {
+    /// The value, if one was set.
+    pub fn value(self) -> Option<T> {
+        match self {
+            KubeApiLimit::Auto => None,
+            KubeApiLimit::Value(value) => Some(value),
+        }
+    }
+}
+
+impl<T> From<T> for KubeApiLimit<T> {
+    fn from(value: T) -> Self {
+        KubeApiLimit::Value(value)
+    }
+}
+
+impl<T: PartialEq> PartialEq<T> for KubeApiLimit<T> {
+    fn eq(&self, other: &T) -> bool {
+        matches!(self, KubeApiLimit::Value(value) if value == other)
+    }
+}
+
+impl<T: std::fmt::Display> std::fmt::Display for KubeApiLimit<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KubeApiLimit::Auto => f.write_str("auto"),
+            KubeApiLimit::Value(value) => value.fmt(f),
+        }
+    }
+}
+
+impl<T: std::str::FromStr> std::str::FromStr for KubeApiLimit<T> {
+    type Err = String;
+    fn from_str(value: &str) -> Result<Self, String> {
+        if value == "auto" {
+            return Ok(KubeApiLimit::Auto);
+        }
+        value
+            .parse()
+            .map(KubeApiLimit::Value)
+            .map_err(|_| format!("invalid value {value:?}: expected a number or auto"))
+    }
+}
+
+/// Parse `--kube-api-qps`: a number or `auto`.
+pub(crate) fn parse_kube_api_qps(value: &str) -> Result<KubeApiLimit<f32>, String> {
+    value.parse()
+}
+
+/// Parse `--kube-api-burst`: a whole number or `auto`.
+pub(crate) fn parse_kube_api_burst(value: &str) -> Result<KubeApiLimit<i32>, String> {
+    value.parse()
+}
+
+impl<T: Serialize> Serialize for KubeApiLimit<T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            KubeApiLimit::Auto => serializer.serialize_str("auto"),
+            KubeApiLimit::Value(value) => value.serialize(serializer),
+        }
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for KubeApiLimit<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::{self, IntoDeserializer};
+
+        struct Visitor<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> de::Visitor<'de> for Visitor<T> {
+            type Value = KubeApiLimit<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a number or \"auto\"")
+            }
+            fn visit_str<E: de::Error>(self, value: &str) -> Result<Self::Value, E> {
+                if value == "auto" {
+                    Ok(KubeApiLimit::Auto)
+                } else {
+                    Err(E::invalid_value(de::Unexpected::Str(value), &self))
+                }
+            }
+            fn visit_i64<E: de::Error>(self, value: i64) -> Result<Self::Value, E> {
+                T::deserialize(value.into_deserializer()).map(KubeApiLimit::Value)
+            }
+            fn visit_u64<E: de::Error>(self, value: u64) -> Result<Self::Value, E> {
+                T::deserialize(value.into_deserializer()).map(KubeApiLimit::Value)
+            }
+            fn visit_f64<E: de::Error>(self, value: f64) -> Result<Self::Value, E> {
+                T::deserialize(value.into_deserializer()).map(KubeApiLimit::Value)
+            }
+        }
+        deserializer.deserialize_any(Visitor(std::marker::PhantomData))
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for KubeApiLimit<T> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        format!("KubeApiLimit_{}", T::schema_name()).into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let number = generator.subschema_for::<T>();
+        schemars::json_schema!({
+            "description": "A number, or \"auto\": no client-side limit when the API server runs API Priority and Fairness, Go's default otherwise.",
+            "anyOf": [number, {"const": "auto"}]
+        })
+    }
+}
+
 /// The log line format (`--logging-format`).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Serialize, Deserialize, JsonSchema,
@@ -140,6 +260,36 @@ pub enum RouteSyncModeOption {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kube_api_limits_read_numbers_and_auto() {
+        assert_eq!(parse_kube_api_qps("auto"), Ok(KubeApiLimit::Auto));
+        assert_eq!(parse_kube_api_qps("-1"), Ok(KubeApiLimit::Value(-1.0)));
+        assert_eq!(parse_kube_api_burst("30"), Ok(KubeApiLimit::Value(30)));
+        assert!(
+            parse_kube_api_burst("1.5")
+                .unwrap_err()
+                .contains("number or auto")
+        );
+        assert!(parse_kube_api_qps("fast").is_err());
+        let qps: KubeApiLimit<f32> = serde_json::from_str("50").unwrap();
+        assert_eq!(qps, 50.0);
+        let qps: KubeApiLimit<f32> = serde_json::from_str("2.5").unwrap();
+        assert_eq!(qps, 2.5);
+        let burst: KubeApiLimit<i32> = serde_json::from_str("\"auto\"").unwrap();
+        assert_eq!(burst, KubeApiLimit::Auto);
+        assert!(serde_json::from_str::<KubeApiLimit<i32>>("\"fast\"").is_err());
+        assert!(serde_json::from_str::<KubeApiLimit<i32>>("1.5").is_err());
+        assert_eq!(
+            serde_json::to_string(&KubeApiLimit::<f32>::Auto).unwrap(),
+            "\"auto\""
+        );
+        assert_eq!(
+            serde_json::to_string(&KubeApiLimit::Value(30)).unwrap(),
+            "30"
+        );
+        assert_eq!(KubeApiLimit::Value(-1.0_f32).to_string(), "-1");
+    }
 
     #[test]
     fn go_bools() {

@@ -25,15 +25,16 @@ impl CcmOptions {
             !self.cloud_provider.is_empty(),
             ValidationError::EmptyCloudProvider,
         );
+        let burst = self.kube_api_burst.value().unwrap_or(0);
         check(
-            self.kube_api_burst >= 0,
+            burst >= 0,
             ValidationError::Negative {
                 setting: "kube-api-burst",
-                value: i64::from(self.kube_api_burst),
+                value: i64::from(burst),
             },
         );
         check(
-            self.kube_api_qps.is_finite(),
+            self.kube_api_qps.value().is_none_or(f32::is_finite),
             ValidationError::Invalid {
                 setting: "kube-api-qps",
                 reason: format!("{} is not a number", self.kube_api_qps),
@@ -303,7 +304,7 @@ mod tests {
     fn validation_collects_every_violation() {
         let o = CcmOptions {
             cloud_provider: String::new(),
-            kube_api_burst: -1,
+            kube_api_burst: (-1).into(),
             concurrent_node_syncs: 0,
             concurrent_node_status_updates: -1,
             concurrent_service_syncs: 0,
