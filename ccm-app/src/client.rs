@@ -172,8 +172,8 @@ impl KubeApiLimits {
     /// The start-up log line: `kubernetes API client limit mode=auto apf=true qps=unlimited burst=unlimited`.
     pub fn log(&self) {
         tracing::info!(
-            mode = self.mode.as_str(),
-            apf = self.apf_text(),
+            mode = %self.mode.as_str(),
+            apf = %self.apf_text(),
             qps = %self.qps_text(),
             burst = %self.burst_text(),
             "kubernetes API client limit"
@@ -542,6 +542,43 @@ mod tests {
         assert_eq!(
             (explicit.qps_text(), explicit.burst_text()),
             ("20".to_owned(), "30".to_owned())
+        );
+    }
+
+    #[test]
+    fn the_start_up_log_line_says_which_mode_is_in_force() {
+        #[derive(Clone, Default)]
+        struct Captured(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Captured {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .without_time()
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            KubeApiLimits::decide(KubeApiLimit::Auto, KubeApiLimit::Auto, Some(true)).log();
+            KubeApiLimits::explicit(20.0, 30).log();
+        });
+        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert!(
+            text.contains(
+                "kubernetes API client limit mode=auto apf=true qps=unlimited burst=unlimited"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("kubernetes API client limit mode=explicit apf=unknown qps=20 burst=30"),
+            "{text}"
         );
     }
 
