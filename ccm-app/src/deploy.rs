@@ -193,7 +193,9 @@ pub fn cluster_role_rules() -> Vec<PolicyRule> {
         rule(&[""], &["services"], &["get", "list", "watch"]),
         // service controller: finalizer and load-balancer status (both through the status subresource)
         rule(&[""], &["services/status"], &["patch"]),
-        // events of every controller (events.k8s.io/v1; repeats are patched into a series)
+        // events of every controller (core/v1, as Go writes them; repeats are patched into one object's count)
+        rule(&[""], &["events"], &["create", "patch"]),
+        // the LeaderElection event on the Lease (events.k8s.io/v1; repeats are patched into a series)
         rule(&["events.k8s.io"], &["events"], &["create", "patch"]),
     ]
 }
@@ -605,6 +607,8 @@ mod tests {
         assert!(!flat.iter().any(|r| r.contains('*')), "{flat:?}");
         assert!(flat.contains(&"/nodes:delete".to_owned()));
         assert!(flat.contains(&"events.k8s.io/events:create".to_owned()));
+        assert!(flat.contains(&"/events:create".to_owned()));
+        assert!(flat.contains(&"/events:patch".to_owned()));
         assert!(
             !flat
                 .iter()
