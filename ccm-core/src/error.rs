@@ -7,16 +7,28 @@
 //! [`CloudError::kind`] and [`find_cloud_error`].
 
 use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
-/// A boxed error that can cross threads; the source type of [`CloudError::Provider`].
+/// A boxed error that can cross threads; what [`CloudError::provider`] and [`ResultExt::cloud_context`] accept.
 pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+
+/// A shared error that can cross threads; the source type of [`CloudError::Provider`], shared so that
+/// [`CloudError`] is [`Clone`] without losing the source's type (kind detection and `downcast_ref` still work on
+/// every copy).
+pub type SharedError = Arc<dyn StdError + Send + Sync + 'static>;
 
 /// An error returned by a cloud provider.
 ///
-/// Build provider failures with [`CloudError::provider`] or [`CloudError::msg`], and add context with
-/// [`CloudError::context`]: the kind of the innermost well-known error stays detectable through any number of
+/// Build provider failures with [`CloudError::provider`] (a vendor SDK error with what was being done),
+/// [`CloudError::message`] (the cloud's own text, displayed unchanged) or [`CloudError::msg`] (the text after
+/// `cloud provider error: `), and add context with [`CloudError::context`] or, on a `Result`, with
+/// [`ResultExt::cloud_context`]: the kind of the innermost well-known error stays detectable through any number of
 /// layers.
+///
+/// `CloudError` is [`Clone`]: a copy shares the source error of [`CloudError::Provider`] (behind an [`Arc`]), so it
+/// has the same message, kind, retry delay and source chain, and can be handed to several waiters.
 ///
 /// ```
 /// use ccm_core::{CloudError, ErrorKind};
@@ -27,25 +39,20 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 /// assert_eq!(err.kind(), ErrorKind::Retry);
 /// assert_eq!(err.retry_after(), Some(Duration::from_secs(15)));
 /// ```
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum CloudError {
     /// The instance does not exist in the cloud (Go: `cloudprovider.InstanceNotFound`).
     ///
     /// A stopped instance still exists and must not produce this error.
-    #[error("instance not found")]
     InstanceNotFound,
     /// The provider does not implement this operation (Go: `cloudprovider.NotImplemented`).
-    #[error("unimplemented")]
     NotImplemented,
     /// Another controller implements this load balancer (Go: `cloudprovider.ImplementedElsewhere`).
-    #[error("implemented by alternate to cloud provider")]
     ImplementedElsewhere,
     /// The disk does not exist (Go: `cloudprovider.DiskNotFound`); kept for compatibility.
-    #[error("disk is not found")]
     DiskNotFound,
     /// Try the operation again after exactly `after`, without exponential backoff (Go: `api.RetryError`).
-    #[error("{message} (retry after {after:?})")]
     Retry {
         /// What is not ready yet.
         message: String,
@@ -53,7 +60,6 @@ pub enum CloudError {
         after: Duration,
     },
     /// The cloud API refused the request because a quota or rate limit was exceeded.
-    #[error("cloud API request throttled: {message}")]
     Throttled {
         /// The cloud's explanation.
         message: String,
@@ -61,7 +67,6 @@ pub enum CloudError {
         retry_after: Option<Duration>,
     },
     /// The call did not finish in time.
-    #[error("cloud provider call {operation} timed out after {after:?}")]
     Timeout {
         /// The operation that timed out (displayed by its stable name, such as
         /// `instance-metadata-by-provider-id`).
@@ -70,23 +75,55 @@ pub enum CloudError {
         after: Duration,
     },
     /// Any other provider failure, with what was being done and the underlying error.
-    #[error("{context}: {source}")]
+    ///
+    /// Displayed as `<context>: <source>`; the source is also returned by [`StdError::source`].
     Provider {
         /// What failed, in lower case (for example `describing instance i-123`).
         context: String,
         /// The underlying error; may itself be a [`CloudError`] with a well-known kind.
-        #[source]
-        source: BoxError,
+        source: SharedError,
+    },
+    /// A provider failure described by the cloud's own text alone, displayed unchanged (see
+    /// [`CloudError::message`]); its kind is [`ErrorKind::Other`].
+    Message {
+        /// The cloud's text.
+        message: String,
     },
 }
 
-/// A foreign error's message over a duplicated well-known [`CloudError`], so kind detection still works.
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-struct Described {
-    message: String,
-    #[source]
-    inner: CloudError,
+impl fmt::Display for CloudError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CloudError::InstanceNotFound => f.write_str("instance not found"),
+            CloudError::NotImplemented => f.write_str("unimplemented"),
+            CloudError::ImplementedElsewhere => {
+                f.write_str("implemented by alternate to cloud provider")
+            }
+            CloudError::DiskNotFound => f.write_str("disk is not found"),
+            CloudError::Retry { message, after } => write!(f, "{message} (retry after {after:?})"),
+            CloudError::Throttled { message, .. } => {
+                write!(f, "cloud API request throttled: {message}")
+            }
+            CloudError::Timeout { operation, after } => {
+                write!(
+                    f,
+                    "cloud provider call {operation} timed out after {after:?}"
+                )
+            }
+            CloudError::Provider { context, source } => write!(f, "{context}: {source}"),
+            CloudError::Message { message } => f.write_str(message),
+        }
+    }
+}
+
+impl StdError for CloudError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            // The error inside the `Arc`, not the `Arc` itself, so `downcast_ref` finds its type.
+            CloudError::Provider { source, .. } => Some(&**source),
+            _ => None,
+        }
+    }
 }
 
 /// The meaning of a [`CloudError`], independent of how deeply it is wrapped.
@@ -130,19 +167,37 @@ impl ErrorKind {
 impl CloudError {
     /// A provider failure wrapping any error, with a lower-case description of what failed.
     pub fn provider(context: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        let source: BoxError = source.into();
         CloudError::Provider {
             context: context.into(),
-            source: source.into(),
+            source: SharedError::from(source),
         }
     }
 
-    /// A provider failure described by a message alone.
+    /// A provider failure described by the cloud's own text, displayed exactly as given, so Events carry the same
+    /// text as Go's (where the provider returns `errors.New(text)`). Its kind is [`ErrorKind::Other`].
+    ///
+    /// [`CloudError::msg`] differs only in its display, which puts `cloud provider error: ` before the text.
+    ///
+    /// ```
+    /// use ccm_core::{CloudError, ErrorKind};
+    ///
+    /// let err = CloudError::message("instance i-0123 is terminating");
+    /// assert_eq!(err.to_string(), "instance i-0123 is terminating");
+    /// assert_eq!(err.kind(), ErrorKind::Other);
+    /// assert_eq!(CloudError::msg("boom").to_string(), "cloud provider error: boom");
+    /// ```
+    pub fn message(text: impl Into<String>) -> Self {
+        CloudError::Message {
+            message: text.into(),
+        }
+    }
+
+    /// A provider failure described by a message alone, displayed as `cloud provider error: <message>` (use
+    /// [`CloudError::message`] for the text unchanged).
     pub fn msg(message: impl Into<String>) -> Self {
         let message: String = message.into();
-        CloudError::Provider {
-            context: "cloud provider error".to_owned(),
-            source: message.into(),
-        }
+        CloudError::provider("cloud provider error", message)
     }
 
     /// The retry-after error: requeue after exactly `after`.
@@ -157,7 +212,7 @@ impl CloudError {
     pub fn context(self, context: impl Into<String>) -> Self {
         CloudError::Provider {
             context: context.into(),
-            source: Box::new(self),
+            source: Arc::new(self),
         }
     }
 
@@ -200,49 +255,12 @@ impl CloudError {
         self.kind() == ErrorKind::ImplementedElsewhere
     }
 
-    /// A new error with the same message and the same [`kind`](CloudError::kind) (and retry delay), for handing
-    /// one failure to several waiters (a `CloudError` is not `Clone` because it may carry any source error).
+    /// A copy of this error: the same message, [`kind`](CloudError::kind), retry delay and source chain.
+    ///
+    /// Equivalent to [`Clone::clone`] (the source of a [`CloudError::Provider`] is shared, not copied); kept for
+    /// existing callers.
     pub fn duplicate(&self) -> CloudError {
-        match self {
-            CloudError::InstanceNotFound => CloudError::InstanceNotFound,
-            CloudError::NotImplemented => CloudError::NotImplemented,
-            CloudError::ImplementedElsewhere => CloudError::ImplementedElsewhere,
-            CloudError::DiskNotFound => CloudError::DiskNotFound,
-            CloudError::Retry { message, after } => CloudError::Retry {
-                message: message.clone(),
-                after: *after,
-            },
-            CloudError::Throttled {
-                message,
-                retry_after,
-            } => CloudError::Throttled {
-                message: message.clone(),
-                retry_after: *retry_after,
-            },
-            CloudError::Timeout { operation, after } => CloudError::Timeout {
-                operation: *operation,
-                after: *after,
-            },
-            CloudError::Provider { context, source } => {
-                let source: BoxError = if let Some(cloud) = source.downcast_ref::<CloudError>() {
-                    Box::new(cloud.duplicate())
-                } else {
-                    match find_cloud_error(source.as_ref())
-                        .filter(|e| e.own_kind() != ErrorKind::Other)
-                    {
-                        Some(inner) => Box::new(Described {
-                            message: source.to_string(),
-                            inner: inner.duplicate(),
-                        }),
-                        None => source.to_string().into(),
-                    }
-                };
-                CloudError::Provider {
-                    context: context.clone(),
-                    source,
-                }
-            }
-        }
+        self.clone()
     }
 
     fn own_kind(&self) -> ErrorKind {
@@ -254,8 +272,63 @@ impl CloudError {
             CloudError::Retry { .. } => ErrorKind::Retry,
             CloudError::Throttled { .. } => ErrorKind::Throttled,
             CloudError::Timeout { .. } => ErrorKind::Timeout,
-            CloudError::Provider { .. } => ErrorKind::Other,
+            CloudError::Provider { .. } | CloudError::Message { .. } => ErrorKind::Other,
         }
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl<T, E> Sealed for Result<T, E> {}
+}
+
+/// Context for the error of a `Result`, without `map_err` on every call.
+///
+/// One method serves both cases, because a [`CloudError`] is itself an error that converts into [`BoxError`]:
+/// a foreign error (a vendor SDK's) becomes [`CloudError::provider`]`(context, error)`, and a [`CloudError`]
+/// gets [`CloudError::context`] (the same `Provider` layer, so its [`kind`](CloudError::kind) and retry delay are
+/// kept). The trait is sealed: it is implemented for every `Result<T, E>` with `E: Into<BoxError>` and nothing else.
+///
+/// ```
+/// use ccm_core::{CloudError, ErrorKind, ResultExt};
+///
+/// fn describe(id: &str) -> Result<String, std::io::Error> {
+///     Err(std::io::Error::other(format!("connection reset while describing {id}")))
+/// }
+///
+/// let err = describe("i-0123").cloud_context("describing instance i-0123").unwrap_err();
+/// assert_eq!(err.to_string(), "describing instance i-0123: connection reset while describing i-0123");
+/// assert_eq!(err.kind(), ErrorKind::Other);
+///
+/// let gone: Result<(), CloudError> = Err(CloudError::InstanceNotFound);
+/// let err = gone.with_cloud_context(|| format!("node {}", "n1")).unwrap_err();
+/// assert_eq!(err.to_string(), "node n1: instance not found");
+/// assert_eq!(err.kind(), ErrorKind::InstanceNotFound);
+/// ```
+pub trait ResultExt<T>: sealed::Sealed {
+    /// Wrap the error with a lower-case description of what was being done.
+    fn cloud_context(self, context: impl Into<String>) -> Result<T, CloudError>;
+
+    /// Like [`cloud_context`](ResultExt::cloud_context), building the context only on error.
+    fn with_cloud_context<C: Into<String>>(
+        self,
+        context: impl FnOnce() -> C,
+    ) -> Result<T, CloudError>;
+}
+
+impl<T, E> ResultExt<T> for Result<T, E>
+where
+    E: Into<BoxError>,
+{
+    fn cloud_context(self, context: impl Into<String>) -> Result<T, CloudError> {
+        self.map_err(|err| CloudError::provider(context, err))
+    }
+
+    fn with_cloud_context<C: Into<String>>(
+        self,
+        context: impl FnOnce() -> C,
+    ) -> Result<T, CloudError> {
+        self.map_err(|err| CloudError::provider(context(), err))
     }
 }
 
@@ -396,6 +469,55 @@ mod tests {
             assert_eq!(dup.kind(), err.kind());
             assert_eq!(dup.retry_after(), err.retry_after());
         }
+    }
+
+    #[test]
+    fn message_is_the_text_unchanged_and_other() {
+        let err = CloudError::message("quota exceeded for project p");
+        assert_eq!(err.to_string(), "quota exceeded for project p");
+        assert_eq!(err.kind(), ErrorKind::Other);
+        assert!(err.source().is_none());
+        let wrapped = err.context("ensuring load balancer");
+        assert_eq!(
+            wrapped.to_string(),
+            "ensuring load balancer: quota exceeded for project p"
+        );
+        assert_eq!(wrapped.kind(), ErrorKind::Other);
+    }
+
+    #[test]
+    fn clone_keeps_the_source_type() {
+        let err = CloudError::provider("listing", std::io::Error::other("eof")).context("sync");
+        let copy = err.clone();
+        assert_eq!(copy.to_string(), err.to_string());
+        let io = copy
+            .source()
+            .and_then(|e| e.source())
+            .and_then(|e| e.downcast_ref::<std::io::Error>())
+            .expect("the io::Error survives the clone");
+        assert_eq!(io.to_string(), "eof");
+        let nested = CloudError::retry("wait", Duration::from_secs(2)).context("a");
+        let copy = nested.clone();
+        assert_eq!(copy.kind(), ErrorKind::Retry);
+        assert_eq!(copy.retry_after(), Some(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn cloud_context_wraps_foreign_and_cloud_errors() {
+        let foreign: Result<(), std::io::Error> = Err(std::io::Error::other("reset"));
+        let err = foreign.cloud_context("describing i-1").unwrap_err();
+        assert_eq!(err.to_string(), "describing i-1: reset");
+        assert!(err.source().is_some_and(|e| e.is::<std::io::Error>()));
+        let cloud: Result<(), CloudError> = Err(CloudError::retry("later", Duration::from_secs(5)));
+        let err = cloud.cloud_context("ensure").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Retry);
+        assert_eq!(err.retry_after(), Some(Duration::from_secs(5)));
+        assert_eq!(err.to_string(), "ensure: later (retry after 5s)");
+        let text: Result<(), &str> = Err("plain text");
+        assert_eq!(
+            text.with_cloud_context(|| "op").unwrap_err().to_string(),
+            "op: plain text"
+        );
     }
 
     #[test]

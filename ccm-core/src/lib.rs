@@ -32,7 +32,9 @@ pub mod registry;
 pub mod runtime;
 pub mod types;
 
-pub use error::{BoxError, CloudError, ErrorKind, error_kind, find_cloud_error};
+pub use error::{
+    BoxError, CloudError, ErrorKind, ResultExt, SharedError, error_kind, find_cloud_error,
+};
 pub use provider::{
     CloudProvider, Clusters, InitializeContext, Instances, InstancesV2, LoadBalancer, Routes, Zones,
 };

@@ -74,6 +74,29 @@ impl InstanceMetadata {
         self.additional_labels.insert(key.into(), value.into());
         self
     }
+    /// Add a set of additional labels (a later value replaces an earlier one for the same key).
+    ///
+    /// ```
+    /// use ccm_core::InstanceMetadata;
+    /// use std::collections::BTreeMap;
+    ///
+    /// let tags = BTreeMap::from([("acme.example.com/rack", "r12"), ("acme.example.com/pool", "gpu")]);
+    /// let meta = InstanceMetadata::new("acme://i-0123")
+    ///     .with_label("acme.example.com/team", "infra")
+    ///     .with_labels(tags)
+    ///     .with_labels([("acme.example.com/rack".to_owned(), "r13".to_owned())]);
+    /// assert_eq!(meta.additional_labels.len(), 3);
+    /// assert_eq!(meta.additional_labels["acme.example.com/rack"], "r13");
+    /// ```
+    pub fn with_labels<K, V>(mut self, labels: impl IntoIterator<Item = (K, V)>) -> Self
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        self.additional_labels
+            .extend(labels.into_iter().map(|(k, v)| (k.into(), v.into())));
+        self
+    }
 }
 
 /// A failure domain (Go: `cloudprovider.Zone`).
