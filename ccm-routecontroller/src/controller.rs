@@ -9,8 +9,8 @@ use ccm_core::runtime::controller::{Controller, ControllerContext};
 use ccm_core::runtime::events::EventRecorder;
 use ccm_core::runtime::informer::Informer;
 use ccm_core::{BoxError, Routes};
+use futures::StreamExt;
 use futures::future::join_all;
-use futures::{FutureExt, StreamExt};
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -462,10 +462,7 @@ impl Controller for RouteController {
         }
         // The events of the initial list are already in the cache that the first pass reads: drop them instead of
         // letting them schedule a redundant second pass.
-        let mut covered = 0usize;
-        while let Some(Some(_)) = events.recv().now_or_never() {
-            covered += 1;
-        }
+        let covered = events.skip_buffered();
         tracing::debug!(events = covered, "node events covered by the first pass");
         let this = &*self;
         let passes = this

@@ -16,7 +16,7 @@ use ccm_core::runtime::informer::{Informer, InformerEvent, Subscription};
 use ccm_core::runtime::workers::{Action, run_workers};
 use ccm_core::runtime::workqueue::{ItemExponentialBackoff, WorkQueue};
 use ccm_core::{BoxError, CloudError, LoadBalancer};
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
@@ -198,8 +198,8 @@ impl ServiceController {
         // Everything seen so far is in the caches, which `enqueue_all` and every ensure read: the events buffered
         // while syncing would only queue the same Services a second time (ensured twice if a worker has already
         // taken them) and start a node-sync pass with nothing to update.
-        let skipped_services = skip_buffered(&mut services);
-        let skipped_nodes = skip_buffered(&mut nodes);
+        let skipped_services = services.skip_buffered();
+        let skipped_nodes = nodes.skip_buffered();
         tracing::debug!(
             services = skipped_services,
             nodes = skipped_nodes,
@@ -256,19 +256,6 @@ impl Controller for ServiceController {
         ServiceController::run(*self, shutdown).await;
         Ok(())
     }
-}
-
-/// Drop every event already buffered in `events`; returns how many.
-///
-/// `recv` is polled `unconstrained`: tokio's cooperative budget (128 operations per poll of a task) would
-/// otherwise make it report "not ready" while events are still buffered, and the rest of a large initial list would
-/// reach the event router.
-fn skip_buffered<K: Clone>(events: &mut Subscription<K>) -> usize {
-    let mut skipped = 0;
-    while let Some(Some(_)) = tokio::task::unconstrained(events.recv()).now_or_never() {
-        skipped += 1;
-    }
-    skipped
 }
 
 fn split_key(key: &str) -> Result<(&str, &str), Error> {
