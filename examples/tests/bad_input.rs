@@ -76,8 +76,8 @@ fn invalid_durations() {
 #[test]
 fn unknown_controller_names() {
     rejected(
-        &["--cloud-provider=fake", "--controllers=*,-route,tagging"],
-        "\"tagging\" is not in the list of known controllers",
+        &["--cloud-provider=fake", "--controllers=*,-route,firewall"],
+        "\"firewall\" is not in the list of known controllers",
     );
 }
 
