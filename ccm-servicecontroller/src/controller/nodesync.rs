@@ -1,0 +1,185 @@
+//! The node-sync loop: batching node changes into passes, and a pass that updates each load balancer's hosts
+//! when its node set changed (Go: `nodeSyncLoop`, `syncNodes`, `nodeSyncService`).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use ccm_core::names;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::Resource;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{HostList, Inner};
+use crate::coalesce::next_burst;
+use crate::error::Error;
+use ccm_core::helpers::node_name;
+
+use crate::predicates::{
+    NodeSet, go_list, loggable_node_names, nodes_sufficiently_equal, stable_nodes,
+};
+
+impl Inner {
+    pub(super) async fn node_sync_loop(self: Arc<Self>, shutdown: CancellationToken) {
+        let (quiet, max) = (
+            self.config.node_sync_debounce,
+            self.config.node_sync_max_delay,
+        );
+        let mut previous = None;
+        while let Some(burst) = next_burst(&self.node_queue, quiet, max, previous).await {
+            previous = Some(Instant::now());
+            tracing::debug!(node_changes = burst.keys, waited = ?burst.started.elapsed(), "syncing load balancer hosts");
+            for key in self.sync_nodes(&shutdown).await {
+                self.queue.add(key);
+            }
+        }
+    }
+
+    /// The stable node set as the node cache has it now. It is computed again only when a node change was queued
+    /// since the last computation (or when `fresh` is asked for), so a pass can ask for it before each load
+    /// balancer: a change that arrives while a pass runs reaches every load balancer the pass has not updated
+    /// yet, and the next pass (which the change's key starts) finds those already up to date.
+    fn current_hosts(&self, fresh: bool) -> HostList {
+        let generation = self.hosts.generation.load(Ordering::Acquire);
+        let mut computed = self
+            .hosts
+            .computed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if !fresh
+            && let Some((at, hosts)) = computed.as_ref()
+            && *at == generation
+        {
+            return hosts.clone();
+        }
+        let hosts = Arc::new(stable_nodes(&self.nodes.store().list()));
+        let set = Arc::new(NodeSet::from_nodes(hosts.iter().map(AsRef::as_ref)));
+        *computed = Some((generation, (hosts.clone(), set.clone())));
+        (hosts, set)
+    }
+
+    /// Go: `syncNodes`: one pass over every remembered Service; returns the keys to re-ensure.
+    async fn sync_nodes(&self, shutdown: &CancellationToken) -> Vec<String> {
+        let started = Instant::now();
+        // A pass starts from the node cache as it is now.
+        self.current_hosts(true);
+        let services = self.tracker.services();
+        let total = services.len();
+        let retry: Vec<String> = futures::stream::iter(services)
+            .map(|(key, _)| async move {
+                if shutdown.is_cancelled() {
+                    return None;
+                }
+                self.node_sync_service(key).await
+            })
+            .buffer_unordered(self.config.concurrent_service_syncs)
+            .filter_map(std::future::ready)
+            .collect()
+            .await;
+        let took = started.elapsed();
+        self.metrics.observe_nodesync(took);
+        tracing::info!(
+            services = total,
+            failed = retry.len(),
+            ?took,
+            "synced load balancer hosts"
+        );
+        retry
+    }
+
+    /// Go: `nodeSyncService`: update one load balancer's hosts if its node set changed; `Some(key)` to retry.
+    /// The node set is taken when the load balancer's turn comes (see [`current_hosts`](Self::current_hosts)).
+    async fn node_sync_service(&self, key: String) -> Option<String> {
+        let (_guard, (hosts, set)) = match self.tracker.try_lock(&key) {
+            Some(guard) => (guard, self.current_hosts(false)),
+            None => {
+                // An ensure of this Service is running; after it, what it sent may be newer than the last
+                // computation.
+                let guard = self.tracker.lock(&key).await;
+                (guard, self.current_hosts(true))
+            }
+        };
+        let svc = self.tracker.cached(&key)?;
+        if !self.selector.wants_load_balancer(&svc) {
+            return None;
+        }
+        let old = self.tracker.synced(&key);
+        // Stored before the call, as in Go: failures are retried through the service queue.
+        self.tracker.set_synced(&key, (*set).clone());
+        if nodes_sufficiently_equal(old.as_ref(), &set) {
+            return None;
+        }
+        match self.update_load_balancer_hosts(&key, &svc, &hosts).await {
+            Ok(()) => None,
+            Err(err) => {
+                tracing::warn!(service = %key, error = %err, "failed to update load balancer hosts; the service will be re-ensured");
+                self.metrics.nodesync_error.inc();
+                Some(key)
+            }
+        }
+    }
+
+    /// Go: `lockedUpdateLoadBalancerHosts`.
+    async fn update_load_balancer_hosts(
+        &self,
+        key: &str,
+        svc: &Service,
+        hosts: &[Arc<Node>],
+    ) -> Result<(), Error> {
+        self.metrics.loadbalancer_sync.inc();
+        let started = Instant::now();
+        let nodes: Vec<Node> = hosts.iter().map(|n| (**n).clone()).collect();
+        tracing::info!(service = %key, nodes = nodes.len(), "updating load balancer hosts");
+        let result = self
+            .balancer
+            .update_load_balancer(&self.cluster_name, svc, &nodes)
+            .await;
+        self.metrics.observe_host_update(started.elapsed());
+        let reference = svc.object_ref(&());
+        let err = match result {
+            Ok(()) => {
+                if nodes.is_empty() {
+                    self.recorder.warning(
+                        &reference,
+                        names::events::UNAVAILABLE_LOAD_BALANCER,
+                        "There are no available nodes for LoadBalancer",
+                    );
+                } else {
+                    self.recorder.normal(
+                        &reference,
+                        names::events::UPDATED_LOAD_BALANCER,
+                        "Updated load balancer with new hosts",
+                    );
+                }
+                return Ok(());
+            }
+            Err(err) if err.is_implemented_elsewhere() => return Ok(()),
+            Err(err) => err,
+        };
+        // It is only an error if the load balancer still exists.
+        match self
+            .balancer
+            .get_load_balancer(&self.cluster_name, svc)
+            .await
+        {
+            Ok(None) => return Ok(()),
+            Ok(Some(_)) => {}
+            Err(get_err) => {
+                tracing::warn!(service = %key, error = %get_err, "failed to check if load balancer exists");
+            }
+        }
+        let names = loggable_node_names(nodes.iter().map(node_name));
+        self.recorder
+            .warning(
+                &reference,
+                names::events::UPDATE_LOAD_BALANCER_FAILED,
+                format!(
+                    "Error updating load balancer with new hosts {} [node names limited, total number of nodes: {}], error: {err}",
+                    go_list(&names),
+                    nodes.len()
+                ),
+            );
+        Err(Error::UpdateHosts(err))
+    }
+}
