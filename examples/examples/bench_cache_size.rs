@@ -1,24 +1,24 @@
 //! How much memory the shared Node cache needs, whole and stripped (`strip_node`): the figures of
-//! docs/benchmarks.md, "Cached object size". Ignored by default (it measures, it does not check much):
+//! docs/benchmarks.md, "Cached object size". A measurement, not a test:
 //!
 //! ```sh
-//! cargo test --release -p ccm-core --test cache_size -- --ignored --nocapture
+//! cargo run --release -p examples --example bench-cache-size
 //! ```
 //!
-//! Each node is the realistic fixture `tests/fixtures/node.json` (50 images, the managedFields of seven
+//! Each node is the realistic fixture `ccm-core/tests/fixtures/node.json` (50 images, the managedFields of seven
 //! managers, 16 labels, 6 annotations, volumes, nodeInfo) with its own name, uid, addresses, providerID and pod
 //! CIDR. It is serialized to JSON and deserialized again, as the watch delivers it, then held in an `Arc` as the
 //! store holds it; the stripped run strips each node right after deserializing it, as the informer does. Each
-//! run is a process of its own (this test binary started again), and reports the compact JSON size of what it
-//! holds and the growth of its resident set (VmRSS) after 1,000 and after 5,000 nodes.
+//! mode runs in a process of its own (this program started again with `--mode whole|stripped`), and reports the
+//! compact JSON size of what it holds and the growth of its resident set (VmRSS) after 1,000 and 5,000 nodes.
 
-use std::process::Command;
+use std::process::{Command, ExitCode};
 use std::sync::Arc;
 
 use ccm_core::runtime::informer::strip_node;
 use k8s_openapi::api::core::v1::Node;
 
-const NODE: &str = include_str!("fixtures/node.json");
+const NODE: &str = include_str!("../../ccm-core/tests/fixtures/node.json");
 
 /// This process's resident set in bytes (Linux; 0 elsewhere).
 fn rss() -> usize {
@@ -92,18 +92,6 @@ fn build(strip: bool) -> Vec<(usize, usize, usize)> {
     report
 }
 
-/// One measurement in this process, when the parent test asks for it (see [`cached_node_size`]).
-#[test]
-#[ignore = "run by cached_node_size in a process of its own"]
-fn measure_one() {
-    let Ok(mode) = std::env::var("CCM_CACHE_SIZE_MODE") else {
-        return;
-    };
-    for (count, json, rss) in build(mode == "stripped") {
-        println!("RESULT {mode} {count} {json} {rss}");
-    }
-}
-
 fn per_node_kib(bytes: usize, count: usize) -> String {
     format!("{:.1}", bytes as f64 / count as f64 / 1024.0)
 }
@@ -112,33 +100,37 @@ fn mib(bytes: usize) -> String {
     format!("{:.1}", bytes as f64 / 1024.0 / 1024.0)
 }
 
-#[test]
-#[ignore = "a measurement; run it with --ignored --nocapture"]
-fn cached_node_size() {
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if let [_, flag, mode] = args.as_slice()
+        && flag == "--mode"
+    {
+        for (count, json, rss) in build(mode == "stripped") {
+            println!("RESULT {mode} {count} {json} {rss}");
+        }
+        return ExitCode::SUCCESS;
+    }
     let mut rows = Vec::new();
     for mode in ["whole", "stripped"] {
         // a process per mode, so that neither run reuses memory the other freed
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--ignored",
-                "--exact",
-                "measure_one",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("CCM_CACHE_SIZE_MODE", mode)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = match Command::new(&args[0]).args(["--mode", mode]).output() {
+            Ok(out) if out.status.success() => out,
+            Ok(out) => {
+                eprintln!(
+                    "bench-cache-size: the {mode} run failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                return ExitCode::FAILURE;
+            }
+            Err(err) => {
+                eprintln!("bench-cache-size: cannot start the {mode} run: {err}");
+                return ExitCode::FAILURE;
+            }
+        };
         for line in String::from_utf8_lossy(&out.stdout).lines() {
-            // (the harness may print `test measure_one ... ` on the same line)
-            if let Some((_, result)) = line.split_once("RESULT ") {
+            if let Some(result) = line.strip_prefix("RESULT ") {
                 let f: Vec<&str> = result.split(' ').collect();
-                let n = |i: usize| f[i].parse::<usize>().unwrap();
+                let n = |i: usize| f[i].parse::<usize>().unwrap_or(0);
                 rows.push((f[0].to_owned(), n(1), n(2), n(3)));
             }
         }
@@ -154,5 +146,5 @@ fn cached_node_size() {
             per_node_kib(*rss, *count)
         );
     }
-    assert_eq!(rows.len(), 2 * COUNTS.len());
+    ExitCode::SUCCESS
 }
