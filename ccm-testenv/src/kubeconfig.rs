@@ -34,7 +34,37 @@ pub struct KubeconfigSpec<'a> {
 /// ```
 pub fn render(spec: &KubeconfigSpec<'_>) -> String {
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
-    let name = quote(spec.name);
+    let user = format!(
+        "    client-certificate-data: {cert}\n    client-key-data: {key}\n",
+        cert = b64(spec.client_cert_pem),
+        key = b64(spec.client_key_pem),
+    );
+    document(spec.name, spec.server, spec.ca_pem, &user)
+}
+
+/// Renders a kubeconfig whose user authenticates with a bearer `token` (for example a
+/// ServiceAccount token from a TokenRequest), for `server` signed by the CA `ca_pem`.
+///
+/// ```
+/// use ccm_testenv::kubeconfig::render_token;
+///
+/// let yaml = render_token("ccm", "https://127.0.0.1:6443", "ca", "secret-token");
+/// assert!(yaml.contains("token: \"secret-token\""));
+/// ```
+pub fn render_token(name: &str, server: &str, ca_pem: &str, token: &str) -> String {
+    document(
+        name,
+        server,
+        ca_pem,
+        &format!("    token: {}\n", quote(token)),
+    )
+}
+
+/// One cluster, one user (whose fields are `user`, already indented) and one context, all named
+/// `name`.
+fn document(name: &str, server: &str, ca_pem: &str, user: &str) -> String {
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem.as_bytes());
+    let name = quote(name);
     format!(
         r#"apiVersion: v1
 kind: Config
@@ -46,19 +76,14 @@ clusters:
 users:
 - name: {name}
   user:
-    client-certificate-data: {cert}
-    client-key-data: {key}
-contexts:
+{user}contexts:
 - name: {name}
   context:
     cluster: {name}
     user: {name}
 current-context: {name}
 "#,
-        server = quote(spec.server),
-        ca = b64(spec.ca_pem),
-        cert = b64(spec.client_cert_pem),
-        key = b64(spec.client_key_pem),
+        server = quote(server),
     )
 }
 
@@ -107,6 +132,18 @@ mod tests {
         let context = parsed.contexts[0].context.as_ref().expect("context");
         assert_eq!(context.cluster, "ccm-testenv");
         assert_eq!(context.user.as_deref(), Some("ccm-testenv"));
+    }
+
+    #[test]
+    fn token_kubeconfigs_carry_the_token() {
+        let yaml = render_token("sa", "https://127.0.0.1:1", "ca-pem", "t0k3n");
+        let parsed = kube::config::Kubeconfig::from_yaml(&yaml).expect("valid kubeconfig");
+        let user = parsed.auth_infos[0].auth_info.as_ref().expect("user");
+        assert!(user.client_certificate_data.is_none());
+        assert!(user.token.is_some(), "the token is the user's credential");
+        assert!(yaml.contains("    token: \"t0k3n\"\n"), "{yaml}");
+        let cluster = parsed.clusters[0].cluster.as_ref().expect("cluster");
+        assert_eq!(cluster.server.as_deref(), Some("https://127.0.0.1:1"));
     }
 
     #[test]

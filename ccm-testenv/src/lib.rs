@@ -86,6 +86,15 @@ pub enum TestEnvError {
         #[source]
         source: std::io::Error,
     },
+    /// A file could not be written.
+    #[error("cannot write {path}: {source}")]
+    WriteFile {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
     /// Certificate data of the control plane is not valid.
     #[error("invalid certificate data of the control plane: {0}")]
     Pki(#[from] PkiError),
@@ -400,6 +409,33 @@ impl TestEnv {
         namespace: &str,
         name: &str,
     ) -> Result<kube::Client, TestEnvError> {
+        let token = self.service_account_token(namespace, name).await?;
+        let mut config = self.base_config();
+        config.auth_info.token = Some(token.into());
+        kube::Client::try_from(config).map_err(TestEnvError::Client)
+    }
+
+    /// A token of ServiceAccount `namespace/name` (created if missing; the namespace must
+    /// exist), valid for [`SERVICE_ACCOUNT_TOKEN_SECONDS`], from the TokenRequest API. Returns
+    /// once the API server accepts the token. For programs started with their own kubeconfig, see
+    /// [`TestEnv::write_service_account_kubeconfig`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), ccm_testenv::TestEnvError> {
+    /// let env = ccm_testenv::TestEnv::shared().await;
+    /// let token = env.service_account_token("kube-system", "cloud-controller-manager").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`TestEnvError`] if the account or token cannot be created, or the token is not accepted
+    /// within 30 s.
+    pub async fn service_account_token(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<String, TestEnvError> {
         let admin = self.try_client()?;
         let accounts: Api<ServiceAccount> = Api::namespaced(admin, namespace);
         let mut account = ServiceAccount::default();
@@ -430,12 +466,12 @@ impl TestEnv {
             .ok_or_else(|| TestEnvError::Unexpected("TokenRequest returned no token".into()))?;
 
         let mut config = self.base_config();
-        config.auth_info.token = Some(token.into());
+        config.auth_info.token = Some(token.clone().into());
         let client = kube::Client::try_from(config).map_err(TestEnvError::Client)?;
 
         // The token authenticator looks the account up through a cache; wait until it knows it.
         let expected = format!("system:serviceaccount:{namespace}:{name}");
-        let reviews: Api<SelfSubjectReview> = Api::all(client.clone());
+        let reviews: Api<SelfSubjectReview> = Api::all(client);
         let what = format!("the API server to accept the token of {expected}");
         wait_for(&what, Duration::from_secs(30), || async {
             let review = reviews
@@ -446,7 +482,49 @@ impl TestEnv {
             (user == expected).then_some(())
         })
         .await?;
-        Ok(client)
+        Ok(token)
+    }
+
+    /// Writes to `path` a kubeconfig for this control plane that authenticates as ServiceAccount
+    /// `namespace/name` ([`TestEnv::service_account_token`]), for a program under test that runs
+    /// as a separate process, as it would in a pod.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), ccm_testenv::TestEnvError> {
+    /// let env = ccm_testenv::TestEnv::shared().await;
+    /// let path = std::env::temp_dir().join("ccm.kubeconfig");
+    /// env.write_service_account_kubeconfig("kube-system", "cloud-controller-manager", &path)
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`TestEnv::service_account_token`], or [`TestEnvError::ReadFile`] /
+    /// [`TestEnvError::WriteFile`] if the CA cannot be read or the kubeconfig written.
+    pub async fn write_service_account_kubeconfig(
+        &self,
+        namespace: &str,
+        name: &str,
+        path: &Path,
+    ) -> Result<(), TestEnvError> {
+        let token = self.service_account_token(namespace, name).await?;
+        let ca_pem = std::fs::read_to_string(&self.env.ca_cert).map_err(|source| {
+            TestEnvError::ReadFile {
+                path: self.env.ca_cert.clone(),
+                source,
+            }
+        })?;
+        let yaml = kubeconfig::render_token(
+            &format!("{namespace}-{name}"),
+            &self.env.server,
+            &ca_pem,
+            &token,
+        );
+        std::fs::write(path, yaml).map_err(|source| TestEnvError::WriteFile {
+            path: path.to_owned(),
+            source,
+        })
     }
 
     /// `<prefix>-<random suffix>`: a DNS-1123 label (at most 63 characters, lower-case

@@ -8,8 +8,10 @@
 //! - `bench budget` (in `bench_budget.rs`): cloud calls per period and per node, for sizing the cloud-call
 //!   budget (Rust only: the Go reference has no budget, bulk calls or cache).
 
+mod identity;
 mod lbs;
 mod nodes;
+mod probe;
 mod prom;
 mod support;
 
@@ -80,6 +82,7 @@ mod tests {
         assert_eq!(
             args.common.limits,
             [
+                super::support::LimitMode::Shipped,
                 super::support::LimitMode::Default,
                 super::support::LimitMode::Raised
             ]

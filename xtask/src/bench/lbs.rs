@@ -21,6 +21,7 @@ use clap::Args;
 use k8s_openapi::api::core::v1::{Namespace, Node, NodeSpec, Service, ServicePort, ServiceSpec};
 use kube::api::{Api, PostParams};
 
+use super::identity;
 use super::prom::{self, RequestCounts, Sample};
 use super::support::{
     self, BenchBinaries, CcmProcess, CcmSpec, Cluster, CommonArgs, Implementation, ProcStats,
@@ -245,7 +246,7 @@ pub async fn run(args: &LbsArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
             args.services,
             args.node_changes,
             spec.workers,
-            args.common.api_limits(spec.mode)
+            args.common.limits_label(spec.mode)
         );
         let result = run_once(&context, spec, interrupt).await;
         match &result {
@@ -363,11 +364,14 @@ async fn measure(
         .await?;
 
     let load = support::load_average();
+    let kubeconfig =
+        identity::kubeconfig_for(cluster, spec.implementation, spec.mode, context.out).await?;
     let before = cluster.request_counts().await?;
     let ccm_spec = CcmSpec {
         implementation: spec.implementation,
         controllers: "service",
-        kubeconfig: cluster.kubeconfig.clone(),
+        kubeconfig,
+        admin_kubeconfig: cluster.kubeconfig.clone(),
         inventory: Some(context.inventory.to_owned()),
         admin_port: support::free_port()?,
         limits: args.common.api_limits(spec.mode),
@@ -533,7 +537,7 @@ fn table(args: &LbsArgs, results: &[(RunSpec, anyhow::Result<Measured>)]) -> Tab
         let mut row = vec![
             args.common.row_label(spec),
             spec.workers.to_string(),
-            args.common.api_limits(spec.mode).to_string(),
+            args.common.limits_label(spec.mode),
         ];
         match result {
             Ok(m) => row.extend([
@@ -574,7 +578,7 @@ fn details(args: &LbsArgs, spec: &RunSpec, result: &anyhow::Result<Measured>) ->
         "- {}, {} service syncs, {}:",
         args.common.row_label(spec),
         spec.workers,
-        args.common.api_limits(spec.mode)
+        args.common.limits_label(spec.mode)
     );
     match result {
         Ok(m) => format!(

@@ -22,7 +22,9 @@ use clap::Args;
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
 use kube::api::{Api, Patch, PatchParams};
 
-use super::prom::{self, RequestCounts};
+use super::identity;
+use super::probe::{Probe, ProbeStats};
+use super::prom::{self, Answers, RequestCounts};
 use super::support::{
     self, BenchBinaries, CcmProcess, CcmSpec, Cluster, CommonArgs, Implementation, ProcStats,
     RunSpec, Table, Tracker,
@@ -63,6 +65,10 @@ struct Measured {
     cloud_calls: Option<BTreeMap<String, f64>>,
     stats: ProcStats,
     load: Option<f64>,
+    /// The API server's 429 and 403 answers during the run.
+    answers: Answers,
+    /// The second client, from the CCM's start until every node was initialized.
+    probe: ProbeStats,
 }
 
 /// The node names of a run: `bench-node-00000`, ...
@@ -159,7 +165,7 @@ pub async fn run(args: &NodesArgs, interrupt: &Interrupt) -> anyhow::Result<()> 
             spec.implementation.label(),
             count,
             spec.workers,
-            args.common.api_limits(spec.mode)
+            args.common.limits_label(spec.mode)
         );
         let context = RunContext {
             args,
@@ -185,6 +191,13 @@ pub async fn run(args: &NodesArgs, interrupt: &Interrupt) -> anyhow::Result<()> 
          (--controllers=cloud-node) started; fresh control plane per run\n{environment}\n"
     );
     println!("{}", table(args, count, &results).render());
+    println!(
+        "\nThe API server and a second client meanwhile (429: rejected by API Priority and \
+         Fairness; probe: a ServiceAccount in another flow schema reading one ConfigMap every \
+         {} ms until every node was initialized):\n",
+        super::probe::PROBE_INTERVAL.as_millis()
+    );
+    println!("{}", health_table(args, &results).render());
     println!("\nAPI writes counted by the API server (per run, whole run):");
     for (spec, result) in &results {
         println!("{}", details(args, spec, result));
@@ -257,11 +270,17 @@ async fn measure(
     }
 
     let load = support::load_average();
-    let before = cluster.request_counts().await?;
+    let kubeconfig =
+        identity::kubeconfig_for(cluster, spec.implementation, spec.mode, context.out).await?;
+    let probe = Probe::start(cluster).await?;
+    let samples = cluster.apiserver_samples().await?;
+    let before = RequestCounts::from_samples(&samples);
+    let answers_before = Answers::from_samples(&samples);
     let ccm_spec = CcmSpec {
         implementation: spec.implementation,
         controllers: "cloud-node",
-        kubeconfig: cluster.kubeconfig.clone(),
+        kubeconfig,
+        admin_kubeconfig: cluster.kubeconfig.clone(),
         inventory: Some(context.inventory.to_owned()),
         admin_port: support::free_port()?,
         limits: common.api_limits(spec.mode),
@@ -277,6 +296,7 @@ async fn measure(
         &mut ccm,
         cluster,
         &before,
+        probe,
         count,
         started,
         common,
@@ -284,9 +304,12 @@ async fn measure(
     )
     .await;
     let stopped = ccm.stop().await;
-    let (first, all, requests, settled, cloud_calls, stats) = observed?;
+    let (first, all, requests, settled, cloud_calls, stats, probe) = observed?;
     stopped?;
+    let answers = Answers::from_samples(&cluster.apiserver_samples().await?).since(&answers_before);
     Ok(Measured {
+        answers,
+        probe,
         first,
         all,
         requests,
@@ -307,6 +330,7 @@ type Observed = (
     bool,
     BTreeMap<String, f64>,
     ProcStats,
+    ProbeStats,
 );
 
 #[allow(clippy::too_many_arguments)]
@@ -315,6 +339,7 @@ async fn observe(
     ccm: &mut CcmProcess,
     cluster: &Cluster,
     before: &RequestCounts,
+    probe: Probe,
     count: usize,
     started: Instant,
     common: &CommonArgs,
@@ -340,6 +365,7 @@ async fn observe(
         )
         .await?
         - started;
+    let probe = probe.finish().await;
     let (requests, settled) = cluster
         .settled_requests(before, ccm, common.quiet(), SETTLE_LIMIT, interrupt)
         .await?;
@@ -355,6 +381,7 @@ async fn observe(
         settled,
         cloud_calls_by_operation(&samples),
         stats,
+        probe,
     ))
 }
 
@@ -419,7 +446,7 @@ fn table(args: &NodesArgs, count: usize, results: &[(RunSpec, anyhow::Result<Mea
         let mut row = vec![
             args.common.row_label(spec),
             spec.workers.to_string(),
-            args.common.api_limits(spec.mode).to_string(),
+            args.common.limits_label(spec.mode),
         ];
         match result {
             Ok(m) => {
@@ -451,12 +478,44 @@ fn table(args: &NodesArgs, count: usize, results: &[(RunSpec, anyhow::Result<Mea
     table
 }
 
+fn health_table(args: &NodesArgs, results: &[(RunSpec, anyhow::Result<Measured>)]) -> Table {
+    let mut table = Table::new(&[
+        "CCM",
+        "node syncs",
+        "QPS/burst",
+        "API 429s",
+        "API 403s",
+        "probe reads",
+        "probe p50 / p99 / max (ms)",
+        "probe 429s",
+    ]);
+    for (spec, result) in results {
+        let mut row = vec![
+            args.common.row_label(spec),
+            spec.workers.to_string(),
+            args.common.limits_label(spec.mode),
+        ];
+        match result {
+            Ok(m) => row.extend([
+                m.answers.rejected.to_string(),
+                m.answers.forbidden.to_string(),
+                m.probe.reads.to_string(),
+                m.probe.latencies_ms(),
+                m.probe.throttled.to_string(),
+            ]),
+            Err(err) => row.push(format!("failed: {}", first_line(err))),
+        }
+        table.push(row);
+    }
+    table
+}
+
 fn details(args: &NodesArgs, spec: &RunSpec, result: &anyhow::Result<Measured>) -> String {
     let head = format!(
         "- {}, {} node syncs, {}:",
         args.common.row_label(spec),
         spec.workers,
-        args.common.api_limits(spec.mode)
+        args.common.limits_label(spec.mode)
     );
     match result {
         Ok(m) => {
@@ -599,6 +658,18 @@ mod tests {
                 cpu_seconds: Some(0.5),
             },
             load: Some(1.3),
+            answers: Answers {
+                rejected: 2,
+                forbidden: 0,
+            },
+            probe: ProbeStats {
+                reads: 20,
+                p50: Duration::from_millis(3),
+                p99: Duration::from_millis(40),
+                max: Duration::from_millis(41),
+                throttled: 1,
+                failed: 0,
+            },
         };
         let rust = RunSpec {
             implementation: Implementation::Rust,
@@ -633,6 +704,36 @@ mod tests {
             "- Rust, 1 node syncs, 20/30: writes: PATCH nodes 8; GETs 0; cloud calls: \
              instance-metadata-by-provider-id 4"
         );
-        assert_eq!(go.label(), "go-default-w1-r1");
+        assert_eq!(go.label(), "go-explicit-w1-r1");
+        let health = health_table(&args(), &results).render();
+        let cells: Vec<&str> = health
+            .lines()
+            .nth(2)
+            .expect("row")
+            .split('|')
+            .map(str::trim)
+            .collect();
+        assert_eq!(
+            cells,
+            [
+                "",
+                "Rust",
+                "1",
+                "20/30",
+                "2",
+                "0",
+                "20",
+                "3 / 40 / 41",
+                "1",
+                ""
+            ]
+        );
+        assert!(
+            health
+                .lines()
+                .nth(3)
+                .expect("go")
+                .contains("failed: timed out")
+        );
     }
 }

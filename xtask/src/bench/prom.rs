@@ -165,6 +165,48 @@ impl std::fmt::Display for RequestKind {
     }
 }
 
+/// Answers of the API server by status class that matter for a client's health: 429 (rejected
+/// by API Priority and Fairness or the max-in-flight limit) and 403 (forbidden by RBAC).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Answers {
+    /// `apiserver_request_total{code="429"}`, all resources and verbs.
+    pub rejected: u64,
+    /// `apiserver_request_total{code="403"}`.
+    pub forbidden: u64,
+}
+
+impl Answers {
+    /// Reads the counters from the API server's metrics.
+    pub fn from_samples(samples: &[Sample]) -> Self {
+        let count = |code: &str| -> u64 {
+            samples
+                .iter()
+                .filter(|s| s.name == "apiserver_request_total" && s.label("code") == code)
+                .map(|s| {
+                    if s.value.is_finite() && s.value > 0.0 {
+                        s.value.round() as u64
+                    } else {
+                        0
+                    }
+                })
+                .sum()
+        };
+        Answers {
+            rejected: count("429"),
+            forbidden: count("403"),
+        }
+    }
+
+    /// What was counted after `before` (a counter that went down counts from zero).
+    pub fn since(&self, before: &Answers) -> Answers {
+        let delta = |now: u64, then: u64| if now >= then { now - then } else { now };
+        Answers {
+            rejected: delta(self.rejected, before.rejected),
+            forbidden: delta(self.forbidden, before.forbidden),
+        }
+    }
+}
+
 /// The API server's `apiserver_request_total`, summed over response codes, groups, versions and
 /// scopes: how many requests of each kind it served.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -278,6 +320,46 @@ impl RequestCounts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn answers_count_rejections_and_forbidden_requests_of_every_resource() {
+        let samples = parse(
+            "apiserver_request_total{code=\"429\",resource=\"nodes\",verb=\"PATCH\"} 3\n\
+             apiserver_request_total{code=\"429\",resource=\"\",verb=\"GET\"} 1\n\
+             apiserver_request_total{code=\"403\",resource=\"nodes\",verb=\"UPDATE\"} 2\n\
+             apiserver_request_total{code=\"200\",resource=\"nodes\",verb=\"PATCH\"} 90\n\
+             apiserver_flowcontrol_rejected_requests_total{code=\"429\"} 7\n",
+        )
+        .expect("parses");
+        let now = Answers::from_samples(&samples);
+        assert_eq!(
+            now,
+            Answers {
+                rejected: 4,
+                forbidden: 2
+            }
+        );
+        let before = Answers {
+            rejected: 1,
+            forbidden: 0,
+        };
+        assert_eq!(
+            now.since(&before),
+            Answers {
+                rejected: 3,
+                forbidden: 2
+            }
+        );
+        let restarted = Answers {
+            rejected: 10,
+            forbidden: 5,
+        };
+        assert_eq!(
+            now.since(&restarted),
+            now,
+            "a reset counter counts from zero"
+        );
+    }
 
     const APISERVER: &str = r#"# HELP apiserver_request_total [STABLE] Counter of apiserver requests
 # TYPE apiserver_request_total counter

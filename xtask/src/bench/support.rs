@@ -59,9 +59,14 @@ impl Implementation {
 /// Which Kubernetes API client limits a run uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LimitMode {
-    /// `--kube-api-qps 20 --kube-api-burst 30`, the default of both CCMs.
+    /// No `--kube-api-*` flags: each CCM as shipped (Go: 20/30; the SDK: Auto, no client-side
+    /// limit when the API server has API Priority and Fairness), authenticated as a ServiceAccount
+    /// with the RBAC it ships (see `identity.rs`).
+    Shipped,
+    /// `--kube-api-qps 20 --kube-api-burst 30` passed explicitly (Go's default values); admin user.
+    #[value(name = "explicit", alias = "default")]
     Default,
-    /// `--raised-qps` / `--raised-burst`.
+    /// `--raised-qps` / `--raised-burst`; admin user.
     Raised,
 }
 
@@ -86,9 +91,10 @@ pub struct CommonArgs {
     /// The CCMs to run, comma-separated: rust, go.
     #[arg(long = "impl", value_enum, value_delimiter = ',', default_values_t = [Implementation::Rust, Implementation::Go])]
     pub implementations: Vec<Implementation>,
-    /// The API client limits to run with, comma-separated: default (--kube-api-qps 20
-    /// --kube-api-burst 30, both CCMs' default) and raised (--raised-qps/--raised-burst).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [LimitMode::Default, LimitMode::Raised])]
+    /// The API client limits to run with, comma-separated: shipped (no limit flags, each CCM's own
+    /// default, as a ServiceAccount), explicit (--kube-api-qps 20 --kube-api-burst 30, Go's
+    /// default values; alias: default) and raised (--raised-qps/--raised-burst).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [LimitMode::Shipped, LimitMode::Default, LimitMode::Raised])]
     pub limits: Vec<LimitMode>,
     /// --kube-api-qps of the "raised" runs.
     #[arg(long, default_value_t = 1000.0)]
@@ -131,7 +137,7 @@ impl CommonArgs {
             bail!("--impl needs at least one of rust, go");
         }
         if self.limits.is_empty() {
-            bail!("--limits needs at least one of default, raised");
+            bail!("--limits needs at least one of shipped, explicit, raised");
         }
         if !(self.raised_qps.is_finite() && self.raised_qps > 0.0) {
             bail!("--raised-qps must be a positive number");
@@ -145,15 +151,22 @@ impl CommonArgs {
         Ok(())
     }
 
-    /// The limits of `mode`.
-    pub fn api_limits(&self, mode: LimitMode) -> ApiLimits {
+    /// The limits of `mode`; `None`: no flags (each CCM's shipped default).
+    pub fn api_limits(&self, mode: LimitMode) -> Option<ApiLimits> {
         match mode {
-            LimitMode::Default => DEFAULT_LIMITS,
-            LimitMode::Raised => ApiLimits {
+            LimitMode::Shipped => None,
+            LimitMode::Default => Some(DEFAULT_LIMITS),
+            LimitMode::Raised => Some(ApiLimits {
                 qps: self.raised_qps,
                 burst: self.raised_burst,
-            },
+            }),
         }
+    }
+
+    /// How tables name the limits of `mode`: `20/30`, or `shipped (SA)`.
+    pub fn limits_label(&self, mode: LimitMode) -> String {
+        self.api_limits(mode)
+            .map_or_else(|| "shipped (SA)".to_owned(), |limits| limits.to_string())
     }
 
     /// The extra flags given for `implementation`.
@@ -211,7 +224,8 @@ impl RunSpec {
     /// A file-name-safe name, e.g. `go-raised-w10-r2`.
     pub fn label(&self) -> String {
         let mode = match self.mode {
-            LimitMode::Default => "default",
+            LimitMode::Shipped => "shipped",
+            LimitMode::Default => "explicit",
             LimitMode::Raised => "raised",
         };
         format!(
@@ -346,14 +360,17 @@ pub struct CcmSpec {
     pub implementation: Implementation,
     /// `--controllers`, e.g. `cloud-node` or `service`.
     pub controllers: &'static str,
-    /// The admin kubeconfig of the control plane.
+    /// The kubeconfig the CCM acts with (`identity::kubeconfig_for`).
     pub kubeconfig: PathBuf,
+    /// The admin kubeconfig, for the Go CCM's delegated authentication and authorization of its
+    /// `/metrics` readers (not for its controllers).
+    pub admin_kubeconfig: PathBuf,
     /// The fake cloud's inventory (Rust only; Go's fake derives everything from node names).
     pub inventory: Option<PathBuf>,
     /// Port of the CCM's HTTPS endpoints (`/metrics`), on 127.0.0.1.
     pub admin_port: u16,
-    /// `--kube-api-qps` / `--kube-api-burst`.
-    pub limits: ApiLimits,
+    /// `--kube-api-qps` / `--kube-api-burst`; `None`: not passed.
+    pub limits: Option<ApiLimits>,
     /// More flags, e.g. `--concurrent-node-syncs=10`.
     pub extra: Vec<String>,
 }
@@ -362,17 +379,18 @@ impl CcmSpec {
     /// The command line (without the program). Both CCMs run without leader election (no Lease
     /// traffic to separate from the controllers' own) and serve `/metrics` on 127.0.0.1.
     pub fn args(&self) -> Vec<String> {
-        let kubeconfig = self.kubeconfig.display();
         let mut args = vec![
             "--cloud-provider=fake".to_owned(),
-            format!("--kubeconfig={kubeconfig}"),
+            format!("--kubeconfig={}", self.kubeconfig.display()),
             format!("--controllers={}", self.controllers),
             "--leader-elect=false".to_owned(),
             "--bind-address=127.0.0.1".to_owned(),
             format!("--secure-port={}", self.admin_port),
-            format!("--kube-api-qps={}", self.limits.qps),
-            format!("--kube-api-burst={}", self.limits.burst),
         ];
+        if let Some(limits) = self.limits {
+            args.push(format!("--kube-api-qps={}", limits.qps));
+            args.push(format!("--kube-api-burst={}", limits.burst));
+        }
         match self.implementation {
             Implementation::Rust => {
                 if let Some(inventory) = &self.inventory {
@@ -382,8 +400,9 @@ impl CcmSpec {
             Implementation::Go => {
                 // Delegated authentication needs the kubeconfig; /metrics is opened to anonymous
                 // readers on loopback so that it can be read without a token.
-                args.push(format!("--authentication-kubeconfig={kubeconfig}"));
-                args.push(format!("--authorization-kubeconfig={kubeconfig}"));
+                let admin = self.admin_kubeconfig.display();
+                args.push(format!("--authentication-kubeconfig={admin}"));
+                args.push(format!("--authorization-kubeconfig={admin}"));
                 args.push(
                     "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"
                         .to_owned(),
@@ -677,6 +696,8 @@ impl MetricsEndpoint {
 /// A fresh control plane for one run, with an admin client. Stopped when dropped.
 pub struct Cluster {
     control_plane: ControlPlane,
+    /// The control plane's test environment (clients and tokens for other identities).
+    pub env: TestEnv,
     /// Cluster-admin client.
     pub client: kube::Client,
     /// The admin kubeconfig file (for the CCM).
@@ -701,16 +722,17 @@ impl Cluster {
         let kubeconfig = env.kubeconfig_path().to_owned();
         Ok(Cluster {
             control_plane,
+            env,
             client,
             kubeconfig,
         })
     }
 
-    /// The API server's request counters.
+    /// The API server's metrics.
     ///
     /// # Errors
     /// If `/metrics` cannot be read or parsed.
-    pub async fn request_counts(&self) -> anyhow::Result<RequestCounts> {
+    pub async fn apiserver_samples(&self) -> anyhow::Result<Vec<Sample>> {
         let request = http::Request::get("/metrics")
             .body(Vec::new())
             .context("building the /metrics request")?;
@@ -719,8 +741,17 @@ impl Cluster {
             .request_text(request)
             .await
             .context("reading the API server's /metrics")?;
-        let samples = prom::parse(&text).context("parsing the API server's /metrics")?;
-        Ok(RequestCounts::from_samples(&samples))
+        prom::parse(&text).context("parsing the API server's /metrics")
+    }
+
+    /// The API server's request counters.
+    ///
+    /// # Errors
+    /// If `/metrics` cannot be read or parsed.
+    pub async fn request_counts(&self) -> anyhow::Result<RequestCounts> {
+        Ok(RequestCounts::from_samples(
+            &self.apiserver_samples().await?,
+        ))
     }
 
     /// Waits until the CCM's writes have stopped: the API server's count of writes to the CCM's
@@ -1116,9 +1147,10 @@ mod tests {
             implementation,
             controllers: "cloud-node",
             kubeconfig: PathBuf::from("/cp/admin.kubeconfig"),
+            admin_kubeconfig: PathBuf::from("/cp/admin.kubeconfig"),
             inventory: Some(PathBuf::from("/out/inventory.yaml")),
             admin_port: 4321,
-            limits: DEFAULT_LIMITS,
+            limits: Some(DEFAULT_LIMITS),
             extra: vec!["--concurrent-node-syncs=10".to_owned()],
         }
     }
@@ -1149,10 +1181,10 @@ mod tests {
     #[test]
     fn go_command_line() {
         let mut go = spec(Implementation::Go);
-        go.limits = ApiLimits {
+        go.limits = Some(ApiLimits {
             qps: 1000.0,
             burst: 2000,
-        };
+        });
         let args = go.args();
         for expected in [
             "--kube-api-qps=1000",
@@ -1176,10 +1208,34 @@ mod tests {
     #[test]
     fn fractional_qps_is_passed_as_written() {
         let mut s = spec(Implementation::Rust);
-        s.limits = ApiLimits { qps: 7.5, burst: 3 };
+        s.limits = Some(ApiLimits { qps: 7.5, burst: 3 });
         assert!(s.args().contains(&"--kube-api-qps=7.5".to_owned()));
-        assert_eq!(s.limits.to_string(), "7.5/3");
         assert_eq!(DEFAULT_LIMITS.to_string(), "20/30");
+    }
+
+    #[test]
+    fn shipped_runs_pass_no_limits_and_act_as_the_given_identity() {
+        for implementation in [Implementation::Rust, Implementation::Go] {
+            let mut s = spec(implementation);
+            s.limits = None;
+            s.kubeconfig = PathBuf::from("/out/rust-serviceaccount.kubeconfig");
+            let args = s.args();
+            assert!(
+                !args.iter().any(|a| a.starts_with("--kube-api-")),
+                "{args:?}"
+            );
+            assert!(args.contains(&"--kubeconfig=/out/rust-serviceaccount.kubeconfig".to_owned()));
+            if implementation == Implementation::Go {
+                assert!(
+                    args.contains(&"--authentication-kubeconfig=/cp/admin.kubeconfig".to_owned()),
+                    "only the delegation of /metrics readers uses the admin: {args:?}"
+                );
+            }
+        }
+        let c = common();
+        assert_eq!(c.limits_label(LimitMode::Shipped), "shipped (SA)");
+        assert_eq!(c.limits_label(LimitMode::Default), "20/30");
+        assert_eq!(c.limits_label(LimitMode::Raised), "1000/2000");
     }
 
     fn common() -> CommonArgs {
@@ -1225,13 +1281,14 @@ mod tests {
         c.limits.clear();
         assert!(c.validate().is_err());
         let c = common();
-        assert_eq!(c.api_limits(LimitMode::Default), DEFAULT_LIMITS);
+        assert_eq!(c.api_limits(LimitMode::Default), Some(DEFAULT_LIMITS));
+        assert_eq!(c.api_limits(LimitMode::Shipped), None);
         assert_eq!(
             c.api_limits(LimitMode::Raised),
-            ApiLimits {
+            Some(ApiLimits {
                 qps: 1000.0,
                 burst: 2000
-            }
+            })
         );
     }
 
@@ -1269,14 +1326,14 @@ mod tests {
         assert_eq!(
             labels,
             [
-                "rust-default-w1-r1",
-                "go-default-w1-r1",
-                "rust-default-w10-r1",
-                "go-default-w10-r1",
+                "rust-explicit-w1-r1",
+                "go-explicit-w1-r1",
+                "rust-explicit-w10-r1",
+                "go-explicit-w10-r1",
                 "rust-raised-w1-r1"
             ]
         );
-        assert_eq!(runs[8].label(), "rust-default-w1-r2");
+        assert_eq!(runs[8].label(), "rust-explicit-w1-r2");
         let distinct: std::collections::HashSet<String> = runs.iter().map(RunSpec::label).collect();
         assert_eq!(distinct.len(), 16, "every run has its own log file");
     }
