@@ -51,8 +51,16 @@ mod strip;
 
 pub use strip::{STRIPPED_VALUE_PREFIX, strip_node, strip_service};
 
-/// How many events a slow subscriber may fall behind before it gets [`InformerEvent::Resync`].
-pub const EVENT_BUFFER: usize = 16 * 1024;
+/// How many events a slow subscriber may fall behind before it gets [`InformerEvent::Resync`] (and re-reads
+/// the [`Store`], which is cheap). Allocated up front for each informer, so kept small: 4,096 events take
+/// 192 KiB where 16,384 took 768 KiB (docs/benchmarks.md, "Memory").
+pub const EVENT_BUFFER: usize = 4 * 1024;
+
+/// Objects per page of an informer's initial list. kube's default is 500; a page is held twice while it is
+/// decoded (the response body and the objects, before [`strip_node`] shrinks them), and 500 real Nodes with
+/// their image lists are ~30 MiB of JSON, so the SharedInformers list 100 at a time. 5,000 Nodes are then 50
+/// list requests instead of 10.
+pub const LIST_PAGE_SIZE: u32 = 100;
 
 /// A change seen by an informer.
 #[derive(Debug)]
@@ -545,11 +553,11 @@ impl SharedInformers {
     /// # }
     /// ```
     pub fn new(client: kube::Client, scope: &InformerScope) -> Self {
-        let mut node_cfg = watcher::Config::default();
+        let mut node_cfg = watcher::Config::default().page_size(LIST_PAGE_SIZE);
         if let Some(sel) = &scope.node_selector {
             node_cfg = node_cfg.labels(sel);
         }
-        let mut svc_cfg = watcher::Config::default();
+        let mut svc_cfg = watcher::Config::default().page_size(LIST_PAGE_SIZE);
         if let Some(sel) = &scope.service_selector {
             svc_cfg = svc_cfg.labels(sel);
         }
