@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
+use crate::audit;
 use crate::envfile::{self, EnvFile, EnvFileError, Pids};
 use crate::kubeconfig::{self, KubeconfigSpec};
 use crate::pki::{self, CertificateAuthority, PkiError};
@@ -233,6 +234,10 @@ pub struct LaunchOptions {
     pub ready_timeout: Duration,
     /// Extra kube-apiserver arguments, appended after the built-in ones (later flags win).
     pub extra_apiserver_args: Vec<String>,
+    /// Start kube-apiserver with audit logging ([`crate::audit`]): the policy is written to
+    /// `<dir>/audit-policy.yaml`, the log to `<dir>/logs/audit.log`
+    /// ([`ControlPlane::audit_log_path`]).
+    pub audit: bool,
 }
 
 impl LaunchOptions {
@@ -244,7 +249,14 @@ impl LaunchOptions {
             supervision,
             ready_timeout: Duration::from_secs(60),
             extra_apiserver_args: Vec::new(),
+            audit: false,
         }
+    }
+
+    /// The same options with audit logging on (see [`LaunchOptions::audit`]).
+    pub fn with_audit(mut self) -> Self {
+        self.audit = true;
+        self
     }
 }
 
@@ -269,6 +281,12 @@ impl Layout {
     }
     fn env_file(&self) -> PathBuf {
         self.dir.join(envfile::FILE_NAME)
+    }
+    fn audit_policy(&self) -> PathBuf {
+        self.dir.join(audit::POLICY_FILE)
+    }
+    fn audit_log(&self) -> PathBuf {
+        self.dir.join("logs").join(audit::LOG_FILE)
     }
 }
 
@@ -374,6 +392,7 @@ pub struct ControlPlane {
     apiserver: Option<Child>,
     watchdog: Option<(Child, ChildStdin)>,
     armed: bool,
+    audit: bool,
 }
 
 impl ControlPlane {
@@ -400,6 +419,7 @@ impl ControlPlane {
             apiserver: None,
             watchdog: None,
             armed: true,
+            audit: false,
         };
         if options.supervision == Supervision::Watchdog {
             control_plane.watchdog = Some(spawn_watchdog(&layout.dir, Stdio::null())?);
@@ -452,6 +472,14 @@ impl ControlPlane {
             .await?;
 
         let mut args = apiserver_args(&layout.dir, &etcd_url, apiserver_port);
+        if options.audit {
+            write_file(&layout.audit_policy(), audit::POLICY, false)?;
+            args.extend(audit::apiserver_args(
+                &layout.audit_policy(),
+                &layout.audit_log(),
+            ));
+            self.audit = true;
+        }
         args.extend(options.extra_apiserver_args.iter().cloned());
         let apiserver = spawn_server(
             &options.binaries.kube_apiserver,
@@ -568,6 +596,12 @@ impl ControlPlane {
         self.env
             .as_ref()
             .expect("a launched control plane always has an env file")
+    }
+
+    /// Path of the audit log (`<dir>/logs/audit.log`) if the control plane was launched with
+    /// [`LaunchOptions::audit`]; read it with [`audit::read_log`].
+    pub fn audit_log_path(&self) -> Option<PathBuf> {
+        self.audit.then(|| self.layout.audit_log())
     }
 
     /// Path of the env file (`<dir>/env.json`).

@@ -8,10 +8,10 @@
 //! - `bench budget` (in `bench_budget.rs`): cloud calls per period and per node, for sizing the cloud-call
 //!   budget (Rust only: the Go reference has no budget, bulk calls or cache).
 
-mod lbs;
-mod nodes;
+pub(crate) mod lbs;
+pub(crate) mod nodes;
 mod prom;
-mod support;
+pub(crate) mod support;
 
 use clap::{Args, Subcommand};
 
