@@ -7,8 +7,11 @@
 //!
 //! - `leader-freeze` ([`freeze`]): the leader SIGSTOPped longer than the lease duration.
 //! - `random-faults` ([`kills`]): three Rust replicas, random SIGKILL / SIGTERM / SIGSTOP+CONT.
+//! - `random-kills` ([`kills`]): random-faults without SIGSTOP (the CI version).
 //! - `mixed-kills` ([`kills`]): Rust and Go replicas on one Lease, random SIGKILL / SIGTERM.
+//! - `etcd-freeze` ([`etcd`]): etcd SIGSTOPped for 20 s under a working leader.
 
+mod etcd;
 mod freeze;
 mod kills;
 mod plan;
@@ -42,6 +45,8 @@ pub enum Scenario {
     RandomKills,
     /// Two Rust replicas and the Go reference CCM on one Lease; random SIGKILL and SIGTERM.
     MixedKills,
+    /// etcd frozen (SIGSTOP) for 20 s under a working leader, then resumed.
+    EtcdFreeze,
 }
 
 impl Scenario {
@@ -52,6 +57,7 @@ impl Scenario {
             Scenario::RandomFaults => "random-faults",
             Scenario::RandomKills => "random-kills",
             Scenario::MixedKills => "mixed-kills",
+            Scenario::EtcdFreeze => "etcd-freeze",
         }
     }
 }
@@ -179,6 +185,7 @@ fn selected(args: &ChaosArgs, go_built: bool) -> Vec<Scenario> {
         Scenario::RandomFaults,
         Scenario::RandomKills,
         Scenario::MixedKills,
+        Scenario::EtcdFreeze,
     ]
 }
 
@@ -266,6 +273,7 @@ pub async fn run(args: &ChaosArgs, interrupt: &Interrupt) -> anyhow::Result<()> 
                     let setup = kills::mixed_kills(events, run_seed);
                     kills::run(&context, &setup, &label, interrupt).await
                 }
+                Scenario::EtcdFreeze => etcd::run(&context, &label, interrupt).await,
             };
             interrupt.check()?;
             report_run(&label, &outcome);
@@ -352,7 +360,8 @@ mod tests {
                 Scenario::LeaderFreeze,
                 Scenario::RandomFaults,
                 Scenario::RandomKills,
-                Scenario::MixedKills
+                Scenario::MixedKills,
+                Scenario::EtcdFreeze
             ]
         );
     }

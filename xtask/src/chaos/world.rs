@@ -261,6 +261,23 @@ impl World {
         Ok(())
     }
 
+    /// Sends `signal` (a `kill -s` name, e.g. `STOP`, `CONT`) to etcd.
+    ///
+    /// # Errors
+    /// If `kill` fails.
+    pub async fn signal_etcd(&self, signal: &str) -> anyhow::Result<()> {
+        let pid = self.control_plane.env().pids.etcd;
+        let status = tokio::process::Command::new("kill")
+            .args(["-s", signal, &pid.to_string()])
+            .status()
+            .await
+            .context("running kill")?;
+        if !status.success() {
+            bail!("kill -s {signal} {pid} (etcd) failed with {status}");
+        }
+        Ok(())
+    }
+
     /// Stops the control plane and removes its directory (the run's files stay).
     ///
     /// # Errors
