@@ -393,6 +393,9 @@ pub struct ControlPlane {
     watchdog: Option<(Child, ChildStdin)>,
     armed: bool,
     audit: bool,
+    /// The kube-apiserver binary, its arguments and the ready timeout, for restarts.
+    apiserver_command: Option<(PathBuf, Vec<String>, Duration)>,
+    restarts: u32,
 }
 
 impl ControlPlane {
@@ -420,6 +423,8 @@ impl ControlPlane {
             watchdog: None,
             armed: true,
             audit: false,
+            apiserver_command: None,
+            restarts: 0,
         };
         if options.supervision == Supervision::Watchdog {
             control_plane.watchdog = Some(spawn_watchdog(&layout.dir, Stdio::null())?);
@@ -481,6 +486,11 @@ impl ControlPlane {
             self.audit = true;
         }
         args.extend(options.extra_apiserver_args.iter().cloned());
+        self.apiserver_command = Some((
+            options.binaries.kube_apiserver.clone(),
+            args.clone(),
+            options.ready_timeout,
+        ));
         let apiserver = spawn_server(
             &options.binaries.kube_apiserver,
             &args,
@@ -596,6 +606,51 @@ impl ControlPlane {
         self.env
             .as_ref()
             .expect("a launched control plane always has an env file")
+    }
+
+    /// Kills kube-apiserver with SIGKILL and starts it again with the same arguments (same port,
+    /// same etcd, same audit log), then waits for `/readyz`. etcd keeps running. The new
+    /// process's log is `<dir>/logs/kube-apiserver.restart-<n>.log`; the env file gets its pid.
+    ///
+    /// # Errors
+    /// [`ControlPlaneError`] if it cannot be started or is not ready in time.
+    pub async fn restart_apiserver(&mut self) -> Result<(), ControlPlaneError> {
+        let (binary, args, timeout) = self
+            .apiserver_command
+            .clone()
+            .ok_or_else(|| io_err("restart kube-apiserver")(std::io::ErrorKind::NotFound.into()))?;
+        if let Some(child) = self.apiserver.take() {
+            let pid = child.id();
+            kill_and_reap(child);
+            self.tell_watchdog(&format!("forget {pid}"))?;
+        }
+        self.restarts += 1;
+        let log = self
+            .layout
+            .dir
+            .join("logs")
+            .join(format!("kube-apiserver.restart-{}.log", self.restarts));
+        let apiserver = spawn_server(&binary, &args, &log)?;
+        self.track(&apiserver)?;
+        let pid = apiserver.id();
+        self.apiserver = Some(apiserver);
+        let mut env = self.env().clone();
+        let read = |path: &Path| {
+            std::fs::read_to_string(path).map_err(io_err(format!("read {}", path.display())))
+        };
+        let config = client_config(
+            &env.server,
+            &read(&env.ca_cert)?,
+            &read(&env.admin_cert)?,
+            &read(&env.admin_key)?,
+        )?;
+        let client = kube::Client::try_from(config).map_err(ControlPlaneError::Client)?;
+        self.wait_ready("kube-apiserver", timeout, || apiserver_ready(&client))
+            .await?;
+        env.pids.kube_apiserver = pid;
+        env.write(&self.layout.env_file())?;
+        self.env = Some(env);
+        Ok(())
     }
 
     /// Path of the audit log (`<dir>/logs/audit.log`) if the control plane was launched with

@@ -1,5 +1,6 @@
 //! Audit logging of a private control plane: requests made with per-user kubeconfigs show up in
-//! the audit log under their users, Lease writes with their bodies, reads not at all.
+//! the audit log under their users, Lease writes with their bodies, reads not at all; a restarted
+//! API server keeps the data and the log.
 
 use std::time::Duration;
 
@@ -32,7 +33,7 @@ async fn writes_are_audited_per_user_with_lease_bodies() {
         Supervision::Watchdog,
     )
     .with_audit();
-    let control_plane = ControlPlane::launch(options).await.expect("launch");
+    let mut control_plane = ControlPlane::launch(options).await.expect("launch");
     let log = control_plane.audit_log_path().expect("an audit log");
     let env = TestEnv::attach(&control_plane.env_file_path()).expect("attach");
 
@@ -121,6 +122,41 @@ async fn writes_are_audited_per_user_with_lease_bodies() {
     );
     assert!(node_writes[0].completed_micros() >= node_writes[0].received_micros());
     assert!(events.iter().all(|e| e.stage == "ResponseComplete"));
+
+    // A restarted API server (same etcd, same port) keeps the data and appends to the same log.
+    let old_pid = control_plane.env().pids.kube_apiserver;
+    control_plane.restart_apiserver().await.expect("restart");
+    assert_ne!(control_plane.env().pids.kube_apiserver, old_pid);
+    let admin: Api<Node> = Api::all(env.client());
+    admin.get("audited-node").await.expect("the node survived");
+    let mut second = Node::default();
+    second.metadata.name = Some("after-restart".to_owned());
+    admin
+        .create(&PostParams::default(), &second)
+        .await
+        .expect("create after the restart");
+    wait_for(
+        "the audit event after the restart",
+        Duration::from_secs(30),
+        || {
+            let log = log.clone();
+            async move {
+                let events = audit::read_log(&log).ok()?;
+                let mine = events
+                    .iter()
+                    .filter(|e| e.user.username == "replica-a")
+                    .count();
+                let after = events.iter().any(|e| {
+                    e.object_ref
+                        .as_ref()
+                        .is_some_and(|o| o.name == "after-restart")
+                });
+                (mine >= 3 && after).then_some(())
+            }
+        },
+    )
+    .await
+    .expect("the log goes on");
 
     control_plane.stop().expect("stop");
 }

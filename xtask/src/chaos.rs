@@ -9,8 +9,11 @@
 //! - `random-faults` ([`kills`]): three Rust replicas, random SIGKILL / SIGTERM / SIGSTOP+CONT.
 //! - `random-kills` ([`kills`]): random-faults without SIGSTOP (the CI version).
 //! - `mixed-kills` ([`kills`]): Rust and Go replicas on one Lease, random SIGKILL / SIGTERM.
+//! - `apiserver-restart` ([`apiserver`]): kube-apiserver killed and restarted on the same etcd
+//!   under load (500 Nodes, 100 LoadBalancer Services created and half deleted).
 //! - `etcd-freeze` ([`etcd`]): etcd SIGSTOPped for 20 s under a working leader.
 
+mod apiserver;
 mod etcd;
 mod freeze;
 mod kills;
@@ -45,6 +48,9 @@ pub enum Scenario {
     RandomKills,
     /// Two Rust replicas and the Go reference CCM on one Lease; random SIGKILL and SIGTERM.
     MixedKills,
+    /// kube-apiserver SIGKILLed and restarted twice while 500 Nodes initialize and 100
+    /// LoadBalancer Services are created and half of them deleted.
+    ApiserverRestart,
     /// etcd frozen (SIGSTOP) for 20 s under a working leader, then resumed.
     EtcdFreeze,
 }
@@ -57,6 +63,7 @@ impl Scenario {
             Scenario::RandomFaults => "random-faults",
             Scenario::RandomKills => "random-kills",
             Scenario::MixedKills => "mixed-kills",
+            Scenario::ApiserverRestart => "apiserver-restart",
             Scenario::EtcdFreeze => "etcd-freeze",
         }
     }
@@ -185,6 +192,7 @@ fn selected(args: &ChaosArgs, go_built: bool) -> Vec<Scenario> {
         Scenario::RandomFaults,
         Scenario::RandomKills,
         Scenario::MixedKills,
+        Scenario::ApiserverRestart,
         Scenario::EtcdFreeze,
     ]
 }
@@ -273,6 +281,7 @@ pub async fn run(args: &ChaosArgs, interrupt: &Interrupt) -> anyhow::Result<()> 
                     let setup = kills::mixed_kills(events, run_seed);
                     kills::run(&context, &setup, &label, interrupt).await
                 }
+                Scenario::ApiserverRestart => apiserver::run(&context, &label, interrupt).await,
                 Scenario::EtcdFreeze => etcd::run(&context, &label, interrupt).await,
             };
             interrupt.check()?;
@@ -361,6 +370,7 @@ mod tests {
                 Scenario::RandomFaults,
                 Scenario::RandomKills,
                 Scenario::MixedKills,
+                Scenario::ApiserverRestart,
                 Scenario::EtcdFreeze
             ]
         );

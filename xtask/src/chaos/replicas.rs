@@ -16,8 +16,9 @@ pub const RENEW_DEADLINE: Duration = Duration::from_secs(3);
 /// `--leader-elect-retry-period` of every replica.
 pub const RETRY_PERIOD: Duration = Duration::from_secs(1);
 
-/// How long a replica may take to exit after SIGTERM before it counts as leaked and is killed.
-pub const TERM_GRACE: Duration = Duration::from_secs(10);
+/// How long a replica may take to exit after SIGTERM before it counts as leaked and is killed:
+/// its own bound, `--shutdown-timeout` (30 s by default in both CCMs), plus 5 s.
+pub const TERM_GRACE: Duration = Duration::from_secs(35);
 
 /// The controllers every replica runs (both CCMs have them).
 pub const CONTROLLERS: &str = "cloud-node,service";
@@ -178,7 +179,8 @@ impl Replica {
         }
         process.signal("CONT").await?;
         process.signal("TERM").await?;
-        let deadline = Instant::now() + TERM_GRACE;
+        let started = Instant::now();
+        let deadline = started + TERM_GRACE;
         let mut leaked = true;
         while Instant::now() < deadline {
             if process.exit_status()?.is_some() {
@@ -186,6 +188,13 @@ impl Replica {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        if !leaked && started.elapsed() > Duration::from_secs(5) {
+            eprintln!(
+                "  {} took {:.1} s to exit after SIGTERM",
+                self.name,
+                started.elapsed().as_secs_f64()
+            );
         }
         if leaked {
             eprintln!(

@@ -181,22 +181,8 @@ impl World {
         let names = self.names.clone();
         let task = tokio::spawn(async move {
             for name in names {
-                // The API server may be busy; a failed create is retried until it answers.
                 let node = tainted_node(&name);
-                let mut attempts = 0;
-                loop {
-                    match nodes.create(&PostParams::default(), &node).await {
-                        Ok(_) => break,
-                        Err(kube::Error::Api(e)) if e.code == 409 => break,
-                        Err(err) if attempts >= 20 => {
-                            return Err(anyhow::Error::new(err).context(format!("creating {name}")));
-                        }
-                        Err(_) => {
-                            attempts += 1;
-                            tokio::time::sleep(Duration::from_millis(250)).await;
-                        }
-                    }
-                }
+                create_retrying(&nodes, &node).await?;
                 tokio::time::sleep(every).await;
             }
             Ok(())
@@ -261,6 +247,18 @@ impl World {
         Ok(())
     }
 
+    /// Kills kube-apiserver (SIGKILL) and starts it again on the same etcd; returns once it is
+    /// ready.
+    ///
+    /// # Errors
+    /// If it does not come back.
+    pub async fn restart_apiserver(&mut self) -> anyhow::Result<()> {
+        self.control_plane
+            .restart_apiserver()
+            .await
+            .context("restarting kube-apiserver")
+    }
+
     /// Sends `signal` (a `kill -s` name, e.g. `STOP`, `CONT`) to etcd.
     ///
     /// # Errors
@@ -291,6 +289,54 @@ impl World {
         self.control_plane
             .stop()
             .context("stopping the scenario's control plane")
+    }
+}
+
+/// How long a create or delete is retried while the API server does not answer (it may be
+/// restarting).
+pub const RETRY_FOR: Duration = Duration::from_secs(60);
+
+/// Creates `object`, retrying failures for up to [`RETRY_FOR`]; "already exists" counts as
+/// created (an earlier attempt may have landed without an answer).
+///
+/// # Errors
+/// The last error once the time is up.
+pub async fn create_retrying<K>(api: &Api<K>, object: &K) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let deadline = Instant::now() + RETRY_FOR;
+    loop {
+        match api.create(&PostParams::default(), object).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => return Ok(()),
+            Err(err) if Instant::now() >= deadline => {
+                let name = object.meta().name.clone().unwrap_or_default();
+                return Err(anyhow::Error::new(err).context(format!("creating {name}")));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+}
+
+/// Deletes `name`, retrying failures for up to [`RETRY_FOR`]; "not found" counts as deleted.
+///
+/// # Errors
+/// The last error once the time is up.
+pub async fn delete_retrying<K>(api: &Api<K>, name: &str) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let deadline = Instant::now() + RETRY_FOR;
+    loop {
+        match api.delete(name, &kube::api::DeleteParams::default()).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+            Err(err) if Instant::now() >= deadline => {
+                return Err(anyhow::Error::new(err).context(format!("deleting {name}")));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
     }
 }
 
