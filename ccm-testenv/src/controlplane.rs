@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
+use crate::audit;
 use crate::envfile::{self, EnvFile, EnvFileError, Pids};
 use crate::kubeconfig::{self, KubeconfigSpec};
 use crate::pki::{self, CertificateAuthority, PkiError};
@@ -233,6 +234,10 @@ pub struct LaunchOptions {
     pub ready_timeout: Duration,
     /// Extra kube-apiserver arguments, appended after the built-in ones (later flags win).
     pub extra_apiserver_args: Vec<String>,
+    /// Start kube-apiserver with audit logging ([`crate::audit`]): the policy is written to
+    /// `<dir>/audit-policy.yaml`, the log to `<dir>/logs/audit.log`
+    /// ([`ControlPlane::audit_log_path`]).
+    pub audit: bool,
 }
 
 impl LaunchOptions {
@@ -244,7 +249,14 @@ impl LaunchOptions {
             supervision,
             ready_timeout: Duration::from_secs(60),
             extra_apiserver_args: Vec::new(),
+            audit: false,
         }
+    }
+
+    /// The same options with audit logging on (see [`LaunchOptions::audit`]).
+    pub fn with_audit(mut self) -> Self {
+        self.audit = true;
+        self
     }
 }
 
@@ -269,6 +281,12 @@ impl Layout {
     }
     fn env_file(&self) -> PathBuf {
         self.dir.join(envfile::FILE_NAME)
+    }
+    fn audit_policy(&self) -> PathBuf {
+        self.dir.join(audit::POLICY_FILE)
+    }
+    fn audit_log(&self) -> PathBuf {
+        self.dir.join("logs").join(audit::LOG_FILE)
     }
 }
 
@@ -374,6 +392,10 @@ pub struct ControlPlane {
     apiserver: Option<Child>,
     watchdog: Option<(Child, ChildStdin)>,
     armed: bool,
+    audit: bool,
+    /// The kube-apiserver binary, its arguments and the ready timeout, for restarts.
+    apiserver_command: Option<(PathBuf, Vec<String>, Duration)>,
+    restarts: u32,
 }
 
 impl ControlPlane {
@@ -400,6 +422,9 @@ impl ControlPlane {
             apiserver: None,
             watchdog: None,
             armed: true,
+            audit: false,
+            apiserver_command: None,
+            restarts: 0,
         };
         if options.supervision == Supervision::Watchdog {
             control_plane.watchdog = Some(spawn_watchdog(&layout.dir, Stdio::null())?);
@@ -452,7 +477,20 @@ impl ControlPlane {
             .await?;
 
         let mut args = apiserver_args(&layout.dir, &etcd_url, apiserver_port);
+        if options.audit {
+            write_file(&layout.audit_policy(), audit::POLICY, false)?;
+            args.extend(audit::apiserver_args(
+                &layout.audit_policy(),
+                &layout.audit_log(),
+            ));
+            self.audit = true;
+        }
         args.extend(options.extra_apiserver_args.iter().cloned());
+        self.apiserver_command = Some((
+            options.binaries.kube_apiserver.clone(),
+            args.clone(),
+            options.ready_timeout,
+        ));
         let apiserver = spawn_server(
             &options.binaries.kube_apiserver,
             &args,
@@ -568,6 +606,57 @@ impl ControlPlane {
         self.env
             .as_ref()
             .expect("a launched control plane always has an env file")
+    }
+
+    /// Kills kube-apiserver with SIGKILL and starts it again with the same arguments (same port,
+    /// same etcd, same audit log), then waits for `/readyz`. etcd keeps running. The new
+    /// process's log is `<dir>/logs/kube-apiserver.restart-<n>.log`; the env file gets its pid.
+    ///
+    /// # Errors
+    /// [`ControlPlaneError`] if it cannot be started or is not ready in time.
+    pub async fn restart_apiserver(&mut self) -> Result<(), ControlPlaneError> {
+        let (binary, args, timeout) = self
+            .apiserver_command
+            .clone()
+            .ok_or_else(|| io_err("restart kube-apiserver")(std::io::ErrorKind::NotFound.into()))?;
+        if let Some(child) = self.apiserver.take() {
+            let pid = child.id();
+            kill_and_reap(child);
+            self.tell_watchdog(&format!("forget {pid}"))?;
+        }
+        self.restarts += 1;
+        let log = self
+            .layout
+            .dir
+            .join("logs")
+            .join(format!("kube-apiserver.restart-{}.log", self.restarts));
+        let apiserver = spawn_server(&binary, &args, &log)?;
+        self.track(&apiserver)?;
+        let pid = apiserver.id();
+        self.apiserver = Some(apiserver);
+        let mut env = self.env().clone();
+        let read = |path: &Path| {
+            std::fs::read_to_string(path).map_err(io_err(format!("read {}", path.display())))
+        };
+        let config = client_config(
+            &env.server,
+            &read(&env.ca_cert)?,
+            &read(&env.admin_cert)?,
+            &read(&env.admin_key)?,
+        )?;
+        let client = kube::Client::try_from(config).map_err(ControlPlaneError::Client)?;
+        self.wait_ready("kube-apiserver", timeout, || apiserver_ready(&client))
+            .await?;
+        env.pids.kube_apiserver = pid;
+        env.write(&self.layout.env_file())?;
+        self.env = Some(env);
+        Ok(())
+    }
+
+    /// Path of the audit log (`<dir>/logs/audit.log`) if the control plane was launched with
+    /// [`LaunchOptions::audit`]; read it with [`audit::read_log`].
+    pub fn audit_log_path(&self) -> Option<PathBuf> {
+        self.audit.then(|| self.layout.audit_log())
     }
 
     /// Path of the env file (`<dir>/env.json`).

@@ -33,8 +33,10 @@
 //! [`TestEnv::client_for_service_account`] give clients with no permissions beyond what RBAC
 //! objects grant them.
 
+pub mod audit;
 pub mod controlplane;
 pub mod envfile;
+mod identity;
 pub mod kubeconfig;
 pub mod pki;
 pub mod ports;

@@ -9,11 +9,11 @@
 //!   budget (Rust only: the Go reference has no budget, bulk calls or cache).
 
 mod identity;
-mod lbs;
-mod nodes;
+pub(crate) mod lbs;
+pub(crate) mod nodes;
 mod probe;
 mod prom;
-mod support;
+pub(crate) mod support;
 
 use clap::{Args, Subcommand};
 

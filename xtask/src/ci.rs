@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use crate::chaos::{self, ChaosArgs};
 use crate::conformance::{self, ConformanceArgs};
 use crate::controlplane::{self, BuildArgs};
 use crate::process::{self, Interrupt, Interrupted, Stopwatch};
@@ -36,11 +37,14 @@ pub enum Step {
     /// `cargo xtask conformance`: the provider contract clauses and the controller scenarios with the fake
     /// provider against a local control plane, printed as tables.
     Conformance,
+    /// `cargo xtask chaos --short`: replicas killed at random on a control plane with audit
+    /// logging; the audit log must show no two leaders (docs/reliability.md).
+    Chaos,
 }
 
 impl Step {
     /// All steps in execution order.
-    pub const ALL: [Step; 7] = [
+    pub const ALL: [Step; 8] = [
         Step::Fmt,
         Step::Udeps,
         Step::Clippy,
@@ -48,6 +52,7 @@ impl Step {
         Step::ControlPlaneBuild,
         Step::Test,
         Step::Conformance,
+        Step::Chaos,
     ];
 
     /// The title printed in the header and the summary.
@@ -60,12 +65,14 @@ impl Step {
             Step::ControlPlaneBuild => "cargo xtask controlplane build",
             Step::Test => "cargo xtask test (unit, integration and doctests, real apiserver)",
             Step::Conformance => "cargo xtask conformance (contract clauses, controller scenarios)",
+            Step::Chaos => "cargo xtask chaos --short (random replica kills, audit-log proof)",
         }
     }
 
     /// A step that cannot run when `failed` failed.
     fn depends_on(self, failed: Step) -> bool {
-        matches!(self, Step::Test | Step::Conformance) && failed == Step::ControlPlaneBuild
+        matches!(self, Step::Test | Step::Conformance | Step::Chaos)
+            && failed == Step::ControlPlaneBuild
     }
 }
 
@@ -115,6 +122,13 @@ async fn run_step(step: Step, interrupt: &Interrupt) -> anyhow::Result<()> {
                 ..ConformanceArgs::default()
             };
             conformance::run(&args, interrupt).await
+        }
+        Step::Chaos => {
+            let args = ChaosArgs {
+                short: true,
+                ..ChaosArgs::default()
+            };
+            chaos::run(&args, interrupt).await
         }
     }
 }
@@ -225,6 +239,6 @@ mod tests {
     fn steps_run_in_the_documented_order() {
         assert_eq!(Step::ALL[0], Step::Fmt);
         assert_eq!(Step::ALL[1], Step::Udeps);
-        assert_eq!(Step::ALL[Step::ALL.len() - 1], Step::Conformance);
+        assert_eq!(Step::ALL[Step::ALL.len() - 1], Step::Chaos);
     }
 }

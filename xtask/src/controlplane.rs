@@ -100,7 +100,18 @@ pub async fn launch(
     supervision: Supervision,
     interrupt: &Interrupt,
 ) -> anyhow::Result<ControlPlane> {
-    let options = LaunchOptions::new(binaries()?, dir, supervision);
+    launch_with(LaunchOptions::new(binaries()?, dir, supervision), interrupt).await
+}
+
+/// Like [`launch`], with the options given (e.g. with audit logging).
+///
+/// # Errors
+/// If the control plane does not start, or on Ctrl-C.
+pub async fn launch_with(
+    options: LaunchOptions,
+    interrupt: &Interrupt,
+) -> anyhow::Result<ControlPlane> {
+    let dir = options.dir.clone();
     eprintln!(
         "starting etcd and kube-apiserver {KUBERNETES_VERSION} in {}...",
         dir.display()

@@ -6,12 +6,15 @@
 //! - `ci`: everything CI checks (fmt, unused dependencies, clippy, docs, control-plane build, tests).
 //! - `udeps`: dependencies that a workspace member declares but never uses.
 //! - `bench nodes|lbs`: benchmarks side by side with the Go reference CCM (docs/benchmarks.md).
+//! - `chaos`: fault scenarios proving from the audit log that there were never two leaders
+//!   (docs/reliability.md).
 //!
 //! Each command lives in its own module; add new ones (benchmarks, manifests, ...) the same way:
 //! an `Args` struct, an async `run`, and a variant in [`Command`].
 
 mod bench;
 mod bench_budget;
+mod chaos;
 mod ci;
 mod conformance;
 mod controlplane;
@@ -59,6 +62,10 @@ enum Command {
     /// Benchmarks against a local control plane, printed side by side with the Go reference CCM
     /// (bench nodes, bench lbs); see docs/benchmarks.md.
     Bench(bench::BenchArgs),
+    /// Fault scenarios (frozen, killed and restarted replicas) against a local control plane with
+    /// audit logging, proving from the audit log that there were never two leaders
+    /// (docs/reliability.md).
+    Chaos(chaos::ChaosArgs),
 }
 
 async fn dispatch(command: Command, interrupt: &Interrupt) -> anyhow::Result<()> {
@@ -71,6 +78,7 @@ async fn dispatch(command: Command, interrupt: &Interrupt) -> anyhow::Result<()>
         Command::Manifests(args) => manifests::run(&args, interrupt).await,
         Command::Conformance(args) => conformance::run(&args, interrupt).await,
         Command::Bench(args) => bench::run(args, interrupt).await,
+        Command::Chaos(args) => chaos::run(&args, interrupt).await,
     }
 }
 

@@ -107,7 +107,8 @@ fn ready_node(name: &str) -> Node {
     node
 }
 
-fn lb_service(name: &str) -> Service {
+/// A `type: LoadBalancer` Service with one TCP port.
+pub fn lb_service(name: &str) -> Service {
     let mut service = Service {
         spec: Some(ServiceSpec {
             type_: Some("LoadBalancer".to_owned()),
@@ -378,6 +379,7 @@ async fn measure(
         extra: std::iter::once(format!("--concurrent-service-syncs={}", spec.workers))
             .chain(args.common.extra_args(spec.implementation).iter().cloned())
             .collect(),
+        leader_elect: false,
     };
     let log = context.out.join(format!("{}.log", spec.label()));
     let started = Instant::now();

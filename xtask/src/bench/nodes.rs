@@ -103,7 +103,7 @@ pub fn inventory_yaml(names: &[String]) -> String {
 }
 
 /// A Node as a kubelet with `--cloud-provider=external` registers it.
-fn tainted_node(name: &str) -> Node {
+pub fn tainted_node(name: &str) -> Node {
     let mut node = Node {
         spec: Some(NodeSpec {
             taints: Some(vec![Taint {
@@ -287,6 +287,7 @@ async fn measure(
         extra: std::iter::once(format!("--concurrent-node-syncs={}", spec.workers))
             .chain(common.extra_args(spec.implementation).iter().cloned())
             .collect(),
+        leader_elect: false,
     };
     let log: PathBuf = context.out.join(format!("{}.log", spec.label()));
     let started = Instant::now();

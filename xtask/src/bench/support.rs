@@ -373,17 +373,19 @@ pub struct CcmSpec {
     pub limits: Option<ApiLimits>,
     /// More flags, e.g. `--concurrent-node-syncs=10`.
     pub extra: Vec<String>,
+    /// Run with leader election (`--leader-elect=true`, timings in [`CcmSpec::extra`]); the
+    /// benchmarks run without it (no Lease traffic to separate from the controllers' own).
+    pub leader_elect: bool,
 }
 
 impl CcmSpec {
-    /// The command line (without the program). Both CCMs run without leader election (no Lease
-    /// traffic to separate from the controllers' own) and serve `/metrics` on 127.0.0.1.
+    /// The command line (without the program). Both CCMs serve `/metrics` on 127.0.0.1.
     pub fn args(&self) -> Vec<String> {
         let mut args = vec![
             "--cloud-provider=fake".to_owned(),
             format!("--kubeconfig={}", self.kubeconfig.display()),
             format!("--controllers={}", self.controllers),
-            "--leader-elect=false".to_owned(),
+            format!("--leader-elect={}", self.leader_elect),
             "--bind-address=127.0.0.1".to_owned(),
             format!("--secure-port={}", self.admin_port),
         ];
@@ -512,6 +514,38 @@ impl CcmProcess {
             metrics: MetricsEndpoint::loopback(spec.admin_port)?,
             watchdog,
         })
+    }
+
+    /// The log file.
+    pub fn log(&self) -> &Path {
+        &self.log
+    }
+
+    /// Sends `signal` (a `kill -s` name: `STOP`, `CONT`, `TERM`, `KILL`) unless it has exited.
+    ///
+    /// # Errors
+    /// If `kill` cannot be run or fails for a running process.
+    pub async fn signal(&mut self, signal: &str) -> anyhow::Result<()> {
+        if self.child.try_wait()?.is_some() {
+            return Ok(());
+        }
+        let status = tokio::process::Command::new("kill")
+            .args(["-s", signal, &self.pid.to_string()])
+            .status()
+            .await
+            .context("running kill")?;
+        if !status.success() && self.child.try_wait()?.is_none() {
+            bail!("kill -s {signal} {} failed with {status}", self.pid);
+        }
+        Ok(())
+    }
+
+    /// The exit status once the process has exited.
+    ///
+    /// # Errors
+    /// If the process cannot be checked.
+    pub fn exit_status(&mut self) -> anyhow::Result<Option<std::process::ExitStatus>> {
+        self.child.try_wait().context("checking the CCM process")
     }
 
     /// Fails if the process has exited (it must run until the benchmark stops it).
@@ -1152,6 +1186,7 @@ mod tests {
             admin_port: 4321,
             limits: Some(DEFAULT_LIMITS),
             extra: vec!["--concurrent-node-syncs=10".to_owned()],
+            leader_elect: false,
         }
     }
 
