@@ -25,6 +25,7 @@ use super::signals::handle_signals;
 use super::supervisor::{RunningCcm, Supervisor};
 use super::{CcmStatus, RunError, StartupError};
 use crate::admin::{AdminError, AdminServer, AdminState};
+use crate::auth::DelegatedAuth;
 use crate::client::{
     ClientFactory, KUBE_API_CLIENT_CONFIGZ, KubeApiLimits, base_client, kube_config,
     user_agent_prefix,
@@ -33,7 +34,7 @@ use crate::config_file::load_config_file;
 use crate::controllers::ControllerCatalog;
 use crate::health::{Endpoint, HealthChecks};
 use crate::options::{CcmOptions, Settings, ValidationError};
-use crate::tls::{CertSource, ServingCert, bind_address_name};
+use crate::tls::{CertSource, ServingCert, TlsPolicy, bind_address_name};
 
 /// The command line: `--config` plus every [`Settings`] flag.
 #[derive(Debug, Parser)]
@@ -603,7 +604,16 @@ async fn start_admin(
                 .collect(),
         },
     };
-    let cert = ServingCert::load(&source).map_err(AdminError::from)?;
+    let policy = TlsPolicy::parse(
+        options.tls_min_version.as_deref(),
+        &options.tls_cipher_suites,
+    )
+    .map_err(AdminError::from)?;
+    let auth = DelegatedAuth::from_options(options, metrics)
+        .await
+        .map_err(AdminError::from)?;
+    let cert = ServingCert::load_with(&source, &policy, Some(auth.client_cert_verifier()))
+        .map_err(AdminError::from)?;
     // The settings as given (`kubeApiQps: auto`), and beside them the Kubernetes API client limit in force.
     let configz = serde_json::json!({
         "cloudcontrollermanager.config.k8s.io": options.to_settings(),
@@ -613,6 +623,7 @@ async fn start_admin(
         checks: checks.clone(),
         metrics: metrics.clone(),
         configz: Arc::new(configz.to_string()),
+        auth: Some(auth),
     };
     let server = match listener {
         Some(listener) => {

@@ -372,22 +372,15 @@ impl CcmSpec {
             format!("--secure-port={}", self.admin_port),
             format!("--kube-api-qps={}", self.limits.qps),
             format!("--kube-api-burst={}", self.limits.burst),
+            // Both secure ports do delegated authentication with the kubeconfig; /metrics is opened
+            // to anonymous readers on loopback so that it can be read without a token.
+            format!("--authentication-kubeconfig={kubeconfig}"),
+            format!("--authorization-kubeconfig={kubeconfig}"),
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".to_owned(),
         ];
-        match self.implementation {
-            Implementation::Rust => {
-                if let Some(inventory) = &self.inventory {
-                    args.push(format!("--cloud-config={}", inventory.display()));
-                }
-            }
-            Implementation::Go => {
-                // Delegated authentication needs the kubeconfig; /metrics is opened to anonymous
-                // readers on loopback so that it can be read without a token.
-                args.push(format!("--authentication-kubeconfig={kubeconfig}"));
-                args.push(format!("--authorization-kubeconfig={kubeconfig}"));
-                args.push(
-                    "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"
-                        .to_owned(),
-                );
+        if self.implementation == Implementation::Rust {
+            if let Some(inventory) = &self.inventory {
+                args.push(format!("--cloud-config={}", inventory.display()));
             }
         }
         args.extend(self.extra.iter().cloned());
@@ -1143,7 +1136,10 @@ mod tests {
                 "{expected} in {args:?}"
             );
         }
-        assert!(!args.iter().any(|a| a.starts_with("--authentication")));
+        assert!(args.contains(&"--authentication-kubeconfig=/cp/admin.kubeconfig".to_owned()));
+        assert!(args.contains(
+            &"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".to_owned()
+        ));
     }
 
     #[test]
