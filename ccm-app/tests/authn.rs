@@ -102,10 +102,10 @@ async fn service_account_token(env: &TestEnv, namespace: &str, name: &str) -> St
         .await
         .expect("create the ServiceAccount");
     let request = TokenRequest {
-        spec: TokenRequestSpec {
+        spec: Some(TokenRequestSpec {
             expiration_seconds: Some(3600),
             ..TokenRequestSpec::default()
-        },
+        }),
         ..TokenRequest::default()
     };
     accounts
@@ -113,8 +113,8 @@ async fn service_account_token(env: &TestEnv, namespace: &str, name: &str) -> St
         .await
         .expect("request a token")
         .status
+        .and_then(|status| status.token)
         .expect("a token")
-        .token
 }
 
 /// A ClusterRole allowing `get` on `/metrics`, bound to the ServiceAccount; returns the role's name.
@@ -496,10 +496,10 @@ async fn bad_tls_and_authorization_flags_are_rejected_before_start() {
             "invalid --authorization-always-allow-paths: only a trailing * is allowed in \"/a*b\"",
         ),
     ] {
-        let options = builder
+        let err = builder
             .parse_args(["test-ccm", "--cloud-provider=fake", flag])
-            .expect("parses");
-        let err = builder.validate(&options).expect_err("invalid").to_string();
+            .expect_err("invalid")
+            .to_string();
         assert!(err.contains(expected), "{flag}: {err}");
     }
     let err = builder
