@@ -580,6 +580,38 @@ mod tests {
             "application/vnd.kubernetes.protobuf"
         );
         assert!(!o.use_service_account_credentials);
+        // the secure port's delegated authentication and authorization
+        assert_eq!(o.authentication_kubeconfig, None);
+        assert_eq!(o.authorization_kubeconfig, None);
+        assert!(!o.authentication_skip_lookup);
+        assert!(!o.authentication_tolerate_lookup_failure);
+        assert_eq!(
+            o.authentication_token_webhook_cache_ttl,
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            o.authorization_webhook_cache_authorized_ttl,
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            o.authorization_webhook_cache_unauthorized_ttl,
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            o.authorization_always_allow_paths,
+            vec!["/healthz", "/readyz", "/livez"]
+        );
+        assert_eq!(o.client_ca_file, None);
+        assert_eq!(o.requestheader_client_ca_file, None);
+        assert!(o.requestheader_allowed_names.is_empty());
+        assert_eq!(o.requestheader_username_headers, vec!["x-remote-user"]);
+        assert_eq!(o.requestheader_group_headers, vec!["x-remote-group"]);
+        assert_eq!(
+            o.requestheader_extra_headers_prefix,
+            vec!["x-remote-extra-"]
+        );
+        assert_eq!(o.tls_min_version, None);
+        assert!(o.tls_cipher_suites.is_empty());
         assert_eq!(
             o.validate(),
             vec![ValidationError::EmptyCloudProvider],

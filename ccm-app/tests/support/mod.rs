@@ -190,8 +190,7 @@ pub fn flags(label: &str, namespace: &str, lease: &str) -> Vec<String> {
 }
 
 /// The flag of [`flags`] that opens `/metrics` and `/configz` to anonymous readers.
-pub const ALLOW_ADMIN_PATHS: &str =
-    "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/configz";
+pub const ALLOW_ADMIN_PATHS: &str = "--authorization-always-allow-paths=/healthz,/readyz,/livez,/healthz/*,/readyz/*,/livez/*,/metrics,/configz";
 
 /// A client certificate and key (PEM) to present, and request headers to send.
 #[derive(Debug, Default, Clone, Copy)]
