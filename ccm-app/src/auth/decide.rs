@@ -169,13 +169,12 @@ impl RequestHeaderNames {
                 if let Some(key) = lower
                     .strip_prefix(prefix.as_str())
                     .filter(|k| !k.is_empty())
+                    && let Ok(value) = value.to_str()
                 {
-                    if let Ok(value) = value.to_str() {
-                        user.extra
-                            .entry(percent_decode(key))
-                            .or_default()
-                            .push(value.to_owned());
-                    }
+                    user.extra
+                        .entry(percent_decode(key))
+                        .or_default()
+                        .push(value.to_owned());
                 }
             }
         }

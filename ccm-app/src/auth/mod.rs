@@ -209,22 +209,26 @@ impl DelegatedAuth {
             None => None,
         };
         let missing = client_ca.is_none() || request_header.is_none();
-        if missing && !options.authentication_skip_lookup {
-            if let Some(client) = &authn_client {
-                match lookup_cas(client, &provider).await {
-                    Ok((cluster_client_ca, cluster_request_header)) => {
-                        if client_ca.is_none() {
-                            client_ca = cluster_client_ca;
-                        }
-                        if request_header.is_none() {
-                            request_header = cluster_request_header;
-                        }
+        if missing
+            && !options.authentication_skip_lookup
+            && let Some(client) = &authn_client
+        {
+            match lookup_cas(client, &provider).await {
+                Ok((cluster_client_ca, cluster_request_header)) => {
+                    if client_ca.is_none() {
+                        client_ca = cluster_client_ca;
                     }
-                    Err(err) if options.authentication_tolerate_lookup_failure => {
-                        tracing::warn!(error = %err, "continuing without the cluster's client CAs (requests may be treated as anonymous)");
+                    if request_header.is_none() {
+                        request_header = cluster_request_header;
                     }
-                    Err(err) => return Err(err),
                 }
+                Err(err) if options.authentication_tolerate_lookup_failure => {
+                    tracing::warn!(
+                        error = %err,
+                        "continuing without the cluster's client CAs (requests may be treated as anonymous)"
+                    );
+                }
+                Err(err) => return Err(err),
             }
         }
 

@@ -200,11 +200,9 @@ impl AccessReviewer {
             allowed,
             reason: status.reason.unwrap_or_default(),
         };
-        if !allowed {
-            if let Some(error) = status.evaluation_error.filter(|e| !e.is_empty()) {
-                tracing::debug!(user = %user.name, path = %question.path, error = %error,
-                    "the SubjectAccessReview reported an evaluation error");
-            }
+        if !allowed && let Some(error) = status.evaluation_error.filter(|e| !e.is_empty()) {
+            tracing::debug!(user = %user.name, path = %question.path, error = %error,
+                "the SubjectAccessReview reported an evaluation error");
         }
         let ttl = if allowed {
             self.allowed_ttl

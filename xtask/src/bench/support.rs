@@ -378,10 +378,10 @@ impl CcmSpec {
             format!("--authorization-kubeconfig={kubeconfig}"),
             "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".to_owned(),
         ];
-        if self.implementation == Implementation::Rust {
-            if let Some(inventory) = &self.inventory {
-                args.push(format!("--cloud-config={}", inventory.display()));
-            }
+        if self.implementation == Implementation::Rust
+            && let Some(inventory) = &self.inventory
+        {
+            args.push(format!("--cloud-config={}", inventory.display()));
         }
         args.extend(self.extra.iter().cloned());
         args
