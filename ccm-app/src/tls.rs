@@ -147,6 +147,16 @@ impl TlsPolicy {
     /// Read `--tls-min-version` (Go's `VersionTLS12`/`VersionTLS13`; empty for the default) and
     /// `--tls-cipher-suites` (Go's suite names).
     ///
+    /// ```no_run
+    /// use ccm_app::tls::{CertSource, ServingCert, TlsPolicy};
+    ///
+    /// let suites = vec!["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256".to_owned()];
+    /// let policy = TlsPolicy::parse(Some("VersionTLS12"), &suites)?;
+    /// let source = CertSource::Files { cert: "/etc/ccm/tls.crt".into(), key: "/etc/ccm/tls.key".into() };
+    /// let cert = ServingCert::load_with(&source, &policy, None)?;
+    /// # Ok::<(), ccm_app::tls::TlsError>(())
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`TlsError::Policy`] for TLS 1.0/1.1, an unknown version, a Go suite rustls does not implement, or an
