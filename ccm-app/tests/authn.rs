@@ -11,8 +11,6 @@ use std::time::Instant;
 
 use ccm_testenv::pki::CertificateAuthority;
 use ccm_testenv::{TestEnv, wait_for};
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams};
@@ -86,35 +84,6 @@ const UNAUTHORIZED: &str = "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadat
 
 fn forbidden_message(user: &str, path: &str) -> String {
     format!("forbidden: User \\\"{user}\\\" cannot get path \\\"{path}\\\"")
-}
-
-async fn service_account_token(env: &TestEnv, namespace: &str, name: &str) -> String {
-    let accounts: Api<ServiceAccount> = Api::namespaced(env.client(), namespace);
-    let account = ServiceAccount {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        },
-        ..ServiceAccount::default()
-    };
-    accounts
-        .create(&PostParams::default(), &account)
-        .await
-        .expect("create the ServiceAccount");
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            expiration_seconds: Some(3600),
-            ..TokenRequestSpec::default()
-        }),
-        ..TokenRequest::default()
-    };
-    accounts
-        .create_token_request(name, &PostParams::default(), &request)
-        .await
-        .expect("request a token")
-        .status
-        .and_then(|status| status.token)
-        .expect("a token")
 }
 
 /// A ClusterRole allowing `get` on `/metrics`, bound to the ServiceAccount; returns the role's name.
@@ -471,6 +440,97 @@ async fn without_a_delegated_kubeconfig_only_always_allowed_paths_and_masters_pa
     .await;
     assert_eq!(status, 200);
 
+    shutdown.cancel();
+    tokio::time::timeout(TIMEOUT, running.wait())
+        .await
+        .expect("stops in time")
+        .expect("clean exit");
+}
+
+#[tokio::test]
+async fn a_configmap_lookup_without_rights_is_fatal_unless_tolerated() {
+    let env = TestEnv::shared().await;
+    // a kubeconfig for a user without any RBAC rights
+    let ca_pem = std::fs::read_to_string(&env.env().ca_cert).expect("the test CA");
+    let ca_key = std::fs::read_to_string(&env.env().ca_key).expect("the test CA key");
+    let ca = CertificateAuthority::from_pem(&ca_pem, &ca_key).expect("the test CA");
+    let nobody = ca
+        .issue_client(&env.unique_name("nobody"), &[])
+        .expect("issue");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let kubeconfig = dir.path().join("nobody.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        ccm_testenv::kubeconfig::render(&ccm_testenv::kubeconfig::KubeconfigSpec {
+            name: "nobody",
+            server: &env.env().server,
+            ca_pem: &ca_pem,
+            client_cert_pem: &nobody.cert_pem,
+            client_key_pem: &nobody.key_pem,
+        }),
+    )
+    .expect("write the kubeconfig");
+    let ns = env.namespace("authn-lookup").await;
+    let label = env.unique_name("authn-lookup");
+    let args = |tolerate: bool| {
+        let mut args: Vec<String> = flags(&label, &ns, "lookup")
+            .into_iter()
+            .filter(|a| a != ALLOW_ADMIN_PATHS)
+            .collect();
+        args.push("--leader-elect=false".to_owned());
+        args.push(format!(
+            "--authentication-kubeconfig={}",
+            kubeconfig.display()
+        ));
+        if tolerate {
+            args.push("--authentication-tolerate-lookup-failure".to_owned());
+        }
+        args
+    };
+
+    // the ConfigMap cannot be read (403): the CCM does not start, and says what to do
+    let (_cloud, registry) = fake_cloud(&[]);
+    let builder = ccm(registry, env.client());
+    let options = builder.parse_args(args(false)).expect("flags");
+    let err = match builder.start(options, CancellationToken::new()).await {
+        Ok(_) => panic!("started although the ConfigMap cannot be read"),
+        Err(err) => err.to_string(),
+    };
+    assert!(
+        err.contains(
+            "cannot read the client CAs from configmap kube-system/extension-apiserver-authentication"
+        ) && err.contains("extension-apiserver-authentication-reader")
+            && err.contains("--authentication-tolerate-lookup-failure"),
+        "{err}"
+    );
+
+    // tolerated: it starts; health paths answer, and a token it cannot review is rejected (401)
+    let (_cloud, registry) = fake_cloud(&[]);
+    let builder = ccm(registry, env.client());
+    let options = builder.parse_args(args(true)).expect("flags");
+    let shutdown = CancellationToken::new();
+    let running = builder
+        .start(options, shutdown.clone())
+        .await
+        .expect("starts when the lookup failure is tolerated");
+    let addr = running.admin_addr().expect("serving");
+    let cert = running.admin_certificate_pem().expect("cert").to_owned();
+    assert_eq!(
+        https_get(addr, &cert, "/healthz").await,
+        (200, "ok".to_owned())
+    );
+    let headers = [("Authorization", "Bearer some-token")];
+    let (status, body) = https_get_as(
+        addr,
+        &cert,
+        "/healthz",
+        Credentials {
+            headers: &headers,
+            ..Credentials::default()
+        },
+    )
+    .await;
+    assert_eq!((status, body.as_str()), (401, UNAUTHORIZED));
     shutdown.cancel();
     tokio::time::timeout(TIMEOUT, running.wait())
         .await

@@ -298,3 +298,58 @@ pub fn metric(text: &str, prefix: &str) -> Option<f64> {
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
 }
+
+/// A token (valid for an hour) of ServiceAccount `namespace/name`, which is created if missing.
+pub async fn service_account_token(
+    env: &ccm_testenv::TestEnv,
+    namespace: &str,
+    name: &str,
+) -> String {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let accounts: Api<ServiceAccount> = Api::namespaced(env.client(), namespace);
+    let account = ServiceAccount {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..ServiceAccount::default()
+    };
+    match accounts.create(&PostParams::default(), &account).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(err) => panic!("create the ServiceAccount {namespace}/{name}: {err}"),
+    }
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        }),
+        ..TokenRequest::default()
+    };
+    accounts
+        .create_token_request(name, &PostParams::default(), &request)
+        .await
+        .expect("request a token")
+        .status
+        .and_then(|status| status.token)
+        .expect("a token")
+}
+
+/// A kubeconfig file (in `dir`) for the test apiserver that authenticates with `token`.
+pub fn token_kubeconfig(
+    env: &ccm_testenv::TestEnv,
+    dir: &std::path::Path,
+    token: &str,
+) -> std::path::PathBuf {
+    let yaml = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {server}\n    \
+         certificate-authority: {ca}\nusers:\n- name: test\n  user:\n    token: {token}\ncontexts:\n\
+         - name: test\n  context:\n    cluster: test\n    user: test\ncurrent-context: test\n",
+        server = env.env().server,
+        ca = env.env().ca_cert.display(),
+    );
+    let path = dir.join("token.kubeconfig");
+    std::fs::write(&path, yaml).expect("write the kubeconfig");
+    path
+}
