@@ -1,5 +1,6 @@
 //! The admin server on `--bind-address:--secure-port`: `/healthz`, `/livez`, `/readyz` (each with per-check
-//! paths), `/metrics` and `/configz`, over HTTPS.
+//! paths), `/metrics` and `/configz`, over HTTPS, behind delegated authentication and authorization
+//! ([`crate::auth`]) when [`AdminState::auth`] is set.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,8 +14,9 @@ use ccm_core::runtime::metrics::SharedRegistry;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::DelegatedAuth;
 use crate::health::{Endpoint, HealthChecks, parse_query};
-use crate::tls::{ServingCert, TlsListener};
+use crate::tls::{PeerCertificates, ServingCert, TlsListener};
 
 /// The content type of `/metrics` (prometheus-client writes OpenMetrics text).
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -40,6 +42,9 @@ pub enum AdminError {
     /// The serving certificate cannot be set up.
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    /// Delegated authentication or authorization cannot be set up.
+    #[error(transparent)]
+    Auth(#[from] crate::auth::AuthError),
 }
 
 /// What the handlers read.
@@ -51,6 +56,8 @@ pub struct AdminState {
     pub metrics: SharedRegistry,
     /// The `/configz` document (JSON).
     pub configz: Arc<String>,
+    /// Who may read what; `None` serves everyone (only for embedding and tests: the runtime always sets it).
+    pub auth: Option<DelegatedAuth>,
 }
 
 impl std::fmt::Debug for AdminState {
@@ -61,9 +68,10 @@ impl std::fmt::Debug for AdminState {
     }
 }
 
-/// The admin routes.
+/// The admin routes, behind the authentication and authorization of `state.auth` when set.
 pub fn router(state: AdminState) -> Router {
-    Router::new()
+    let auth = state.auth.clone();
+    let router = Router::new()
         .route("/healthz", get(healthz))
         .route("/healthz/{check}", get(healthz_one))
         .route("/livez", get(livez))
@@ -72,7 +80,14 @@ pub fn router(state: AdminState) -> Router {
         .route("/readyz/{check}", get(readyz_one))
         .route("/metrics", get(metrics))
         .route("/configz", get(configz))
-        .with_state(state)
+        .with_state(state);
+    match auth {
+        Some(auth) => router.layer(axum::middleware::from_fn_with_state(
+            auth,
+            crate::auth::middleware,
+        )),
+        None => router,
+    }
 }
 
 fn plain(status: StatusCode, body: String) -> Response {
@@ -174,7 +189,7 @@ impl AdminServer {
         let tls = TlsListener::new(listener, cert).map_err(AdminError::Listener)?;
         let stop = CancellationToken::new();
         let shutdown = stop.clone().cancelled_owned();
-        let app = router(state);
+        let app = router(state).into_make_service_with_connect_info::<PeerCertificates>();
         let task = tokio::spawn(async move {
             if let Err(err) = axum::serve(tls, app).with_graceful_shutdown(shutdown).await {
                 tracing::error!(error = %err, "the secure port stopped serving");

@@ -9,8 +9,9 @@
 //!   (`node.cloudprovider.kubernetes.io/uninitialized`, `node.kubernetes.io/not-ready`, `node.kubernetes.io/unreachable`)
 //!   and for the control-plane taints.
 //!
-//! No RoleBinding to `extension-apiserver-authentication-reader` and no TokenReview/SubjectAccessReview rights
-//! are needed: the admin server does no delegated authentication.
+//! The secure port's delegated authentication and authorization ([`crate::auth`]) add `create` on
+//! `tokenreviews` and `subjectaccessreviews`, and a RoleBinding in `kube-system` to the API server's
+//! `extension-apiserver-authentication-reader` Role (to read the cluster's client CAs).
 //!
 //! ```
 //! use ccm_app::deploy::{ManifestOptions, render};
@@ -42,6 +43,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
+
+use crate::auth::decide::{AUTHENTICATION_CONFIGMAP_NAMESPACE, AUTHENTICATION_READER_ROLE};
 
 /// The header of every generated file.
 pub const GENERATED_HEADER: &str =
@@ -197,6 +200,13 @@ pub fn cluster_role_rules() -> Vec<PolicyRule> {
         rule(&[""], &["events"], &["create", "patch"]),
         // the LeaderElection event on the Lease (events.k8s.io/v1; repeats are patched into a series)
         rule(&["events.k8s.io"], &["events"], &["create", "patch"]),
+        // the secure port: bearer tokens (TokenReview) and authorization (SubjectAccessReview)
+        rule(&["authentication.k8s.io"], &["tokenreviews"], &["create"]),
+        rule(
+            &["authorization.k8s.io"],
+            &["subjectaccessreviews"],
+            &["create"],
+        ),
     ]
 }
 
@@ -271,6 +281,23 @@ pub fn lease_role_binding(options: &ManifestOptions) -> RoleBinding {
             api_group: Some("rbac.authorization.k8s.io".to_owned()),
             kind: "Role".to_owned(),
             name: lease_role_name(options),
+        },
+        subjects: Some(vec![subject(options)]),
+    }
+}
+
+/// The RoleBinding (in `kube-system`) of the ServiceAccount to `extension-apiserver-authentication-reader`, which
+/// lets the secure port read the cluster's client CAs.
+pub fn authentication_reader_binding(options: &ManifestOptions) -> RoleBinding {
+    RoleBinding {
+        metadata: options.meta(
+            &format!("{}:authentication-reader", options.name),
+            Some(AUTHENTICATION_CONFIGMAP_NAMESPACE),
+        ),
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".to_owned()),
+            kind: "Role".to_owned(),
+            name: AUTHENTICATION_READER_ROLE.to_owned(),
         },
         subjects: Some(vec![subject(options)]),
     }
@@ -514,6 +541,7 @@ pub fn render(options: &ManifestOptions) -> Vec<Manifest> {
                 object(&cluster_role_binding(options)),
                 object(&lease_role(options)),
                 object(&lease_role_binding(options)),
+                object(&authentication_reader_binding(options)),
             ]),
         },
         Manifest {
@@ -609,10 +637,21 @@ mod tests {
         assert!(flat.contains(&"events.k8s.io/events:create".to_owned()));
         assert!(flat.contains(&"/events:create".to_owned()));
         assert!(flat.contains(&"/events:patch".to_owned()));
-        assert!(
-            !flat
-                .iter()
-                .any(|r| r.contains("secrets") || r.contains("tokenreviews"))
+        assert!(!flat.iter().any(|r| r.contains("secrets")), "{flat:?}");
+        let secure_port: Vec<&String> = flat.iter().filter(|r| r.contains("reviews")).collect();
+        assert_eq!(
+            secure_port,
+            [
+                "authentication.k8s.io/tokenreviews:create",
+                "authorization.k8s.io/subjectaccessreviews:create"
+            ]
+        );
+        let reader = authentication_reader_binding(&reference());
+        assert_eq!(reader.metadata.namespace.as_deref(), Some("kube-system"));
+        assert_eq!(reader.role_ref.kind, "Role");
+        assert_eq!(
+            reader.role_ref.name,
+            "extension-apiserver-authentication-reader"
         );
         let lease = lease_role_rules("cloud-controller-manager");
         assert_eq!(
@@ -634,7 +673,13 @@ mod tests {
         let kinds: Vec<&str> = rbac.iter().map(|d| d["kind"].as_str().unwrap()).collect();
         assert_eq!(
             kinds,
-            ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
+            [
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+                "RoleBinding"
+            ]
         );
     }
 }

@@ -13,7 +13,8 @@
 //! - the provider created in every replica; with `--leader-elect`, `initialize` and the controllers only in the
 //!   leader, over one set of shared informers;
 //! - an HTTPS admin server (`/healthz`, `/livez`, `/readyz`, `/metrics`, `/configz`) ([`admin`], [`health`],
-//!   [`tls`]);
+//!   [`tls`]) with Go's delegated authentication and authorization (TokenReview, client certificates,
+//!   request-header proxies, SubjectAccessReview) ([`auth`]);
 //! - graceful shutdown on SIGTERM/SIGINT (controllers finish in-flight work, the Lease is released, exit 0) and
 //!   exit 1 on lost leadership; structured logs ([`logging`]).
 //!
@@ -43,6 +44,7 @@
 
 pub mod admin;
 mod app;
+pub mod auth;
 pub mod client;
 pub mod config_file;
 pub mod controllers;

@@ -1,5 +1,6 @@
 //! The serving certificate of the secure port: from `--tls-cert-file`/`--tls-private-key-file`, or self-signed (in
-//! memory, or kept in `--cert-dir`) as the Go CCM does.
+//! memory, or kept in `--cert-dir`) as the Go CCM does; and its TLS policy, `--tls-min-version` and
+//! `--tls-cipher-suites` with Go's names ([`TlsPolicy`]).
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -10,10 +11,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
-use tokio_rustls::rustls::ServerConfig;
-use tokio_rustls::rustls::crypto::ring;
+use tokio_rustls::rustls::crypto::{CryptoProvider, ring};
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::server::danger::ClientCertVerifier;
+use tokio_rustls::rustls::{ServerConfig, SupportedCipherSuite, SupportedProtocolVersion};
 use tokio_rustls::server::TlsStream;
 
 /// The base name of the self-signed pair in `--cert-dir` (Go: `cloud-controller-manager.crt` / `.key`).
@@ -53,6 +55,193 @@ pub enum TlsError {
     /// rustls rejected the certificate or key.
     #[error("invalid serving certificate or key: {0}")]
     Rustls(String),
+    /// `--tls-min-version` or `--tls-cipher-suites` names something rustls cannot serve.
+    #[error("invalid --{setting}: {reason}")]
+    Policy {
+        /// The flag.
+        setting: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Go's names of the TLS 1.2 and 1.3 cipher suites rustls implements, and the suite each is.
+const CIPHER_SUITES: &[(&str, &SupportedCipherSuite)] = {
+    use tokio_rustls::rustls::crypto::ring::cipher_suite as cs;
+    &[
+        (
+            "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+            &cs::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+        ),
+        (
+            "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+            &cs::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+        ),
+        (
+            "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305",
+            &cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+        ),
+        (
+            "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+            &cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+        ),
+        (
+            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            &cs::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        ),
+        (
+            "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+            &cs::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+        ),
+        (
+            "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305",
+            &cs::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+        ),
+        (
+            "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+            &cs::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+        ),
+        ("TLS_AES_128_GCM_SHA256", &cs::TLS13_AES_128_GCM_SHA256),
+        ("TLS_AES_256_GCM_SHA384", &cs::TLS13_AES_256_GCM_SHA384),
+        (
+            "TLS_CHACHA20_POLY1305_SHA256",
+            &cs::TLS13_CHACHA20_POLY1305_SHA256,
+        ),
+    ]
+};
+
+/// Go's names of cipher suites rustls does not implement (CBC, RC4, 3DES, RSA key exchange).
+const GO_ONLY_CIPHER_SUITES: &[&str] = &[
+    "TLS_RSA_WITH_RC4_128_SHA",
+    "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA",
+    "TLS_RSA_WITH_AES_256_CBC_SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA256",
+    "TLS_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_RC4_128_SHA",
+    "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
+];
+
+/// `--tls-min-version=VersionTLS13`.
+static TLS13_ONLY: &[&SupportedProtocolVersion] = &[&tokio_rustls::rustls::version::TLS13];
+
+/// The TLS versions and cipher suites of the secure port.
+#[derive(Debug, Clone, Default)]
+pub struct TlsPolicy {
+    /// TLS 1.3 only (`--tls-min-version=VersionTLS13`); otherwise TLS 1.2 and 1.3.
+    pub tls13_only: bool,
+    /// The TLS 1.2 suites allowed (`--tls-cipher-suites`); empty means rustls's defaults. TLS 1.3 suites are
+    /// always on, as in Go.
+    pub tls12_suites: Vec<SupportedCipherSuite>,
+}
+
+impl TlsPolicy {
+    /// Read `--tls-min-version` (Go's `VersionTLS12`/`VersionTLS13`; empty for the default) and
+    /// `--tls-cipher-suites` (Go's suite names).
+    ///
+    /// ```no_run
+    /// use ccm_app::tls::{CertSource, ServingCert, TlsPolicy};
+    ///
+    /// let suites = vec!["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256".to_owned()];
+    /// let policy = TlsPolicy::parse(Some("VersionTLS12"), &suites)?;
+    /// let source = CertSource::Files { cert: "/etc/ccm/tls.crt".into(), key: "/etc/ccm/tls.key".into() };
+    /// let cert = ServingCert::load_with(&source, &policy, None)?;
+    /// # Ok::<(), ccm_app::tls::TlsError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`TlsError::Policy`] for TLS 1.0/1.1, an unknown version, a Go suite rustls does not implement, or an
+    /// unknown suite.
+    pub fn parse(min_version: Option<&str>, cipher_suites: &[String]) -> Result<Self, TlsError> {
+        let version = |reason: String| TlsError::Policy {
+            setting: "tls-min-version",
+            reason,
+        };
+        let tls13_only = match min_version.map(str::trim).unwrap_or_default() {
+            "" | "VersionTLS12" => false,
+            "VersionTLS13" => true,
+            old @ ("VersionTLS10" | "VersionTLS11") => {
+                return Err(version(format!(
+                    "{old} is not supported: the secure port serves TLS 1.2 and 1.3 only; use VersionTLS12 or \
+                     VersionTLS13"
+                )));
+            }
+            other => {
+                return Err(version(format!(
+                    "unknown TLS version {other:?}; use VersionTLS12 or VersionTLS13"
+                )));
+            }
+        };
+        let mut tls12_suites = Vec::new();
+        for name in cipher_suites
+            .iter()
+            .map(|n| n.trim())
+            .filter(|n| !n.is_empty())
+        {
+            let suite = |reason: String| TlsError::Policy {
+                setting: "tls-cipher-suites",
+                reason,
+            };
+            match CIPHER_SUITES
+                .iter()
+                .find(|(go, _)| *go == name)
+                .map(|(_, s)| **s)
+            {
+                Some(found @ SupportedCipherSuite::Tls12(_)) => {
+                    if !tls12_suites.contains(&found) {
+                        tls12_suites.push(found);
+                    }
+                }
+                // As in Go, TLS 1.3 suites are always on; naming them changes nothing.
+                Some(SupportedCipherSuite::Tls13(_)) => {}
+                None if GO_ONLY_CIPHER_SUITES.contains(&name) => {
+                    return Err(suite(format!(
+                        "{name} is not implemented by rustls (only ECDHE suites with AES-GCM or ChaCha20-Poly1305 \
+                         are); remove it"
+                    )));
+                }
+                None => {
+                    return Err(suite(format!(
+                        "unknown cipher suite {name:?}; use Go's names, for example \
+                         TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"
+                    )));
+                }
+            }
+        }
+        Ok(TlsPolicy {
+            tls13_only,
+            tls12_suites,
+        })
+    }
+
+    fn provider(&self) -> CryptoProvider {
+        let mut provider = ring::default_provider();
+        if !self.tls12_suites.is_empty() {
+            let allowed = &self.tls12_suites;
+            provider.cipher_suites.retain(|s| match s {
+                SupportedCipherSuite::Tls12(_) => allowed.contains(s),
+                SupportedCipherSuite::Tls13(_) => true,
+            });
+        }
+        provider
+    }
+
+    fn versions(&self) -> &'static [&'static SupportedProtocolVersion] {
+        if self.tls13_only {
+            TLS13_ONLY
+        } else {
+            tokio_rustls::rustls::DEFAULT_VERSIONS
+        }
+    }
 }
 
 /// Where the serving certificate comes from.
@@ -106,14 +295,32 @@ impl ServingCert {
     ///
     /// [`TlsError`] naming the file or step that failed.
     pub fn load(source: &CertSource) -> Result<Self, TlsError> {
+        Self::load_with(source, &TlsPolicy::default(), None)
+    }
+
+    /// Load or generate the certificate described by `source`, serving with `policy`, and asking clients for a
+    /// certificate through `client_certs` when given (see [`crate::auth`]).
+    ///
+    /// # Errors
+    ///
+    /// [`TlsError`] naming the file or step that failed.
+    pub fn load_with(
+        source: &CertSource,
+        policy: &TlsPolicy,
+        client_certs: Option<Arc<dyn ClientCertVerifier>>,
+    ) -> Result<Self, TlsError> {
+        let settings = Settings {
+            policy,
+            client_certs,
+        };
         match source {
-            CertSource::Files { cert, key } => Self::from_files(cert, key),
+            CertSource::Files { cert, key } => Self::from_files(cert, key, &settings),
             CertSource::SelfSigned {
                 dir: None,
                 extra_names,
             } => {
                 let (cert, key) = generate(extra_names)?;
-                Self::from_pem(&cert, &key, Path::new("(generated)"))
+                Self::from_pem(&cert, &key, Path::new("(generated)"), &settings)
             }
             CertSource::SelfSigned {
                 dir: Some(dir),
@@ -122,7 +329,7 @@ impl ServingCert {
                 let cert_path = dir.join(format!("{PAIR_NAME}.crt"));
                 let key_path = dir.join(format!("{PAIR_NAME}.key"));
                 if cert_path.is_file() && key_path.is_file() {
-                    return Self::from_files(&cert_path, &key_path);
+                    return Self::from_files(&cert_path, &key_path, &settings);
                 }
                 let (cert, key) = generate(extra_names)?;
                 std::fs::create_dir_all(dir).map_err(|source| TlsError::Write {
@@ -135,28 +342,33 @@ impl ServingCert {
                     source,
                 })?;
                 tracing::info!(cert = %cert_path.display(), "wrote a self-signed serving certificate");
-                Self::from_pem(&cert, &key, &cert_path)
+                Self::from_pem(&cert, &key, &cert_path, &settings)
             }
         }
     }
 
-    fn from_files(cert: &Path, key: &Path) -> Result<Self, TlsError> {
+    fn from_files(cert: &Path, key: &Path, settings: &Settings<'_>) -> Result<Self, TlsError> {
         let cert_pem = std::fs::read_to_string(cert)
             .map_err(|e| load_err("certificate", cert)(e.to_string()))?;
         let key_pem = std::fs::read_to_string(key)
             .map_err(|e| load_err("private key", key)(e.to_string()))?;
-        Self::from_pem_paths(&cert_pem, &key_pem, cert, key)
+        Self::from_pem_paths(&cert_pem, &key_pem, [cert, key], settings)
     }
 
-    fn from_pem(cert_pem: &str, key_pem: &str, origin: &Path) -> Result<Self, TlsError> {
-        Self::from_pem_paths(cert_pem, key_pem, origin, origin)
+    fn from_pem(
+        cert_pem: &str,
+        key_pem: &str,
+        origin: &Path,
+        settings: &Settings<'_>,
+    ) -> Result<Self, TlsError> {
+        Self::from_pem_paths(cert_pem, key_pem, [origin, origin], settings)
     }
 
     fn from_pem_paths(
         cert_pem: &str,
         key_pem: &str,
-        cert_path: &Path,
-        key_path: &Path,
+        [cert_path, key_path]: [&Path; 2],
+        settings: &Settings<'_>,
     ) -> Result<Self, TlsError> {
         let chain: Vec<CertificateDer<'static>> =
             CertificateDer::pem_slice_iter(cert_pem.as_bytes())
@@ -169,10 +381,17 @@ impl ServingCert {
         }
         let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
             .map_err(|e| load_err("private key", key_path)(e.to_string()))?;
-        let mut config = ServerConfig::builder_with_provider(Arc::new(ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .map_err(|e| TlsError::Rustls(e.to_string()))?
-            .with_no_client_auth()
+        let builder = ServerConfig::builder_with_provider(Arc::new(settings.policy.provider()))
+            .with_protocol_versions(settings.policy.versions())
+            .map_err(|e| TlsError::Policy {
+                setting: "tls-cipher-suites",
+                reason: e.to_string(),
+            })?;
+        let builder = match &settings.client_certs {
+            Some(verifier) => builder.with_client_cert_verifier(verifier.clone()),
+            None => builder.with_no_client_auth(),
+        };
+        let mut config = builder
             .with_single_cert(chain, key)
             .map_err(|e| TlsError::Rustls(e.to_string()))?;
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -186,6 +405,12 @@ impl ServingCert {
     pub fn server_config(&self) -> Arc<ServerConfig> {
         self.config.clone()
     }
+}
+
+/// What the server configuration is built with besides the certificate.
+struct Settings<'a> {
+    policy: &'a TlsPolicy,
+    client_certs: Option<Arc<dyn ClientCertVerifier>>,
 }
 
 /// The names a self-signed certificate covers: `localhost`, `127.0.0.1`, then `extra` (deduplicated).
@@ -239,6 +464,26 @@ fn write_private(path: &Path, content: &str) -> Result<(), TlsError> {
             path: path.to_owned(),
             source,
         })
+}
+
+/// The client certificate chain of a connection, leaf first (empty when the client sent none); the admin router
+/// reads it as `ConnectInfo`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PeerCertificates(pub(crate) Arc<Vec<CertificateDer<'static>>>);
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, TlsListener>>
+    for PeerCertificates
+{
+    fn connect_info(stream: axum::serve::IncomingStream<'_, TlsListener>) -> Self {
+        let chain = stream
+            .io()
+            .get_ref()
+            .1
+            .peer_certificates()
+            .map(|certs| certs.iter().map(|c| c.clone().into_owned()).collect())
+            .unwrap_or_default();
+        PeerCertificates(Arc::new(chain))
+    }
 }
 
 /// A listener that accepts TCP connections and completes TLS handshakes concurrently, for `axum::serve`.
@@ -325,6 +570,92 @@ mod tests {
             cert.server_config().alpn_protocols,
             vec![b"http/1.1".to_vec()]
         );
+    }
+
+    fn policy_err(min: Option<&str>, suites: &[&str]) -> String {
+        let suites: Vec<String> = suites.iter().map(|s| (*s).to_owned()).collect();
+        TlsPolicy::parse(min, &suites).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn tls_policy_from_go_names() {
+        let default = TlsPolicy::parse(None, &[]).unwrap();
+        assert!(!default.tls13_only);
+        assert!(default.tls12_suites.is_empty());
+        assert_eq!(default.versions().len(), 2);
+        assert!(
+            !TlsPolicy::parse(Some("VersionTLS12"), &[])
+                .unwrap()
+                .tls13_only
+        );
+        let only13 = TlsPolicy::parse(Some("VersionTLS13"), &[]).unwrap();
+        assert!(only13.tls13_only);
+        assert_eq!(only13.versions().len(), 1);
+
+        let suites: Vec<String> = [
+            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305",
+            "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+            "TLS_AES_128_GCM_SHA256",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let policy = TlsPolicy::parse(None, &suites).unwrap();
+        assert_eq!(
+            policy.tls12_suites.len(),
+            2,
+            "the two ChaCha names are one suite"
+        );
+        let provider = policy.provider();
+        let tls12 = provider
+            .cipher_suites
+            .iter()
+            .filter(|s| matches!(s, SupportedCipherSuite::Tls12(_)))
+            .count();
+        let tls13 = provider
+            .cipher_suites
+            .iter()
+            .filter(|s| matches!(s, SupportedCipherSuite::Tls13(_)))
+            .count();
+        assert_eq!((tls12, tls13), (2, 3), "TLS 1.3 suites stay on");
+        // every name of the table is accepted
+        let all: Vec<String> = CIPHER_SUITES.iter().map(|(n, _)| (*n).to_owned()).collect();
+        assert_eq!(TlsPolicy::parse(None, &all).unwrap().tls12_suites.len(), 6);
+
+        assert_eq!(
+            policy_err(Some("VersionTLS10"), &[]),
+            "invalid --tls-min-version: VersionTLS10 is not supported: the secure port serves TLS 1.2 and 1.3 \
+             only; use VersionTLS12 or VersionTLS13"
+        );
+        assert_eq!(
+            policy_err(Some("TLS1.2"), &[]),
+            "invalid --tls-min-version: unknown TLS version \"TLS1.2\"; use VersionTLS12 or VersionTLS13"
+        );
+        assert_eq!(
+            policy_err(None, &["TLS_RSA_WITH_AES_128_CBC_SHA"]),
+            "invalid --tls-cipher-suites: TLS_RSA_WITH_AES_128_CBC_SHA is not implemented by rustls (only ECDHE \
+             suites with AES-GCM or ChaCha20-Poly1305 are); remove it"
+        );
+        assert_eq!(
+            policy_err(None, &["TLS_NOPE"]),
+            "invalid --tls-cipher-suites: unknown cipher suite \"TLS_NOPE\"; use Go's names, for example \
+             TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"
+        );
+    }
+
+    #[test]
+    fn tls13_only_with_restricted_suites_serves() {
+        let suites = vec!["TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256".to_owned()];
+        let policy = TlsPolicy::parse(Some("VersionTLS13"), &suites).unwrap();
+        ServingCert::load_with(
+            &CertSource::SelfSigned {
+                dir: None,
+                extra_names: vec![],
+            },
+            &policy,
+            None,
+        )
+        .unwrap();
     }
 
     #[test]

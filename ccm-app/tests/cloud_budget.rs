@@ -26,7 +26,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use tokio_util::sync::CancellationToken;
 
-use support::{TEST_LABEL, ccm, delete_nodes, https_get, initialized, metric};
+use support::{ALLOW_ADMIN_PATHS, TEST_LABEL, ccm, delete_nodes, https_get, initialized, metric};
 
 const NODES: usize = 1000;
 /// Every tenth node is NotReady, so the lifecycle controller has work (and cloud calls) too.
@@ -131,6 +131,7 @@ impl World {
         .to_vec();
         argv.push(format!("--node-selector={TEST_LABEL}={}", self.label));
         argv.push(format!("--service-namespace={}", self.namespace));
+        argv.push(ALLOW_ADMIN_PATHS.to_owned());
         argv.extend(extra.iter().map(|s| (*s).to_owned()));
         let registry = ProviderRegistry::new();
         self.cloud

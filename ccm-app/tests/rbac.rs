@@ -1,5 +1,7 @@
 //! The CCM runs its whole scenario under exactly the generated least-privilege RBAC (ServiceAccount token,
-//! RBAC enforced by the real apiserver) without a single forbidden (403) request.
+//! RBAC enforced by the real apiserver) without a single forbidden (403) request; its secure port, with the same
+//! token as delegated-auth kubeconfig, reads the cluster's client CAs and makes TokenReviews and
+//! SubjectAccessReviews.
 
 mod support;
 
@@ -7,7 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use ccm_app::CcmStatus;
 use ccm_app::deploy::{
-    ManifestOptions, cluster_role, cluster_role_binding, lease_role, lease_role_binding,
+    ManifestOptions, authentication_reader_binding, cluster_role, cluster_role_binding, lease_role,
+    lease_role_binding,
 };
 use ccm_testenv::{TestEnv, wait_for};
 use k8s_openapi::api::authorization::v1::{
@@ -104,6 +107,25 @@ async fn the_full_scenario_runs_under_the_generated_cluster_role_without_forbidd
         .create(&post, &lease_role_binding(&manifests))
         .await
         .expect("create the RoleBinding");
+    // The secure port's RoleBinding lives in kube-system, shared by every run: replace a leftover one.
+    let readers = Api::<RoleBinding>::namespaced(admin.clone(), "kube-system");
+    let reader = authentication_reader_binding(&manifests);
+    let reader_name = reader.metadata.name.clone().expect("a name");
+    let _ = readers.delete(&reader_name, &DeleteParams::default()).await;
+    wait_for("the old RoleBinding to go", TIMEOUT, || async {
+        readers
+            .get_opt(&reader_name)
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .expect("no leftover RoleBinding");
+    readers
+        .create(&post, &reader)
+        .await
+        .expect("create the authentication-reader RoleBinding");
     // RBAC objects reach the authorizer through its cache: wait until it knows them.
     wait_for("the RBAC rules to take effect", TIMEOUT, || async {
         (allowed(&sa_client, "list", "nodes", None).await
@@ -121,8 +143,23 @@ async fn the_full_scenario_runs_under_the_generated_cluster_role_without_forbidd
     let node_names: Vec<String> = (0..2).map(|i| format!("{label}-n{i}")).collect();
     let (cloud, registry) = fake_cloud(&node_names);
     let builder = ccm(registry, client.clone());
-    let mut args = flags(&label, &ns, "ccm");
+    // the secure port authenticates with the same ServiceAccount (a 403 reading the ConfigMap stops the start)
+    let token = service_account_token(env, &ns, "ccm").await;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let kubeconfig = token_kubeconfig(env, dir.path(), &token);
+    let mut args: Vec<String> = flags(&label, &ns, "ccm")
+        .into_iter()
+        .filter(|a| a != ALLOW_ADMIN_PATHS)
+        .collect();
     args.push("--node-monitor-period=1s".to_owned());
+    args.push(format!(
+        "--authentication-kubeconfig={}",
+        kubeconfig.display()
+    ));
+    args.push(format!(
+        "--authorization-kubeconfig={}",
+        kubeconfig.display()
+    ));
     let options = builder.parse_args(args).expect("flags");
     let shutdown = CancellationToken::new();
     let running = builder
@@ -134,6 +171,30 @@ async fn the_full_scenario_runs_under_the_generated_cluster_role_without_forbidd
         .await
         .expect("running in time")
         .expect("status");
+
+    // a TokenReview (else 401) and a SubjectAccessReview (else 500) under the generated rights: the account
+    // itself may not read /metrics, so 403 naming it
+    let addr = running.admin_addr().expect("serving");
+    let cert = running.admin_certificate_pem().expect("cert").to_owned();
+    let bearer = format!("Bearer {token}");
+    let headers = [("Authorization", bearer.as_str())];
+    let (status, body) = https_get_as(
+        addr,
+        &cert,
+        "/metrics",
+        Credentials {
+            headers: &headers,
+            ..Credentials::default()
+        },
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains(&format!(
+            "forbidden: User \\\"system:serviceaccount:{ns}:ccm\\\" cannot get path \\\"/metrics\\\""
+        )),
+        "{body}"
+    );
 
     // node initialization and routes
     for (i, name) in node_names.iter().enumerate() {
@@ -211,6 +272,7 @@ async fn the_full_scenario_runs_under_the_generated_cluster_role_without_forbidd
     );
 
     delete_nodes(&admin, &label).await;
+    let _ = readers.delete(&reader_name, &DeleteParams::default()).await;
     let _ = Api::<ClusterRoleBinding>::all(admin.clone())
         .delete(&role_name, &DeleteParams::default())
         .await;

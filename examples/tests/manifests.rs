@@ -118,6 +118,7 @@ async fn the_apiserver_accepts_every_manifest_in_a_dry_run() {
             "ClusterRoleBinding",
             "Role",
             "RoleBinding",
+            "RoleBinding",
             "Deployment",
             "ConfigMap"
         ]

@@ -25,6 +25,7 @@ use super::signals::handle_signals;
 use super::supervisor::{RunningCcm, Supervisor};
 use super::{CcmStatus, RunError, StartupError};
 use crate::admin::{AdminError, AdminServer, AdminState};
+use crate::auth::DelegatedAuth;
 use crate::client::{
     ClientFactory, KUBE_API_CLIENT_CONFIGZ, KubeApiLimits, base_client, kube_config,
     user_agent_prefix,
@@ -33,7 +34,7 @@ use crate::config_file::load_config_file;
 use crate::controllers::ControllerCatalog;
 use crate::health::{Endpoint, HealthChecks};
 use crate::options::{CcmOptions, Settings, ValidationError};
-use crate::tls::{CertSource, ServingCert, bind_address_name};
+use crate::tls::{CertSource, ServingCert, TlsPolicy, bind_address_name};
 
 /// The command line: `--config` plus every [`Settings`] flag.
 #[derive(Debug, Parser)]
@@ -603,7 +604,16 @@ async fn start_admin(
                 .collect(),
         },
     };
-    let cert = ServingCert::load(&source).map_err(AdminError::from)?;
+    let policy = TlsPolicy::parse(
+        options.tls_min_version.as_deref(),
+        &options.tls_cipher_suites,
+    )
+    .map_err(AdminError::from)?;
+    let auth = DelegatedAuth::from_options(options, metrics)
+        .await
+        .map_err(AdminError::from)?;
+    let cert = ServingCert::load_with(&source, &policy, Some(auth.client_cert_verifier()))
+        .map_err(AdminError::from)?;
     // The settings as given (`kubeApiQps: auto`), and beside them the Kubernetes API client limit in force.
     let configz = serde_json::json!({
         "cloudcontrollermanager.config.k8s.io": options.to_settings(),
@@ -613,6 +623,7 @@ async fn start_admin(
         checks: checks.clone(),
         metrics: metrics.clone(),
         configz: Arc::new(configz.to_string()),
+        auth: Some(auth),
     };
     let server = match listener {
         Some(listener) => {
@@ -708,8 +719,47 @@ mod tests {
             "--external-cloud-volume-plugin=",
             "--v=4",
             "--logging-format=json",
+            "--authentication-kubeconfig=/etc/authn.kubeconfig",
+            "--authentication-skip-lookup",
+            "--authentication-tolerate-lookup-failure=true",
+            "--authentication-token-webhook-cache-ttl=1m",
+            "--client-ca-file=/etc/ca.crt",
+            "--requestheader-client-ca-file=/etc/front-proxy-ca.crt",
+            "--requestheader-allowed-names=front-proxy-client,aggregator",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            "--authorization-kubeconfig=/etc/authz.kubeconfig",
+            "--authorization-always-allow-paths=/healthz,/metrics/*",
+            "--authorization-webhook-cache-authorized-ttl=5m",
+            "--authorization-webhook-cache-unauthorized-ttl=30s",
+            "--tls-min-version=VersionTLS13",
+            "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_AES_128_GCM_SHA256",
         ])
         .unwrap();
+        assert!(o.authentication_skip_lookup && o.authentication_tolerate_lookup_failure);
+        assert_eq!(
+            o.authentication_token_webhook_cache_ttl,
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            o.requestheader_allowed_names,
+            vec!["front-proxy-client", "aggregator"]
+        );
+        assert_eq!(
+            o.authorization_always_allow_paths,
+            vec!["/healthz", "/metrics/*"]
+        );
+        assert_eq!(
+            o.authorization_webhook_cache_authorized_ttl,
+            Duration::from_secs(300)
+        );
+        assert_eq!(
+            o.authorization_webhook_cache_unauthorized_ttl,
+            Duration::from_secs(30)
+        );
+        assert_eq!(o.tls_min_version.as_deref(), Some("VersionTLS13"));
+        assert_eq!(o.tls_cipher_suites.len(), 2);
         assert_eq!(
             o.cloud_config.as_deref(),
             Some(std::path::Path::new("/etc/cloud.conf"))
@@ -807,6 +857,42 @@ mod tests {
         );
         let message = error(&["--cloud-provider=fake", "--node-monitor-period=5"]);
         assert!(message.contains("missing unit"), "{message}");
+
+        // the secure port's flags
+        for (flag, expected) in [
+            (
+                "--authentication-token-webhook-cache-ttl=10",
+                "missing unit",
+            ),
+            (
+                "--authorization-webhook-cache-authorized-ttl=-1s",
+                "--authorization-webhook-cache-authorized-ttl",
+            ),
+            (
+                "--tls-min-version=VersionTLS11",
+                "invalid --tls-min-version: VersionTLS11 is not supported: the secure port serves TLS 1.2 and \
+                 1.3 only; use VersionTLS12 or VersionTLS13",
+            ),
+            (
+                "--tls-min-version=1.2",
+                "invalid --tls-min-version: unknown TLS version \"1.2\"",
+            ),
+            (
+                "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_FOO",
+                "invalid --tls-cipher-suites: unknown cipher suite \"TLS_FOO\"",
+            ),
+            (
+                "--tls-cipher-suites=TLS_RSA_WITH_AES_256_CBC_SHA",
+                "invalid --tls-cipher-suites: TLS_RSA_WITH_AES_256_CBC_SHA is not implemented by rustls",
+            ),
+            (
+                "--authorization-always-allow-paths=/a*b",
+                "invalid --authorization-always-allow-paths: only a trailing * is allowed in \"/a*b\"",
+            ),
+        ] {
+            let message = error(&["--cloud-provider=fake", flag]);
+            assert!(message.contains(expected), "{flag}: {message}");
+        }
 
         let message = error(&["--cloud-provider=fake", "--controllers=*,bogus"]);
         assert!(

@@ -388,9 +388,92 @@ settings! {
     #[arg(long, value_name = "PATH", help_heading = "Serving")]
     tls_private_key_file: Option<PathBuf> as PathBuf = None,
 
+    /// The minimum TLS version of the secure port: VersionTLS12 or VersionTLS13 (Go's names; rustls implements
+    /// neither TLS 1.0 nor 1.1). Default: none (TLS 1.2).
+    #[arg(long, value_name = "VERSION", help_heading = "Serving")]
+    tls_min_version: Option<String> as String = None,
+
+    /// The TLS 1.2 cipher suites of the secure port, comma separated, by Go's names (e.g.
+    /// TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256); only the AEAD suites rustls implements are accepted. TLS 1.3 suites
+    /// are always on, as in Go. Default: none (rustls's defaults).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', help_heading = "Serving")]
+    tls_cipher_suites: Vec<String> = Vec::new(),
+
     /// SDK addition: how long a clean shutdown waits for controllers to finish in-flight work. Default: 30s.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Serving")]
     shutdown_timeout: Duration as GoDuration = DEFAULT_SHUTDOWN_TIMEOUT,
+
+    // ---- authentication of the secure port ----
+    /// A kubeconfig with rights to create tokenreviews.authentication.k8s.io and to read the
+    /// extension-apiserver-authentication ConfigMap. Default: none (the in-cluster configuration; without it,
+    /// bearer tokens are not checked and the ConfigMap is not read).
+    #[arg(long, value_name = "PATH", help_heading = "Authentication")]
+    authentication_kubeconfig: Option<PathBuf> as PathBuf = None,
+
+    /// Do not read missing client and request-header CAs from the kube-system/extension-apiserver-authentication
+    /// ConfigMap. Default: false.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = parse_go_bool, help_heading = "Authentication")]
+    authentication_skip_lookup: bool = false,
+
+    /// Start even if the extension-apiserver-authentication ConfigMap cannot be read (requests may then be
+    /// treated as anonymous). Default: false.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = parse_go_bool, help_heading = "Authentication")]
+    authentication_tolerate_lookup_failure: bool = false,
+
+    /// How long TokenReview answers (authenticated or not) are reused. Default: 10s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Authentication")]
+    authentication_token_webhook_cache_ttl: Duration as GoDuration = Duration::from_secs(10),
+
+    /// A PEM bundle of CAs: a client certificate signed by one of them authenticates as its common name, in the
+    /// groups of its organizations. Default: none (read from the extension-apiserver-authentication ConfigMap).
+    #[arg(long, value_name = "PATH", help_heading = "Authentication")]
+    client_ca_file: Option<PathBuf> as PathBuf = None,
+
+    /// A PEM bundle of CAs of authenticating proxies: a client certificate signed by one of them may name the
+    /// user in the --requestheader-username-headers. Default: none (read from the
+    /// extension-apiserver-authentication ConfigMap).
+    #[arg(long, value_name = "PATH", help_heading = "Authentication")]
+    requestheader_client_ca_file: Option<PathBuf> as PathBuf = None,
+
+    /// The common names a request-header client certificate may have, comma separated; empty allows any.
+    /// Default: none.
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', help_heading = "Authentication")]
+    requestheader_allowed_names: Vec<String> = Vec::new(),
+
+    /// The request headers to read the user name from; the first one set wins. Default: x-remote-user.
+    #[arg(long, value_name = "HEADERS", value_delimiter = ',', help_heading = "Authentication")]
+    requestheader_username_headers: Vec<String> = vec!["x-remote-user".to_owned()],
+
+    /// The request headers to read the groups from. Default: x-remote-group.
+    #[arg(long, value_name = "HEADERS", value_delimiter = ',', help_heading = "Authentication")]
+    requestheader_group_headers: Vec<String> = vec!["x-remote-group".to_owned()],
+
+    /// The prefixes of the request headers that carry extra user information. Default: x-remote-extra-.
+    #[arg(long, value_name = "PREFIXES", value_delimiter = ',', help_heading = "Authentication")]
+    requestheader_extra_headers_prefix: Vec<String> = vec!["x-remote-extra-".to_owned()],
+
+    // ---- authorization of the secure port ----
+    /// A kubeconfig with rights to create subjectaccessreviews.authorization.k8s.io. Default: none (the
+    /// in-cluster configuration; without it, only --authorization-always-allow-paths and system:masters are
+    /// allowed).
+    #[arg(long, value_name = "PATH", help_heading = "Authorization")]
+    authorization_kubeconfig: Option<PathBuf> as PathBuf = None,
+
+    /// Paths anyone may read without authorization, comma separated; `/prefix/*` matches every path below.
+    /// Default: /healthz,/readyz,/livez.
+    #[arg(long, value_name = "PATHS", value_delimiter = ',', help_heading = "Authorization")]
+    authorization_always_allow_paths: Vec<String> =
+        ["/healthz", "/readyz", "/livez"].map(str::to_owned).to_vec(),
+
+    /// How long allowing SubjectAccessReview answers are reused. Default: 10s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Authorization")]
+    authorization_webhook_cache_authorized_ttl: Duration as GoDuration = Duration::from_secs(10),
+
+    /// How long denying SubjectAccessReview answers are reused. Default: 10s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Authorization")]
+    authorization_webhook_cache_unauthorized_ttl: Duration as GoDuration = Duration::from_secs(10),
 
     // ---- logging ----
     /// Log verbosity, as klog's -v: 0-3 info, 4-5 debug, 6 and above trace. `RUST_LOG`, when set, overrides it.
@@ -497,6 +580,38 @@ mod tests {
             "application/vnd.kubernetes.protobuf"
         );
         assert!(!o.use_service_account_credentials);
+        // the secure port's delegated authentication and authorization
+        assert_eq!(o.authentication_kubeconfig, None);
+        assert_eq!(o.authorization_kubeconfig, None);
+        assert!(!o.authentication_skip_lookup);
+        assert!(!o.authentication_tolerate_lookup_failure);
+        assert_eq!(
+            o.authentication_token_webhook_cache_ttl,
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            o.authorization_webhook_cache_authorized_ttl,
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            o.authorization_webhook_cache_unauthorized_ttl,
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            o.authorization_always_allow_paths,
+            vec!["/healthz", "/readyz", "/livez"]
+        );
+        assert_eq!(o.client_ca_file, None);
+        assert_eq!(o.requestheader_client_ca_file, None);
+        assert!(o.requestheader_allowed_names.is_empty());
+        assert_eq!(o.requestheader_username_headers, vec!["x-remote-user"]);
+        assert_eq!(o.requestheader_group_headers, vec!["x-remote-group"]);
+        assert_eq!(
+            o.requestheader_extra_headers_prefix,
+            vec!["x-remote-extra-"]
+        );
+        assert_eq!(o.tls_min_version, None);
+        assert!(o.tls_cipher_suites.is_empty());
         assert_eq!(
             o.validate(),
             vec![ValidationError::EmptyCloudProvider],

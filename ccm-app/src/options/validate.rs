@@ -110,6 +110,22 @@ impl CcmOptions {
                     .to_owned(),
             },
         );
+        if let Err(crate::tls::TlsError::Policy { setting, reason }) =
+            crate::tls::TlsPolicy::parse(self.tls_min_version.as_deref(), &self.tls_cipher_suites)
+        {
+            check(false, ValidationError::Invalid { setting, reason });
+        }
+        if let Err(err) =
+            crate::auth::decide::AlwaysAllowPaths::parse(&self.authorization_always_allow_paths)
+        {
+            check(
+                false,
+                ValidationError::Invalid {
+                    setting: "authorization-always-allow-paths",
+                    reason: err.to_string(),
+                },
+            );
+        }
         if let Some(ns) = &self.service_namespace {
             check(
                 is_dns_label(ns),

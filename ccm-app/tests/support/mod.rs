@@ -19,7 +19,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio_rustls::rustls::{ClientConfig, RootCertStore, crypto::ring};
 
 /// How long to wait for the CCM to act.
@@ -183,12 +183,37 @@ pub fn flags(label: &str, namespace: &str, lease: &str) -> Vec<String> {
         "--leader-elect-retry-period=1s".to_owned(),
         "--cluster-cidr=10.244.0.0/16".to_owned(),
         "--shutdown-timeout=10s".to_owned(),
+        // In-process CCMs have neither a delegated-auth kubeconfig nor an in-cluster configuration, so only the
+        // always-allowed paths are readable without a system:masters identity (tests/authn.rs covers the rest).
+        ALLOW_ADMIN_PATHS.to_owned(),
     ]
+}
+
+/// The flag of [`flags`] that opens `/metrics` and `/configz` to anonymous readers.
+pub const ALLOW_ADMIN_PATHS: &str = "--authorization-always-allow-paths=/healthz,/readyz,/livez,/healthz/*,/readyz/*,/livez/*,/metrics,/configz";
+
+/// A client certificate and key (PEM) to present, and request headers to send.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Credentials<'a> {
+    /// The client certificate chain and key, PEM.
+    pub client_cert: Option<(&'a str, &'a str)>,
+    /// Extra request headers (`Authorization`, `X-Remote-User`, ...).
+    pub headers: &'a [(&'a str, &'a str)],
 }
 
 /// A minimal HTTPS GET against the admin server, trusting its (self-signed) certificate. Returns the status code
 /// and the body.
 pub async fn https_get(addr: SocketAddr, cert_pem: &str, path: &str) -> (u16, String) {
+    https_get_as(addr, cert_pem, path, Credentials::default()).await
+}
+
+/// [`https_get`] with a client certificate and request headers.
+pub async fn https_get_as(
+    addr: SocketAddr,
+    cert_pem: &str,
+    path: &str,
+    credentials: Credentials<'_>,
+) -> (u16, String) {
     let mut roots = RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(cert_pem.as_bytes()) {
         roots
@@ -198,8 +223,18 @@ pub async fn https_get(addr: SocketAddr, cert_pem: &str, path: &str) -> (u16, St
     let config = ClientConfig::builder_with_provider(Arc::new(ring::default_provider()))
         .with_safe_default_protocol_versions()
         .expect("protocol versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+    let config = match credentials.client_cert {
+        None => config.with_no_client_auth(),
+        Some((cert, key)) => config
+            .with_client_auth_cert(
+                CertificateDer::pem_slice_iter(cert.as_bytes())
+                    .collect::<Result<Vec<_>, _>>()
+                    .expect("PEM client certificate"),
+                PrivateKeyDer::from_pem_slice(key.as_bytes()).expect("PEM client key"),
+            )
+            .expect("a usable client certificate"),
+    };
     let connector = TlsConnector::from(Arc::new(config));
     let tcp = tokio::net::TcpStream::connect(addr)
         .await
@@ -209,8 +244,14 @@ pub async fn https_get(addr: SocketAddr, cert_pem: &str, path: &str) -> (u16, St
         .connect(name, tcp)
         .await
         .expect("TLS handshake with the admin server");
+    let headers: String = credentials
+        .headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
     tls.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{headers}Connection: close\r\n\r\n")
+            .as_bytes(),
     )
     .await
     .expect("send the request");
@@ -256,4 +297,59 @@ pub fn metric(text: &str, prefix: &str) -> Option<f64> {
         .find(|l| l.starts_with(prefix))
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
+}
+
+/// A token (valid for an hour) of ServiceAccount `namespace/name`, which is created if missing.
+pub async fn service_account_token(
+    env: &ccm_testenv::TestEnv,
+    namespace: &str,
+    name: &str,
+) -> String {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let accounts: Api<ServiceAccount> = Api::namespaced(env.client(), namespace);
+    let account = ServiceAccount {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..ServiceAccount::default()
+    };
+    match accounts.create(&PostParams::default(), &account).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(err) => panic!("create the ServiceAccount {namespace}/{name}: {err}"),
+    }
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        }),
+        ..TokenRequest::default()
+    };
+    accounts
+        .create_token_request(name, &PostParams::default(), &request)
+        .await
+        .expect("request a token")
+        .status
+        .and_then(|status| status.token)
+        .expect("a token")
+}
+
+/// A kubeconfig file (in `dir`) for the test apiserver that authenticates with `token`.
+pub fn token_kubeconfig(
+    env: &ccm_testenv::TestEnv,
+    dir: &std::path::Path,
+    token: &str,
+) -> std::path::PathBuf {
+    let yaml = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {server}\n    \
+         certificate-authority: {ca}\nusers:\n- name: test\n  user:\n    token: {token}\ncontexts:\n\
+         - name: test\n  context:\n    cluster: test\n    user: test\ncurrent-context: test\n",
+        server = env.env().server,
+        ca = env.env().ca_cert.display(),
+    );
+    let path = dir.join("token.kubeconfig");
+    std::fs::write(&path, yaml).expect("write the kubeconfig");
+    path
 }

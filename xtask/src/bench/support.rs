@@ -393,23 +393,17 @@ impl CcmSpec {
             args.push(format!("--kube-api-qps={}", limits.qps));
             args.push(format!("--kube-api-burst={}", limits.burst));
         }
-        match self.implementation {
-            Implementation::Rust => {
-                if let Some(inventory) = &self.inventory {
-                    args.push(format!("--cloud-config={}", inventory.display()));
-                }
-            }
-            Implementation::Go => {
-                // Delegated authentication needs the kubeconfig; /metrics is opened to anonymous
-                // readers on loopback so that it can be read without a token.
-                let admin = self.admin_kubeconfig.display();
-                args.push(format!("--authentication-kubeconfig={admin}"));
-                args.push(format!("--authorization-kubeconfig={admin}"));
-                args.push(
-                    "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"
-                        .to_owned(),
-                );
-            }
+        // Both secure ports do delegated authentication; its reviews use the admin kubeconfig (not
+        // the controllers' identity), and /metrics is opened to anonymous readers on loopback so
+        // that it can be read without a token.
+        let admin = self.admin_kubeconfig.display();
+        args.push(format!("--authentication-kubeconfig={admin}"));
+        args.push(format!("--authorization-kubeconfig={admin}"));
+        args.push("--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".to_owned());
+        if self.implementation == Implementation::Rust
+            && let Some(inventory) = &self.inventory
+        {
+            args.push(format!("--cloud-config={}", inventory.display()));
         }
         args.extend(self.extra.iter().cloned());
         args
@@ -1210,7 +1204,10 @@ mod tests {
                 "{expected} in {args:?}"
             );
         }
-        assert!(!args.iter().any(|a| a.starts_with("--authentication")));
+        assert!(args.contains(&"--authentication-kubeconfig=/cp/admin.kubeconfig".to_owned()));
+        assert!(args.contains(
+            &"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".to_owned()
+        ));
     }
 
     #[test]

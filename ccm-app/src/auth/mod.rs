@@ -1,0 +1,485 @@
+//! Delegated authentication and authorization of the secure port, as Go's controller managers do it
+//! (`DelegatingAuthenticationOptions` / `DelegatingAuthorizationOptions` with `RemoteKubeConfigFileOptional`).
+//!
+//! Every request is first authenticated, in Go's order:
+//!
+//! 1. a client certificate signed by the request-header CA (`--requestheader-client-ca-file`, or the cluster's
+//!    from the `kube-system/extension-apiserver-authentication` ConfigMap) whose common name is allowed
+//!    (`--requestheader-allowed-names`, empty allows any) is a proxy: the user it names in the username headers;
+//! 2. a client certificate signed by the client CA (`--client-ca-file`, or the ConfigMap's): its common name, in
+//!    the groups of its organizations;
+//! 3. a bearer token: a TokenReview (client from `--authentication-kubeconfig`, or in-cluster), the answer kept
+//!    for `--authentication-token-webhook-cache-ttl`;
+//! 4. no credentials: `system:anonymous` in `system:unauthenticated`.
+//!
+//! Credentials that are presented but fail (an untrusted certificate, a rejected token) get a 401. Then the user is
+//! authorized: `system:masters` always, the `--authorization-always-allow-paths` for anyone, anything else by a
+//! SubjectAccessReview of the non-resource path and verb (client from `--authorization-kubeconfig`, or in-cluster;
+//! answers kept for the authorized/unauthorized TTLs); a denial gets a 403 with Go's Status body.
+//!
+//! Without a kubeconfig and outside a cluster, as in Go: a warning, no token or ConfigMap lookup, and only the
+//! always-allowed paths and `system:masters` are allowed.
+
+pub mod cache;
+pub mod decide;
+pub mod review;
+pub mod x509;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use ccm_core::runtime::metrics::SharedRegistry;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tokio_rustls::rustls::crypto::{CryptoProvider, ring};
+use tokio_rustls::rustls::pki_types::CertificateDer;
+use tokio_rustls::rustls::server::danger::ClientCertVerifier;
+
+use crate::options::CcmOptions;
+use crate::tls::PeerCertificates;
+use decide::{
+    AUTHENTICATION_CONFIGMAP_NAME, AUTHENTICATION_CONFIGMAP_NAMESPACE, AUTHENTICATION_READER_ROLE,
+    AlwaysAllowPaths, ClusterAuthentication, RequestHeaderNames, UserInfo,
+};
+use review::{AccessQuestion, AccessReviewer, ReviewMetrics, TokenReviewer};
+use x509::{CaBundle, RequestClientCert};
+
+/// Why delegated authentication or authorization cannot be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthError {
+    /// A kubeconfig flag names a file that cannot be used.
+    #[error("cannot use --{flag} {path}: {reason}")]
+    Kubeconfig {
+        /// The flag.
+        flag: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A CA file cannot be read or holds no usable CA.
+    #[error("cannot load --{flag} {path}: {reason}")]
+    CaFile {
+        /// The flag.
+        flag: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The extension-apiserver-authentication ConfigMap cannot be read or used.
+    #[error(
+        "cannot read the client CAs from configmap {AUTHENTICATION_CONFIGMAP_NAMESPACE}/\
+         {AUTHENTICATION_CONFIGMAP_NAME}: {reason}; bind the CCM's account to the role \
+         {AUTHENTICATION_READER_ROLE} in {AUTHENTICATION_CONFIGMAP_NAMESPACE}, or set \
+         --authentication-tolerate-lookup-failure, or give --client-ca-file and --requestheader-client-ca-file"
+    )]
+    Lookup {
+        /// What went wrong.
+        reason: String,
+    },
+    /// `--authorization-always-allow-paths` is invalid.
+    #[error("invalid --authorization-always-allow-paths: {0}")]
+    AllowPaths(#[from] decide::BadAllowPath),
+}
+
+/// The secure port's authenticators and authorizers, built from the flags ([`DelegatedAuth::from_options`]).
+#[derive(Clone, Debug)]
+pub struct DelegatedAuth {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    request_header: Option<(CaBundle, RequestHeaderNames)>,
+    client_ca: Option<CaBundle>,
+    tokens: Option<TokenReviewer>,
+    always_allow: AlwaysAllowPaths,
+    access: Option<AccessReviewer>,
+    provider: Arc<CryptoProvider>,
+}
+
+/// The client of a delegated-auth kubeconfig flag: the file when given, else the in-cluster configuration, else
+/// none (with a warning), as Go's `RemoteKubeConfigFileOptional`.
+async fn delegated_client(
+    flag: &'static str,
+    path: Option<&Path>,
+    without: &str,
+) -> Result<Option<kube::Client>, AuthError> {
+    let error = |reason: String| AuthError::Kubeconfig {
+        flag,
+        path: path.map(Path::to_path_buf).unwrap_or_default(),
+        reason,
+    };
+    let config = match path {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path).map_err(|e| error(e.to_string()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| error(e.to_string()))?
+        }
+        None => match kube::Config::incluster() {
+            Ok(config) => config,
+            Err(err) => {
+                tracing::warn!(error = %err, "no --{flag} and no in-cluster configuration: {without}");
+                return Ok(None);
+            }
+        },
+    };
+    kube::Client::try_from(config)
+        .map(Some)
+        .map_err(|e| error(e.to_string()))
+}
+
+fn ca_file(
+    flag: &'static str,
+    path: &Path,
+    provider: &Arc<CryptoProvider>,
+) -> Result<CaBundle, AuthError> {
+    let error = |reason: String| AuthError::CaFile {
+        flag,
+        path: path.to_owned(),
+        reason,
+    };
+    let pem = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
+    CaBundle::from_pem(&pem, provider).map_err(error)
+}
+
+/// Read the extension-apiserver-authentication ConfigMap: absent is not an error (nothing to trust).
+async fn lookup(client: &kube::Client) -> Result<ClusterAuthentication, AuthError> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), AUTHENTICATION_CONFIGMAP_NAMESPACE);
+    let lookup_err = |reason: String| AuthError::Lookup { reason };
+    match api.get_opt(AUTHENTICATION_CONFIGMAP_NAME).await {
+        Ok(Some(map)) => {
+            decide::parse_cluster_authentication(&map.data.unwrap_or_default()).map_err(lookup_err)
+        }
+        Ok(None) => {
+            tracing::warn!(
+                "configmap {AUTHENTICATION_CONFIGMAP_NAMESPACE}/{AUTHENTICATION_CONFIGMAP_NAME} does not exist: \
+                 no client certificate is trusted unless --client-ca-file or --requestheader-client-ca-file is set"
+            );
+            Ok(ClusterAuthentication::default())
+        }
+        Err(err) => Err(lookup_err(err.to_string())),
+    }
+}
+
+impl DelegatedAuth {
+    /// Build the authenticators and authorizers the flags describe, reading the CA files and, unless
+    /// `--authentication-skip-lookup`, the cluster's ConfigMap for the CAs not given; the review counters are
+    /// registered in `metrics`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), ccm_app::auth::AuthError> {
+    /// use ccm_app::CcmOptions;
+    /// use ccm_core::runtime::metrics::SharedRegistry;
+    ///
+    /// let mut options = CcmOptions::default();
+    /// options.authentication_kubeconfig = Some("/etc/kubernetes/ccm.kubeconfig".into());
+    /// options.authorization_kubeconfig = Some("/etc/kubernetes/ccm.kubeconfig".into());
+    /// let auth = ccm_app::auth::DelegatedAuth::from_options(&options, &SharedRegistry::new()).await?;
+    /// let user = auth.authenticate(&[], &http::HeaderMap::new()).await.expect("no credentials");
+    /// assert_eq!(user.name, "system:anonymous");
+    /// let answer = auth.authorize(&user, "get", "/healthz").await.expect("always allowed");
+    /// assert!(answer.allowed);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`AuthError`] naming the flag, file or lookup that failed.
+    pub async fn from_options(
+        options: &CcmOptions,
+        metrics: &SharedRegistry,
+    ) -> Result<Self, AuthError> {
+        let always_allow = AlwaysAllowPaths::parse(&options.authorization_always_allow_paths)?;
+        let provider = Arc::new(ring::default_provider());
+        let review_metrics = ReviewMetrics::register(metrics);
+        let authn_client = delegated_client(
+            "authentication-kubeconfig",
+            options.authentication_kubeconfig.as_deref(),
+            "bearer tokens are not checked and the cluster's client CAs are not read",
+        )
+        .await?;
+
+        let mut client_ca = match &options.client_ca_file {
+            Some(path) => Some(ca_file("client-ca-file", path, &provider)?),
+            None => None,
+        };
+        let mut request_header = match &options.requestheader_client_ca_file {
+            Some(path) => Some((
+                ca_file("requestheader-client-ca-file", path, &provider)?,
+                RequestHeaderNames {
+                    allowed_names: options.requestheader_allowed_names.clone(),
+                    username_headers: options.requestheader_username_headers.clone(),
+                    group_headers: options.requestheader_group_headers.clone(),
+                    extra_prefixes: options.requestheader_extra_headers_prefix.clone(),
+                },
+            )),
+            None => None,
+        };
+        let missing = client_ca.is_none() || request_header.is_none();
+        if missing
+            && !options.authentication_skip_lookup
+            && let Some(client) = &authn_client
+        {
+            match lookup_cas(client, &provider).await {
+                Ok((cluster_client_ca, cluster_request_header)) => {
+                    if client_ca.is_none() {
+                        client_ca = cluster_client_ca;
+                    }
+                    if request_header.is_none() {
+                        request_header = cluster_request_header;
+                    }
+                }
+                Err(err) if options.authentication_tolerate_lookup_failure => {
+                    tracing::warn!(
+                        error = %err,
+                        "continuing without the cluster's client CAs (requests may be treated as anonymous)"
+                    );
+                }
+                Err(err) => return Err(err),
+            }
+        }
+
+        let tokens = authn_client.map(|client| {
+            TokenReviewer::new(
+                client,
+                options.authentication_token_webhook_cache_ttl,
+                review_metrics.clone(),
+            )
+        });
+        let access = delegated_client(
+            "authorization-kubeconfig",
+            options.authorization_kubeconfig.as_deref(),
+            "only the --authorization-always-allow-paths and system:masters are allowed",
+        )
+        .await?
+        .map(|client| {
+            AccessReviewer::new(
+                client,
+                options.authorization_webhook_cache_authorized_ttl,
+                options.authorization_webhook_cache_unauthorized_ttl,
+                review_metrics,
+            )
+        });
+        tracing::info!(
+            client_certificates = client_ca.is_some(),
+            request_header = request_header.is_some(),
+            token_review = tokens.is_some(),
+            subject_access_review = access.is_some(),
+            "the secure port authenticates and authorizes requests"
+        );
+        Ok(DelegatedAuth {
+            inner: Arc::new(Inner {
+                request_header,
+                client_ca,
+                tokens,
+                always_allow,
+                access,
+                provider,
+            }),
+        })
+    }
+
+    /// The TLS verifier that asks clients for a certificate issued by one of the trusted CAs.
+    pub fn client_cert_verifier(&self) -> Arc<dyn ClientCertVerifier> {
+        let bundles: Vec<&CaBundle> = self
+            .inner
+            .client_ca
+            .iter()
+            .chain(self.inner.request_header.as_ref().map(|(ca, _)| ca))
+            .collect();
+        Arc::new(RequestClientCert::new(&bundles, &self.inner.provider))
+    }
+
+    /// Who sent a request with client chain `chain` and `headers`: the anonymous user when it carries no
+    /// credentials.
+    ///
+    /// # Errors
+    ///
+    /// Why the credentials it carries were rejected (answer 401).
+    pub async fn authenticate(
+        &self,
+        chain: &[CertificateDer<'static>],
+        headers: &http::HeaderMap,
+    ) -> Result<UserInfo, String> {
+        let inner = &self.inner;
+        let mut errors = Vec::new();
+        if !chain.is_empty() {
+            if let Some((ca, names)) = &inner.request_header {
+                match ca.verify(chain).and_then(|()| proxy_allowed(chain, names)) {
+                    Ok(()) => {
+                        if let Some(user) = names.user(headers) {
+                            return Ok(user);
+                        }
+                    }
+                    Err(err) => errors.push(err),
+                }
+            }
+            if let Some(ca) = &inner.client_ca {
+                match ca.verify(chain).and_then(|()| x509::subject(&chain[0])) {
+                    Ok(subject) if !subject.common_name.is_empty() => {
+                        return Ok(UserInfo::authenticated(
+                            &subject.common_name,
+                            subject.organizations,
+                        ));
+                    }
+                    Ok(_) => {}
+                    Err(err) => errors.push(err),
+                }
+            }
+        }
+        if let (Some(token), Some(reviewer)) = (decide::bearer_token(headers), &inner.tokens) {
+            match reviewer.review(token).await {
+                Ok(Some(user)) => return Ok(user),
+                Ok(None) => errors.push("invalid bearer token".to_owned()),
+                Err(err) => errors.push(err),
+            }
+        }
+        if errors.is_empty() {
+            Ok(UserInfo::anonymous())
+        } else {
+            Err(errors.join("; "))
+        }
+    }
+
+    /// Whether `user` may `verb` `path`, and the reason of a denial.
+    ///
+    /// # Errors
+    ///
+    /// Why the SubjectAccessReview could not be made (answer 500).
+    pub async fn authorize(
+        &self,
+        user: &UserInfo,
+        verb: &str,
+        path: &str,
+    ) -> Result<review::AccessAnswer, String> {
+        let inner = &self.inner;
+        if decide::is_privileged(user) || inner.always_allow.allows(path) {
+            return Ok(review::AccessAnswer {
+                allowed: true,
+                reason: String::new(),
+            });
+        }
+        match &inner.access {
+            Some(access) => {
+                access
+                    .review(&AccessQuestion {
+                        user: user.clone(),
+                        verb: verb.to_owned(),
+                        path: path.to_owned(),
+                    })
+                    .await
+            }
+            None => Ok(review::AccessAnswer {
+                allowed: false,
+                reason: String::new(),
+            }),
+        }
+    }
+}
+
+/// The client CA and the request-header CA with its names, from the ConfigMap.
+async fn lookup_cas(
+    client: &kube::Client,
+    provider: &Arc<CryptoProvider>,
+) -> Result<(Option<CaBundle>, Option<(CaBundle, RequestHeaderNames)>), AuthError> {
+    let cluster = lookup(client).await?;
+    let bundle = |key: &str, pem: Option<String>| -> Result<Option<CaBundle>, AuthError> {
+        pem.map(|pem| {
+            CaBundle::from_pem(&pem, provider).map_err(|reason| AuthError::Lookup {
+                reason: format!("{key}: {reason}"),
+            })
+        })
+        .transpose()
+    };
+    let client_ca = bundle("client-ca-file", cluster.client_ca)?;
+    let request_header = bundle("requestheader-client-ca-file", cluster.requestheader_ca)?
+        .map(|ca| (ca, cluster.requestheader));
+    Ok((client_ca, request_header))
+}
+
+/// A verified proxy certificate must also have an allowed common name.
+fn proxy_allowed(
+    chain: &[CertificateDer<'static>],
+    names: &RequestHeaderNames,
+) -> Result<(), String> {
+    let subject = x509::subject(&chain[0])?;
+    if names.allows_proxy(&subject.common_name) {
+        Ok(())
+    } else {
+        Err(format!(
+            "x509: subject with cn={} is not in the allowed list",
+            subject.common_name
+        ))
+    }
+}
+
+fn status_response(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-cache, private"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// The admin router's middleware: authenticate, authorize, then serve (401, 403 or 500 otherwise).
+pub(crate) async fn middleware(
+    State(auth): State<DelegatedAuth>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let chain = request
+        .extensions()
+        .get::<ConnectInfo<PeerCertificates>>()
+        .map(|ConnectInfo(peer)| peer.0.clone())
+        .unwrap_or_default();
+    let user = match auth.authenticate(&chain, request.headers()).await {
+        Ok(user) => user,
+        Err(reason) => {
+            tracing::debug!(path = %request.uri().path(), %reason, "unable to authenticate the request");
+            return status_response(StatusCode::UNAUTHORIZED, decide::unauthorized_body());
+        }
+    };
+    if let Some((_, names)) = &auth.inner.request_header {
+        names.strip(request.headers_mut());
+    }
+    request.headers_mut().remove(header::AUTHORIZATION);
+    let verb = decide::verb(request.method());
+    let path = request.uri().path().to_owned();
+    match auth.authorize(&user, &verb, &path).await {
+        Ok(answer) if answer.allowed => next.run(request).await,
+        Ok(answer) => {
+            tracing::debug!(user = %user.name, %verb, %path, reason = %answer.reason, "forbidden");
+            status_response(
+                StatusCode::FORBIDDEN,
+                decide::forbidden_body(&user.name, &verb, &path, &answer.reason),
+            )
+        }
+        Err(err) => {
+            let body = decide::internal_error_body(&request.uri().to_string(), &err);
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                [
+                    (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+                    (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+                ],
+                body,
+            )
+                .into_response()
+        }
+    }
+}
