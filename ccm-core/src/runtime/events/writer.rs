@@ -31,7 +31,10 @@ struct Pending {
 #[derive(Debug, Default)]
 struct State {
     order: VecDeque<String>,
-    pending: HashMap<String, Pending>,
+    /// Boxed: an `Event` is about a kilobyte, and a hash table keeps room for up to twice its entries (and
+    /// both tables while it grows), so inline entries made a full backlog of 4,096 cost ~12 MB at its peak;
+    /// boxed, the table is 32 bytes a slot (docs/benchmarks.md, "Memory").
+    pending: HashMap<String, Box<Pending>>,
     /// The writer holds an event it took from the backlog.
     busy: bool,
     closed: bool,
@@ -124,7 +127,7 @@ impl Lane {
             return;
         }
         state.order.push_back(name.clone());
-        state.pending.insert(name, Pending { event, create });
+        state.pending.insert(name, Box::new(Pending { event, create }));
         self.set_backlog(&state);
         drop(state);
         self.wake.notify_one();
@@ -166,7 +169,7 @@ impl Lane {
             };
             match next {
                 Some(pending) => {
-                    self.write(pending).await;
+                    self.write(*pending).await;
                     self.lock().busy = false;
                     self.progress.notify_waiters();
                 }
