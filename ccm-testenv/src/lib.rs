@@ -38,6 +38,8 @@ pub mod envfile;
 pub mod kubeconfig;
 pub mod pki;
 pub mod ports;
+#[cfg(feature = "proptest")]
+pub mod properties;
 mod wait;
 
 use std::path::{Path, PathBuf};
