@@ -256,7 +256,7 @@ proptest! {
         if given.cloud_api_operation_limit.take().is_some() {
             given.cloud_api_operation_limits = Some(options.cloud_api_operation_limits.clone());
         }
-        let yaml = serde_json::to_string_pretty(&given).unwrap();
+        let yaml = serde_json::to_string(&given).unwrap();
         let file = parse_config_str(&yaml, "ccm.yaml").map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(&file, &given);
         prop_assert_eq!(CcmOptions::resolve(&CcmOptions::default(), &file, &Settings::default()), options.clone());

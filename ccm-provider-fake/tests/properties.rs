@@ -185,8 +185,8 @@ prop_compose! {
 prop_compose! {
     fn model()(
         provider_name in prop::option::of("[a-z][a-z0-9-]{0,8}"),
-        instances in prop::collection::vec(instance(), 0..4),
-        routes in prop::collection::vec(route(), 0..4),
+        instances in prop::collection::vec(instance(), 0..3),
+        routes in prop::collection::vec(route(), 0..3),
         clusters in prop::collection::btree_set("[a-z][a-z0-9-]{0,8}", 0..3),
         latency in prop::collection::btree_map((1..Operation::ALL.len()).prop_map(|i| Operation::ALL[i].as_str()), (0u64..100_000).prop_map(Duration::from_millis), 0..3),
         default_latency in prop::option::of((0u64..10_000_000).prop_map(Duration::from_micros)),
@@ -253,7 +253,7 @@ impl Model {
         if let Some(d) = self.default_latency {
             doc.insert("defaultLatency".into(), json!(format_go_duration(d)));
         }
-        serde_json::to_string_pretty(&Value::Object(doc)).unwrap()
+        serde_json::to_string(&Value::Object(doc)).unwrap()
     }
 }
 
