@@ -102,15 +102,26 @@ fn argument() -> impl Strategy<Value = String> {
         2 => value,
         1 => "-{1,2}[a-z-]{0,12}",
     ]
-    .prop_filter("never --config (it reads a file)", |a| !a.starts_with("--conf"))
+    .prop_filter("never --config (it reads a file)", |a| {
+        !a.starts_with("--conf")
+    })
 }
 
 #[test]
 fn the_shortcut_parses_as_parse_args_does() {
     // The properties parse through `parse` above; it agrees with the entry point on valid and invalid lines.
     for line in [
-        &["--cloud-provider=fake", "--node-monitor-period=7s", "--kube-api-qps=auto"][..],
-        &["--cloud-provider=fake", "--concurrent-service-syncs", "3", "--allow-untagged-cloud"][..],
+        &[
+            "--cloud-provider=fake",
+            "--node-monitor-period=7s",
+            "--kube-api-qps=auto",
+        ][..],
+        &[
+            "--cloud-provider=fake",
+            "--concurrent-service-syncs",
+            "3",
+            "--allow-untagged-cloud",
+        ][..],
         &["--cloud-provider=nope"][..],
         &["--node-monitor-period=5"][..],
     ] {
@@ -208,10 +219,22 @@ impl Chosen {
     fn args(&self) -> Vec<String> {
         let mut args = vec![
             "--cloud-provider=fake".to_owned(),
-            format!("--node-monitor-period={}", format_go_duration(self.node_monitor_period)),
-            format!("--route-reconciliation-period={}", format_go_duration(self.route_reconciliation_period)),
-            format!("--min-resync-period={}", format_go_duration(self.min_resync_period)),
-            format!("--concurrent-service-syncs={}", self.concurrent_service_syncs),
+            format!(
+                "--node-monitor-period={}",
+                format_go_duration(self.node_monitor_period)
+            ),
+            format!(
+                "--route-reconciliation-period={}",
+                format_go_duration(self.route_reconciliation_period)
+            ),
+            format!(
+                "--min-resync-period={}",
+                format_go_duration(self.min_resync_period)
+            ),
+            format!(
+                "--concurrent-service-syncs={}",
+                self.concurrent_service_syncs
+            ),
             // the space-separated form works for flags that take a value
             "--concurrent-node-syncs".to_owned(),
             self.concurrent_node_syncs.to_string(),
@@ -219,10 +242,16 @@ impl Chosen {
             format!("--kube-api-qps={}", self.kube_api_qps),
             format!("--kube-api-burst={}", self.kube_api_burst),
             format!("--cluster-name={}", self.cluster_name),
-            format!("--logging-format={}", if self.json_logs { "json" } else { "text" }),
+            format!(
+                "--logging-format={}",
+                if self.json_logs { "json" } else { "text" }
+            ),
         ];
         if let Some((op, qps, burst)) = self.operation_limit {
-            args.push(format!("--cloud-api-operation-limit={}={qps}:{burst}", op.as_str()));
+            args.push(format!(
+                "--cloud-api-operation-limit={}={qps}:{burst}",
+                op.as_str()
+            ));
         }
         args
     }
@@ -300,7 +329,12 @@ fn yaml_like() -> impl Strategy<Value = String> {
         Just("\t"),
         Just(""),
     ];
-    let line = (0usize..3, key, prop_oneof![Just(": "), Just(":"), Just(" ")], value)
+    let line = (
+        0usize..3,
+        key,
+        prop_oneof![Just(": "), Just(":"), Just(" ")],
+        value,
+    )
         .prop_map(|(indent, k, sep, v)| format!("{}{k}{sep}{v}", "  ".repeat(indent)));
     prop::collection::vec(line, 0..6).prop_map(|lines| lines.join("\n"))
 }

@@ -8,12 +8,15 @@ use std::error::Error as StdError;
 use std::time::Duration;
 
 use ccm_core::CloudError;
-use ccm_core::duration::{GO_DURATION_PATTERN, GoDuration, MAX, format_go_duration, parse_go_duration};
+use ccm_core::duration::{
+    GO_DURATION_PATTERN, GoDuration, MAX, format_go_duration, parse_go_duration,
+};
 use ccm_core::helpers::{ProviderId, load_balancer_source_ranges};
 use ccm_core::intercept::Operation;
 use ccm_core::names;
 use ccm_core::runtime::events::correlator::{
-    AGGREGATE_MAX_EVENTS, AGGREGATE_WINDOW, COMBINED_PREFIX, Correlated, Correlator, Emission, SPAM_BURST, SPAM_REFILL,
+    AGGREGATE_MAX_EVENTS, AGGREGATE_WINDOW, COMBINED_PREFIX, Correlated, Correlator, Emission,
+    SPAM_BURST, SPAM_REFILL,
 };
 use ccm_core::runtime::ratelimit::TokenBucket;
 use ccm_core::runtime::workers::{Action, Decision, apply, decide};
@@ -189,8 +192,12 @@ fn service(spec_ranges: Option<Vec<String>>, annotation: Option<String>) -> Serv
     };
     svc.metadata.name = Some("svc".into());
     svc.metadata.namespace = Some("ns".into());
-    svc.metadata.annotations = annotation
-        .map(|a| BTreeMap::from([(names::annotations::LOAD_BALANCER_SOURCE_RANGES.to_owned(), a)]));
+    svc.metadata.annotations = annotation.map(|a| {
+        BTreeMap::from([(
+            names::annotations::LOAD_BALANCER_SOURCE_RANGES.to_owned(),
+            a,
+        )])
+    });
     svc
 }
 
@@ -245,7 +252,11 @@ enum BucketOp {
 }
 
 fn bucket_ops() -> impl Strategy<Value = Vec<(u64, BucketOp)>> {
-    let op = prop_oneof![Just(BucketOp::Reserve), Just(BucketOp::TryTake), Just(BucketOp::Tokens)];
+    let op = prop_oneof![
+        Just(BucketOp::Reserve),
+        Just(BucketOp::TryTake),
+        Just(BucketOp::Tokens)
+    ];
     prop::collection::vec((prop_oneof![Just(0u64), 0u64..3_000], op), 0..60)
 }
 
@@ -400,7 +411,10 @@ fn leaf() -> impl Strategy<Value = Leaf> {
 }
 
 fn layer() -> impl Strategy<Value = Layer> {
-    prop_oneof!["[a-z]{0,6}".prop_map(Layer::Context), "[a-z]{0,6}".prop_map(Layer::Foreign)]
+    prop_oneof![
+        "[a-z]{0,6}".prop_map(Layer::Context),
+        "[a-z]{0,6}".prop_map(Layer::Foreign)
+    ]
 }
 
 fn build_chain(leaf: &Leaf, layers: &[Layer]) -> Box<dyn StdError + Send + Sync> {
@@ -518,8 +532,19 @@ prop_compose! {
 
 /// Emissions with the seconds since the previous one: mostly in the same second, so the spam filter and the
 /// aggregation limit are reached.
-fn emissions(components: usize, objects: usize, reasons: usize, max: usize) -> impl Strategy<Value = Vec<(u64, Emission)>> {
-    prop::collection::vec((prop_oneof![3 => Just(0u64), 1 => 0u64..700], emission(components, objects, reasons)), 0..max)
+fn emissions(
+    components: usize,
+    objects: usize,
+    reasons: usize,
+    max: usize,
+) -> impl Strategy<Value = Vec<(u64, Emission)>> {
+    prop::collection::vec(
+        (
+            prop_oneof![3 => Just(0u64), 1 => 0u64..700],
+            emission(components, objects, reasons),
+        ),
+        0..max,
+    )
 }
 
 fn run_correlator(capacity: usize, steps: &[(u64, Emission)]) -> Vec<Correlated> {
@@ -532,7 +557,11 @@ fn run_correlator(capacity: usize, steps: &[(u64, Emission)]) -> Vec<Correlated>
         .map(|(advance_secs, emission)| {
             now += Duration::from_secs(*advance_secs);
             wall_nanos += i128::from(*advance_secs) * 1_000_000_000 + 1;
-            let result = correlator.correlate(emission, now, Timestamp::from_nanosecond(wall_nanos).unwrap());
+            let result = correlator.correlate(
+                emission,
+                now,
+                Timestamp::from_nanosecond(wall_nanos).unwrap(),
+            );
             assert!(correlator.remembered() <= capacity.max(1));
             result
         })
@@ -552,11 +581,23 @@ fn check_counts(results: &[Correlated]) -> Result<(), TestCaseError> {
         let count = event.count.unwrap();
         if created {
             prop_assert_eq!(count, 1);
-            prop_assert!(!counts.contains_key(&name), "a second Create named {}", name);
+            prop_assert!(
+                !counts.contains_key(&name),
+                "a second Create named {}",
+                name
+            );
         } else if let Some(previous) = counts.get(&name) {
-            prop_assert!(count > *previous, "{} went from {} to {}", name, previous, count);
+            prop_assert!(
+                count > *previous,
+                "{} went from {} to {}",
+                name,
+                previous,
+                count
+            );
         }
-        prop_assert!(event.first_timestamp.as_ref().unwrap().0 <= event.last_timestamp.as_ref().unwrap().0);
+        prop_assert!(
+            event.first_timestamp.as_ref().unwrap().0 <= event.last_timestamp.as_ref().unwrap().0
+        );
         counts.insert(name, count);
     }
     Ok(())

@@ -157,11 +157,19 @@ proptest! {
 // ---------------------------------------------------------------------------------------------------------
 
 fn key() -> impl Strategy<Value = String> {
-    prop_oneof![Just("app".to_owned()), Just("tier".to_owned()), "[a-z0-9]([a-z0-9./_-]{0,10}[a-z0-9])?"]
+    prop_oneof![
+        Just("app".to_owned()),
+        Just("tier".to_owned()),
+        "[a-z0-9]([a-z0-9./_-]{0,10}[a-z0-9])?"
+    ]
 }
 
 fn value() -> impl Strategy<Value = String> {
-    prop_oneof![Just("a".to_owned()), Just("b".to_owned()), "[A-Za-z0-9._-]{0,8}"]
+    prop_oneof![
+        Just("a".to_owned()),
+        Just("b".to_owned()),
+        "[A-Za-z0-9._-]{0,8}"
+    ]
 }
 
 fn requirement() -> impl Strategy<Value = Requirement> {
@@ -176,7 +184,11 @@ fn requirement() -> impl Strategy<Value = Requirement> {
 }
 
 fn labels() -> impl Strategy<Value = BTreeMap<String, String>> {
-    prop::collection::btree_map(prop_oneof![Just("app".to_owned()), Just("tier".to_owned()), key()], value(), 0..4)
+    prop::collection::btree_map(
+        prop_oneof![Just("app".to_owned()), Just("tier".to_owned()), key()],
+        value(),
+        0..4,
+    )
 }
 
 /// The opposite requirement.
@@ -192,7 +204,11 @@ fn negation(requirement: &Requirement) -> Requirement {
 }
 
 fn selector_of(requirements: Vec<Requirement>) -> LabelSelector {
-    let text = requirements.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
+    let text = requirements
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
     text.parse().expect("written requirements parse")
 }
 

@@ -9,11 +9,12 @@ use std::net::IpAddr;
 use ccm_core::names::{self, labels as l};
 use ccm_core::{ErrorKind, InstanceMetadata};
 use ccm_nodecontroller::addresses::{
-    AddressUpdate, addresses_equivalent, addresses_from_node_ip, parse_ip_sloppy, parse_node_ip_annotation,
-    plan_address_update,
+    AddressUpdate, addresses_equivalent, addresses_from_node_ip, parse_ip_sloppy,
+    parse_node_ip_annotation, plan_address_update,
 };
 use ccm_nodecontroller::labels::{
-    BETA_GA_PAIRS, DiscardReason, is_kubernetes_namespaced, plan_cloud_labels, reconcile_beta_to_ga, validate_label,
+    BETA_GA_PAIRS, DiscardReason, is_kubernetes_namespaced, plan_cloud_labels,
+    reconcile_beta_to_ga, validate_label,
 };
 use ccm_nodecontroller::lifecycle::{LifecycleAction, Probe, SkipReason, decide, is_owned};
 use ccm_nodecontroller::patch::{shutdown_taint, taints, with_taint, without_matching_taint};
@@ -133,7 +134,12 @@ fn label_map(max: usize) -> impl Strategy<Value = BTreeMap<String, String>> {
 
 /// A zone, region or instance type: often unset.
 fn topology_value() -> impl Strategy<Value = String> {
-    prop_oneof![Just(String::new()), Just("z1".to_owned()), Just("z2".to_owned()), Just("r1".to_owned())]
+    prop_oneof![
+        Just(String::new()),
+        Just("z1".to_owned()),
+        Just("z2".to_owned()),
+        Just("r1".to_owned())
+    ]
 }
 
 prop_compose! {
@@ -193,16 +199,24 @@ fn labels_of(node: &Node) -> BTreeMap<String, String> {
 }
 
 fn node_addresses(node: &Node) -> Vec<NodeAddress> {
-    node.status.as_ref().and_then(|s| s.addresses.clone()).unwrap_or_default()
+    node.status
+        .as_ref()
+        .and_then(|s| s.addresses.clone())
+        .unwrap_or_default()
 }
 
 fn provider_id(node: &Node) -> &str {
-    node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).unwrap_or_default()
+    node.spec
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .unwrap_or_default()
 }
 
 fn has_duplicates(list: &[NodeAddress]) -> bool {
     let mut seen = BTreeSet::new();
-    !list.iter().all(|a| seen.insert((a.type_.as_str(), a.address.as_str())))
+    !list
+        .iter()
+        .all(|a| seen.insert((a.type_.as_str(), a.address.as_str())))
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -516,11 +530,21 @@ proptest! {
 // ---------------------------------------------------------------------------------------------------------
 
 fn ready_condition() -> impl Strategy<Value = Option<&'static str>> {
-    prop_oneof![Just(None), Just(Some("True")), Just(Some("False")), Just(Some("Unknown"))]
+    prop_oneof![
+        Just(None),
+        Just(Some("True")),
+        Just(Some("False")),
+        Just(Some("Unknown"))
+    ]
 }
 
 fn answer() -> impl Strategy<Value = Result<bool, ErrorKind>> {
-    prop_oneof![Just(Ok(true)), Just(Ok(false)), Just(Err(ErrorKind::Timeout)), Just(Err(ErrorKind::Other))]
+    prop_oneof![
+        Just(Ok(true)),
+        Just(Ok(false)),
+        Just(Err(ErrorKind::Timeout)),
+        Just(Err(ErrorKind::Other))
+    ]
 }
 
 fn with_ready(mut node: Node, ready: Option<&str>) -> Node {
@@ -536,7 +560,9 @@ fn with_ready(mut node: Node, ready: Option<&str>) -> Node {
 
 fn has_shutdown_taint(node: &Node) -> bool {
     let shutdown = shutdown_taint();
-    taints(node).iter().any(|t| t.key == shutdown.key && t.effect == shutdown.effect)
+    taints(node)
+        .iter()
+        .any(|t| t.key == shutdown.key && t.effect == shutdown.effect)
 }
 
 proptest! {

@@ -63,7 +63,8 @@ fn inventory_like() -> impl Strategy<Value = String> {
         Just(" ~"),
         Just(" 'open"),
     ];
-    let line = (0usize..4, key, value).prop_map(|(indent, k, v)| format!("{}{k}{v}", "  ".repeat(indent)));
+    let line =
+        (0usize..4, key, value).prop_map(|(indent, k, v)| format!("{}{k}{v}", "  ".repeat(indent)));
     prop::collection::vec(line, 0..8).prop_map(|lines| lines.join("\n"))
 }
 
@@ -134,7 +135,10 @@ struct Model {
 }
 
 fn ip() -> impl Strategy<Value = IpAddr> {
-    prop_oneof![any::<[u8; 4]>().prop_map(IpAddr::from), any::<[u16; 8]>().prop_map(IpAddr::from)]
+    prop_oneof![
+        any::<[u8; 4]>().prop_map(IpAddr::from),
+        any::<[u16; 8]>().prop_map(IpAddr::from)
+    ]
 }
 
 fn address() -> impl Strategy<Value = (&'static str, String)> {
@@ -153,7 +157,16 @@ fn label() -> impl Strategy<Value = (String, String)> {
         "([A-Za-z0-9]([A-Za-z0-9_.-]{0,10}[A-Za-z0-9])?)?",
         any::<bool>(),
     )
-        .prop_map(|(prefix, name, value, prefixed)| (if prefixed { format!("{prefix}{name}") } else { name }, value))
+        .prop_map(|(prefix, name, value, prefixed)| {
+            (
+                if prefixed {
+                    format!("{prefix}{name}")
+                } else {
+                    name
+                },
+                value,
+            )
+        })
 }
 
 prop_compose! {
@@ -248,7 +261,11 @@ impl Model {
             .collect();
         doc.insert("routes".into(), json!(routes));
         doc.insert("clusters".into(), json!(self.clusters));
-        let latency: BTreeMap<&str, String> = self.latency.iter().map(|(op, d)| (*op, format_go_duration(*d))).collect();
+        let latency: BTreeMap<&str, String> = self
+            .latency
+            .iter()
+            .map(|(op, d)| (*op, format_go_duration(*d)))
+            .collect();
         doc.insert("latency".into(), json!(latency));
         if let Some(d) = self.default_latency {
             doc.insert("defaultLatency".into(), json!(format_go_duration(d)));

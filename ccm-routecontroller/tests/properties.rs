@@ -10,8 +10,8 @@ use ccm_core::Route;
 use ccm_routecontroller::filter::node_update_needs_reconcile;
 use ccm_routecontroller::parse_cluster_cidrs;
 use ccm_routecontroller::plan::{
-    CidrAction, DeleteReason, RoutePlan, cidr_key, desired_network_condition, is_responsible_for_route,
-    node_pod_cidrs, plan, same_addresses,
+    CidrAction, DeleteReason, RoutePlan, cidr_key, desired_network_condition,
+    is_responsible_for_route, node_pod_cidrs, plan, same_addresses,
 };
 use ccm_testenv::properties::config;
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
@@ -100,13 +100,21 @@ prop_compose! {
 }
 
 fn cloud() -> impl Strategy<Value = (bool, Vec<Route>)> {
-    any::<bool>().prop_flat_map(|addressed| (Just(addressed), prop::collection::vec(route(addressed), 0..6)))
+    any::<bool>().prop_flat_map(|addressed| {
+        (
+            Just(addressed),
+            prop::collection::vec(route(addressed), 0..6),
+        )
+    })
 }
 
 fn cluster_cidrs() -> impl Strategy<Value = Vec<IpNet>> {
     prop_oneof![
         Just(vec!["10.244.0.0/16".parse().unwrap()]),
-        Just(vec!["10.244.0.0/16".parse().unwrap(), "fd00:10:244::/56".parse().unwrap()]),
+        Just(vec![
+            "10.244.0.0/16".parse().unwrap(),
+            "fd00:10:244::/56".parse().unwrap()
+        ]),
         Just(vec!["10.244.1.0/24".parse().unwrap()]),
         Just(Vec::new()),
     ]
@@ -116,7 +124,10 @@ fn cluster_cidrs() -> impl Strategy<Value = Vec<IpNet>> {
 fn after_plan(routes: &[Route], plan: &RoutePlan, addressed: bool) -> Vec<Route> {
     let mut remaining = routes.to_vec();
     for delete in &plan.deletes {
-        let at = remaining.iter().position(|r| *r == delete.route).expect("deletes are listed routes");
+        let at = remaining
+            .iter()
+            .position(|r| *r == delete.route)
+            .expect("deletes are listed routes");
         remaining.remove(at);
     }
     for create in &plan.creates {

@@ -13,15 +13,15 @@ use ccm_core::runtime::workqueue::{ItemExponentialBackoff, WorkQueue};
 use ccm_servicecontroller::coalesce::next_burst;
 use ccm_servicecontroller::patches::{add_finalizer, load_balancer_status, remove_finalizer};
 use ccm_servicecontroller::predicates::{
-    MAX_NODE_NAMES_TO_LOG, NodeSet, ServiceSelector, UpdateReason, in_stable_node_set, loggable_node_names,
-    needs_cleanup, node_included, node_update_affects_load_balancers, nodes_sufficiently_equal, parse_go_bool,
-    should_enqueue_added, should_enqueue_updated, should_sync_updated_node, stable_nodes, update_reason,
-    wants_deletion,
+    MAX_NODE_NAMES_TO_LOG, NodeSet, ServiceSelector, UpdateReason, in_stable_node_set,
+    loggable_node_names, needs_cleanup, node_included, node_update_affects_load_balancers,
+    nodes_sufficiently_equal, parse_go_bool, should_enqueue_added, should_enqueue_updated,
+    should_sync_updated_node, stable_nodes, update_reason, wants_deletion,
 };
 use ccm_testenv::properties::config;
 use k8s_openapi::api::core::v1::{
-    LoadBalancerIngress, LoadBalancerStatus, Node, NodeCondition, NodeSpec, NodeStatus, Service, ServicePort,
-    ServiceSpec, Taint,
+    LoadBalancerIngress, LoadBalancerStatus, Node, NodeCondition, NodeSpec, NodeStatus, Service,
+    ServicePort, ServiceSpec, Taint,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -48,7 +48,10 @@ fn class() -> impl Strategy<Value = Option<String>> {
 
 fn finalizers() -> impl Strategy<Value = Option<Vec<String>>> {
     prop::option::of(prop::collection::vec(
-        prop_oneof![Just(CLEANUP.to_owned()), Just("example.com/other".to_owned())],
+        prop_oneof![
+            Just(CLEANUP.to_owned()),
+            Just("example.com/other".to_owned())
+        ],
         0..4,
     ))
 }
@@ -120,7 +123,10 @@ fn apply(svc: &Service, patch: serde_json::Value) -> Result<Service, String> {
     let patch: json_patch::Patch = serde_json::from_value(patch).map_err(|e| e.to_string())?;
     let mut doc = serde_json::to_value(svc).map_err(|e| e.to_string())?;
     let metadata = doc["metadata"].as_object_mut().ok_or("no metadata")?;
-    if metadata.get("finalizers").is_none_or(|f| f.as_array().is_some_and(Vec::is_empty)) {
+    if metadata
+        .get("finalizers")
+        .is_none_or(|f| f.as_array().is_some_and(Vec::is_empty))
+    {
         metadata.insert("finalizers".into(), serde_json::Value::Null);
     }
     json_patch::patch(&mut doc, &patch).map_err(|e| e.to_string())?;
@@ -394,15 +400,22 @@ struct Run {
 
 /// Feed `changes` (milliseconds after the previous change, node key) into a queue and run the node-sync loop over
 /// it with passes of `pass_ms`, on a paused clock.
-fn run_node_sync(changes: &[(u64, String)], quiet: Duration, max_delay: Duration, pass_ms: &[u64]) -> Run {
+fn run_node_sync(
+    changes: &[(u64, String)],
+    quiet: Duration,
+    max_delay: Duration,
+    pass_ms: &[u64],
+) -> Run {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .expect("a runtime");
     runtime.block_on(async {
-        let queue: WorkQueue<String> =
-            WorkQueue::new("node", ItemExponentialBackoff::new(Duration::from_secs(5), Duration::from_secs(300)));
+        let queue: WorkQueue<String> = WorkQueue::new(
+            "node",
+            ItemExponentialBackoff::new(Duration::from_secs(5), Duration::from_secs(300)),
+        );
         let start = Instant::now();
         let feeder = {
             let queue = queue.clone();
@@ -427,7 +440,10 @@ fn run_node_sync(changes: &[(u64, String)], quiet: Duration, max_delay: Duration
                     let pass_start = Instant::now();
                     previous = Some(pass_start);
                     bursts.push((pass_start, burst.keys, burst.started));
-                    let pass = pass_ms.get(bursts.len() % pass_ms.len().max(1)).copied().unwrap_or(0);
+                    let pass = pass_ms
+                        .get(bursts.len() % pass_ms.len().max(1))
+                        .copied()
+                        .unwrap_or(0);
                     tokio::time::sleep(Duration::from_millis(pass)).await;
                 }
                 bursts
@@ -439,15 +455,33 @@ fn run_node_sync(changes: &[(u64, String)], quiet: Duration, max_delay: Duration
         let left_over = queue.len();
         queue.shut_down();
         let bursts = consumer.await.expect("the consumer");
-        Run { bursts, arrivals, start, left_over }
+        Run {
+            bursts,
+            arrivals,
+            start,
+            left_over,
+        }
     })
 }
 
 fn changes(distinct: bool) -> impl Strategy<Value = Vec<(u64, String)>> {
-    prop::collection::vec((prop_oneof![Just(0u64), 0u64..300, 300u64..3_000], 0..5usize), 0..25).prop_map(move |list| {
+    prop::collection::vec(
+        (prop_oneof![Just(0u64), 0u64..300, 300u64..3_000], 0..5usize),
+        0..25,
+    )
+    .prop_map(move |list| {
         list.into_iter()
             .enumerate()
-            .map(|(i, (after, node))| (after, if distinct { format!("node-{i}") } else { format!("node-{node}") }))
+            .map(|(i, (after, node))| {
+                (
+                    after,
+                    if distinct {
+                        format!("node-{i}")
+                    } else {
+                        format!("node-{node}")
+                    },
+                )
+            })
             .collect()
     })
 }
