@@ -409,3 +409,56 @@ proptest! {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// --controllers
+// ---------------------------------------------------------------------------------------------------------
+
+/// (canonical name, alias, disabled by default)
+const CATALOG: [(&str, &str, bool); 3] = [
+    ("cloud-node-controller", "cloud-node", false),
+    ("service-lb-controller", "service", false),
+    ("tagging-controller", "tagging", true),
+];
+
+fn controller_entry() -> impl Strategy<Value = String> {
+    let known = (0..CATALOG.len(), any::<bool>(), any::<bool>()).prop_map(|(i, alias, off)| {
+        let (name, short, _) = CATALOG[i];
+        format!("{}{}", if off { "-" } else { "" }, if alias { short } else { name })
+    });
+    prop_oneof![4 => known, 1 => Just("*".to_owned()), 1 => Just("nope".to_owned()), 1 => Just("-nope".to_owned())]
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn controller_lists_follow_first_mention_wins(list in prop::collection::vec(controller_entry(), 0..7)) {
+        let catalog = CATALOG
+            .iter()
+            .fold(ccm_app::controllers::ControllerCatalog::builder(), |b, (name, alias, off)| b.controller(name, &[alias], *off))
+            .build()
+            .unwrap();
+        let unknown = list.iter().any(|e| e.trim_start_matches('-') == "nope");
+        match catalog.enabled(&list) {
+            Err(err) => prop_assert!(unknown, "{}", err),
+            Ok(enabled) => {
+                prop_assert!(!unknown);
+                // The model: the first entry naming a controller (by name or alias) decides; else `*` turns on
+                // the controllers that are on by default.
+                let expected: Vec<String> = CATALOG
+                    .iter()
+                    .filter(|(name, alias, off)| {
+                        let first = list.iter().find_map(|e| {
+                            let bare = e.strip_prefix('-').unwrap_or(e);
+                            (bare == *name || bare == *alias).then(|| !e.starts_with('-'))
+                        });
+                        first.unwrap_or(list.iter().any(|e| e == "*") && !off)
+                    })
+                    .map(|(name, _, _)| (*name).to_owned())
+                    .collect();
+                prop_assert_eq!(enabled, expected);
+            }
+        }
+    }
+}
