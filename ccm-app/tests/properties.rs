@@ -424,7 +424,11 @@ const CATALOG: [(&str, &str, bool); 3] = [
 fn controller_entry() -> impl Strategy<Value = String> {
     let known = (0..CATALOG.len(), any::<bool>(), any::<bool>()).prop_map(|(i, alias, off)| {
         let (name, short, _) = CATALOG[i];
-        format!("{}{}", if off { "-" } else { "" }, if alias { short } else { name })
+        format!(
+            "{}{}",
+            if off { "-" } else { "" },
+            if alias { short } else { name }
+        )
     });
     prop_oneof![4 => known, 1 => Just("*".to_owned()), 1 => Just("nope".to_owned()), 1 => Just("-nope".to_owned())]
 }
