@@ -40,6 +40,8 @@ mod identity;
 pub mod kubeconfig;
 pub mod pki;
 pub mod ports;
+#[cfg(feature = "proptest")]
+pub mod properties;
 mod wait;
 
 use std::path::{Path, PathBuf};
