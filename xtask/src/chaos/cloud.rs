@@ -80,7 +80,8 @@ pub fn profile_yaml(seed: u64, state_file: &Path) -> String {
 }
 
 /// What is wrong with the Services and the cloud's load balancers: `live` lists the Services
-/// (name, has an ingress, is being deleted), `cloud` the service keys of the cloud's load
+/// of namespace `default` (name, has an ingress, is being deleted; others than the scenario's,
+/// such as `kubernetes`, are ignored), `cloud` the service keys of the cloud's load
 /// balancers (`default/<name>`, one entry per load balancer).
 pub fn problems(live: &[(String, bool, bool)], cloud: &[String]) -> Vec<String> {
     let mut wanted: Vec<String> = (0..SERVICES)
@@ -101,8 +102,8 @@ pub fn problems(live: &[(String, bool, bool)], cloud: &[String]) -> Vec<String> 
             n => problems.push(format!("{name}: {n} load balancers in the cloud")),
         }
     }
-    for (name, _, deleting) in live {
-        if !wanted.contains(name) {
+    for name in (0..SERVICES).filter(|i| deleted(*i)).map(service_name) {
+        if let Some((_, _, deleting)) = live.iter().find(|(n, _, _)| *n == name) {
             problems.push(format!(
                 "{name}: {} after its delete",
                 if *deleting {
@@ -324,6 +325,7 @@ mod tests {
         live[0].1 = false; // faults-lb-00 without an ingress
         live.remove(1); // faults-lb-01 missing
         live.push((service_name(4), true, true)); // deleted, stuck on its finalizer
+        live.push(("kubernetes".into(), false, false)); // not the scenario's: ignored
         cloud.retain(|k| k != "default/faults-lb-02"); // no load balancer
         cloud.push("default/faults-lb-03".into()); // two load balancers
         cloud.push("default/faults-lb-09".into()); // leaked (its Service was deleted)
