@@ -149,11 +149,22 @@ mod tests {
         };
         for _ in 0..100 {
             assert_eq!(
-                decide(&[never.clone()], Operation::ListRoutes, secs(0), &mut rng),
+                decide(
+                    std::slice::from_ref(&never),
+                    Operation::ListRoutes,
+                    secs(0),
+                    &mut rng
+                ),
                 Decision::default()
             );
             assert_eq!(
-                decide(&[always.clone()], Operation::ListRoutes, secs(0), &mut rng).error,
+                decide(
+                    std::slice::from_ref(&always),
+                    Operation::ListRoutes,
+                    secs(0),
+                    &mut rng
+                )
+                .error,
                 Some(InjectedError::Throttled)
             );
         }

@@ -6,7 +6,7 @@
 //! After the faults stop, within [`CONVERGE_BOUND`]: every Node is initialized, every live
 //! Service has an ingress and exactly one load balancer in the fake cloud (read from the cloud's
 //! state file), the cloud holds no load balancer without a Service, and no Node was deleted
-//! (counted in the audit log).
+//! (counted in the audit log) although the node lifecycle controller runs.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -47,6 +47,11 @@ pub const JITTER_MS: u64 = 150;
 /// `--node-status-update-frequency` default (5 m), which is also the service controller's
 /// retry cap (Go's `maxRetryDelay`), the longest a failed Service waits for its next attempt.
 pub const CONVERGE_BOUND: Duration = Duration::from_secs(300);
+
+/// The controllers of the replica: the chaos set plus the node lifecycle controller, the one
+/// that deletes Nodes whose instance is gone (every `--node-monitor-period`, 5 s): under cloud
+/// errors it must not delete any.
+pub const CONTROLLERS: &str = "cloud-node,cloud-node-lifecycle,service";
 
 /// The state file's name in the run's directory.
 const STATE_FILE: &str = "cloud-state.json";
@@ -164,7 +169,10 @@ pub async fn run(
     )
     .await?;
     let program = context.program(Implementation::Rust)?;
-    let mut replicas = vec![world.replica("rust-1", Implementation::Rust, &program)?];
+    let replica = world
+        .replica("rust-1", Implementation::Rust, &program)?
+        .with_controllers(CONTROLLERS);
+    let mut replicas = vec![replica];
     let result = scenario(&mut world, &mut replicas, seed, interrupt).await;
     let leaks = super::shut_down_all(&mut replicas).await;
     let stopped = world.stop();
