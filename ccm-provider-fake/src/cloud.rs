@@ -651,7 +651,7 @@ impl FakeCloud {
         self.lock().faults.set_default_latency(latency);
     }
 
-    /// Remove every injected fault and latency.
+    /// Remove every injected fault and latency, and the random-fault profile.
     pub fn clear_faults(&self) {
         let mut st = self.lock();
         st.faults.clear_faults();
