@@ -111,6 +111,8 @@ pub(crate) struct State {
     pub(crate) faults: FaultTable,
     pub(crate) quota: Option<Quota>,
     pub(crate) throttled: usize,
+    /// Where [`crate::snapshot`] writes the state, if anywhere.
+    pub(crate) state_file: Option<std::path::PathBuf>,
 }
 
 impl State {
@@ -133,6 +135,7 @@ impl State {
             faults: FaultTable::default(),
             quota: None,
             throttled: 0,
+            state_file: None,
         }
     }
 
@@ -411,7 +414,10 @@ impl FakeCloud {
 
     /// Delete a load balancer behind the controller's back; returns whether it existed.
     pub fn remove_load_balancer(&self, service_key: &str) -> bool {
-        self.lock().load_balancers.remove(service_key).is_some()
+        let mut st = self.lock();
+        let removed = st.load_balancers.remove(service_key).is_some();
+        crate::snapshot::persist_locked(&st);
+        removed
     }
 
     /// Every `create` and `update` call with the hosts it carried, in order, including calls that failed (like
@@ -645,7 +651,7 @@ impl FakeCloud {
         self.lock().faults.set_default_latency(latency);
     }
 
-    /// Remove every injected fault and latency.
+    /// Remove every injected fault and latency, and the random-fault profile.
     pub fn clear_faults(&self) {
         let mut st = self.lock();
         st.faults.clear_faults();
@@ -659,9 +665,10 @@ impl FakeCloud {
 
     // ----- call plumbing -----
 
-    /// Log the call, check the quota, wait the op's latency, and return the injected error if one fires.
+    /// Log the call, check the quota, wait the op's latency (fixed plus random), and return the injected error
+    /// if one fires (a counted fault first, else a random one).
     pub(crate) async fn begin(&self, op: Operation, target: &str) -> Result<(), CloudError> {
-        let (latency, throttled) = {
+        let (latency, throttled, random_error) = {
             let mut st = self.lock();
             st.calls.push(Call::new(op, target));
             let throttled = match st.quota.as_mut() {
@@ -674,7 +681,12 @@ impl FakeCloud {
             if throttled.is_some() {
                 st.throttled += 1;
             }
-            (st.faults.latency(op), throttled)
+            let random = st.faults.roll(op, tokio::time::Instant::now());
+            (
+                st.faults.latency(op) + random.latency,
+                throttled,
+                random.error,
+            )
         };
         self.called.notify_waiters();
         if let Some(err) = throttled {
@@ -685,7 +697,7 @@ impl FakeCloud {
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
         }
-        let injected = self.lock().faults.fire(op, target);
+        let injected = self.lock().faults.fire(op, target).or(random_error);
         match injected {
             Some(error) => {
                 let err = error.to_cloud_error(op, latency);

@@ -6,6 +6,8 @@ use std::time::Duration;
 use ccm_core::CloudError;
 use ccm_core::intercept::Operation;
 
+use crate::random::{Decision, RandomFaults};
+
 /// One call the fake cloud received, in the order received.
 ///
 /// `op` is the [`Operation`] called; `target` is what the call was about: a node name, a providerID, a service
@@ -171,6 +173,7 @@ pub(crate) struct FaultTable {
     faults: BTreeMap<Operation, Vec<Armed>>,
     latency: BTreeMap<Operation, Duration>,
     default_latency: Duration,
+    random: Option<RandomFaults>,
 }
 
 impl FaultTable {
@@ -234,8 +237,21 @@ impl FaultTable {
             .unwrap_or(self.default_latency)
     }
 
+    /// Replace the random-fault rules (see [`crate::random`]).
+    pub(crate) fn set_random(&mut self, random: RandomFaults) {
+        self.random = Some(random);
+    }
+
+    /// The random part of the fate of a call of `op` arriving at `now`: extra latency and maybe an error.
+    pub(crate) fn roll(&mut self, op: Operation, now: tokio::time::Instant) -> Decision {
+        self.random
+            .as_mut()
+            .map_or_else(Decision::default, |random| random.roll(op, now))
+    }
+
     pub(crate) fn clear_faults(&mut self) {
         self.faults.clear();
+        self.random = None;
     }
 
     pub(crate) fn clear_latency(&mut self) {

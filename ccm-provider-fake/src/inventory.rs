@@ -24,6 +24,7 @@ use crate::cloud::{DEFAULT_CLUSTER, FakeCloud, PROVIDER_NAME};
 use crate::fault::{Fault, InjectedError, Times};
 use crate::instance::FakeInstance;
 use crate::quota::QuotaError;
+use crate::random_spec::RandomFaultsSpec;
 
 fn yes() -> bool {
     true
@@ -93,6 +94,13 @@ pub struct Inventory {
     /// An API quota: calls beyond it are rejected with a throttling error. Default: no quota.
     #[serde(default)]
     pub quota: Option<QuotaSpec>,
+    /// Random errors and latency (a seeded fault profile), optionally limited to a time window.
+    #[serde(default)]
+    pub random_faults: Option<RandomFaultsSpec>,
+    /// A file the cloud writes its state to (instances and load balancers, JSON) whenever its load balancers
+    /// change, so that a test can check the cloud of a CCM running in another process. Default: none.
+    #[serde(default)]
+    pub state_file: Option<String>,
 }
 
 /// An API quota, enforced as a token bucket (see `FakeCloud::set_quota`).
@@ -140,6 +148,8 @@ impl Default for Inventory {
             latency: BTreeMap::new(),
             faults: Vec::new(),
             quota: None,
+            random_faults: None,
+            state_file: None,
         }
     }
 }
@@ -704,8 +714,8 @@ impl Inventory {
 }
 
 /// Checks values while building the cloud, naming `file` and the field path in errors.
-struct Checker<'a> {
-    file: &'a str,
+pub(crate) struct Checker<'a> {
+    pub(crate) file: &'a str,
 }
 
 impl Checker<'_> {
@@ -760,7 +770,7 @@ impl Checker<'_> {
         Ok(())
     }
 
-    fn operation(&self, path: String, value: &str) -> Result<Operation, InventoryError> {
+    pub(crate) fn operation(&self, path: String, value: &str) -> Result<Operation, InventoryError> {
         Operation::from_name(value).ok_or_else(|| InventoryError::UnknownOperation {
             file: self.file.to_owned(),
             path,
@@ -769,7 +779,56 @@ impl Checker<'_> {
         })
     }
 
-    fn invalid(&self, path: String, message: impl Into<String>) -> InventoryError {
+    /// The [`InjectedError`] of a fault of `kind` at field path `base`, checking that `message` and
+    /// `retry_after` are given only where they mean something.
+    pub(crate) fn injected_error(
+        &self,
+        base: &str,
+        kind: FaultKind,
+        message: Option<&str>,
+        retry_after: Option<Duration>,
+    ) -> Result<InjectedError, InventoryError> {
+        let check = self;
+        let error = match kind {
+            FaultKind::Other => InjectedError::Other(
+                message
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| "injected by the inventory".to_owned()),
+            ),
+            FaultKind::InstanceNotFound => InjectedError::InstanceNotFound,
+            FaultKind::NotImplemented => InjectedError::NotImplemented,
+            FaultKind::ImplementedElsewhere => InjectedError::ImplementedElsewhere,
+            FaultKind::Retry => match retry_after {
+                Some(after) => InjectedError::Retry(after),
+                None => {
+                    return Err(check.invalid(
+                        format!("{base}.retryAfter"),
+                        "a retry error needs retryAfter, such as 30s",
+                    ));
+                }
+            },
+            FaultKind::Throttled => match retry_after {
+                Some(after) => InjectedError::ThrottledFor(after),
+                None => InjectedError::Throttled,
+            },
+            FaultKind::Timeout => InjectedError::Timeout,
+        };
+        if message.is_some() && kind != FaultKind::Other {
+            return Err(check.invalid(
+                format!("{base}.message"),
+                "only an error of kind other takes a message",
+            ));
+        }
+        if retry_after.is_some() && !matches!(kind, FaultKind::Retry | FaultKind::Throttled) {
+            return Err(check.invalid(
+                format!("{base}.retryAfter"),
+                "only errors of kind retry and throttled take retryAfter",
+            ));
+        }
+        Ok(error)
+    }
+
+    pub(crate) fn invalid(&self, path: String, message: impl Into<String>) -> InventoryError {
         InventoryError::Invalid {
             file: self.file.to_owned(),
             path,
@@ -1021,44 +1080,12 @@ impl FakeCloud {
         for (i, spec) in inventory.faults.iter().enumerate() {
             let base = format!("faults[{i}]");
             let op = check.operation(format!("{base}.operation"), &spec.operation)?;
-            let error = match spec.error {
-                FaultKind::Other => InjectedError::Other(
-                    spec.message
-                        .clone()
-                        .unwrap_or_else(|| "injected by the inventory".to_owned()),
-                ),
-                FaultKind::InstanceNotFound => InjectedError::InstanceNotFound,
-                FaultKind::NotImplemented => InjectedError::NotImplemented,
-                FaultKind::ImplementedElsewhere => InjectedError::ImplementedElsewhere,
-                FaultKind::Retry => match spec.retry_after {
-                    Some(after) => InjectedError::Retry(after),
-                    None => {
-                        return Err(check.invalid(
-                            format!("{base}.retryAfter"),
-                            "a retry error needs retryAfter, such as 30s",
-                        ));
-                    }
-                },
-                FaultKind::Throttled => match spec.retry_after {
-                    Some(after) => InjectedError::ThrottledFor(after),
-                    None => InjectedError::Throttled,
-                },
-                FaultKind::Timeout => InjectedError::Timeout,
-            };
-            if spec.message.is_some() && spec.error != FaultKind::Other {
-                return Err(check.invalid(
-                    format!("{base}.message"),
-                    "only an error of kind other takes a message",
-                ));
-            }
-            if spec.retry_after.is_some()
-                && !matches!(spec.error, FaultKind::Retry | FaultKind::Throttled)
-            {
-                return Err(check.invalid(
-                    format!("{base}.retryAfter"),
-                    "only errors of kind retry and throttled take retryAfter",
-                ));
-            }
+            let error = check.injected_error(
+                &base,
+                spec.error,
+                spec.message.as_deref(),
+                spec.retry_after,
+            )?;
             let times = match spec.times {
                 None => Times::Always,
                 Some(0) => {
@@ -1086,6 +1113,13 @@ impl FakeCloud {
                     };
                     check.invalid(path.into(), err.to_string())
                 })?;
+        }
+        if let Some(spec) = &inventory.random_faults {
+            cloud.lock().faults.set_random(spec.build(&check)?);
+        }
+        if let Some(path) = &inventory.state_file {
+            check.non_empty("stateFile".into(), path, "the state file path")?;
+            cloud.set_state_file(Path::new(path));
         }
         Ok(cloud)
     }

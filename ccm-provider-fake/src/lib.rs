@@ -13,10 +13,15 @@
 //!   ([`Fault`], [`Times`], [`InjectedError`], including the retry-after error) and answers delayed
 //!   ([`FakeCloud::set_latency`], honouring paused tokio time), and an API quota can be enforced
 //!   ([`FakeCloud::set_quota`], answering [`CloudError::Throttled`](ccm_core::CloudError::Throttled) beyond it);
+//! - an inventory's `randomFaults` ([`RandomFaultsSpec`]) fails calls at random with a given probability and
+//!   adds a random latency (`latency ± jitter`), optionally in a time window, from a seeded generator;
+//! - the cloud can write its state ([`CloudSnapshot`]) to a file whenever its load balancers change
+//!   ([`FakeCloud::set_state_file`], the inventory's `stateFile`), for tests that run the CCM in another
+//!   process;
 //! - an [`Inventory`] YAML file describes a whole cloud, so a CCM can run against it with
 //!   `--cloud-provider=fake --cloud-config=inventory.yaml` after [`FakeCloud::register`].
 //!
-//! Nothing is random: load-balancer IPs are allocated in order from `203.0.113.0/24` (or the inventory's
+//! Nothing is random unless `randomFaults` asks for it: load-balancer IPs are allocated in order from `203.0.113.0/24` (or the inventory's
 //! pool).
 //!
 //! ```
@@ -47,6 +52,9 @@ mod instance;
 mod inventory;
 mod provider;
 mod quota;
+mod random;
+mod random_spec;
+mod snapshot;
 
 /// The provider capabilities (re-exported from ccm-core), switched with [`FakeCloud::set_capability`].
 pub use ccm_core::intercept::Capability;
@@ -64,3 +72,5 @@ pub use inventory::{
     InventoryError, IpModeSpec, Position, QuotaSpec, RouteSpec, ZoneSpec,
 };
 pub use quota::QuotaError;
+pub use random_spec::{RandomFaultSpec, RandomFaultsSpec};
+pub use snapshot::{CloudSnapshot, LoadBalancerSnapshot};

@@ -456,6 +456,7 @@ impl FakeCloud {
         let status = lb.status();
         tracing::debug!(service = %key, ip = %lb.ingress_ip, hosts = ?lb.hosts, "fake load balancer ensured");
         st.load_balancers.insert(key, lb);
+        crate::snapshot::persist_locked(&st);
         Ok(status)
     }
 }
@@ -506,6 +507,7 @@ impl LoadBalancer for FakeCloud {
         match st.load_balancers.get_mut(&key) {
             Some(lb) => {
                 lb.hosts = hosts;
+                crate::snapshot::persist_locked(&st);
                 Ok(())
             }
             None => Err(CloudError::provider(
@@ -523,8 +525,10 @@ impl LoadBalancer for FakeCloud {
         let key = service_key(service);
         self.begin(Operation::EnsureLoadBalancerDeleted, &key)
             .await?;
-        if self.lock().load_balancers.remove(&key).is_some() {
+        let mut st = self.lock();
+        if st.load_balancers.remove(&key).is_some() {
             tracing::debug!(service = %key, "fake load balancer deleted");
+            crate::snapshot::persist_locked(&st);
         }
         Ok(())
     }

@@ -152,8 +152,8 @@ async fn scenario(
         no_failover: 0,
         notes: vec![format!(
             "{NODES} nodes initialized, {} Services with a load balancer, {} deleted Services gone \
-             (the fake cloud's own load-balancer list is not inspected: it lives in the replica's \
-             memory)",
+             (the fake cloud's own load-balancer list is not inspected here; cloud-faults reads it \
+             from the cloud's state file)",
             SERVICES / 2,
             SERVICES / 2
         )],

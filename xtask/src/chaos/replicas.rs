@@ -106,6 +106,13 @@ impl Replica {
         })
     }
 
+    /// The same replica running `controllers` (a `--controllers` value) instead of
+    /// [`CONTROLLERS`].
+    pub fn with_controllers(mut self, controllers: &'static str) -> Self {
+        self.spec.controllers = controllers;
+        self
+    }
+
     /// The user of the next incarnation.
     pub fn next_user(&self) -> String {
         format!("{}.{}", self.name, self.starts + 1)

@@ -53,6 +53,20 @@ impl World {
     /// # Errors
     /// If the control plane does not start or a file cannot be written.
     pub async fn start(label: &str, nodes: usize, interrupt: &Interrupt) -> anyhow::Result<Self> {
+        Self::start_with(label, nodes, |_| String::new(), interrupt).await
+    }
+
+    /// Like [`World::start`], with more inventory YAML appended: `extra` gets the run's directory
+    /// and returns top-level keys (e.g. a fault profile and a state file in that directory).
+    ///
+    /// # Errors
+    /// If the control plane does not start or a file cannot be written.
+    pub async fn start_with(
+        label: &str,
+        nodes: usize,
+        extra: impl FnOnce(&Path) -> String,
+        interrupt: &Interrupt,
+    ) -> anyhow::Result<Self> {
         static RUNS: AtomicUsize = AtomicUsize::new(0);
         let run = RUNS.fetch_add(1, Ordering::Relaxed);
         let dir = paths::target_dir().join("chaos").join(label);
@@ -74,7 +88,8 @@ impl World {
         let client = env.try_client().context("building the admin client")?;
         let names = node_names(nodes);
         let inventory = dir.join("inventory.yaml");
-        std::fs::write(&inventory, inventory_yaml(&names))
+        let text = inventory_yaml(&names) + &extra(&dir);
+        std::fs::write(&inventory, text)
             .with_context(|| format!("writing {}", inventory.display()))?;
         Ok(World {
             control_plane,
