@@ -63,7 +63,13 @@ fn run_helm(args: &[&str]) -> (bool, String, String) {
 /// `helm template` of the chart with `overrides`; the rendered text.
 fn render(overrides: &[&str]) -> String {
     let chart = chart_dir();
-    let mut args = vec!["template", "ccm", chart.as_str(), "--namespace", "kube-system"];
+    let mut args = vec![
+        "template",
+        "ccm",
+        chart.as_str(),
+        "--namespace",
+        "kube-system",
+    ];
     args.extend_from_slice(overrides);
     let (ok, stdout, stderr) = run_helm(&args);
     assert!(ok, "helm {args:?} failed: {stderr}");
@@ -262,7 +268,10 @@ fn overrides_change_what_they_name() {
         pod["volumes"],
         json!([{"name": "cloud-config", "secret": {"secretName": "acme-cloud-credentials"}}])
     );
-    assert_eq!(container(&docs)["volumeMounts"][0]["mountPath"], "/etc/acme");
+    assert_eq!(
+        container(&docs)["volumeMounts"][0]["mountPath"],
+        "/etc/acme"
+    );
     assert!(
         find(&docs, "ConfigMap").is_empty(),
         "a Secret replaces the ConfigMap"
@@ -296,8 +305,8 @@ fn overrides_change_what_they_name() {
     let pod = &deployment(&docs)["spec"]["template"]["spec"];
     assert!(pod.get("nodeSelector").is_none(), "{pod}");
     assert_eq!(
-        pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
-            ["matchExpressions"][0]["key"],
+        pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            [0]["matchExpressions"][0]["key"],
         "node-role.kubernetes.io/control-plane"
     );
     assert_eq!(
@@ -327,7 +336,10 @@ fn values_that_cannot_work_fail_the_rendering_with_the_reason() {
             vec!["--set", "image.digest=0123"],
             "image.digest must be sha256:",
         ),
-        (vec!["--set", "image.repository="], "image.repository must not be empty"),
+        (
+            vec!["--set", "image.repository="],
+            "image.repository must not be empty",
+        ),
     ] {
         let mut args = vec!["template", "ccm", chart.as_str()];
         args.extend(overrides.iter().copied());
@@ -367,11 +379,7 @@ async fn every_rendering_passes_a_dry_run_and_the_doctor() {
             "the doctor finds errors in the chart ({name}): {errors:#?}"
         );
         if name == "defaults" {
-            assert!(
-                report.findings().is_empty(),
-                "{:#?}",
-                report.findings()
-            );
+            assert!(report.findings().is_empty(), "{:#?}", report.findings());
         }
     }
 }

@@ -512,7 +512,9 @@ mod tests {
         let go_mod = std::fs::read_to_string(module_dir.join("go.mod")).expect("helm go.mod");
         let tool = HELM.tool.expect("helm is a tool");
         assert!(
-            go_mod.lines().any(|line| line.trim() == format!("tool {tool}")),
+            go_mod
+                .lines()
+                .any(|line| line.trim() == format!("tool {tool}")),
             "xtask/go/helm/go.mod pins {tool} with a tool directive"
         );
         let version = module_version(&go_mod, HELM.version_module).expect("helm version");

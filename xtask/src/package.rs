@@ -91,7 +91,9 @@ mod tests {
         for member in members {
             let manifest =
                 std::fs::read_to_string(root.join(member).join("Cargo.toml")).expect("manifest");
-            let unpublished = manifest.lines().any(|line| line.trim() == "publish = false");
+            let unpublished = manifest
+                .lines()
+                .any(|line| line.trim() == "publish = false");
             assert_eq!(
                 unpublished,
                 UNPUBLISHED.contains(&member),
@@ -116,7 +118,10 @@ mod tests {
                     root.join(member).join("README.md").is_file(),
                     "{member}/README.md"
                 );
-                assert!(root.join(member).join("LICENSE").is_file(), "{member}/LICENSE");
+                assert!(
+                    root.join(member).join("LICENSE").is_file(),
+                    "{member}/LICENSE"
+                );
             }
         }
     }

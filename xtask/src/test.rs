@@ -161,7 +161,10 @@ pub async fn run_tests(args: &TestArgs, interrupt: &Interrupt) -> anyhow::Result
         command
             .args(&invocation)
             .env(envfile::ENV_VAR, &env_path)
-            .env(HELM_ENV_VAR, paths::tools_bin_dir().join(gobuild::HELM.name));
+            .env(
+                HELM_ENV_VAR,
+                paths::tools_bin_dir().join(gobuild::HELM.name),
+            );
         let shown = process::display_command(&command);
         let timeout = match args.timeout_minutes {
             0 => None,
