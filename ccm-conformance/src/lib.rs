@@ -41,6 +41,11 @@
 //! ```
 //!
 //! See `docs/conformance.md` for what each clause means and how to read a failure.
+//!
+//! ## Cargo features
+//!
+//! None: this crate has no optional features. Like every library crate of the SDK it enables no `k8s-openapi`
+//! version feature; the binary or test that uses it selects the Kubernetes API version (e.g. `k8s-openapi/v1_36`).
 
 mod checks;
 mod clause;

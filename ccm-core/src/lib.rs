@@ -19,6 +19,15 @@
 //! - [`runtime`]: shared informers, the work queue, events, metrics and the controller interface.
 //!
 //! See `docs/architecture.md` in the repository for how the crates fit together.
+//!
+//! ## Cargo features
+//!
+//! | feature | default | what it compiles in |
+//! |---|---|---|
+//! | `mock` | off | `mockall` mocks of every provider trait (`MockCloudProvider`, `MockInstancesV2`, ...), for a vendor's unit tests; enable it in `[dev-dependencies]` only. |
+//!
+//! Like every library crate of the SDK, ccm-core enables no `k8s-openapi` version feature: the binary or test
+//! that uses it selects the Kubernetes API version (e.g. `k8s-openapi/v1_36`).
 
 pub mod budget;
 pub mod cache;

@@ -35,6 +35,11 @@
 //! ```
 //!
 //! See `docs/doctor.md` for every check, the output formats, the exit codes and the self-check's metrics.
+//!
+//! ## Cargo features
+//!
+//! None: this crate has no optional features. Like every library crate of the SDK it enables no `k8s-openapi`
+//! version feature; the binary or test that uses it selects the Kubernetes API version (e.g. `k8s-openapi/v1_36`).
 
 pub mod analysis;
 pub mod cli;

@@ -44,6 +44,11 @@
 //!
 //! See `docs/leader-election.md` in the repository for the full semantics, flag mapping and the
 //! migration from a Go CCM.
+//!
+//! ## Cargo features
+//!
+//! None: this crate has no optional features. Like every library crate of the SDK it enables no `k8s-openapi`
+//! version feature; the binary or test that uses it selects the Kubernetes API version (e.g. `k8s-openapi/v1_36`).
 
 mod config;
 mod election;

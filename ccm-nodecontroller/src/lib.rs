@@ -26,6 +26,11 @@
 //! ];
 //! assert_eq!(descriptors[0].name, "cloud-node-controller");
 //! ```
+//!
+//! ## Cargo features
+//!
+//! None: this crate has no optional features. Like every library crate of the SDK it enables no `k8s-openapi`
+//! version feature; the binary or test that uses it selects the Kubernetes API version (e.g. `k8s-openapi/v1_36`).
 
 use std::time::Duration;
 

@@ -45,6 +45,11 @@
 //! assert_eq!(cloud.calls()[1], Call::new(Operation::InstanceExists, "node-a"));
 //! # }
 //! ```
+//!
+//! ## Cargo features
+//!
+//! None: this crate has no optional features. Like every library crate of the SDK it enables no `k8s-openapi`
+//! version feature; the binary or test that uses it selects the Kubernetes API version (e.g. `k8s-openapi/v1_36`).
 
 mod cloud;
 mod fault;

@@ -28,6 +28,11 @@
 //! let route = descriptor(Config::default().with_cluster_cidr("10.244.0.0/16"));
 //! assert_eq!(route.name, "node-route-controller");
 //! ```
+//!
+//! ## Cargo features
+//!
+//! None: this crate has no optional features. Like every library crate of the SDK it enables no `k8s-openapi`
+//! version feature; the binary or test that uses it selects the Kubernetes API version (e.g. `k8s-openapi/v1_36`).
 
 pub mod config;
 mod controller;

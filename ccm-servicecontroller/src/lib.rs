@@ -28,6 +28,11 @@
 //! assert_eq!(service.name, "service-lb-controller");
 //! assert_eq!(service.short_name(), "service");
 //! ```
+//!
+//! ## Cargo features
+//!
+//! None: this crate has no optional features. Like every library crate of the SDK it enables no `k8s-openapi`
+//! version feature; the binary or test that uses it selects the Kubernetes API version (e.g. `k8s-openapi/v1_36`).
 
 pub mod coalesce;
 mod config;

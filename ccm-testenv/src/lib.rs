@@ -32,6 +32,11 @@
 //! (group `system:masters`), [`TestEnv::client_for_user`] and
 //! [`TestEnv::client_for_service_account`] give clients with no permissions beyond what RBAC
 //! objects grant them.
+//!
+//! ## Cargo features
+//!
+//! None: this crate has no optional features. Like every library crate of the SDK it enables no `k8s-openapi`
+//! version feature; the binary or test that uses it selects the Kubernetes API version (e.g. `k8s-openapi/v1_36`).
 
 pub mod audit;
 pub mod controlplane;

@@ -119,7 +119,7 @@ pub struct GeneratedFile {
     pub content: String,
 }
 
-/// Every generated file: `deploy/*.yaml` and `docs/schema/ccm-config.schema.json`.
+/// Every generated file: `deploy/*.yaml`, the chart's default cloud config and `docs/schema/ccm-config.schema.json`.
 pub fn generated_files() -> Vec<GeneratedFile> {
     let mut manifests: Vec<Manifest> = render(&manifest_options());
     manifests.push(Manifest {
@@ -133,6 +133,11 @@ pub fn generated_files() -> Vec<GeneratedFile> {
             content: m.yaml,
         })
         .collect();
+    // The Helm chart's default cloud config: the same inventory as the ConfigMap of deploy/cloud-config.yaml.
+    files.push(GeneratedFile {
+        path: "deploy/chart/files/cloud-config/inventory.yaml".to_owned(),
+        content: INVENTORY.to_owned(),
+    });
     files.push(GeneratedFile {
         path: "docs/schema/ccm-config.schema.json".to_owned(),
         content: ccm_app::config_file::config_schema_json(),

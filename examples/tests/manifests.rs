@@ -1,20 +1,12 @@
 //! The committed deployment manifests are current, and the real apiserver accepts them (server-side dry run).
 
-use std::path::{Path, PathBuf};
+mod support;
 
 use ccm_testenv::TestEnv;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use kube::api::{Api, PostParams};
-use serde::de::DeserializeOwned;
+use kube::api::Api;
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the examples crate is in the workspace")
-        .to_path_buf()
-}
+use support::workspace_root;
 
 #[test]
 fn committed_files_equal_the_generated_ones() {
@@ -40,18 +32,10 @@ fn the_doctor_finds_nothing_wrong_with_the_deployment() {
     );
 }
 
-fn typed<K: DeserializeOwned>(doc: &serde_json::Value) -> K {
-    serde_json::from_value(doc.clone()).unwrap_or_else(|e| panic!("{}: {e}", doc["kind"]))
-}
-
 #[tokio::test]
 async fn the_apiserver_accepts_every_manifest_in_a_dry_run() {
     let env = TestEnv::shared().await;
     let client = env.client();
-    let dry_run = PostParams {
-        dry_run: true,
-        field_manager: Some("ccm-manifests-test".to_owned()),
-    };
     let mut kinds = Vec::new();
     for file in [
         "serviceaccount.yaml",
@@ -65,49 +49,8 @@ async fn the_apiserver_accepts_every_manifest_in_a_dry_run() {
         let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text)
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         for doc in docs {
-            let kind = doc["kind"].as_str().expect("kind").to_owned();
-            let namespace = doc["metadata"]["namespace"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            let result = match kind.as_str() {
-                "ServiceAccount" => Api::<ServiceAccount>::namespaced(client.clone(), &namespace)
-                    .create(&dry_run, &typed(&doc))
-                    .await
-                    .map(|_| ()),
-                "ClusterRole" => Api::<ClusterRole>::all(client.clone())
-                    .create(&dry_run, &typed(&doc))
-                    .await
-                    .map(|_| ()),
-                "ClusterRoleBinding" => Api::<ClusterRoleBinding>::all(client.clone())
-                    .create(&dry_run, &typed(&doc))
-                    .await
-                    .map(|_| ()),
-                "Role" => Api::<Role>::namespaced(client.clone(), &namespace)
-                    .create(&dry_run, &typed(&doc))
-                    .await
-                    .map(|_| ()),
-                "RoleBinding" => Api::<RoleBinding>::namespaced(client.clone(), &namespace)
-                    .create(&dry_run, &typed(&doc))
-                    .await
-                    .map(|_| ()),
-                "Deployment" => Api::<Deployment>::namespaced(client.clone(), &namespace)
-                    .create(&dry_run, &typed(&doc))
-                    .await
-                    .map(|_| ()),
-                "ConfigMap" => Api::<ConfigMap>::namespaced(client.clone(), &namespace)
-                    .create(&dry_run, &typed(&doc))
-                    .await
-                    .map(|_| ()),
-                other => panic!("unexpected kind {other} in {file}"),
-            };
-            match result {
-                Ok(()) => {}
-                // Another test run's dry run never persists, but a real install of the manifests might exist.
-                Err(kube::Error::Api(status)) if status.code == 409 => {}
-                Err(err) => panic!("the apiserver rejected {kind} from deploy/{file}: {err}"),
-            }
-            kinds.push(kind);
+            support::dry_run_create(&client, &doc, &format!("deploy/{file}")).await;
+            kinds.push(doc["kind"].as_str().expect("kind").to_owned());
         }
     }
     assert_eq!(

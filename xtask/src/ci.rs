@@ -7,6 +7,8 @@ use clap::Args;
 use crate::chaos::{self, ChaosArgs};
 use crate::conformance::{self, ConformanceArgs};
 use crate::controlplane::{self, BuildArgs};
+use crate::image::{self, ImageArgs};
+use crate::package::{self, PackageArgs};
 use crate::process::{self, Interrupt, Interrupted, Stopwatch};
 use crate::test::{self, TestArgs};
 use crate::udeps::{self, UdepsArgs};
@@ -17,6 +19,11 @@ pub struct CiArgs {
     /// Stop at the first failing step instead of running the remaining ones.
     #[arg(long)]
     pub fail_fast: bool,
+    /// Also build and check the container image (`cargo xtask image`). Off by default: its static release
+    /// build of the reference CCM and every dependency takes far longer than the other steps' debug builds
+    /// (docs/deployment.md, "The container image").
+    #[arg(long)]
+    pub image: bool,
 }
 
 /// The steps of a CI run.
@@ -30,6 +37,8 @@ pub enum Step {
     Clippy,
     /// `cargo doc --workspace --no-deps` with `RUSTDOCFLAGS=-D warnings`
     Doc,
+    /// `cargo xtask package`: every library crate packaged and built from its `.crate` file.
+    Package,
     /// `cargo xtask controlplane build`
     ControlPlaneBuild,
     /// `cargo xtask test`
@@ -40,19 +49,24 @@ pub enum Step {
     /// `cargo xtask chaos --short`: replicas killed at random on a control plane with audit
     /// logging; the audit log must show no two leaders (docs/reliability.md).
     Chaos,
+    /// `cargo xtask image`: the reference CCM's container image, checked by running its binary in the
+    /// unpacked root filesystem.
+    Image,
 }
 
 impl Step {
     /// All steps in execution order.
-    pub const ALL: [Step; 8] = [
+    pub const ALL: [Step; 10] = [
         Step::Fmt,
         Step::Udeps,
         Step::Clippy,
         Step::Doc,
+        Step::Package,
         Step::ControlPlaneBuild,
         Step::Test,
         Step::Conformance,
         Step::Chaos,
+        Step::Image,
     ];
 
     /// The title printed in the header and the summary.
@@ -62,10 +76,14 @@ impl Step {
             Step::Udeps => "cargo xtask udeps (unused dependencies)",
             Step::Clippy => "cargo clippy --workspace --all-targets -- -D warnings",
             Step::Doc => "cargo doc --workspace --no-deps (RUSTDOCFLAGS=-D warnings)",
+            Step::Package => "cargo xtask package (every library crate, verified)",
             Step::ControlPlaneBuild => "cargo xtask controlplane build",
             Step::Test => "cargo xtask test (unit, integration and doctests, real apiserver)",
             Step::Conformance => "cargo xtask conformance (contract clauses, controller scenarios)",
             Step::Chaos => "cargo xtask chaos --short (random replica kills, audit-log proof)",
+            Step::Image => {
+                "cargo xtask image (OCI image of the reference CCM, run in its root filesystem)"
+            }
         }
     }
 
@@ -114,6 +132,14 @@ async fn run_step(step: Step, interrupt: &Interrupt) -> anyhow::Result<()> {
                 .env("RUSTDOCFLAGS", "-D warnings");
             process::run(command, interrupt, "").await
         }
+        Step::Package => {
+            // CI checks the working tree it was given, committed or not.
+            let args = PackageArgs {
+                allow_dirty: true,
+                ..PackageArgs::default()
+            };
+            package::run(&args, interrupt).await
+        }
         Step::ControlPlaneBuild => controlplane::build(&BuildArgs::default(), interrupt).await,
         Step::Test => test::run_tests(&TestArgs::default(), interrupt).await,
         Step::Conformance => {
@@ -130,6 +156,7 @@ async fn run_step(step: Step, interrupt: &Interrupt) -> anyhow::Result<()> {
             };
             chaos::run(&args, interrupt).await
         }
+        Step::Image => image::run(&ImageArgs::default(), interrupt).await,
     }
 }
 
@@ -177,6 +204,10 @@ pub async fn run(args: &CiArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
         }
         if any_failed && args.fail_fast {
             results.push((step, Outcome::Skipped("--fail-fast")));
+            continue;
+        }
+        if step == Step::Image && !args.image {
+            results.push((step, Outcome::Skipped("a release build; run with --image")));
             continue;
         }
         eprintln!("\n==== {} ====", step.title());
@@ -239,6 +270,7 @@ mod tests {
     fn steps_run_in_the_documented_order() {
         assert_eq!(Step::ALL[0], Step::Fmt);
         assert_eq!(Step::ALL[1], Step::Udeps);
-        assert_eq!(Step::ALL[Step::ALL.len() - 1], Step::Chaos);
+        assert_eq!(Step::ALL[Step::ALL.len() - 2], Step::Chaos);
+        assert_eq!(Step::ALL[Step::ALL.len() - 1], Step::Image);
     }
 }

@@ -7,7 +7,7 @@ use ccm_testenv::controlplane::{self, Binaries, ControlPlane, LaunchOptions, Sup
 use ccm_testenv::envfile;
 use clap::{Args, Subcommand};
 
-use crate::gobuild::{self, ETCD, GO_CCM, KUBE_APISERVER, KUBERNETES_VERSION};
+use crate::gobuild::{self, ETCD, GO_CCM, HELM, KUBE_APISERVER, KUBERNETES_VERSION};
 use crate::paths;
 use crate::process::{self, Interrupt, Interrupted, Stopwatch};
 
@@ -20,7 +20,8 @@ pub struct ControlPlaneArgs {
 
 #[derive(Debug, Subcommand)]
 enum ControlPlaneCommand {
-    /// Build kube-apiserver and etcd from xtask/go into `<target dir>/controlplane/bin` (cached).
+    /// Build kube-apiserver and etcd from xtask/go into `<target dir>/controlplane/bin`, and helm
+    /// (for the chart tests) from xtask/go/helm into `<target dir>/tools/bin` (cached).
     Build(BuildArgs),
     /// Start etcd + kube-apiserver on free loopback ports and print `export` lines.
     Start(DirArgs),
@@ -64,7 +65,7 @@ pub async fn run(args: ControlPlaneArgs, interrupt: &Interrupt) -> anyhow::Resul
     }
 }
 
-/// Builds (or confirms up to date) the control-plane binaries.
+/// Builds (or confirms up to date) the control-plane binaries and helm.
 ///
 /// # Errors
 /// If Go is missing or a build fails.
@@ -78,6 +79,14 @@ pub async fn build(args: &BuildArgs, interrupt: &Interrupt) -> anyhow::Result<()
     for program in &programs {
         gobuild::ensure_built(program, &module_dir, &bin_dir, args.force, interrupt).await?;
     }
+    gobuild::ensure_built(
+        &HELM,
+        &module_dir,
+        &paths::tools_bin_dir(),
+        args.force,
+        interrupt,
+    )
+    .await?;
     Ok(())
 }
 

@@ -26,8 +26,15 @@ pub const GO_MISSING_HINT: &str = "Install Go 1.26 or newer (the toolchain from 
 pub struct GoProgram {
     /// Binary name in the bin directory.
     pub name: &'static str,
-    /// Directory of its main package inside the module, e.g. `cmd/kube-apiserver`.
+    /// The Go module it is built in: a directory below `xtask/go` (`""` = `xtask/go` itself, the
+    /// control-plane module whose go.mod [`check_go_mod`] checks).
+    pub module_subdir: &'static str,
+    /// Directory of its main package inside the module, e.g. `cmd/kube-apiserver`; empty for a
+    /// program the module pins with a `tool` directive ([`GoProgram::tool`]).
     pub package_dir: &'static str,
+    /// The import path of a main package that go.mod pins with a `tool` directive, built as is
+    /// (no sources of ours); `None` for a main package of the module (`package_dir`).
+    pub tool: Option<&'static str>,
     /// Shown while building.
     pub duration_hint: &'static str,
     /// Whether to stamp the Kubernetes version into the binary (`/version`, `--version`).
@@ -39,7 +46,9 @@ pub struct GoProgram {
 /// kube-apiserver, from `k8s.io/kubernetes/cmd/kube-apiserver/app`.
 pub const KUBE_APISERVER: GoProgram = GoProgram {
     name: "kube-apiserver",
+    module_subdir: "",
     package_dir: "cmd/kube-apiserver",
+    tool: None,
     duration_hint: "first build takes ~4-6 minutes on 2 cores, up to ~10 when other builds \
                     compete; later builds reuse Go's cache",
     kubernetes_version_ldflags: true,
@@ -49,7 +58,9 @@ pub const KUBE_APISERVER: GoProgram = GoProgram {
 /// etcd, from `go.etcd.io/etcd/server/v3/embed`.
 pub const ETCD: GoProgram = GoProgram {
     name: "etcd",
+    module_subdir: "",
     package_dir: "cmd/etcd",
+    tool: None,
     duration_hint: "1-2 minutes on a cold Go cache",
     kubernetes_version_ldflags: false,
     version_module: "go.etcd.io/etcd/server/v3",
@@ -58,10 +69,25 @@ pub const ETCD: GoProgram = GoProgram {
 /// The reference cloud-controller-manager of `k8s.io/cloud-provider` with its fake cloud.
 pub const GO_CCM: GoProgram = GoProgram {
     name: "fake-cloud-controller-manager",
+    module_subdir: "",
     package_dir: "cmd/fake-cloud-controller-manager",
+    tool: None,
     duration_hint: "2-3 minutes on a cold Go cache, seconds after kube-apiserver was built",
     kubernetes_version_ldflags: true,
     version_module: "k8s.io/cloud-provider",
+};
+
+/// helm, for the chart checks of `cargo xtask test`: its own module (`xtask/go/helm`) because helm
+/// needs the `k8s.io/*` modules at its own versions, which the control-plane module replaces with
+/// the Kubernetes release it builds.
+pub const HELM: GoProgram = GoProgram {
+    name: "helm",
+    module_subdir: "helm",
+    package_dir: "",
+    tool: Some("helm.sh/helm/v4/cmd/helm"),
+    duration_hint: "2-4 minutes on a cold Go cache",
+    kubernetes_version_ldflags: false,
+    version_module: "helm.sh/helm/v4",
 };
 
 /// The version of the `k8s.io/*` staging modules matching a Kubernetes version
@@ -207,7 +233,11 @@ pub fn stamp(program: &GoProgram, go_version: &str, inputs: &[(String, Vec<u8>)]
 /// Reads go.mod, go.sum and every file below the program's package directory, sorted by path.
 fn read_inputs(module_dir: &Path, program: &GoProgram) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
     let mut paths = vec![PathBuf::from("go.mod"), PathBuf::from("go.sum")];
-    let mut pending = vec![PathBuf::from(program.package_dir)];
+    let mut pending = if program.tool.is_some() {
+        Vec::new()
+    } else {
+        vec![PathBuf::from(program.package_dir)]
+    };
     while let Some(dir) = pending.pop() {
         let full = module_dir.join(&dir);
         let entries =
@@ -279,7 +309,8 @@ pub enum Outcome {
     Built,
 }
 
-/// Builds `program` into `bin_dir` unless its stamp shows it is current (or `force`).
+/// Builds `program` (in its module below `module_dir`, the `xtask/go` directory) into `bin_dir`
+/// unless its stamp shows it is current (or `force`).
 ///
 /// Go's module and build caches stay in Go's default locations, so a rebuild after a stamp
 /// change usually takes seconds.
@@ -293,10 +324,13 @@ pub async fn ensure_built(
     force: bool,
     interrupt: &Interrupt,
 ) -> anyhow::Result<Outcome> {
+    let module_dir = &module_dir.join(program.module_subdir);
     let go_mod_path = module_dir.join("go.mod");
     let go_mod = std::fs::read_to_string(&go_mod_path)
         .with_context(|| format!("reading {}", go_mod_path.display()))?;
-    check_go_mod(&go_mod)?;
+    if program.module_subdir.is_empty() {
+        check_go_mod(&go_mod)?;
+    }
     let version = module_version(&go_mod, program.version_module)
         .unwrap_or_else(|| "(version unknown)".to_owned());
     let label = format!("{} {version}", program.name);
@@ -325,7 +359,11 @@ pub async fn ensure_built(
         .arg(format!("-ldflags={}", ldflags(program)))
         .arg("-o")
         .arg(&partial)
-        .arg(format!("./{}", program.package_dir));
+        .arg(
+            program
+                .tool
+                .map_or_else(|| format!("./{}", program.package_dir), str::to_owned),
+        );
     let stopwatch = Stopwatch::start();
     process::run(command, interrupt, GO_MISSING_HINT)
         .await
@@ -466,6 +504,26 @@ mod tests {
         );
         let etcd = module_version(&go_mod, ETCD.version_module).expect("etcd version");
         assert!(etcd.starts_with("v3.6."), "{etcd}");
+    }
+
+    #[test]
+    fn helm_is_a_pinned_tool_of_its_own_module() {
+        let module_dir = crate::paths::go_module_dir().join(HELM.module_subdir);
+        let go_mod = std::fs::read_to_string(module_dir.join("go.mod")).expect("helm go.mod");
+        let tool = HELM.tool.expect("helm is a tool");
+        assert!(
+            go_mod
+                .lines()
+                .any(|line| line.trim() == format!("tool {tool}")),
+            "xtask/go/helm/go.mod pins {tool} with a tool directive"
+        );
+        let version = module_version(&go_mod, HELM.version_module).expect("helm version");
+        assert!(version.starts_with("v4."), "{version}");
+        // Only go.mod and go.sum are inputs: helm's sources come from the module cache.
+        let inputs = read_inputs(&module_dir, &HELM).expect("inputs");
+        let names: Vec<&str> = inputs.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["go.mod", "go.sum"]);
+        assert_eq!(ldflags(&HELM), "-s -w");
     }
 
     #[test]

@@ -3,8 +3,11 @@
 //! - `controlplane build|start|stop`: the local kube-apiserver + etcd for tests
 //!   (docs/control-plane.md).
 //! - `test`: the workspace's tests against one shared control plane.
-//! - `ci`: everything CI checks (fmt, unused dependencies, clippy, docs, control-plane build, tests).
+//! - `ci`: everything CI checks (fmt, unused dependencies, clippy, docs, packaging, control-plane build,
+//!   tests, conformance, image).
 //! - `udeps`: dependencies that a workspace member declares but never uses.
+//! - `image`: the container image of the reference CCM as an OCI layout (docs/deployment.md).
+//! - `package`: `cargo package` of every library crate (docs/deployment.md).
 //! - `bench nodes|lbs`: benchmarks side by side with the Go reference CCM (docs/benchmarks.md).
 //! - `chaos`: fault scenarios proving from the audit log that there were never two leaders
 //!   (docs/reliability.md).
@@ -20,7 +23,9 @@ mod conformance;
 mod controlplane;
 mod demo;
 mod gobuild;
+mod image;
 mod manifests;
+mod package;
 mod paths;
 mod process;
 mod test;
@@ -47,18 +52,26 @@ enum Command {
     Controlplane(controlplane::ControlPlaneArgs),
     /// Run the workspace's tests against one shared local control plane.
     Test(test::TestArgs),
-    /// Run every CI check: fmt, unused dependencies, clippy, docs, control-plane build, tests.
+    /// Run every CI check: fmt, unused dependencies, clippy, docs, packaging, control-plane build, tests,
+    /// conformance, image.
     Ci(ci::CiArgs),
     /// Find dependencies that a workspace member declares but never uses (no build, no extra tool).
     Udeps(udeps::UdepsArgs),
     /// Run the reference CCM against a local control plane and watch it initialize nodes and provision a load
     /// balancer.
     Demo(demo::DemoArgs),
-    /// Regenerate the deployment manifests (deploy/) and the config-file schema; --check verifies them.
+    /// Regenerate the deployment manifests (deploy/, with the chart's default cloud config) and the config-file
+    /// schema; --check verifies them.
     Manifests(manifests::ManifestsArgs),
     /// Run the provider conformance suite and the controller scenarios with the fake provider against a local
     /// control plane, printing a pass/fail table for each.
     Conformance(conformance::ConformanceArgs),
+    /// Build the container image of the reference CCM (a static binary on an empty base) as an OCI image
+    /// layout in target/image/oci, check it by running its binary in the unpacked root filesystem, and print
+    /// its digest.
+    Image(image::ImageArgs),
+    /// Package every library crate (`cargo package`), as a release to the crate registry would.
+    Package(package::PackageArgs),
     /// Benchmarks against a local control plane, printed side by side with the Go reference CCM
     /// (bench nodes, bench lbs); see docs/benchmarks.md.
     Bench(bench::BenchArgs),
@@ -77,6 +90,8 @@ async fn dispatch(command: Command, interrupt: &Interrupt) -> anyhow::Result<()>
         Command::Demo(args) => demo::run(&args, interrupt).await,
         Command::Manifests(args) => manifests::run(&args, interrupt).await,
         Command::Conformance(args) => conformance::run(&args, interrupt).await,
+        Command::Image(args) => image::run(&args, interrupt).await,
+        Command::Package(args) => package::run(&args, interrupt).await,
         Command::Bench(args) => bench::run(args, interrupt).await,
         Command::Chaos(args) => chaos::run(&args, interrupt).await,
     }

@@ -1,5 +1,6 @@
 //! `cargo xtask manifests [--check]`: regenerate (or verify) the generated files — the deployment manifests
-//! under `deploy/` and the config-file schema `docs/schema/ccm-config.schema.json`.
+//! under `deploy/`, the Helm chart's default cloud config `deploy/chart/files/cloud-config/` and the
+//! config-file schema `docs/schema/ccm-config.schema.json`.
 //!
 //! The generator is the `manifests` example of the `examples` crate (the manifests are built from
 //! `ccm_app::deploy`), so xtask itself stays free of the SDK crates.

@@ -28,6 +28,11 @@ pub fn controlplane_bin_dir() -> PathBuf {
     target_dir().join("controlplane").join("bin")
 }
 
+/// Where `controlplane build` puts the tools the tests run besides the control plane (helm).
+pub fn tools_bin_dir() -> PathBuf {
+    target_dir().join("tools").join("bin")
+}
+
 /// Default directory of a control plane started by `controlplane start`.
 pub fn default_run_dir() -> PathBuf {
     target_dir().join("controlplane").join("run")
@@ -55,6 +60,7 @@ mod tests {
         assert!(go_module_dir().join("go.mod").is_file());
         assert!(controlplane_bin_dir().ends_with("controlplane/bin"));
         assert!(default_run_dir().ends_with("controlplane/run"));
+        assert!(tools_bin_dir().ends_with("tools/bin"));
     }
 
     #[test]

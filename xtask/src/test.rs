@@ -9,7 +9,12 @@ use ccm_testenv::envfile;
 use clap::Args;
 
 use crate::controlplane::{self, BuildArgs};
+use crate::gobuild;
+use crate::paths;
 use crate::process::{self, Interrupt, Interrupted};
+
+/// The environment variable naming the helm binary for the chart tests (`examples/tests/chart.rs`).
+pub const HELM_ENV_VAR: &str = "CCM_HELM";
 
 /// Default for `--timeout-minutes`.
 pub const DEFAULT_TIMEOUT_MINUTES: u64 = 45;
@@ -153,7 +158,13 @@ pub async fn run_tests(args: &TestArgs, interrupt: &Interrupt) -> anyhow::Result
     }
     for invocation in cargo_test_invocations(&args.cargo_args, args.no_doc) {
         let mut command = process::cargo();
-        command.args(&invocation).env(envfile::ENV_VAR, &env_path);
+        command
+            .args(&invocation)
+            .env(envfile::ENV_VAR, &env_path)
+            .env(
+                HELM_ENV_VAR,
+                paths::tools_bin_dir().join(gobuild::HELM.name),
+            );
         let shown = process::display_command(&command);
         let timeout = match args.timeout_minutes {
             0 => None,

@@ -1,0 +1,128 @@
+//! `cargo xtask package`: `cargo package` of every library crate of the workspace, interdependent crates
+//! resolved against each other (cargo packages them in dependency order with a local overlay registry), each
+//! package verified by building it from its `.crate` file.
+//!
+//! Not packaged, because they are never published (`publish = false`): [`UNPUBLISHED`].
+
+use clap::Args;
+
+use crate::process::{self, Interrupt};
+
+/// The workspace members that are not libraries for vendors: `examples` (the reference CCM, benchmarks,
+/// generators) and `xtask` (this tool).
+pub const UNPUBLISHED: &[&str] = &["examples", "xtask"];
+
+/// Arguments of `cargo xtask package`.
+#[derive(Debug, Args, Default)]
+pub struct PackageArgs {
+    /// Skip building each package from its `.crate` file (faster; only checks the metadata and file lists).
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Package even with uncommitted changes in the working tree.
+    #[arg(long)]
+    pub allow_dirty: bool,
+}
+
+/// The `cargo` arguments.
+pub fn cargo_args(args: &PackageArgs) -> Vec<String> {
+    let mut argv = vec!["package".to_owned(), "--workspace".to_owned()];
+    for name in UNPUBLISHED {
+        argv.push("--exclude".to_owned());
+        argv.push((*name).to_owned());
+    }
+    if args.no_verify {
+        argv.push("--no-verify".to_owned());
+    }
+    if args.allow_dirty {
+        argv.push("--allow-dirty".to_owned());
+    }
+    argv
+}
+
+/// Runs `cargo xtask package`.
+///
+/// # Errors
+/// If `cargo package` fails (missing metadata, a file outside the package, a package that does not build).
+pub async fn run(args: &PackageArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
+    let mut command = process::cargo();
+    command.args(cargo_args(args));
+    process::run(command, interrupt, "").await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packages_every_library_and_verifies_by_default() {
+        let argv = cargo_args(&PackageArgs::default());
+        assert_eq!(
+            argv,
+            [
+                "package",
+                "--workspace",
+                "--exclude",
+                "examples",
+                "--exclude",
+                "xtask"
+            ]
+        );
+        let argv = cargo_args(&PackageArgs {
+            no_verify: true,
+            allow_dirty: true,
+        });
+        assert!(argv.ends_with(&["--no-verify".to_owned(), "--allow-dirty".to_owned()]));
+    }
+
+    /// The members left out are exactly the ones marked `publish = false`, and every other member has the
+    /// metadata a published crate needs.
+    #[test]
+    fn unpublished_members_are_the_ones_marked_so() {
+        let root = crate::paths::workspace_root();
+        let workspace = std::fs::read_to_string(root.join("Cargo.toml")).expect("Cargo.toml");
+        let members: Vec<&str> = workspace
+            .lines()
+            .skip_while(|line| !line.starts_with("members"))
+            .skip(1)
+            .take_while(|line| !line.starts_with(']'))
+            .map(|line| line.trim().trim_end_matches(',').trim_matches('"'))
+            .collect();
+        assert!(members.len() > UNPUBLISHED.len(), "{members:?}");
+        for member in members {
+            let manifest =
+                std::fs::read_to_string(root.join(member).join("Cargo.toml")).expect("manifest");
+            let unpublished = manifest
+                .lines()
+                .any(|line| line.trim() == "publish = false");
+            assert_eq!(
+                unpublished,
+                UNPUBLISHED.contains(&member),
+                "{member}: publish = false exactly for the members xtask package leaves out"
+            );
+            if !unpublished {
+                for key in [
+                    "description",
+                    "license",
+                    "repository",
+                    "documentation",
+                    "readme",
+                    "keywords",
+                    "categories",
+                ] {
+                    assert!(
+                        manifest.lines().any(|line| line.starts_with(key)),
+                        "{member} has no `{key}`"
+                    );
+                }
+                assert!(
+                    root.join(member).join("README.md").is_file(),
+                    "{member}/README.md"
+                );
+                assert!(
+                    root.join(member).join("LICENSE").is_file(),
+                    "{member}/LICENSE"
+                );
+            }
+        }
+    }
+}
