@@ -127,7 +127,9 @@ impl Lane {
             return;
         }
         state.order.push_back(name.clone());
-        state.pending.insert(name, Box::new(Pending { event, create }));
+        state
+            .pending
+            .insert(name, Box::new(Pending { event, create }));
         self.set_backlog(&state);
         drop(state);
         self.wake.notify_one();
