@@ -475,30 +475,32 @@ impl ClientFactory {
             })
             .layer(RetryAfterLayer::new().count_throttled(throttled))
             .layer(layer.clone())
-            .service(tower::service_fn(move |mut request: http::Request<Body>| {
-                let base = base.clone();
-                let bearer = tokens.as_ref().map(|t| {
-                    t.bearer().and_then(|token| {
-                        HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
-                            TokenError::Expired {
-                                namespace: String::new(),
-                                name: t.name().to_owned(),
-                            }
+            .service(tower::service_fn(
+                move |mut request: http::Request<Body>| {
+                    let base = base.clone();
+                    let bearer = tokens.as_ref().map(|t| {
+                        t.bearer().and_then(|token| {
+                            HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+                                TokenError::Expired {
+                                    namespace: String::new(),
+                                    name: t.name().to_owned(),
+                                }
+                            })
                         })
-                    })
-                });
-                async move {
-                    match bearer {
-                        None => {}
-                        Some(Ok(mut value)) => {
-                            value.set_sensitive(true);
-                            request.headers_mut().insert(AUTHORIZATION, value);
+                    });
+                    async move {
+                        match bearer {
+                            None => {}
+                            Some(Ok(mut value)) => {
+                                value.set_sensitive(true);
+                                request.headers_mut().insert(AUTHORIZATION, value);
+                            }
+                            Some(Err(error)) => return Err(kube::Error::Service(Box::new(error))),
                         }
-                        Some(Err(error)) => return Err(kube::Error::Service(Box::new(error))),
+                        base.send(request).await
                     }
-                    base.send(request).await
-                }
-            }));
+                },
+            ));
         kube::Client::new(service, self.base.default_namespace().to_owned())
     }
 }

@@ -199,7 +199,9 @@ pub fn issuer(client: kube::Client, namespace: &str, name: &str) -> Issuer {
                 let mut account = ServiceAccount::default();
                 account.metadata.name = Some(name.clone());
                 match accounts.create(&PostParams::default(), &account).await {
-                    Ok(_) => tracing::info!(service_account = %name, "created the controller's ServiceAccount"),
+                    Ok(_) => {
+                        tracing::info!(service_account = %name, "created the controller's ServiceAccount")
+                    }
                     Err(kube::Error::Api(status)) if status.code == 409 => {}
                     Err(err) => return Err(err),
                 }
@@ -378,12 +380,20 @@ mod tests {
         assert_eq!(source.bearer().unwrap(), "token-0");
 
         tokio::time::sleep(Duration::from_secs(79)).await;
-        assert_eq!(source.bearer().unwrap(), "token-0", "not renewed before 80 s");
+        assert_eq!(
+            source.bearer().unwrap(),
+            "token-0",
+            "not renewed before 80 s"
+        );
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(source.bearer().unwrap(), "token-1", "renewed at 80 s");
         // token-1 was received at 80 s: the next request at 160 s fails, then at 161 s, then succeeds at 163 s
         tokio::time::sleep(Duration::from_secs(80)).await;
-        assert_eq!(source.bearer().unwrap(), "token-1", "still valid until 180 s");
+        assert_eq!(
+            source.bearer().unwrap(),
+            "token-1",
+            "still valid until 180 s"
+        );
         tokio::time::sleep(Duration::from_secs(3)).await;
         assert_eq!(source.bearer().unwrap(), "token-4");
         let offsets: Vec<u64> = times
