@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use http::HeaderValue;
-use http::header::{AUTHORIZATION, USER_AGENT};
+use http::header::USER_AGENT;
 use kube::client::Body;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use prometheus_client::metrics::counter::Counter;
@@ -24,7 +24,7 @@ use ccm_core::runtime::metrics::SharedRegistry;
 use crate::options::{CcmOptions, DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, KubeApiLimit};
 use crate::ratelimit::{TokenBucketLayer, effective_limits};
 use crate::retry::RetryAfterLayer;
-use crate::service_accounts::{TokenError, TokenSource};
+use crate::service_accounts::Identity;
 
 /// The response header an API server with API Priority and Fairness sets on every request it classified: the UID
 /// of the FlowSchema that matched.
@@ -418,52 +418,41 @@ impl ClientFactory {
     /// Leader election gets one of these (`leader-election`): a bucket no other client takes from, so Lease
     /// renewals never wait behind controller traffic.
     pub fn client(&self, name: &str) -> kube::Client {
-        self.layered(name, &self.limits.layer())
+        self.layered(name, &self.limits.layer(), None)
     }
 
     /// A client named `name` and a second one for its Events over the same token bucket, at a lower priority:
     /// Event writes only use tokens the first client leaves free, so they never delay its object writes.
     pub fn client_with_events(&self, name: &str) -> (kube::Client, kube::Client) {
-        let layer = self.limits.layer();
-        (
-            self.layered(name, &layer),
-            self.layered(name, &layer.low_priority()),
-        )
+        self.client_with_events_as(name, None)
     }
 
-    /// [`client_with_events`](Self::client_with_events) for a controller acting as its own ServiceAccount
-    /// (`--use-service-account-credentials`): both clients are sent over `connection` (a client without
-    /// credentials, [`crate::service_accounts::without_credentials`]) with the current token of `tokens` as bearer
-    /// token on every request, so a renewed token is used without rebuilding them. A request made while `tokens`
-    /// has no valid token fails without being sent.
+    /// [`client_with_events`](Self::client_with_events); `Some((connection, tokens))`: a controller's own
+    /// ServiceAccount ([`crate::service_accounts::TokenSource::authorize`] on `connection`).
     pub fn client_with_events_as(
         &self,
         name: &str,
-        connection: &kube::Client,
-        tokens: &TokenSource,
+        identity: Identity<'_>,
     ) -> (kube::Client, kube::Client) {
         let layer = self.limits.layer();
         (
-            self.layered_over(name, &layer, connection, Some(tokens)),
-            self.layered_over(name, &layer.low_priority(), connection, Some(tokens)),
+            self.layered(name, &layer, identity),
+            self.layered(name, &layer.low_priority(), identity),
         )
     }
 
-    fn layered(&self, name: &str, layer: &TokenBucketLayer) -> kube::Client {
-        self.layered_over(name, layer, &self.base, None)
-    }
-
-    fn layered_over(
+    fn layered(
         &self,
         name: &str,
         layer: &TokenBucketLayer,
-        connection: &kube::Client,
-        tokens: Option<&TokenSource>,
+        identity: Identity<'_>,
     ) -> kube::Client {
         let agent = HeaderValue::from_str(&self.user_agent(name))
             .unwrap_or_else(|_| HeaderValue::from_static("cloud-controller-manager"));
-        let base = connection.clone();
-        let tokens = tokens.cloned();
+        let (base, tokens) = (
+            identity.map_or(&self.base, |(c, _)| c).clone(),
+            identity.map(|(_, t)| t.clone()),
+        );
         let throttled = self
             .throttled
             .get_or_create(&vec![("client".to_owned(), name.to_owned())])
@@ -475,32 +464,9 @@ impl ClientFactory {
             })
             .layer(RetryAfterLayer::new().count_throttled(throttled))
             .layer(layer.clone())
-            .service(tower::service_fn(
-                move |mut request: http::Request<Body>| {
-                    let base = base.clone();
-                    let bearer = tokens.as_ref().map(|t| {
-                        t.bearer().and_then(|token| {
-                            HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
-                                TokenError::Expired {
-                                    namespace: String::new(),
-                                    name: t.name().to_owned(),
-                                }
-                            })
-                        })
-                    });
-                    async move {
-                        match bearer {
-                            None => {}
-                            Some(Ok(mut value)) => {
-                                value.set_sensitive(true);
-                                request.headers_mut().insert(AUTHORIZATION, value);
-                            }
-                            Some(Err(error)) => return Err(kube::Error::Service(Box::new(error))),
-                        }
-                        base.send(request).await
-                    }
-                },
-            ));
+            .service(tower::service_fn(move |request: http::Request<Body>| {
+                crate::service_accounts::send(base.clone(), tokens.clone(), request)
+            }));
         kube::Client::new(service, self.base.default_namespace().to_owned())
     }
 }

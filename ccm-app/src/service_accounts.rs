@@ -153,6 +153,32 @@ impl TokenSource {
         }
     }
 
+    /// Set the current token as the bearer token of `request`, so a client built on this source uses each renewed
+    /// token without being rebuilt.
+    ///
+    /// # Errors
+    ///
+    /// [`TokenError`] (as [`kube::Error::Service`]) if there is no valid token: the request must not be sent.
+    pub fn authorize<B>(&self, request: &mut http::Request<B>) -> Result<(), kube::Error> {
+        let token = self
+            .bearer()
+            .map_err(|e| kube::Error::Service(Box::new(e)))?;
+        let mut value = http::HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+            kube::Error::Service(
+                format!(
+                    "the token of ServiceAccount {}/{} is not a valid header value",
+                    self.namespace, self.name
+                )
+                .into(),
+            )
+        })?;
+        value.set_sensitive(true);
+        request
+            .headers_mut()
+            .insert(http::header::AUTHORIZATION, value);
+        Ok(())
+    }
+
     /// Wait until a token is available (or `cancel` fires; then `false`).
     pub async fn ready(&self, cancel: &CancellationToken) -> bool {
         let mut rx = self.current.clone();
@@ -283,6 +309,23 @@ pub fn start(main: kube::Client, name: &str, cancel: CancellationToken) -> Token
     let issue = issuer(main, SERVICE_ACCOUNT_NAMESPACE, name);
     tokio::spawn(run_refresher(name.to_owned(), issue, tx, cancel));
     source
+}
+
+/// A controller's own identity for [`crate::client::ClientFactory::client_with_events_as`]: the connection
+/// without credentials and the ServiceAccount's tokens (`None`: the CCM's own client).
+pub type Identity<'a> = Option<(&'a kube::Client, &'a TokenSource)>;
+
+/// Send `request` over `connection`, with the current token of `tokens` when given (a request without a valid
+/// token fails unsent).
+pub(crate) async fn send(
+    connection: kube::Client,
+    tokens: Option<TokenSource>,
+    mut request: http::Request<kube::client::Body>,
+) -> Result<http::Response<kube::client::Body>, kube::Error> {
+    if let Some(tokens) = tokens {
+        tokens.authorize(&mut request)?;
+    }
+    connection.send(request).await
 }
 
 /// The connection configuration `config` without its credentials (client certificate, token, exec plugin, ...):
@@ -437,6 +480,38 @@ mod tests {
         );
         cancel.cancel();
         task.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_carry_the_current_token_and_none_without_one() {
+        let (source, tx) = TokenSource::new("kube-system", "route-controller");
+        let mut request = http::Request::get("/api").body(()).unwrap();
+        let err = source.authorize(&mut request).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("no token yet for ServiceAccount kube-system/route-controller")
+        );
+        assert!(request.headers().get(http::header::AUTHORIZATION).is_none());
+        let expires_at = Instant::now() + Duration::from_secs(10);
+        tx.send(Some(Token {
+            value: "one".into(),
+            expires_at,
+        }))
+        .unwrap();
+        source.authorize(&mut request).unwrap();
+        tx.send(Some(Token {
+            value: "two".into(),
+            expires_at,
+        }))
+        .unwrap();
+        source.authorize(&mut request).unwrap();
+        let header = request.headers().get(http::header::AUTHORIZATION).unwrap();
+        assert_eq!(header, "Bearer two", "the renewed token, same source");
+        assert!(header.is_sensitive());
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let mut late = http::Request::get("/api").body(()).unwrap();
+        assert!(source.authorize(&mut late).is_err(), "expired: not sent");
+        assert!(late.headers().get(http::header::AUTHORIZATION).is_none());
     }
 
     #[test]

@@ -284,8 +284,7 @@ impl Supervisor {
                     tracing::info!(controller = %descriptor.name, service_account = %account, "controller acts as its own ServiceAccount");
                     self.factory.client_with_events_as(
                         client_name(&descriptor.name),
-                        connection,
-                        &tokens,
+                        Some((connection, &tokens)),
                     )
                 }
             };
