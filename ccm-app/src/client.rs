@@ -24,6 +24,7 @@ use ccm_core::runtime::metrics::SharedRegistry;
 use crate::options::{CcmOptions, DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, KubeApiLimit};
 use crate::ratelimit::{TokenBucketLayer, effective_limits};
 use crate::retry::RetryAfterLayer;
+use crate::service_accounts::Identity;
 
 /// The response header an API server with API Priority and Fairness sets on every request it classified: the UID
 /// of the FlowSchema that matched.
@@ -417,23 +418,41 @@ impl ClientFactory {
     /// Leader election gets one of these (`leader-election`): a bucket no other client takes from, so Lease
     /// renewals never wait behind controller traffic.
     pub fn client(&self, name: &str) -> kube::Client {
-        self.layered(name, &self.limits.layer())
+        self.layered(name, &self.limits.layer(), None)
     }
 
     /// A client named `name` and a second one for its Events over the same token bucket, at a lower priority:
     /// Event writes only use tokens the first client leaves free, so they never delay its object writes.
     pub fn client_with_events(&self, name: &str) -> (kube::Client, kube::Client) {
+        self.client_with_events_as(name, None)
+    }
+
+    /// [`client_with_events`](Self::client_with_events); `Some((connection, tokens))`: a controller's own
+    /// ServiceAccount ([`crate::service_accounts::TokenSource::authorize`] on `connection`).
+    pub fn client_with_events_as(
+        &self,
+        name: &str,
+        identity: Identity<'_>,
+    ) -> (kube::Client, kube::Client) {
         let layer = self.limits.layer();
         (
-            self.layered(name, &layer),
-            self.layered(name, &layer.low_priority()),
+            self.layered(name, &layer, identity),
+            self.layered(name, &layer.low_priority(), identity),
         )
     }
 
-    fn layered(&self, name: &str, layer: &TokenBucketLayer) -> kube::Client {
+    fn layered(
+        &self,
+        name: &str,
+        layer: &TokenBucketLayer,
+        identity: Identity<'_>,
+    ) -> kube::Client {
         let agent = HeaderValue::from_str(&self.user_agent(name))
             .unwrap_or_else(|_| HeaderValue::from_static("cloud-controller-manager"));
-        let base = self.base.clone();
+        let (base, tokens) = (
+            identity.map_or(&self.base, |(c, _)| c).clone(),
+            identity.map(|(_, t)| t.clone()),
+        );
         let throttled = self
             .throttled
             .get_or_create(&vec![("client".to_owned(), name.to_owned())])
@@ -446,8 +465,7 @@ impl ClientFactory {
             .layer(RetryAfterLayer::new().count_throttled(throttled))
             .layer(layer.clone())
             .service(tower::service_fn(move |request: http::Request<Body>| {
-                let base = base.clone();
-                async move { base.send(request).await }
+                crate::service_accounts::send(base.clone(), tokens.clone(), request)
             }));
         kube::Client::new(service, self.base.default_namespace().to_owned())
     }

@@ -13,6 +13,10 @@
 //! `tokenreviews` and `subjectaccessreviews`, and a RoleBinding in `kube-system` to the API server's
 //! `extension-apiserver-authentication-reader` Role (to read the cluster's client CAs).
 //!
+//! `--use-service-account-credentials` needs `controller-rbac.yaml` as well ([`controller_rbac`]): a Go-named
+//! ClusterRole per controller bound to its ServiceAccount in `kube-system`, and a Role there that lets the CCM's
+//! ServiceAccount create those accounts and request their tokens.
+//!
 //! ```
 //! use ccm_app::deploy::{ManifestOptions, render};
 //!
@@ -20,7 +24,7 @@
 //!     .with_args(["--cloud-provider=acme"]);
 //! let files = render(&options);
 //! assert_eq!(files.iter().map(|f| f.file_name.as_str()).collect::<Vec<_>>(),
-//!            ["serviceaccount.yaml", "rbac.yaml", "deployment.yaml"]);
+//!            ["serviceaccount.yaml", "rbac.yaml", "deployment.yaml", "controller-rbac.yaml"]);
 //! assert!(files[2].yaml.contains("hostNetwork: true"));
 //! ```
 
@@ -45,6 +49,12 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 
 use crate::auth::decide::{AUTHENTICATION_CONFIGMAP_NAMESPACE, AUTHENTICATION_READER_ROLE};
+
+pub mod controller_rbac;
+pub use controller_rbac::{
+    controller_cluster_role_bindings, controller_cluster_roles, token_requester_role,
+    token_requester_role_binding,
+};
 
 /// The header of every generated file.
 pub const GENERATED_HEADER: &str =
@@ -527,7 +537,8 @@ where
     value
 }
 
-/// The manifests: `serviceaccount.yaml`, `rbac.yaml`, `deployment.yaml`.
+/// The manifests: `serviceaccount.yaml`, `rbac.yaml`, `deployment.yaml`, and `controller-rbac.yaml` (only needed
+/// with `--use-service-account-credentials`).
 pub fn render(options: &ManifestOptions) -> Vec<Manifest> {
     vec![
         Manifest {
@@ -548,7 +559,25 @@ pub fn render(options: &ManifestOptions) -> Vec<Manifest> {
             file_name: "deployment.yaml".to_owned(),
             yaml: yaml_documents(&[object(&deployment(options))]),
         },
+        Manifest {
+            file_name: "controller-rbac.yaml".to_owned(),
+            yaml: yaml_documents(&controller_rbac_objects(options)),
+        },
     ]
+}
+
+fn controller_rbac_objects(options: &ManifestOptions) -> Vec<serde_json::Value> {
+    let mut objects: Vec<serde_json::Value> = Vec::new();
+    for (role, binding) in controller_cluster_roles(options)
+        .iter()
+        .zip(controller_cluster_role_bindings(options).iter())
+    {
+        objects.push(object(role));
+        objects.push(object(binding));
+    }
+    objects.push(object(&token_requester_role(options)));
+    objects.push(object(&token_requester_role_binding(options)));
+    objects
 }
 
 #[cfg(test)]

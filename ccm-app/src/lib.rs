@@ -55,6 +55,7 @@ pub mod logging;
 pub mod options;
 pub mod ratelimit;
 pub mod retry;
+pub mod service_accounts;
 pub mod tls;
 
 pub use app::{

@@ -42,6 +42,7 @@ async fn the_apiserver_accepts_every_manifest_in_a_dry_run() {
         "rbac.yaml",
         "deployment.yaml",
         "cloud-config.yaml",
+        "controller-rbac.yaml",
     ] {
         let path = workspace_root().join("deploy").join(file);
         let text =
@@ -63,7 +64,16 @@ async fn the_apiserver_accepts_every_manifest_in_a_dry_run() {
             "RoleBinding",
             "RoleBinding",
             "Deployment",
-            "ConfigMap"
+            "ConfigMap",
+            // controller-rbac.yaml: a ClusterRole and its binding per controller, then the token Role
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding"
         ]
     );
     // nothing was created

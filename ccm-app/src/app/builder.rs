@@ -34,6 +34,7 @@ use crate::config_file::load_config_file;
 use crate::controllers::ControllerCatalog;
 use crate::health::{Endpoint, HealthChecks};
 use crate::options::{CcmOptions, Settings, ValidationError};
+use crate::service_accounts::without_credentials;
 use crate::tls::{CertSource, ServingCert, TlsPolicy, bind_address_name};
 
 /// The command line: `--config` plus every [`Settings`] flag.
@@ -79,6 +80,7 @@ impl CloudControllerManager {
                     instances are gone, provisions load balancers for Services and configures pod routes."
                 .to_owned(),
             client: None,
+            service_account_connection: None,
             admin_listener: None,
             health_checks: Vec::new(),
         }
@@ -96,6 +98,7 @@ pub struct CcmBuilder {
     version: String,
     about: String,
     client: Option<kube::Client>,
+    service_account_connection: Option<kube::Client>,
     admin_listener: Option<std::net::TcpListener>,
     health_checks: Vec<(String, HealthCheck)>,
 }
@@ -170,6 +173,26 @@ impl CcmBuilder {
     /// controller still gets its own token bucket and user agent on top of it.
     pub fn with_client(mut self, client: kube::Client) -> Self {
         self.client = Some(client);
+        self
+    }
+
+    /// With `--use-service-account-credentials`, send the controllers' requests over this client, which must
+    /// carry no credentials of its own (each request gets the controller's ServiceAccount token). Needed with
+    /// [`with_client`](Self::with_client); otherwise the connection of `--kubeconfig` / `--master` is used without
+    /// its credentials ([`crate::service_accounts::without_credentials`]).
+    ///
+    /// ```no_run
+    /// # fn demo(registry: ccm_core::ProviderRegistry, main: kube::Client, config: kube::Config) -> Result<(), kube::Error> {
+    /// let bare = kube::Client::try_from(ccm_app::service_accounts::without_credentials(&config))?;
+    /// let builder = ccm_app::CloudControllerManager::builder(registry)
+    ///     .with_default_controllers()
+    ///     .with_client(main)
+    ///     .with_service_account_connection(bare);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_service_account_connection(mut self, client: kube::Client) -> Self {
+        self.service_account_connection = Some(client);
         self
     }
 
@@ -389,9 +412,24 @@ impl CcmBuilder {
         let (status_tx, status_rx) = watch::channel(CcmStatus::Starting);
 
         let agent_prefix = user_agent_prefix(&self.command_name, &self.version);
-        let base = match self.client {
-            Some(client) => client,
-            None => base_client(kube_config(&options).await?)?,
+        let (base, connection) = match self.client {
+            Some(client) => (client, self.service_account_connection),
+            None => {
+                let config = kube_config(&options).await?;
+                let connection = match self.service_account_connection {
+                    Some(connection) => Some(connection),
+                    None if options.use_service_account_credentials => {
+                        Some(base_client(without_credentials(&config))?)
+                    }
+                    None => None,
+                };
+                (base_client(config)?, connection)
+            }
+        };
+        let service_account_connection = if options.use_service_account_credentials {
+            Some(connection.ok_or(RunError::NoServiceAccountConnection)?)
+        } else {
+            None
         };
         // --kube-api-qps/--kube-api-burst unset: one request tells whether the API server runs APF.
         let limits = KubeApiLimits::resolve(&base, &options).await;
@@ -545,6 +583,7 @@ impl CcmBuilder {
             shutdown,
             instance: identity,
             informers_slot,
+            service_account_connection,
             events: EventSink::new().with_metrics(&metrics),
         };
         let task = tokio::spawn(supervisor.supervise(leader, admin));
@@ -561,9 +600,9 @@ impl CcmBuilder {
 
 fn note_compatibility_settings(options: &CcmOptions) {
     if options.use_service_account_credentials {
-        tracing::warn!(
-            "--use-service-account-credentials is accepted for compatibility but not supported: every controller \
-             uses the CCM's own credentials"
+        tracing::info!(
+            namespace = crate::service_accounts::SERVICE_ACCOUNT_NAMESPACE,
+            "--use-service-account-credentials: each controller acts as its own ServiceAccount"
         );
     }
     if options.allocate_node_cidrs {

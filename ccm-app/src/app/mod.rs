@@ -77,6 +77,13 @@ pub enum RunError {
         /// The registered names.
         known: String,
     },
+    /// `--use-service-account-credentials` with a client given by [`CcmBuilder::with_client`] but no connection
+    /// for the controllers' own clients.
+    #[error(
+        "--use-service-account-credentials needs a connection without credentials for the controllers' clients; \
+         call with_service_account_connection beside with_client"
+    )]
+    NoServiceAccountConnection,
     /// The provider has no cluster ID and `--allow-untagged-cloud` is off.
     #[error(
         "no cluster ID found: a cluster ID is required for the cloud provider to function properly; this check \

@@ -27,6 +27,7 @@ use crate::admin::AdminServer;
 use crate::client::ClientFactory;
 use crate::health::{Endpoint, HealthChecks};
 use crate::options::CcmOptions;
+use crate::service_accounts;
 
 /// How long the runtime waits for the API server's `/healthz` before starting controllers (Go: 10 s).
 pub const APISERVER_WAIT: Duration = Duration::from_secs(10);
@@ -87,6 +88,8 @@ pub(super) struct Supervisor {
     pub(super) options: CcmOptions,
     pub(super) plan: Vec<ControllerDescriptor>,
     pub(super) factory: ClientFactory,
+    /// With `--use-service-account-credentials`: the connection (without credentials) of the controllers' clients.
+    pub(super) service_account_connection: Option<kube::Client>,
     pub(super) provider: Arc<dyn CloudProvider>,
     /// The provider's instance cache, invalidated from the shared Node informer while leading.
     pub(super) instance_cache: Arc<InstanceCache>,
@@ -262,9 +265,29 @@ impl Supervisor {
                 guarded!(tokio::time::sleep(pause));
             }
             let mut ctx = base.clone();
-            let (client, event_client) = self
-                .factory
-                .client_with_events(client_name(&descriptor.name));
+            let (client, event_client) = match &self.service_account_connection {
+                None => self
+                    .factory
+                    .client_with_events(client_name(&descriptor.name)),
+                Some(connection) => {
+                    // The CCM's own identity creates the account and requests its tokens; the controller's clients
+                    // wait for the first one.
+                    let account = service_accounts::service_account_name(&descriptor.name);
+                    let tokens = service_accounts::start(
+                        self.factory.client(names::MANAGER_NAME),
+                        account,
+                        controllers.clone(),
+                    );
+                    if !guarded!(tokens.ready(controllers)) {
+                        return Outcome::Shutdown;
+                    }
+                    tracing::info!(controller = %descriptor.name, service_account = %account, "controller acts as its own ServiceAccount");
+                    self.factory.client_with_events_as(
+                        client_name(&descriptor.name),
+                        Some((connection, &tokens)),
+                    )
+                }
+            };
             ctx.client = client;
             ctx.event_client = Some(event_client);
             match (descriptor.init)(&ctx) {

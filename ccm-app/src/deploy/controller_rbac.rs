@@ -1,0 +1,221 @@
+//! `controller-rbac.yaml`: the RBAC of `--use-service-account-credentials` ([`crate::service_accounts`]).
+//!
+//! One ClusterRole per controller, named as Go's controller roles (`system:controller:<account>`), bound to the
+//! controller's ServiceAccount in `kube-system`; and a Role in `kube-system` that lets the CCM's own
+//! ServiceAccount create those accounts and request their tokens. Informers stay on the CCM's own identity, so
+//! the controllers' roles hold only what the controllers read directly and write.
+//!
+//! `service-controller` and `route-controller` are not generated: every API server with RBAC already has
+//! `system:controller:service-controller` and `system:controller:route-controller`, bound to those accounts in
+//! `kube-system`, and reconciles them at start (a generated copy would be overwritten); their rules cover what
+//! these controllers do.
+
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef,
+};
+
+use super::{ManifestOptions, rule, subject};
+use crate::service_accounts::SERVICE_ACCOUNT_NAMESPACE;
+
+/// The prefix of the controllers' ClusterRoles (Go's bootstrap controller roles).
+pub const CONTROLLER_ROLE_PREFIX: &str = "system:controller:";
+
+/// The ServiceAccounts of the standard controllers (and of the doctor's bootstrap self-check), as
+/// [`crate::service_accounts::service_account_name`] names them.
+pub const CONTROLLER_ACCOUNTS: [&str; 5] = [
+    "cloud-node-controller",
+    "cloud-node-lifecycle-controller",
+    "service-controller",
+    "route-controller",
+    "node-bootstrap-selfcheck",
+];
+
+/// The accounts whose ClusterRole and binding the API server itself provides (its bootstrap policy).
+pub const API_SERVER_BOOTSTRAP_ACCOUNTS: [&str; 2] = ["service-controller", "route-controller"];
+
+fn generated_accounts() -> impl Iterator<Item = &'static str> {
+    CONTROLLER_ACCOUNTS
+        .into_iter()
+        .filter(|a| !API_SERVER_BOOTSTRAP_ACCOUNTS.contains(a))
+}
+
+fn events() -> PolicyRule {
+    // core/v1 Events, as Go's recorder writes them (repeats are patched into one object's count)
+    rule(&[""], &["events"], &["create", "patch"])
+}
+
+/// The rules of the controller acting as ServiceAccount `account` (one of [`CONTROLLER_ACCOUNTS`] not in
+/// [`API_SERVER_BOOTSTRAP_ACCOUNTS`]; any other account gets only Events: a vendor controller's own rights are the
+/// vendor's to grant).
+pub fn controller_rules(account: &str) -> Vec<PolicyRule> {
+    let mut rules = match account {
+        // initialization: labels, taints and providerID (spec), addresses (status)
+        "cloud-node-controller" => vec![
+            rule(&[""], &["nodes"], &["get", "patch"]),
+            rule(&[""], &["nodes/status"], &["patch"]),
+        ],
+        // the shutdown taint, and deleting Nodes whose instance is gone
+        "cloud-node-lifecycle-controller" => {
+            vec![rule(&[""], &["nodes"], &["get", "patch", "delete"])]
+        }
+        _ => Vec::new(),
+    };
+    rules.push(events());
+    rules
+}
+
+/// The ClusterRole of each of [`CONTROLLER_ACCOUNTS`] but [`API_SERVER_BOOTSTRAP_ACCOUNTS`].
+pub fn controller_cluster_roles(options: &ManifestOptions) -> Vec<ClusterRole> {
+    generated_accounts()
+        .map(|account| ClusterRole {
+            metadata: options.meta(&format!("{CONTROLLER_ROLE_PREFIX}{account}"), None),
+            rules: Some(controller_rules(account)),
+            ..ClusterRole::default()
+        })
+        .collect()
+}
+
+/// The ClusterRoleBinding of each generated ClusterRole to its controller's ServiceAccount (in `kube-system`).
+pub fn controller_cluster_role_bindings(options: &ManifestOptions) -> Vec<ClusterRoleBinding> {
+    generated_accounts()
+        .map(|account| {
+            let name = format!("{CONTROLLER_ROLE_PREFIX}{account}");
+            ClusterRoleBinding {
+                metadata: options.meta(&name, None),
+                role_ref: RoleRef {
+                    api_group: Some("rbac.authorization.k8s.io".to_owned()),
+                    kind: "ClusterRole".to_owned(),
+                    name,
+                },
+                subjects: Some(vec![k8s_openapi::api::rbac::v1::Subject {
+                    kind: "ServiceAccount".to_owned(),
+                    name: account.to_owned(),
+                    namespace: Some(SERVICE_ACCOUNT_NAMESPACE.to_owned()),
+                    ..Default::default()
+                }]),
+            }
+        })
+        .collect()
+}
+
+fn token_role_name(options: &ManifestOptions) -> String {
+    format!("{}:controller-tokens", options.name)
+}
+
+/// The rules of the CCM's own identity on the controllers' accounts: create them (a create cannot be limited by
+/// name), read them and request their tokens (both limited to [`CONTROLLER_ACCOUNTS`]).
+pub fn token_requester_rules() -> Vec<PolicyRule> {
+    let accounts: Vec<String> = CONTROLLER_ACCOUNTS
+        .iter()
+        .map(|a| (*a).to_owned())
+        .collect();
+    vec![
+        rule(&[""], &["serviceaccounts"], &["create"]),
+        PolicyRule {
+            resource_names: Some(accounts.clone()),
+            ..rule(&[""], &["serviceaccounts"], &["get"])
+        },
+        PolicyRule {
+            resource_names: Some(accounts),
+            ..rule(&[""], &["serviceaccounts/token"], &["create"])
+        },
+    ]
+}
+
+/// The Role (in `kube-system`) with [`token_requester_rules`].
+pub fn token_requester_role(options: &ManifestOptions) -> Role {
+    Role {
+        metadata: options.meta(&token_role_name(options), Some(SERVICE_ACCOUNT_NAMESPACE)),
+        rules: Some(token_requester_rules()),
+    }
+}
+
+/// The RoleBinding of the CCM's ServiceAccount to [`token_requester_role`].
+pub fn token_requester_role_binding(options: &ManifestOptions) -> RoleBinding {
+    RoleBinding {
+        metadata: options.meta(&token_role_name(options), Some(SERVICE_ACCOUNT_NAMESPACE)),
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".to_owned()),
+            kind: "Role".to_owned(),
+            name: token_role_name(options),
+        },
+        subjects: Some(vec![subject(options)]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_go_named_role_per_controller_and_nothing_broad() {
+        let options = ManifestOptions::new("example.invalid/ccm:1");
+        let roles = controller_cluster_roles(&options);
+        let names: Vec<String> = roles
+            .iter()
+            .filter_map(|r| r.metadata.name.clone())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "system:controller:cloud-node-controller",
+                "system:controller:cloud-node-lifecycle-controller",
+                "system:controller:node-bootstrap-selfcheck",
+            ]
+        );
+        for role in &roles {
+            for rule in role.rules.as_deref().unwrap_or_default() {
+                assert!(
+                    !rule
+                        .verbs
+                        .iter()
+                        .any(|v| v == "*" || v == "list" || v == "watch"),
+                    "{rule:?}"
+                );
+            }
+        }
+        let bindings = controller_cluster_role_bindings(&options);
+        let subject = &bindings[1].subjects.as_ref().unwrap()[0];
+        assert_eq!(
+            (subject.name.as_str(), subject.namespace.as_deref()),
+            ("cloud-node-lifecycle-controller", Some("kube-system"))
+        );
+        assert_eq!(
+            bindings[1].role_ref.name,
+            "system:controller:cloud-node-lifecycle-controller"
+        );
+        assert_eq!(controller_rules("acme-tagging"), vec![events()]);
+        assert!(
+            controller_rules("cloud-node-lifecycle-controller")[0]
+                .verbs
+                .contains(&"delete".to_owned())
+        );
+        assert!(
+            !controller_rules("cloud-node-controller")
+                .iter()
+                .any(|r| r.verbs.contains(&"delete".to_owned()))
+        );
+    }
+
+    #[test]
+    fn the_ccm_may_only_mint_tokens_of_the_controllers_accounts() {
+        let options = ManifestOptions::new("example.invalid/ccm:1");
+        let role = token_requester_role(&options);
+        assert_eq!(role.metadata.namespace.as_deref(), Some("kube-system"));
+        let rules = role.rules.unwrap();
+        let token = rules
+            .iter()
+            .find(|r| r.resources.as_deref() == Some(&["serviceaccounts/token".to_owned()][..]))
+            .unwrap();
+        assert_eq!(token.verbs, ["create"]);
+        assert_eq!(
+            token.resource_names.as_ref().unwrap().len(),
+            CONTROLLER_ACCOUNTS.len()
+        );
+        let binding = token_requester_role_binding(&options);
+        assert_eq!(
+            binding.subjects.unwrap()[0].name,
+            "cloud-controller-manager"
+        );
+    }
+}
