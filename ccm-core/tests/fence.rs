@@ -167,3 +167,44 @@ async fn unfenced_and_fenceless_providers_always_call() {
     cloud.zones().unwrap().get_zone().await.unwrap();
     assert_eq!(counting.calls.load(Ordering::SeqCst), 1);
 }
+
+/// A client whose requests never get an answer: the Event writer stays busy with its first event.
+fn hanging_client() -> kube::Client {
+    let service = tower::service_fn(|_request: http::Request<kube::client::Body>| {
+        std::future::pending::<Result<http::Response<kube::client::Body>, std::convert::Infallible>>(
+        )
+    });
+    kube::Client::new(service, "default")
+}
+
+#[tokio::test]
+async fn discarding_the_event_backlog_counts_every_dropped_event() {
+    use ccm_core::runtime::events::EventSink;
+    use ccm_core::runtime::events::metrics::Outcome;
+    use ccm_core::runtime::metrics::SharedRegistry;
+    use k8s_openapi::api::core::v1::ObjectReference;
+
+    let sink = EventSink::new().with_metrics(&SharedRegistry::new());
+    let component = ccm_core::names::components::SERVICE_CONTROLLER;
+    let recorder = sink.recorder(hanging_client(), component, Some("ccm-0".into()));
+    for i in 0..5 {
+        let regarding = ObjectReference {
+            kind: Some("Service".into()),
+            namespace: Some("default".into()),
+            name: Some(format!("svc-{i}")),
+            uid: Some(format!("uid-{i}")),
+            ..ObjectReference::default()
+        };
+        recorder.normal(&regarding, "EnsuringLoadBalancer", "Ensuring load balancer");
+    }
+    let waiting = sink.waiting();
+    assert!(waiting >= 4, "at most one is in flight: {waiting}");
+    assert_eq!(sink.discard(), waiting);
+    assert_eq!(sink.waiting(), 0);
+    let metrics = sink.metrics().expect("metrics");
+    assert_eq!(metrics.total(component, Outcome::Fenced), waiting as u64);
+    // Closed: later events are dropped, not queued.
+    recorder.normal(&ObjectReference::default(), "X", "y");
+    assert_eq!(sink.waiting(), 0);
+    assert_eq!(sink.discard(), 0, "nothing left");
+}
