@@ -19,6 +19,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
+use ccm_core::fence::LeadershipFence;
 use ccm_core::runtime::metrics::SharedRegistry;
 
 use crate::options::{CcmOptions, DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, KubeApiLimit};
@@ -225,7 +226,7 @@ pub fn has_apf_headers(headers: &http::HeaderMap) -> bool {
     headers.contains_key(APF_FLOW_SCHEMA_HEADER) || headers.contains_key(APF_PRIORITY_LEVEL_HEADER)
 }
 
-/// Why the Kubernetes client cannot be built.
+/// Why the Kubernetes client cannot be built, or why it refused a request.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClientError {
@@ -256,6 +257,17 @@ pub enum ClientError {
         value: String,
         /// Why it is invalid.
         reason: String,
+    },
+    /// A write was refused before it was sent: leadership is not confirmed (see [`crate::fence`]).
+    #[error("leadership not confirmed: refusing to write ({method} {path}): {reason}")]
+    Fenced {
+        /// The request method.
+        method: String,
+        /// The request path.
+        path: String,
+        /// Why the fence is closed.
+        #[source]
+        reason: ccm_core::fence::FenceClosed,
     },
     /// The client cannot be built from the configuration.
     #[error("cannot build the Kubernetes client: {0}")]
@@ -345,6 +357,7 @@ pub struct ClientFactory {
     limits: KubeApiLimits,
     agent_prefix: String,
     throttled: Family<Vec<(String, String)>, Counter>,
+    fence: Option<LeadershipFence>,
 }
 
 impl std::fmt::Debug for ClientFactory {
@@ -352,6 +365,7 @@ impl std::fmt::Debug for ClientFactory {
         f.debug_struct("ClientFactory")
             .field("limits", &self.limits)
             .field("agent_prefix", &self.agent_prefix)
+            .field("fenced", &self.fence.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -391,7 +405,15 @@ impl ClientFactory {
             limits,
             agent_prefix: agent_prefix.to_owned(),
             throttled: Family::default(),
+            fence: None,
         }
+    }
+
+    /// The same factory, whose clients made from now on refuse every write while `fence` is closed (see
+    /// [`crate::fence`]). Make the leader-election client before, so that the Lease requests are not fenced.
+    pub fn with_fence(mut self, fence: LeadershipFence) -> Self {
+        self.fence = Some(fence);
+        self
     }
 
     /// The limits in force.
@@ -453,6 +475,7 @@ impl ClientFactory {
             identity.map_or(&self.base, |(c, _)| c).clone(),
             identity.map(|(_, t)| t.clone()),
         );
+        let fence = self.fence.clone();
         let throttled = self
             .throttled
             .get_or_create(&vec![("client".to_owned(), name.to_owned())])
@@ -465,7 +488,17 @@ impl ClientFactory {
             .layer(RetryAfterLayer::new().count_throttled(throttled))
             .layer(layer.clone())
             .service(tower::service_fn(move |request: http::Request<Body>| {
-                crate::service_accounts::send(base.clone(), tokens.clone(), request)
+                let (base, tokens) = (base.clone(), tokens.clone());
+                // Checked here, innermost: after any wait for the token bucket or a 429 retry.
+                let refused = fence
+                    .as_ref()
+                    .and_then(|fence| crate::fence::refusal(fence, &request));
+                async move {
+                    match refused {
+                        Some(refused) => Err(kube::Error::Service(Box::new(refused))),
+                        None => crate::service_accounts::send(base, tokens, request).await,
+                    }
+                }
             }));
         kube::Client::new(service, self.base.default_namespace().to_owned())
     }

@@ -50,6 +50,7 @@ pub mod config_file;
 pub mod controllers;
 pub mod defaults;
 pub mod deploy;
+pub mod fence;
 pub mod health;
 pub mod logging;
 pub mod options;

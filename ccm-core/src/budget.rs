@@ -582,8 +582,8 @@ impl ProviderInterceptor for RateLimitInterceptor {
     ) {
         let outcome = match outcome {
             Ok(()) => Outcome::Accepted,
-            // the budget's own refusal: the cloud never saw the call
-            Err(err) if is_abandoned(err) => return,
+            // the budget's own refusal, or the leadership fence's: the cloud never saw the call
+            Err(err) if is_abandoned(err) || err.kind() == ErrorKind::NotLeader => return,
             Err(err) => match err.kind() {
                 ErrorKind::Throttled => Outcome::Congested {
                     retry_after: err.retry_after(),

@@ -74,6 +74,14 @@ pub enum CloudError {
         /// The time limit that was exceeded.
         after: Duration,
     },
+    /// The call was refused before reaching the cloud: this replica's leadership is not confirmed (see
+    /// [`crate::fence`]). Nothing was sent; the caller must not retry until the fence opens again.
+    NotLeader {
+        /// The refused operation.
+        operation: crate::intercept::Operation,
+        /// Why the fence is closed.
+        reason: crate::fence::FenceClosed,
+    },
     /// Any other provider failure, with what was being done and the underlying error.
     ///
     /// Displayed as `<context>: <source>`; the source is also returned by [`StdError::source`].
@@ -110,6 +118,10 @@ impl fmt::Display for CloudError {
                     "cloud provider call {operation} timed out after {after:?}"
                 )
             }
+            CloudError::NotLeader { operation, reason } => write!(
+                f,
+                "leadership not confirmed: refusing to call the cloud ({operation}): {reason}"
+            ),
             CloudError::Provider { context, source } => write!(f, "{context}: {source}"),
             CloudError::Message { message } => f.write_str(message),
         }
@@ -121,6 +133,7 @@ impl StdError for CloudError {
         match self {
             // The error inside the `Arc`, not the `Arc` itself, so `downcast_ref` finds its type.
             CloudError::Provider { source, .. } => Some(&**source),
+            CloudError::NotLeader { reason, .. } => Some(reason),
             _ => None,
         }
     }
@@ -144,6 +157,8 @@ pub enum ErrorKind {
     Throttled,
     /// See [`CloudError::Timeout`].
     Timeout,
+    /// See [`CloudError::NotLeader`].
+    NotLeader,
     /// A provider failure with no well-known meaning.
     Other,
 }
@@ -159,6 +174,7 @@ impl ErrorKind {
             ErrorKind::Retry => "retry",
             ErrorKind::Throttled => "throttled",
             ErrorKind::Timeout => "timeout",
+            ErrorKind::NotLeader => "not_leader",
             ErrorKind::Other => "other",
         }
     }
@@ -272,6 +288,7 @@ impl CloudError {
             CloudError::Retry { .. } => ErrorKind::Retry,
             CloudError::Throttled { .. } => ErrorKind::Throttled,
             CloudError::Timeout { .. } => ErrorKind::Timeout,
+            CloudError::NotLeader { .. } => ErrorKind::NotLeader,
             CloudError::Provider { .. } | CloudError::Message { .. } => ErrorKind::Other,
         }
     }

@@ -44,6 +44,7 @@ use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service}
 use tokio::time::Instant;
 
 use crate::error::CloudError;
+use crate::fence::LeadershipFence;
 use crate::helpers::{node_name, node_provider_id, service_key};
 use crate::provider::{
     CloudProvider, Clusters, InitializeContext, Instances, InstancesV2, LoadBalancer, Routes, Zones,
@@ -368,6 +369,7 @@ pub trait ProviderInterceptor: Send + Sync + 'static {
 struct Chain {
     interceptors: Vec<Arc<dyn ProviderInterceptor>>,
     timeout: Option<Duration>,
+    fence: Option<LeadershipFence>,
 }
 
 impl Chain {
@@ -384,6 +386,14 @@ impl Chain {
                 break;
             }
         }
+        // The fence is checked last, right before the call: an interceptor may have waited (for budget) across
+        // the moment leadership stopped being confirmed.
+        let result = result.and_then(|()| match &self.fence {
+            Some(fence) => fence
+                .check()
+                .map_err(|reason| CloudError::NotLeader { operation, reason }),
+            None => Ok(()),
+        });
         let result = match result {
             Err(err) => Err(err),
             Ok(()) => match self.timeout {
@@ -419,6 +429,7 @@ impl std::fmt::Debug for InterceptedProvider {
             .field("provider", &self.inner.provider_name())
             .field("interceptors", &self.chain.interceptors.len())
             .field("timeout", &self.chain.timeout)
+            .field("fenced", &self.chain.fence.is_some())
             .finish()
     }
 }
@@ -446,6 +457,14 @@ impl InterceptedProvider {
     /// Fail any provider call that takes longer than `limit` with [`CloudError::Timeout`].
     pub fn with_call_timeout(mut self, limit: Duration) -> Self {
         self.chain.timeout = Some(limit);
+        self
+    }
+
+    /// Refuse every provider call with [`CloudError::NotLeader`], without calling the provider, while `fence` is
+    /// closed (checked after the interceptors' `before_call`, right before the call). Without a fence every call
+    /// may proceed.
+    pub fn with_fence(mut self, fence: LeadershipFence) -> Self {
+        self.chain.fence = Some(fence);
         self
     }
 

@@ -11,6 +11,7 @@
 //! - [`names`]: every label, taint, annotation, finalizer, condition, event reason, controller name, lease
 //!   and port the Go reference uses, spelled the same way;
 //! - [`helpers`]: load-balancer names, source ranges, health checks, providerIDs, node conditions;
+//! - [`fence`]: the leadership fence, checked before every write and cloud call;
 //! - [`intercept`]: provider middleware (rate limits, fault injection, metrics, timeouts) around any provider;
 //! - [`budget`] and [`cache`]: the cloud-call budget (rate limits, per-operation metrics), coalescing and a
 //!   short-lived instance cache;
@@ -33,6 +34,7 @@ pub mod budget;
 pub mod cache;
 pub mod duration;
 pub mod error;
+pub mod fence;
 pub mod helpers;
 pub mod intercept;
 pub mod names;

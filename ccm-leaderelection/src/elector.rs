@@ -19,6 +19,7 @@ use crate::config::{self, JITTER_FACTOR, Timing};
 use crate::election::{Action, Election, jittered};
 use crate::handle::{LeaderHandle, LeaderHealth, LeaderState, StepDownReason};
 use crate::{Error, LeaderElectionMetrics, default_identity};
+use ccm_core::fence::LeadershipFence;
 
 /// The default event reporter (`reportingController`) and field manager.
 pub const DEFAULT_COMPONENT: &str = "cloud-controller-manager";
@@ -65,6 +66,7 @@ pub struct LeaderElectorBuilder {
     events: bool,
     reporter: Option<Reporter>,
     field_manager: String,
+    fence: Option<LeadershipFence>,
 }
 
 impl std::fmt::Debug for LeaderElectorBuilder {
@@ -156,6 +158,15 @@ impl LeaderElectorBuilder {
         self
     }
 
+    /// The [leadership fence](ccm_core::fence) this elector confirms on every accepted acquire or renewal
+    /// (valid for the renew deadline from when the request was sent) and revokes when it stops leading; give
+    /// the same fence to the clients and the cloud provider that must only act while leading. Default: a
+    /// fence of its own, read with [`LeaderHandle::fence`].
+    pub fn fence(mut self, fence: LeadershipFence) -> Self {
+        self.fence = Some(fence);
+        self
+    }
+
     /// The field manager of the Lease writes (default `cloud-controller-manager`).
     pub fn field_manager(mut self, field_manager: impl Into<String>) -> Self {
         self.field_manager = field_manager.into();
@@ -209,6 +220,7 @@ impl LeaderElectorBuilder {
             release_on_cancel: self.release_on_cancel,
             health_tolerance: self.health_tolerance,
             metrics: self.metrics,
+            fence: self.fence.unwrap_or_default(),
             recorder,
             post_params: PostParams {
                 dry_run: false,
@@ -245,6 +257,7 @@ pub struct LeaderElector {
     release_on_cancel: bool,
     health_tolerance: Duration,
     metrics: Option<LeaderElectionMetrics>,
+    fence: LeadershipFence,
     recorder: Option<Recorder>,
     post_params: PostParams,
 }
@@ -303,6 +316,7 @@ impl LeaderElector {
             events: true,
             reporter: None,
             field_manager: DEFAULT_COMPONENT.to_owned(),
+            fence: None,
         }
     }
 
@@ -350,9 +364,11 @@ impl LeaderElector {
             health: health.clone(),
             events: TaskTracker::new(),
         };
+        let fence = runner.elector.fence.clone();
         let task = tokio::spawn(runner.run(token));
         LeaderHandle {
             identity,
+            fence,
             state: rx,
             health,
             task,
@@ -517,6 +533,8 @@ impl Runner {
 
     /// Publishes the end of the election, then releases the lease after a cancellation.
     async fn finish(mut self, reason: StepDownReason, led: bool) -> StepDownReason {
+        // First of all: nothing may be written in our name any more.
+        self.elector.fence.revoke();
         self.health.not_leading();
         self.set_metric(false);
         self.state.send_replace(LeaderState::Stopped {
@@ -674,6 +692,9 @@ impl Runner {
         if acquiring {
             self.maybe_holding = true;
         }
+        // The fence trusts a confirmation from when the request was sent: the API server (and so any follower)
+        // cannot have seen the new renewTime earlier.
+        let sent = Instant::now();
         let result = match kind {
             Write::Create => {
                 let request = self.elector.api.create(&self.elector.post_params, &lease);
@@ -684,6 +705,8 @@ impl Runner {
         match result {
             Ok(written) => {
                 self.maybe_holding = false;
+                let renew_deadline = self.elector.timing.renew_deadline;
+                self.elector.fence.confirm(sent, renew_deadline);
                 self.election.wrote(&spec_of(&written), Instant::now());
                 self.cached = Some(written);
                 Ok(Attempt::Holding)

@@ -8,6 +8,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use ccm_core::fence::LeadershipFence;
+
 use crate::Error;
 
 /// The name of the health check, as in client-go's `HealthzAdaptor` (`/healthz/leaderElection`).
@@ -179,6 +181,7 @@ pub struct LeaderHandle {
     pub(crate) identity: String,
     pub(crate) state: watch::Receiver<LeaderState>,
     pub(crate) health: LeaderHealth,
+    pub(crate) fence: LeadershipFence,
     pub(crate) task: JoinHandle<StepDownReason>,
 }
 
@@ -231,6 +234,12 @@ impl LeaderHandle {
             Ok(LeaderState::Stopped { reason }) => reason,
             Ok(_) | Err(_) => StepDownReason::Aborted,
         }
+    }
+
+    /// The leadership fence this elector confirms and revokes (see [`ccm_core::fence`]): open only while the
+    /// last accepted renewal was sent less than the renew deadline ago, closed for good once leadership is lost.
+    pub fn fence(&self) -> LeadershipFence {
+        self.fence.clone()
     }
 
     /// The health check for the admin server.

@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use ccm_core::fence::{FenceClosed, LeadershipFence};
 use ccm_leaderelection::{
     LeaderElectionMetrics, LeaderElector, LeaderElectorBuilder, LeaderHandle, LeaderState,
     StepDownReason,
@@ -778,4 +779,64 @@ async fn invalid_configuration_is_rejected() {
         err,
         ccm_leaderelection::Error::InvalidApiTimeout { .. }
     ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_fence_opens_on_acquisition_and_closes_before_the_lease_could_move() {
+    let (client, fake) = FakeApi::start();
+    let fence = LeadershipFence::new();
+    let token = CancellationToken::new();
+    let handle = builder(client)
+        .fence(fence.clone())
+        .build()
+        .unwrap()
+        .run(token.clone());
+    assert_eq!(handle.fence().check(), Err(FenceClosed::NotConfirmed));
+    let t0 = lead(&handle).await;
+    assert!(fence.is_open(), "open once the lease is acquired");
+    // Renewals at 2 s and 4 s succeed; from 5 s on the apiserver fails every request.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    fake.set_mode(Mode::Fail);
+    let last_renewal_sent = t0 + 4 * SECOND;
+    tokio::time::sleep_until(
+        last_renewal_sent + Duration::from_secs(10) - Duration::from_millis(1),
+    )
+    .await;
+    assert!(
+        fence.is_open(),
+        "open until renew deadline after the last accepted renewal was sent"
+    );
+    assert!(handle.is_leading());
+    let reason = within(Duration::from_secs(30), "step-down", handle.lost()).await;
+    assert_eq!(reason, StepDownReason::RenewDeadlineExceeded);
+    assert_eq!(Instant::now(), last_renewal_sent + Duration::from_secs(10));
+    assert_eq!(
+        fence.check(),
+        Err(FenceClosed::Revoked),
+        "revoked when stepping down"
+    );
+    // A follower could take over 15 s (the lease duration) after the renewal it saw: 5 s after the fence closed.
+    fake.set_mode(Mode::Serve);
+    handle.join().await.unwrap();
+    assert_eq!(fence.check(), Err(FenceClosed::Revoked), "never reopens");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_frozen_leader_finds_its_fence_closed_before_its_elector_runs() {
+    let (client, _fake) = FakeApi::start();
+    let token = CancellationToken::new();
+    let handle = builder(client).build().unwrap().run(token.clone());
+    lead(&handle).await;
+    let fence = handle.fence();
+    assert!(fence.is_open());
+    // A freeze longer than the lease: the monotonic clock jumps; a timer of a controller that fires first
+    // sees the fence closed even though the elector has not yet noticed.
+    let frozen = Instant::now() + Duration::from_secs(20);
+    assert!(matches!(
+        fence.check_at(frozen),
+        Err(FenceClosed::Expired { .. })
+    ));
+    token.cancel();
+    handle.join().await.unwrap();
+    assert_eq!(fence.check(), Err(FenceClosed::Revoked));
 }

@@ -182,14 +182,18 @@ pub async fn shut_down_all(replicas: &mut [Replica]) -> anyhow::Result<usize> {
     Ok(leaks)
 }
 
-/// The scenarios to run: the given ones; with `--short` random-kills and (if the Go CCM is
-/// built) mixed-kills; otherwise all.
+/// The scenarios to run: the given ones; with `--short` leader-freeze (Rust), random-faults,
+/// random-kills and (if the Go CCM is built) mixed-kills; otherwise all.
 fn selected(args: &ChaosArgs, go_built: bool) -> Vec<Scenario> {
     if !args.scenario.is_empty() {
         return args.scenario.clone();
     }
     if args.short {
-        let mut short = vec![Scenario::RandomKills];
+        let mut short = vec![
+            Scenario::LeaderFreeze,
+            Scenario::RandomFaults,
+            Scenario::RandomKills,
+        ];
         if go_built {
             short.push(Scenario::MixedKills);
         }
@@ -390,10 +394,15 @@ mod tests {
     #[test]
     fn short_leaves_out_the_go_scenario_without_the_go_binary() {
         let args = chaos(&["xtask", "chaos", "--short"]);
-        assert_eq!(selected(&args, false), [Scenario::RandomKills]);
+        let rust_only = [
+            Scenario::LeaderFreeze,
+            Scenario::RandomFaults,
+            Scenario::RandomKills,
+        ];
+        assert_eq!(selected(&args, false), rust_only);
         assert_eq!(
             selected(&args, true),
-            [Scenario::RandomKills, Scenario::MixedKills]
+            [rust_only.as_slice(), &[Scenario::MixedKills]].concat()
         );
     }
 

@@ -46,8 +46,9 @@ pub enum Step {
     /// `cargo xtask conformance`: the provider contract clauses and the controller scenarios with the fake
     /// provider against a local control plane, printed as tables.
     Conformance,
-    /// `cargo xtask chaos --short`: replicas killed at random on a control plane with audit
-    /// logging; the audit log must show no two leaders (docs/reliability.md).
+    /// `cargo xtask chaos --short`: a frozen leader, then replicas frozen and killed at random on a
+    /// control plane with audit logging; the audit log must show no two leaders and no write by a
+    /// replica that had lost the lease (docs/reliability.md).
     Chaos,
     /// `cargo xtask image`: the reference CCM's container image, checked by running its binary in the
     /// unpacked root filesystem.
@@ -80,7 +81,9 @@ impl Step {
             Step::ControlPlaneBuild => "cargo xtask controlplane build",
             Step::Test => "cargo xtask test (unit, integration and doctests, real apiserver)",
             Step::Conformance => "cargo xtask conformance (contract clauses, controller scenarios)",
-            Step::Chaos => "cargo xtask chaos --short (random replica kills, audit-log proof)",
+            Step::Chaos => {
+                "cargo xtask chaos --short (frozen leader, random replica faults, audit-log proof)"
+            }
             Step::Image => {
                 "cargo xtask image (OCI image of the reference CCM, run in its root filesystem)"
             }

@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use ccm_core::budget::{CloudCallMetrics, RateLimitInterceptor};
 use ccm_core::cache::CachingProvider;
+use ccm_core::fence::LeadershipFence;
 use ccm_core::intercept::InterceptedProvider;
 use ccm_core::names;
 use ccm_core::provider::CloudProvider;
@@ -433,7 +434,14 @@ impl CcmBuilder {
         };
         // --kube-api-qps/--kube-api-burst unset: one request tells whether the API server runs APF.
         let limits = KubeApiLimits::resolve(&base, &options).await;
-        let factory = ClientFactory::new(base, limits, &agent_prefix);
+        let mut factory = ClientFactory::new(base, limits, &agent_prefix);
+        // With leader election, no controller write, Event write or cloud call is sent unless the lease was
+        // confirmed recently (see ccm_core::fence); without it the fence is always open.
+        let fence = if options.leader_elect {
+            LeadershipFence::new()
+        } else {
+            LeadershipFence::unfenced()
+        };
 
         // The cloud initializer runs in every replica, before leader election (Go parity).
         let provider = self
@@ -472,7 +480,8 @@ impl CcmBuilder {
         let intercepted: Arc<dyn CloudProvider> = Arc::new(
             InterceptedProvider::new(provider)
                 .with_interceptor(limiter)
-                .with_interceptor(CloudCallMetrics::register(&metrics)),
+                .with_interceptor(CloudCallMetrics::register(&metrics))
+                .with_fence(fence.clone()),
         );
         // Outside the budget: an answer from the cache costs no budget and is not counted as a cloud call.
         let caching = CachingProvider::new(intercepted, options.cloud_instance_cache_ttl)
@@ -510,12 +519,15 @@ impl CcmBuilder {
             .retry_period(options.leader_elect_retry_period)
             .release_on_cancel(options.leader_elect_release_on_cancel)
             .metrics(le_metrics)
+            .fence(fence.clone())
             .build()
             .map_err(RunError::LeaderElection)?;
             Some(elector)
         } else {
             None
         };
+        // After the leader-election client: the Lease requests are never fenced.
+        factory = factory.with_fence(fence);
 
         let informers_slot: Arc<OnceLock<SharedInformers>> = Arc::default();
         let slot = informers_slot.clone();

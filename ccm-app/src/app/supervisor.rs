@@ -176,7 +176,8 @@ impl Supervisor {
         controllers.cancel();
         self.cloud_calls.cancel();
         let grace = match &outcome {
-            // Another replica may take over once the lease expires: stop within what is left of it.
+            // Another replica may take over once the lease expires: stop within what is left of it. In-flight work
+            // cannot write any more meanwhile: the elector revoked the fence when it stepped down.
             Outcome::Lost(_) => self
                 .options
                 .leader_elect_lease_duration
@@ -186,10 +187,19 @@ impl Supervisor {
         };
         let drain_started = Instant::now();
         self.drain(&mut running, &mut names, grace).await;
-        // Write the Events the controllers emitted, within what is left of the grace period.
-        self.events
-            .close(grace.saturating_sub(drain_started.elapsed()))
-            .await;
+        match &outcome {
+            // The fence is revoked: nothing more is written in this replica's name, as Go drops its queued
+            // Events when it loses the lease.
+            Outcome::Lost(_) => {
+                self.events.discard();
+            }
+            // Write the Events the controllers emitted, within what is left of the grace period.
+            _ => {
+                self.events
+                    .close(grace.saturating_sub(drain_started.elapsed()))
+                    .await;
+            }
+        }
         informers.cancel();
         match outcome {
             Outcome::Shutdown => Ok(()),

@@ -21,6 +21,9 @@ pub enum Outcome {
     Dropped,
     /// The API server refused it, or it kept failing until the writer gave up.
     Failed,
+    /// Not written because this replica's leadership was lost or not confirmed (the
+    /// [fence](crate::fence) was closed): dropped unsent, as Go drops its queued Events.
+    Fenced,
 }
 
 impl Outcome {
@@ -33,6 +36,7 @@ impl Outcome {
             Outcome::SpamFiltered => "spam_filtered",
             Outcome::Dropped => "dropped",
             Outcome::Failed => "failed",
+            Outcome::Fenced => "fenced",
         }
     }
 }

@@ -221,6 +221,23 @@ impl EventSink {
     }
 }
 
+impl EventSink {
+    /// Leadership was lost: accept no more events and drop every waiting one unsent (counted as
+    /// `ccm_events_total{outcome="fenced"}`), with one summary log line, as Go drops the Events still queued in
+    /// its broadcaster when it loses the lease. Returns how many were dropped. A write already in flight is
+    /// refused by the fenced client.
+    pub fn discard(&self) -> usize {
+        let dropped: usize = self.lanes().iter().map(|lane| lane.discard()).sum();
+        if dropped > 0 {
+            tracing::warn!(
+                events = dropped,
+                "leadership lost: dropping events not yet written"
+            );
+        }
+        dropped
+    }
+}
+
 /// Emits Events for one controller; cheap to clone. Emitting never waits: the event is logged, correlated and
 /// queued, and a background writer sends it.
 #[derive(Clone)]

@@ -147,6 +147,24 @@ impl Lane {
         self.wake.notify_one();
     }
 
+    /// Accept no more events and drop every waiting one unsent, counted as [`Outcome::Fenced`]. Returns how many
+    /// were dropped.
+    pub(super) fn discard(&self) -> usize {
+        let mut state = self.lock();
+        state.closed = true;
+        let dropped = state.pending.len();
+        state.pending.clear();
+        state.order.clear();
+        self.set_backlog(&state);
+        drop(state);
+        for _ in 0..dropped {
+            self.count(Outcome::Fenced);
+        }
+        self.wake.notify_one();
+        self.progress.notify_waiters();
+        dropped
+    }
+
     /// Events still waiting.
     pub(super) fn backlog(&self) -> usize {
         self.lock().pending.len()
@@ -214,6 +232,12 @@ impl Lane {
                 }
                 Err(error) => error,
             };
+            if crate::fence::is_fenced(&error) {
+                // Not leading (any more): the write was never sent and must not be retried.
+                self.count(Outcome::Fenced);
+                tracing::debug!(component = %self.component, event = %name, %error, "event not written");
+                return;
+            }
             let status = match &error {
                 kube::Error::Api(status) => Some(status.code),
                 _ => None,
