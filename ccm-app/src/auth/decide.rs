@@ -99,11 +99,15 @@ impl AlwaysAllowPaths {
                 allow.exact.insert(String::new());
                 continue;
             }
-            let (head, last) = trimmed.split_at(trimmed.len() - 1);
+            // Split off the last character, not the last byte: a path may hold any UTF-8.
+            let (head, prefix) = match trimmed.strip_suffix('*') {
+                Some(head) => (head, true),
+                None => (trimmed, false),
+            };
             if head.contains('*') {
                 return Err(BadAllowPath { path: path.clone() });
             }
-            if last == "*" {
+            if prefix {
                 allow.prefixes.push(head.to_owned());
             } else {
                 allow.exact.insert(trimmed.to_owned());
@@ -348,6 +352,16 @@ pub fn internal_error_body(request_uri: &str, error: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn allow_paths_may_end_in_any_character() {
+        let allow =
+            AlwaysAllowPaths::parse(&["®".to_owned(), "/城Ý*".to_owned()]).expect("valid paths");
+        assert!(allow.allows("/®"));
+        assert!(allow.allows("/城Ýx"));
+        assert!(!allow.allows("/城"));
+        assert!(AlwaysAllowPaths::parse(&["/a*Ý".to_owned()]).is_err());
+    }
 
     fn strings(values: &[&str]) -> Vec<String> {
         values.iter().map(|s| (*s).to_owned()).collect()
