@@ -282,8 +282,8 @@ fn overrides_change_what_they_name() {
     let rules = find(&docs, "ClusterRole")[0]["rules"]
         .as_array()
         .expect("rules");
-    assert_eq!(rules.len(), 7);
-    assert_eq!(rules[6]["resources"], json!(["configmaps"]));
+    assert_eq!(rules.len(), 9, "the standard rules, then the extra one");
+    assert_eq!(rules[8]["resources"], json!(["configmaps"]));
 
     let docs = documents(&render(&strs(&single_replica_overrides())), "single");
     assert_eq!(deployment(&docs)["spec"]["replicas"], 1);
@@ -296,7 +296,10 @@ fn overrides_change_what_they_name() {
             "--cloud-provider=fake"
         ]
     );
-    assert!(find(&docs, "Role").is_empty() && find(&docs, "RoleBinding").is_empty());
+    assert!(find(&docs, "Role").is_empty(), "no leader-election Role");
+    let bindings = find(&docs, "RoleBinding");
+    assert_eq!(bindings.len(), 1, "only the authentication reader's binding");
+    assert_eq!(bindings[0]["roleRef"]["name"], "extension-apiserver-authentication-reader");
     assert!(find(&docs, "ConfigMap").is_empty());
     let pod = &deployment(&docs)["spec"]["template"]["spec"];
     assert!(pod.get("volumes").is_none(), "{pod}");
