@@ -16,9 +16,8 @@ use ccm_testenv::{TestEnv, wait_for};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
-use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use tokio_util::sync::CancellationToken;
 
 use support::*;
@@ -196,69 +195,7 @@ async fn the_full_scenario_runs_under_the_generated_cluster_role_without_forbidd
         "{body}"
     );
 
-    // node initialization and routes
-    for (i, name) in node_names.iter().enumerate() {
-        create_node(&admin, name, &label, &format!("10.244.{i}.0/24")).await;
-    }
-    let nodes: Api<Node> = Api::all(admin.clone());
-    let selector = ListParams::default().labels(&format!("{TEST_LABEL}={label}"));
-    wait_for("the nodes to be initialized", TIMEOUT, || async {
-        let list = nodes.list(&selector).await.ok()?;
-        (list.items.len() == 2 && list.items.iter().all(initialized)).then_some(())
-    })
-    .await
-    .expect("nodes initialized");
-
-    // load balancer: provision, then delete (finalizer removal)
-    let services: Api<Service> = Api::namespaced(admin.clone(), &ns);
-    services
-        .create(&post, &load_balancer_service(&ns, "web"))
-        .await
-        .expect("create the Service");
-    wait_for("the load balancer", TIMEOUT, || async {
-        let service = services.get("web").await.ok()?;
-        (!ingress_ips(&service).is_empty()).then_some(())
-    })
-    .await
-    .expect("provisioned");
-    services
-        .delete("web", &DeleteParams::default())
-        .await
-        .expect("delete the Service");
-    wait_for("the Service to be gone", TIMEOUT, || async {
-        services.get_opt("web").await.ok()?.is_none().then_some(())
-    })
-    .await
-    .expect("load balancer deleted and finalizer removed");
-    assert!(cloud.load_balancer(&format!("{ns}/web")).is_none());
-
-    // lifecycle: the instance of a NotReady node is gone, so the node is deleted
-    assert!(cloud.remove_instance(&node_names[1]));
-    let not_ready = serde_json::json!({"status": {"conditions": [
-        {"type": "Ready", "status": "False", "reason": "KubeletDown"}
-    ]}});
-    nodes
-        .patch_status(
-            &node_names[1],
-            &PatchParams::default(),
-            &Patch::Merge(&not_ready),
-        )
-        .await
-        .expect("mark the node NotReady");
-    wait_for(
-        "the lifecycle controller to delete the node",
-        TIMEOUT,
-        || async {
-            nodes
-                .get_opt(&node_names[1])
-                .await
-                .ok()?
-                .is_none()
-                .then_some(())
-        },
-    )
-    .await
-    .expect("node deleted");
+    run_controller_scenario(&admin, &ns, &label, &node_names, &cloud, TIMEOUT).await;
 
     shutdown.cancel();
     running

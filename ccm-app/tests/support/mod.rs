@@ -299,41 +299,16 @@ pub fn metric(text: &str, prefix: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
-/// A token (valid for an hour) of ServiceAccount `namespace/name`, which is created if missing.
+/// A token (valid for an hour) of ServiceAccount `namespace/name`, which is created if missing
+/// ([`ccm_testenv::TestEnv::service_account_token`]).
 pub async fn service_account_token(
     env: &ccm_testenv::TestEnv,
     namespace: &str,
     name: &str,
 ) -> String {
-    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-    use k8s_openapi::api::core::v1::ServiceAccount;
-    let accounts: Api<ServiceAccount> = Api::namespaced(env.client(), namespace);
-    let account = ServiceAccount {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        },
-        ..ServiceAccount::default()
-    };
-    match accounts.create(&PostParams::default(), &account).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 409 => {}
-        Err(err) => panic!("create the ServiceAccount {namespace}/{name}: {err}"),
-    }
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            expiration_seconds: Some(3600),
-            ..TokenRequestSpec::default()
-        }),
-        ..TokenRequest::default()
-    };
-    accounts
-        .create_token_request(name, &PostParams::default(), &request)
+    env.service_account_token(namespace, name)
         .await
-        .expect("request a token")
-        .status
-        .and_then(|status| status.token)
-        .expect("a token")
+        .unwrap_or_else(|err| panic!("a token of {namespace}/{name}: {err}"))
 }
 
 /// A kubeconfig file (in `dir`) for the test apiserver that authenticates with `token`.
@@ -342,14 +317,77 @@ pub fn token_kubeconfig(
     dir: &std::path::Path,
     token: &str,
 ) -> std::path::PathBuf {
-    let yaml = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {server}\n    \
-         certificate-authority: {ca}\nusers:\n- name: test\n  user:\n    token: {token}\ncontexts:\n\
-         - name: test\n  context:\n    cluster: test\n    user: test\ncurrent-context: test\n",
-        server = env.env().server,
-        ca = env.env().ca_cert.display(),
-    );
+    let ca = std::fs::read_to_string(&env.env().ca_cert).expect("read the CA");
+    let yaml = ccm_testenv::kubeconfig::render_token("test", &env.env().server, &ca, token);
     let path = dir.join("token.kubeconfig");
     std::fs::write(&path, yaml).expect("write the kubeconfig");
     path
+}
+
+/// The whole controller scenario the RBAC tests run under a restricted identity: `node_names` (two) registered and
+/// initialized (with pod CIDRs, so routes are made), a LoadBalancer Service `web` in `namespace` provisioned and then
+/// deleted (its load balancer gone and the finalizer removed), and the second node deleted by the lifecycle
+/// controller once its instance is gone and it is NotReady.
+pub async fn run_controller_scenario(
+    admin: &kube::Client,
+    namespace: &str,
+    label: &str,
+    node_names: &[String],
+    cloud: &FakeCloud,
+    timeout: Duration,
+) {
+    use ccm_testenv::wait_for;
+    for (i, name) in node_names.iter().enumerate() {
+        create_node(admin, name, label, &format!("10.244.{i}.0/24")).await;
+    }
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let selector = ListParams::default().labels(&format!("{TEST_LABEL}={label}"));
+    wait_for("the nodes to be initialized", timeout, || async {
+        let list = nodes.list(&selector).await.ok()?;
+        (list.items.len() == node_names.len() && list.items.iter().all(initialized)).then_some(())
+    })
+    .await
+    .expect("nodes initialized");
+
+    let services: Api<Service> = Api::namespaced(admin.clone(), namespace);
+    services
+        .create(
+            &PostParams::default(),
+            &load_balancer_service(namespace, "web"),
+        )
+        .await
+        .expect("create the Service");
+    wait_for("the load balancer", timeout, || async {
+        let service = services.get("web").await.ok()?;
+        (!ingress_ips(&service).is_empty()).then_some(())
+    })
+    .await
+    .expect("provisioned");
+    services
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("delete the Service");
+    wait_for("the Service to be gone", timeout, || async {
+        services.get_opt("web").await.ok()?.is_none().then_some(())
+    })
+    .await
+    .expect("load balancer deleted and finalizer removed");
+    assert!(cloud.load_balancer(&format!("{namespace}/web")).is_none());
+
+    let gone = &node_names[1];
+    assert!(cloud.remove_instance(gone));
+    let not_ready = serde_json::json!({"status": {"conditions": [
+        {"type": "Ready", "status": "False", "reason": "KubeletDown"}
+    ]}});
+    nodes
+        .patch_status(gone, &PatchParams::default(), &Patch::Merge(&not_ready))
+        .await
+        .expect("mark the node NotReady");
+    wait_for(
+        "the lifecycle controller to delete the node",
+        timeout,
+        || async { nodes.get_opt(gone).await.ok()?.is_none().then_some(()) },
+    )
+    .await
+    .expect("node deleted");
 }
