@@ -182,6 +182,24 @@ pub async fn shut_down_all(replicas: &mut [Replica]) -> anyhow::Result<usize> {
     Ok(leaks)
 }
 
+/// Ends a run: shuts every replica down, stops the world, and adds the replicas that did not exit on
+/// SIGTERM in time to `result`'s leaks. The scenario's own error comes first, then the stop's.
+///
+/// # Errors
+/// The scenario's error, or a failure to stop a replica or the world.
+pub async fn conclude(
+    world: world::World,
+    replicas: &mut [Replica],
+    result: anyhow::Result<Outcome>,
+) -> anyhow::Result<Outcome> {
+    let leaks = shut_down_all(replicas).await;
+    let stopped = world.stop();
+    let mut outcome = result?;
+    stopped?;
+    outcome.leaks += leaks?;
+    Ok(outcome)
+}
+
 /// The scenarios to run: the given ones; with `--short` leader-freeze (Rust), random-faults,
 /// random-kills and (if the Go CCM is built) mixed-kills; otherwise all.
 fn selected(args: &ChaosArgs, go_built: bool) -> Vec<Scenario> {

@@ -65,12 +65,7 @@ pub async fn run(context: &Context, label: &str, interrupt: &Interrupt) -> anyho
     let program = context.program(Implementation::Rust)?;
     let mut replicas = vec![world.replica("rust-1", Implementation::Rust, &program)?];
     let result = scenario(&mut world, &mut replicas, interrupt).await;
-    let leaks = super::shut_down_all(&mut replicas).await;
-    let stopped = world.stop();
-    let mut outcome = result?;
-    stopped?;
-    outcome.leaks += leaks?;
-    Ok(outcome)
+    super::conclude(world, &mut replicas, result).await
 }
 
 async fn scenario(

@@ -174,12 +174,7 @@ pub async fn run(
         .with_controllers(CONTROLLERS);
     let mut replicas = vec![replica];
     let result = scenario(&mut world, &mut replicas, seed, interrupt).await;
-    let leaks = super::shut_down_all(&mut replicas).await;
-    let stopped = world.stop();
-    let mut outcome = result?;
-    stopped?;
-    outcome.leaks += leaks?;
-    Ok(outcome)
+    super::conclude(world, &mut replicas, result).await
 }
 
 async fn scenario(

@@ -52,12 +52,8 @@ pub async fn run(context: &Context, label: &str, interrupt: &Interrupt) -> anyho
     let result = scenario(&world, &mut replicas, interrupt).await;
     // etcd must run again for the replicas to shut down cleanly, whatever happened.
     let resumed = world.signal_etcd("CONT").await;
-    let leaks = super::shut_down_all(&mut replicas).await;
-    let stopped = world.stop();
-    let mut outcome = result?;
+    let outcome = super::conclude(world, &mut replicas, result).await?;
     resumed?;
-    stopped?;
-    outcome.leaks += leaks?;
     Ok(outcome)
 }
 

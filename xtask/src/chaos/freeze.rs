@@ -33,12 +33,7 @@ pub async fn run(context: &Context, label: &str, interrupt: &Interrupt) -> anyho
         replicas.push(world.replica(&name, implementation, &program)?);
     }
     let result = scenario(&world, &mut replicas, interrupt).await;
-    let leaks = super::shut_down_all(&mut replicas).await;
-    let stopped = world.stop();
-    let mut outcome = result?;
-    stopped?;
-    outcome.leaks += leaks?;
-    Ok(outcome)
+    super::conclude(world, &mut replicas, result).await
 }
 
 async fn scenario(

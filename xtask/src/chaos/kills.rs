@@ -88,12 +88,7 @@ pub async fn run(
         replicas.push(world.replica(user, *implementation, &program)?);
     }
     let result = scenario(&world, &mut replicas, setup, interrupt).await;
-    let leaks = super::shut_down_all(&mut replicas).await;
-    let stopped = world.stop();
-    let mut outcome = result?;
-    stopped?;
-    outcome.leaks += leaks?;
-    Ok(outcome)
+    super::conclude(world, &mut replicas, result).await
 }
 
 async fn scenario(
