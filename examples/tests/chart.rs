@@ -298,8 +298,15 @@ fn overrides_change_what_they_name() {
     );
     assert!(find(&docs, "Role").is_empty(), "no leader-election Role");
     let bindings = find(&docs, "RoleBinding");
-    assert_eq!(bindings.len(), 1, "only the authentication reader's binding");
-    assert_eq!(bindings[0]["roleRef"]["name"], "extension-apiserver-authentication-reader");
+    assert_eq!(
+        bindings.len(),
+        1,
+        "only the authentication reader's binding"
+    );
+    assert_eq!(
+        bindings[0]["roleRef"]["name"],
+        "extension-apiserver-authentication-reader"
+    );
     assert!(find(&docs, "ConfigMap").is_empty());
     let pod = &deployment(&docs)["spec"]["template"]["spec"];
     assert!(pod.get("volumes").is_none(), "{pod}");
