@@ -19,70 +19,12 @@ use ccm_app::service_accounts::without_credentials;
 use ccm_testenv::audit::{self, AuditEvent};
 use ccm_testenv::controlplane::{Binaries, ControlPlane, LaunchOptions, Supervision};
 use ccm_testenv::{TestEnv, wait_for};
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
-};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, PostParams};
 use tokio_util::sync::CancellationToken;
 
 use support::*;
-
-/// Wrap `client` so that every 403 answer is recorded in `record` as `METHOD path`.
-fn counting_forbidden(client: kube::Client, record: Arc<Mutex<Vec<String>>>) -> kube::Client {
-    let default_ns = client.default_namespace().to_owned();
-    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
-        let client = client.clone();
-        let record = record.clone();
-        let what = format!("{} {}", request.method(), request.uri());
-        async move {
-            let response = client.send(request).await?;
-            if response.status() == http::StatusCode::FORBIDDEN {
-                record.lock().unwrap().push(what);
-            }
-            Ok::<_, kube::Error>(response)
-        }
-    });
-    kube::Client::new(service, default_ns)
-}
-
-async fn allowed(
-    client: &kube::Client,
-    verb: &str,
-    resource: &str,
-    subresource: &str,
-    ns: &str,
-) -> bool {
-    let review = SelfSubjectAccessReview {
-        spec: SelfSubjectAccessReviewSpec {
-            resource_attributes: Some(ResourceAttributes {
-                verb: Some(verb.to_owned()),
-                resource: Some(resource.to_owned()),
-                subresource: Some(subresource.to_owned()).filter(|s| !s.is_empty()),
-                namespace: Some(ns.to_owned()).filter(|s| !s.is_empty()),
-                name: Some("cloud-node-controller".to_owned()),
-                group: Some(
-                    if resource == "leases" {
-                        "coordination.k8s.io"
-                    } else {
-                        ""
-                    }
-                    .to_owned(),
-                ),
-                ..ResourceAttributes::default()
-            }),
-            ..SelfSubjectAccessReviewSpec::default()
-        },
-        ..SelfSubjectAccessReview::default()
-    };
-    Api::<SelfSubjectAccessReview>::all(client.clone())
-        .create(&PostParams::default(), &review)
-        .await
-        .ok()
-        .and_then(|r| r.status)
-        .is_some_and(|s| s.allowed)
-}
 
 /// The writes of `user` to `resource`/`subresource` that succeeded, as `verb`s.
 fn writes<'a>(
@@ -164,14 +106,15 @@ async fn each_controller_writes_as_its_own_service_account_without_forbidden_req
             .expect("create a RoleBinding");
     }
     wait_for("the RBAC rules to take effect", TIMEOUT, || async {
-        (allowed(&sa_client, "list", "nodes", "", "").await
-            && allowed(&sa_client, "create", "leases", "", &ns).await
+        let name = Some("cloud-node-controller");
+        (allowed(&sa_client, "list", "nodes", "", name).await
+            && allowed(&sa_client, "create", "leases", &ns, name).await
             && allowed(
                 &sa_client,
                 "create",
-                "serviceaccounts",
-                "token",
+                "serviceaccounts/token",
                 "kube-system",
+                name,
             )
             .await)
             .then_some(())

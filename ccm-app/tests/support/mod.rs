@@ -391,3 +391,69 @@ pub async fn run_controller_scenario(
     .await
     .expect("node deleted");
 }
+
+/// Wrap `client` so that every 403 answer is recorded in `record` as `METHOD path`.
+pub fn counting_forbidden(
+    client: kube::Client,
+    record: Arc<std::sync::Mutex<Vec<String>>>,
+) -> kube::Client {
+    let default_ns = client.default_namespace().to_owned();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let client = client.clone();
+        let record = record.clone();
+        let what = format!("{} {}", request.method(), request.uri());
+        async move {
+            let response = client.send(request).await?;
+            if response.status() == http::StatusCode::FORBIDDEN {
+                record.lock().unwrap().push(what);
+            }
+            Ok::<_, kube::Error>(response)
+        }
+    });
+    kube::Client::new(service, default_ns)
+}
+
+/// Whether `client` may `verb` `resource` (`resource/subresource` for a subresource) in `namespace` (`""`:
+/// cluster-wide), on the object `name` if given: a SelfSubjectAccessReview. Leases are in
+/// `coordination.k8s.io`, everything else in the core group.
+pub async fn allowed(
+    client: &kube::Client,
+    verb: &str,
+    resource: &str,
+    namespace: &str,
+    name: Option<&str>,
+) -> bool {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    };
+    let (resource, subresource) = match resource.split_once('/') {
+        Some((resource, subresource)) => (resource, Some(subresource.to_owned())),
+        None => (resource, None),
+    };
+    let group = if resource == "leases" {
+        "coordination.k8s.io"
+    } else {
+        ""
+    };
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some(verb.to_owned()),
+                resource: Some(resource.to_owned()),
+                subresource,
+                namespace: Some(namespace.to_owned()).filter(|ns| !ns.is_empty()),
+                name: name.map(str::to_owned),
+                group: Some(group.to_owned()),
+                ..ResourceAttributes::default()
+            }),
+            ..SelfSubjectAccessReviewSpec::default()
+        },
+        ..SelfSubjectAccessReview::default()
+    };
+    Api::<SelfSubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), &review)
+        .await
+        .ok()
+        .and_then(|r| r.status)
+        .is_some_and(|s| s.allowed)
+}
