@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::{self, JITTER_FACTOR, Timing};
-use crate::election::{Action, Election, jittered};
+use crate::election::{Action, Election, jittered, next_try};
 use crate::handle::{LeaderHandle, LeaderHealth, LeaderState, StepDownReason};
 use crate::{Error, LeaderElectionMetrics, default_identity};
 use ccm_core::fence::LeadershipFence;
@@ -381,8 +381,8 @@ impl LeaderElector {
 enum Attempt {
     /// We hold the lease (created, acquired or renewed).
     Holding,
-    /// Somebody else holds an unexpired lease.
-    HeldBy(String),
+    /// Somebody else holds an unexpired lease, which expires (by local observation) at the instant given.
+    HeldBy(String, Instant),
     /// Lost an optimistic-concurrency race (409): somebody else wrote first.
     Conflict,
 }
@@ -419,8 +419,14 @@ impl Runner {
 
     /// client-go's `acquire`: try, then wait a jittered retry period, until we hold the lease.
     /// Returns the start instant of the successful attempt, `None` if cancelled first.
+    ///
+    /// Unlike client-go, a follower whose observed lease runs out before its next jittered try
+    /// tries again at that instant instead: a dead leader is replaced one lease duration after
+    /// its last observed renewal, not up to 2.2 retry periods later. In steady state (the holder
+    /// renews every retry period, so the lease runs out later than the next try) nothing changes.
     async fn acquire(&mut self, token: &CancellationToken) -> Option<Instant> {
         loop {
+            let mut expires_at = None;
             let started = Instant::now();
             let result = tokio::select! {
                 biased;
@@ -429,7 +435,8 @@ impl Runner {
             };
             match result {
                 Ok(Attempt::Holding) => return Some(started),
-                Ok(Attempt::HeldBy(holder)) => {
+                Ok(Attempt::HeldBy(holder, expiry)) => {
+                    expires_at = Some(expiry);
                     tracing::debug!(
                         lease = %self.lease,
                         %holder,
@@ -450,7 +457,11 @@ impl Runner {
                 }
             }
             let retry = self.elector.timing.retry_period;
-            let pause = jittered(retry, JITTER_FACTOR, rand::random());
+            let pause = next_try(
+                jittered(retry, JITTER_FACTOR, rand::random()),
+                expires_at,
+                Instant::now(),
+            );
             tokio::select! {
                 biased;
                 () = token.cancelled() => return None,
@@ -492,7 +503,7 @@ impl Runner {
                         self.health.renewed(Instant::now());
                         break;
                     }
-                    Ok(Ok(Attempt::HeldBy(holder))) => {
+                    Ok(Ok(Attempt::HeldBy(holder, _))) => {
                         return StepDownReason::HolderChanged { holder };
                     }
                     Ok(Ok(Attempt::Conflict)) => {
@@ -675,9 +686,9 @@ impl Runner {
                 let acquiring = !self.election.is_leader();
                 self.write(Write::Replace, lease, acquiring).await
             }
-            Action::Wait { holder, .. } => {
+            Action::Wait { holder, expires_at } => {
                 self.cached = current;
-                Ok(Attempt::HeldBy(holder))
+                Ok(Attempt::HeldBy(holder, expires_at))
             }
         }
     }
