@@ -47,6 +47,8 @@ pub mod cluster;
 pub mod finding;
 pub mod inspect;
 pub mod manifest;
+pub mod node_labels;
+pub mod placement;
 pub mod report;
 pub mod selector;
 pub mod selfcheck;
