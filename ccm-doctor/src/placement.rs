@@ -408,6 +408,11 @@ pub fn evaluate(spec: &PodSpec, kind: WorkloadKind, nodes: &[Node]) -> Placement
     placement
 }
 
+/// What a placement no node satisfies means. Pods already running keep running (the rules are
+/// `IgnoredDuringExecution`), but none can be placed.
+const CONSEQUENCE: &str = "so the scheduler can place none of its pods: a CCM pod that is not running stays Pending, and the nodes it \
+     should initialize wait for it";
+
 fn nodes_text(n: usize) -> String {
     if n == 1 {
         "1 node".to_owned()
@@ -454,7 +459,7 @@ pub fn check_placement(workload: &Workload, nodes: &[Node]) -> Vec<Finding> {
     let message = if placement.selected.is_empty() {
         format!(
             "{what} can run on none of the {}: no node satisfies its node selection ({rules_text}){alternatives}, \
-             so its pods stay Pending and no node gets initialized",
+             {CONSEQUENCE}",
             nodes_text(total)
         )
     } else {
@@ -468,7 +473,7 @@ pub fn check_placement(workload: &Workload, nodes: &[Node]) -> Vec<Finding> {
         };
         format!(
             "{what} can run on none of the {}: the nodes its node selection accepts carry taints it does not \
-             tolerate ({taints_text}){also}, so its pods stay Pending and no node gets initialized",
+             tolerate ({taints_text}){also}, {CONSEQUENCE}",
             nodes_text(total)
         )
     };

@@ -805,8 +805,9 @@ async fn a_placement_no_node_satisfies() {
     assert_eq!(
         placement.message,
         "DaemonSet aws-cloud-controller-manager can run on none of the 5 nodes: no node satisfies its node \
-         selection (nodeSelector node-role.kubernetes.io/master=\"\" rules out 5 of 5), so its pods stay Pending \
-         and no node gets initialized"
+         selection (nodeSelector node-role.kubernetes.io/master=\"\" rules out 5 of 5), so the scheduler can \
+         place none of its pods: a CCM pod that is not running stays Pending, and the nodes it should initialize \
+         wait for it"
     );
     assert!(
         placement.fix.starts_with(
