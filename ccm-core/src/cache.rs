@@ -666,10 +666,7 @@ mod tests {
             self.calls.fetch_add(1, Ordering::SeqCst);
             Ok(*self.shutdown.lock().unwrap())
         }
-        async fn instance_metadata(
-            &self,
-            node: &Node,
-        ) -> Result<InstanceLookup, CloudError> {
+        async fn instance_metadata(&self, node: &Node) -> Result<InstanceLookup, CloudError> {
             self.calls.fetch_add(1, Ordering::SeqCst);
             if self.slow_metadata {
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -963,7 +960,10 @@ mod tests {
         assert_eq!(answers.len(), 4);
         assert_eq!(provider_id(&answers[0]), "t://a");
         assert_eq!(provider_id(&answers[1]), "t://b");
-        assert_eq!(answers[2].as_ref().unwrap().skip_reason(), Some("unmanaged"));
+        assert_eq!(
+            answers[2].as_ref().unwrap().skip_reason(),
+            Some("unmanaged")
+        );
         assert!(answers[3].is_err());
         assert_eq!(
             *counting.bulk_calls.lock().unwrap(),

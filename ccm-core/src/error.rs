@@ -624,7 +624,10 @@ mod tests {
             },
             CloudError::provider("describing i-1", std::io::Error::other("connection reset")),
             CloudError::provider("describing i-2", Both(std::io::Error::other("tls eof"))),
-            CloudError::provider("describing i-3", Idiomatic(std::io::Error::other("dns timeout"))),
+            CloudError::provider(
+                "describing i-3",
+                Idiomatic(std::io::Error::other("dns timeout")),
+            ),
             CloudError::message("instance i-4 is terminating"),
         ]
     }
@@ -683,7 +686,10 @@ mod tests {
             assert_printed_once(&foreign);
             assert_eq!(error_kind(&foreign), kind);
             // Nothing is lost: the complete display names the innermost cause of the original error.
-            let innermost = causes(&err).last().expect("at least the error itself").to_string();
+            let innermost = causes(&err)
+                .last()
+                .expect("at least the error itself")
+                .to_string();
             assert!(
                 wrapped.to_string().ends_with(&innermost),
                 "{wrapped} does not end with {innermost}"
@@ -694,14 +700,21 @@ mod tests {
     #[test]
     fn display_names_each_cause_of_a_foreign_chain() {
         let both = CloudError::provider("describing i-2", Both(std::io::Error::other("tls eof")));
-        assert_eq!(both.to_string(), "describing i-2: sdk request failed: tls eof");
-        let idiomatic =
-            CloudError::provider("describing i-3", Idiomatic(std::io::Error::other("dns timeout")));
+        assert_eq!(
+            both.to_string(),
+            "describing i-2: sdk request failed: tls eof"
+        );
+        let idiomatic = CloudError::provider(
+            "describing i-3",
+            Idiomatic(std::io::Error::other("dns timeout")),
+        );
         assert_eq!(
             idiomatic.to_string(),
             "describing i-3: sdk call failed: dns timeout"
         );
-        let texts: Vec<String> = causes(&idiomatic.context("sync")).map(|e| e.to_string()).collect();
+        let texts: Vec<String> = causes(&idiomatic.context("sync"))
+            .map(|e| e.to_string())
+            .collect();
         assert_eq!(
             texts,
             [

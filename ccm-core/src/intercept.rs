@@ -852,10 +852,7 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(60)).await;
             Ok(false)
         }
-        async fn instance_metadata(
-            &self,
-            _node: &Node,
-        ) -> Result<InstanceLookup, CloudError> {
+        async fn instance_metadata(&self, _node: &Node) -> Result<InstanceLookup, CloudError> {
             Err(CloudError::InstanceNotFound)
         }
     }

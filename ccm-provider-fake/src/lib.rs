@@ -34,7 +34,7 @@
 //! let cloud = FakeCloud::new();
 //! cloud.add_instance(FakeInstance::new("node-a").with_internal_ip("10.0.0.11").with_zone("zone-a", "region-1"));
 //!
-//! let v2 = cloud.instances_v2().expect("InstancesV2 is on by default");
+//! let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().expect("InstancesV2 is on by default");
 //! let mut node = Node::default();
 //! node.metadata.name = Some("node-a".into());
 //! let meta = v2.instance_metadata(&node).await.unwrap().unwrap();
