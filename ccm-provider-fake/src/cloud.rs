@@ -582,6 +582,7 @@ impl FakeCloud {
     /// test time works.
     ///
     /// ```
+    /// use std::sync::Arc;
     /// use ccm_core::{CloudProvider, ErrorKind};
     /// use ccm_provider_fake::{FakeCloud, FakeInstance};
     /// use k8s_openapi::api::core::v1::Node;
@@ -591,7 +592,7 @@ impl FakeCloud {
     /// let cloud = FakeCloud::new();
     /// cloud.add_instance(FakeInstance::new("node-a"));
     /// cloud.set_quota(2.0, 2).unwrap();
-    /// let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
+    /// let v2 = Arc::new(cloud.clone()).instances_v2().unwrap();
     /// let mut node = Node::default();
     /// node.metadata.name = Some("node-a".into());
     /// assert!(v2.instance_exists(&node).await.unwrap());

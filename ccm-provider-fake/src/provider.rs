@@ -20,14 +20,6 @@ use crate::fault::LoadBalancerCall;
 use crate::instance::FakeInstance;
 
 impl FakeCloud {
-    fn accessor<T: ?Sized>(
-        &self,
-        cap: Capability,
-        make: impl FnOnce(Self) -> Arc<T>,
-    ) -> Option<Arc<T>> {
-        self.has_capability(cap).then(|| make(self.clone()))
-    }
-
     /// Run `read` on the instance with `provider_id`, or fail with `InstanceNotFound`.
     fn with_provider_id<R>(
         &self,
@@ -78,31 +70,28 @@ impl CloudProvider for FakeCloud {
     }
 
     fn load_balancer(self: Arc<Self>) -> Option<Arc<dyn LoadBalancer>> {
-        self.accessor(Capability::LoadBalancer, |c| {
-            Arc::new(c) as Arc<dyn LoadBalancer>
-        })
+        self.has_capability(Capability::LoadBalancer)
+            .then_some(self)
     }
 
     fn instances(self: Arc<Self>) -> Option<Arc<dyn Instances>> {
-        self.accessor(Capability::Instances, |c| Arc::new(c) as Arc<dyn Instances>)
+        self.has_capability(Capability::Instances).then_some(self)
     }
 
     fn instances_v2(self: Arc<Self>) -> Option<Arc<dyn InstancesV2>> {
-        self.accessor(Capability::InstancesV2, |c| {
-            Arc::new(c) as Arc<dyn InstancesV2>
-        })
+        self.has_capability(Capability::InstancesV2).then_some(self)
     }
 
     fn zones(self: Arc<Self>) -> Option<Arc<dyn Zones>> {
-        self.accessor(Capability::Zones, |c| Arc::new(c) as Arc<dyn Zones>)
+        self.has_capability(Capability::Zones).then_some(self)
     }
 
     fn clusters(self: Arc<Self>) -> Option<Arc<dyn Clusters>> {
-        self.accessor(Capability::Clusters, |c| Arc::new(c) as Arc<dyn Clusters>)
+        self.has_capability(Capability::Clusters).then_some(self)
     }
 
     fn routes(self: Arc<Self>) -> Option<Arc<dyn Routes>> {
-        self.accessor(Capability::Routes, |c| Arc::new(c) as Arc<dyn Routes>)
+        self.has_capability(Capability::Routes).then_some(self)
     }
 
     fn has_cluster_id(&self) -> bool {
