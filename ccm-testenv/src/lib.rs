@@ -39,6 +39,7 @@
 //! version feature; the binary or test that uses it selects the Kubernetes API version (e.g. `k8s-openapi/v1_36`).
 
 pub mod audit;
+pub mod cluster;
 pub mod controlplane;
 pub mod envfile;
 mod identity;
