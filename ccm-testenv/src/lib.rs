@@ -33,6 +33,9 @@
 //! [`TestEnv::client_for_service_account`] give clients with no permissions beyond what RBAC
 //! objects grant them.
 //!
+//! [`cluster`] adds kube-scheduler, kube-controller-manager and kwok-simulated kubelets to a control plane of
+//! its own: the cluster in a box of the end-to-end tests and `cargo xtask cluster up`.
+//!
 //! ## Cargo features
 //!
 //! None: this crate has no optional features. Like every library crate of the SDK it enables no `k8s-openapi`
