@@ -18,8 +18,8 @@ pub const KUBERNETES_VERSION: &str = "v1.36.2";
 
 /// What to tell a user without Go.
 pub const GO_MISSING_HINT: &str = "Install Go 1.26 or newer (the toolchain from the Go project or \
-     your distribution's package) and make sure `go` is on PATH; it builds kube-apiserver and \
-     etcd for the local test control plane.";
+     your distribution's package) and make sure `go` is on PATH; it builds kube-apiserver, etcd, \
+     kube-scheduler, kube-controller-manager and kwok for the local test control plane and cluster.";
 
 /// A program of the Go module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
