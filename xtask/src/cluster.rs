@@ -163,22 +163,16 @@ async fn up(args: &UpArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
         &cluster.log_path("reference-ccm"),
     )?;
     let kubeconfig = cluster.kubeconfig_path().to_owned();
-    let env_path = cluster.control_plane().env_file_path();
     cluster.detach()?;
     record_pid(&dir, "reference-ccm", ccm_pid)?;
 
     let ready = wait_initialized(&client, nodes.len(), Duration::from_secs(60)).await;
+    // On stdout alone, so `eval "$(cargo xtask cluster up)"` works.
     println!("export KUBECONFIG={}", kubeconfig.display());
-    println!(
-        "export {}={}",
-        ccm_testenv::envfile::ENV_VAR,
-        env_path.display()
-    );
     eprintln!(
         "\n{}\nlogs: {}\n\
          The kubeconfig works with any Kubernetes client; without kubectl, for example:\n  \
-         {} doctor --kubeconfig {}\n  \
-         cargo test -p examples --test cluster   (the end-to-end tests start clusters of their own)\n\
+         {} doctor --kubeconfig {}\n\
          stop it with: cargo xtask cluster down{}",
         ready,
         dir.join("logs").display(),
