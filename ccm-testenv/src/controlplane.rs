@@ -113,7 +113,9 @@ pub enum ControlPlaneError {
     NotRunning(PathBuf),
 }
 
-fn io_err(action: impl Into<String>) -> impl FnOnce(std::io::Error) -> ControlPlaneError {
+pub(crate) fn io_err(
+    action: impl Into<String>,
+) -> impl FnOnce(std::io::Error) -> ControlPlaneError {
     let action = action.into();
     move |source| ControlPlaneError::Io { action, source }
 }
@@ -542,6 +544,19 @@ impl ControlPlane {
         Ok(())
     }
 
+    /// Hands a process started next to the servers (a cluster component) to the watchdog, so that it
+    /// dies with the servers when this process exits unexpectedly.
+    pub(crate) fn supervise(&mut self, child: &Child) -> Result<(), ControlPlaneError> {
+        self.track(child)
+    }
+
+    /// Tells the watchdog that process `pid` was reaped and must not be killed any more.
+    pub(crate) fn release(&mut self, pid: u32) {
+        if let Err(err) = self.tell_watchdog(&format!("forget {pid}")) {
+            tracing::debug!(error = %err, "watchdog gone");
+        }
+    }
+
     /// Tells the watchdog (if any) about a new server process.
     fn track(&mut self, child: &Child) -> Result<(), ControlPlaneError> {
         self.tell_watchdog(&format!("pid {}", child.id()))
@@ -725,7 +740,7 @@ impl Drop for ControlPlane {
     }
 }
 
-fn kill_and_reap(mut child: Child) {
+pub(crate) fn kill_and_reap(mut child: Child) {
     if let Err(err) = child.kill() {
         tracing::debug!(pid = child.id(), error = %err, "kill failed (already exited?)");
     }
@@ -734,7 +749,7 @@ fn kill_and_reap(mut child: Child) {
     }
 }
 
-fn remove_dir(dir: &Path) -> Result<(), ControlPlaneError> {
+pub(crate) fn remove_dir(dir: &Path) -> Result<(), ControlPlaneError> {
     match std::fs::remove_dir_all(dir) {
         Ok(()) => Ok(()),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -777,7 +792,11 @@ fn spawn_watchdog(dir: &Path, stdout: Stdio) -> Result<(Child, ChildStdin), Cont
     Ok((child, stdin))
 }
 
-fn spawn_server(binary: &Path, args: &[String], log: &Path) -> Result<Child, ControlPlaneError> {
+pub(crate) fn spawn_server(
+    binary: &Path,
+    args: &[String],
+    log: &Path,
+) -> Result<Child, ControlPlaneError> {
     use std::os::unix::process::CommandExt as _;
     let out = File::create(log).map_err(io_err(format!("create {}", log.display())))?;
     let err = out
@@ -849,7 +868,11 @@ fn write_pki(layout: &Layout) -> Result<WrittenPki, ControlPlaneError> {
     Ok(WrittenPki { ca, admin })
 }
 
-fn write_file(path: &Path, contents: &str, private: bool) -> Result<(), ControlPlaneError> {
+pub(crate) fn write_file(
+    path: &Path,
+    contents: &str,
+    private: bool,
+) -> Result<(), ControlPlaneError> {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::write(path, contents).map_err(io_err(format!("write {}", path.display())))?;
     if private {
@@ -922,7 +945,7 @@ fn is_port_conflict(err: &ControlPlaneError) -> bool {
 }
 
 /// The last 30 lines of a log file (or a note that it cannot be read).
-fn log_tail(path: &Path) -> String {
+pub(crate) fn log_tail(path: &Path) -> String {
     match std::fs::read_to_string(path) {
         Ok(text) => {
             let lines: Vec<&str> = text.lines().collect();
@@ -965,7 +988,7 @@ pub fn stop_detached(dir: &Path) -> Result<(), ControlPlaneError> {
 }
 
 /// Whether process `pid` is alive and has an argument mentioning `dir`.
-fn process_belongs_to(pid: u32, dir: &Path) -> bool {
+pub(crate) fn process_belongs_to(pid: u32, dir: &Path) -> bool {
     let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
         return false;
     };
@@ -976,7 +999,7 @@ fn process_belongs_to(pid: u32, dir: &Path) -> bool {
 }
 
 /// Waits until process `pid` is gone or a zombie, for at most [`STOP_TIMEOUT`].
-fn wait_gone(pid: u32) {
+pub(crate) fn wait_gone(pid: u32) {
     let deadline = Instant::now() + STOP_TIMEOUT;
     while Instant::now() < deadline {
         match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

@@ -33,12 +33,16 @@
 //! [`TestEnv::client_for_service_account`] give clients with no permissions beyond what RBAC
 //! objects grant them.
 //!
+//! [`cluster`] adds kube-scheduler, kube-controller-manager and kwok-simulated kubelets to a control plane of
+//! its own: the cluster in a box of the end-to-end tests and `cargo xtask cluster up`.
+//!
 //! ## Cargo features
 //!
 //! None: this crate has no optional features. Like every library crate of the SDK it enables no `k8s-openapi`
 //! version feature; the binary or test that uses it selects the Kubernetes API version (e.g. `k8s-openapi/v1_36`).
 
 pub mod audit;
+pub mod cluster;
 pub mod controlplane;
 pub mod envfile;
 mod identity;

@@ -7,7 +7,10 @@ use ccm_testenv::controlplane::{self, Binaries, ControlPlane, LaunchOptions, Sup
 use ccm_testenv::envfile;
 use clap::{Args, Subcommand};
 
-use crate::gobuild::{self, ETCD, GO_CCM, HELM, KUBE_APISERVER, KUBERNETES_VERSION};
+use crate::gobuild::{
+    self, ETCD, GO_CCM, HELM, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER,
+    KUBERNETES_VERSION, KWOK,
+};
 use crate::paths;
 use crate::process::{self, Interrupt, Interrupted, Stopwatch};
 
@@ -20,7 +23,8 @@ pub struct ControlPlaneArgs {
 
 #[derive(Debug, Subcommand)]
 enum ControlPlaneCommand {
-    /// Build kube-apiserver and etcd from xtask/go into `<target dir>/controlplane/bin`, and helm
+    /// Build kube-apiserver, etcd, kube-scheduler and kube-controller-manager from xtask/go and kwok
+    /// from xtask/go/kwok into `<target dir>/controlplane/bin`, and helm
     /// (for the chart tests) from xtask/go/helm into `<target dir>/tools/bin` (cached).
     Build(BuildArgs),
     /// Start etcd + kube-apiserver on free loopback ports and print `export` lines.
@@ -72,7 +76,13 @@ pub async fn run(args: ControlPlaneArgs, interrupt: &Interrupt) -> anyhow::Resul
 pub async fn build(args: &BuildArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
     let module_dir = paths::go_module_dir();
     let bin_dir = paths::controlplane_bin_dir();
-    let mut programs = vec![ETCD, KUBE_APISERVER];
+    let mut programs = vec![
+        ETCD,
+        KUBE_APISERVER,
+        KUBE_SCHEDULER,
+        KUBE_CONTROLLER_MANAGER,
+        KWOK,
+    ];
     if args.go_ccm {
         programs.push(GO_CCM);
     }

@@ -18,8 +18,8 @@ pub const KUBERNETES_VERSION: &str = "v1.36.2";
 
 /// What to tell a user without Go.
 pub const GO_MISSING_HINT: &str = "Install Go 1.26 or newer (the toolchain from the Go project or \
-     your distribution's package) and make sure `go` is on PATH; it builds kube-apiserver and \
-     etcd for the local test control plane.";
+     your distribution's package) and make sure `go` is on PATH; it builds kube-apiserver, etcd, \
+     kube-scheduler, kube-controller-manager and kwok for the local test control plane and cluster.";
 
 /// A program of the Go module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +75,43 @@ pub const GO_CCM: GoProgram = GoProgram {
     duration_hint: "2-3 minutes on a cold Go cache, seconds after kube-apiserver was built",
     kubernetes_version_ldflags: true,
     version_module: "k8s.io/cloud-provider",
+};
+
+/// kube-scheduler, from `k8s.io/kubernetes/cmd/kube-scheduler/app`, for the cluster in a box
+/// (`ccm_testenv::cluster`).
+pub const KUBE_SCHEDULER: GoProgram = GoProgram {
+    name: "kube-scheduler",
+    module_subdir: "",
+    package_dir: "cmd/kube-scheduler",
+    tool: None,
+    duration_hint: "under a minute after kube-apiserver was built",
+    kubernetes_version_ldflags: true,
+    version_module: "k8s.io/kubernetes",
+};
+
+/// kube-controller-manager, from `k8s.io/kubernetes/cmd/kube-controller-manager/app`, for the
+/// cluster in a box (`ccm_testenv::cluster`).
+pub const KUBE_CONTROLLER_MANAGER: GoProgram = GoProgram {
+    name: "kube-controller-manager",
+    module_subdir: "",
+    package_dir: "cmd/kube-controller-manager",
+    tool: None,
+    duration_hint: "2-4 minutes after kube-apiserver was built (it also compiles kubelet and \
+                    volume packages)",
+    kubernetes_version_ldflags: true,
+    version_module: "k8s.io/kubernetes",
+};
+
+/// kwok (Kubernetes WithOut Kubelet), which simulates the kubelets of the cluster in a box: its own
+/// module (`xtask/go/kwok`) because it needs the `k8s.io/*` modules at its own versions.
+pub const KWOK: GoProgram = GoProgram {
+    name: "kwok",
+    module_subdir: "kwok",
+    package_dir: "",
+    tool: Some("sigs.k8s.io/kwok/cmd/kwok"),
+    duration_hint: "1-3 minutes on a cold Go cache",
+    kubernetes_version_ldflags: false,
+    version_module: "sigs.k8s.io/kwok",
 };
 
 /// helm, for the chart checks of `cargo xtask test`: its own module (`xtask/go/helm`) because helm
@@ -524,6 +561,47 @@ mod tests {
         let names: Vec<&str> = inputs.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["go.mod", "go.sum"]);
         assert_eq!(ldflags(&HELM), "-s -w");
+    }
+
+    #[test]
+    fn cluster_programs_are_pinned() {
+        let go_mod =
+            std::fs::read_to_string(crate::paths::go_module_dir().join("go.mod")).expect("go.mod");
+        for program in [KUBE_SCHEDULER, KUBE_CONTROLLER_MANAGER] {
+            assert_eq!(
+                module_version(&go_mod, program.version_module).as_deref(),
+                Some(KUBERNETES_VERSION)
+            );
+            assert!(
+                ldflags(&program).contains("gitVersion="),
+                "{}",
+                program.name
+            );
+            let inputs = read_inputs(&crate::paths::go_module_dir(), &program).expect("inputs");
+            assert!(
+                inputs
+                    .iter()
+                    .any(|(name, _)| name == &format!("{}/main.go", program.package_dir)),
+                "{} hashes its main package",
+                program.name
+            );
+        }
+        let module_dir = crate::paths::go_module_dir().join(KWOK.module_subdir);
+        let go_mod = std::fs::read_to_string(module_dir.join("go.mod")).expect("kwok go.mod");
+        let tool = KWOK.tool.expect("kwok is a tool");
+        assert!(
+            go_mod
+                .lines()
+                .any(|line| line.trim() == format!("tool {tool}")),
+            "xtask/go/kwok/go.mod pins {tool} with a tool directive"
+        );
+        assert_eq!(
+            module_version(&go_mod, KWOK.version_module).as_deref(),
+            Some("v0.8.0")
+        );
+        let inputs = read_inputs(&module_dir, &KWOK).expect("inputs");
+        let names: Vec<&str> = inputs.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["go.mod", "go.sum"]);
     }
 
     #[test]

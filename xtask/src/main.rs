@@ -2,6 +2,7 @@
 //!
 //! - `controlplane build|start|stop`: the local kube-apiserver + etcd for tests
 //!   (docs/control-plane.md).
+//! - `cluster up|down`: the cluster in a box (scheduler, controller-manager, kwok nodes, reference CCM).
 //! - `test`: the workspace's tests against one shared control plane.
 //! - `ci`: everything CI checks (fmt, unused dependencies, clippy, docs, packaging, control-plane build,
 //!   tests, conformance, image).
@@ -19,6 +20,7 @@ mod bench;
 mod bench_budget;
 mod chaos;
 mod ci;
+mod cluster;
 mod conformance;
 mod controlplane;
 mod demo;
@@ -52,6 +54,9 @@ enum Command {
     Controlplane(controlplane::ControlPlaneArgs),
     /// Run the workspace's tests against one shared local control plane.
     Test(test::TestArgs),
+    /// Start (`up`) or stop (`down`) the cluster in a box: the control plane plus kube-scheduler,
+    /// kube-controller-manager, kwok-simulated nodes and the reference CCM.
+    Cluster(cluster::ClusterArgs),
     /// Run every CI check: fmt, unused dependencies, clippy, docs, packaging, control-plane build, tests,
     /// conformance, image.
     Ci(ci::CiArgs),
@@ -85,6 +90,7 @@ async fn dispatch(command: Command, interrupt: &Interrupt) -> anyhow::Result<()>
     match command {
         Command::Controlplane(args) => controlplane::run(args, interrupt).await,
         Command::Test(args) => test::run(&args, interrupt).await,
+        Command::Cluster(args) => cluster::run(args, interrupt).await,
         Command::Ci(args) => ci::run(&args, interrupt).await,
         Command::Udeps(args) => udeps::run(&args, interrupt).await,
         Command::Demo(args) => demo::run(&args, interrupt).await,
@@ -217,6 +223,16 @@ mod tests {
             &["xtask", "controlplane", "stop"],
             &["xtask", "ci", "--fail-fast"],
             &["xtask", "udeps"],
+            &[
+                "xtask",
+                "cluster",
+                "up",
+                "--nodes",
+                "5",
+                "--control-plane-nodes",
+                "2",
+            ],
+            &["xtask", "cluster", "down", "--dir", "x"],
         ] {
             Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
         }
