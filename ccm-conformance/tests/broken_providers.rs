@@ -639,3 +639,26 @@ async fn eventual_consistency_is_waited_for_up_to_the_limit() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_consistency_wait_polls_at_the_fixtures_interval() {
+    // A deleted route stays listed for 10 s; the wait notices it is gone within one poll interval.
+    let waited = |interval: Option<Duration>| async move {
+        let mut subject = Mutant::subject(Bug::DeletedRoutesLinger(Duration::from_secs(10)));
+        subject.fixture = subject
+            .fixture
+            .with_consistency_timeout(Duration::from_secs(30));
+        if let Some(interval) = interval {
+            subject.fixture = subject.fixture.with_poll_interval(interval);
+        }
+        let start = Instant::now();
+        let result = check_subject(Clause::RoutesCreateListDeleteRoundTrip, subject).await;
+        assert!(result.passed(), "{result}");
+        start.elapsed()
+    };
+    let fast = waited(Some(Duration::from_millis(250))).await;
+    assert!(fast >= Duration::from_secs(10), "{fast:?}");
+    assert!(fast <= Duration::from_millis(10_250), "{fast:?}");
+    let slow = waited(Some(Duration::from_secs(4))).await;
+    assert_eq!(slow, Duration::from_secs(12));
+}

@@ -186,9 +186,9 @@ impl InstancesV2 for InventoryCloud {
                 Err(CloudError::msg(format!("machine {name} not found")))
             }
             Err(ApiError::NoSuchMachine(_)) if self.is(Bug::SkipUnknown) => skip_answer(),
-            Err(ApiError::NoSuchMachine(name)) if self.is(Bug::MetadataForUnknown) => Ok(Some(
-                InstanceMetadata::new(format!("{PROVIDER}://{name}")),
-            )),
+            Err(ApiError::NoSuchMachine(name)) if self.is(Bug::MetadataForUnknown) => {
+                Ok(Some(InstanceMetadata::new(format!("{PROVIDER}://{name}"))))
+            }
             Err(err) => Err(self.translate(err)),
         }
     }
@@ -284,7 +284,10 @@ async fn without_the_declarations_strict_mode_fails_the_undeclared_skips() {
     let other: BTreeSet<Clause> = Clause::ALL
         .iter()
         .copied()
-        .filter(|c| c.capability().is_some_and(|cap| cap != Capability::InstancesV2))
+        .filter(|c| {
+            c.capability()
+                .is_some_and(|cap| cap != Capability::InstancesV2)
+        })
         .collect();
     assert_eq!(skipped, other, "{report}");
     let strict = std::panic::catch_unwind(|| report.assert_complete()).unwrap_err();
@@ -305,7 +308,10 @@ async fn assert_caught(bug: Bug, expected: &[(Clause, &str)]) {
     assert!(report.skipped().is_empty(), "{bug:?}:\n{report}");
     for (clause, needle) in expected {
         let shown = report.result(*clause).expect("ran").to_string();
-        assert!(shown.contains(needle), "{bug:?}: {shown:?} lacks {needle:?}");
+        assert!(
+            shown.contains(needle),
+            "{bug:?}: {shown:?} lacks {needle:?}"
+        );
     }
 }
 
@@ -435,7 +441,10 @@ async fn the_factory_is_told_its_clause_and_each_teardown_runs_once() {
     }))
     .await;
     report.assert_complete();
-    assert_eq!(*seen.lock().unwrap_or_else(PoisonError::into_inner), Clause::ALL);
+    assert_eq!(
+        *seen.lock().unwrap_or_else(PoisonError::into_inner),
+        Clause::ALL
+    );
     assert_eq!(teardowns.load(Ordering::SeqCst), Clause::ALL.len());
 }
 
@@ -476,5 +485,8 @@ fn a_failure_points_at_the_vendors_test_without_suite_frames() {
         )),
         "{message}"
     );
-    assert!(message.contains("\n  contract: instance_shutdown is true"), "{message}");
+    assert!(
+        message.contains("\n  contract: instance_shutdown is true"),
+        "{message}"
+    );
 }
