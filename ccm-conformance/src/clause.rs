@@ -27,13 +27,15 @@ macro_rules! __ccm_conformance_for_each_clause {
             ProviderCapabilitiesMatchDeclaration => provider_capabilities_match_declaration,
 
             /// `load-balancer/ensure-returns-status`: `ensure_load_balancer` returns a status with at least one
-            /// ingress entry, each with an IP or a hostname (an empty status is an error to the controller).
+            /// ingress entry, each with an IP (that parses) or a hostname (an empty status is an error to the
+            /// controller). Retry-after answers are waited out up to the fixture's ready timeout.
             LoadBalancerEnsureReturnsStatus => load_balancer_ensure_returns_status,
             /// `load-balancer/ensure-is-idempotent`: ensuring the same Service twice with the same nodes
             /// succeeds and reports the same ingress.
             LoadBalancerEnsureIsIdempotent => load_balancer_ensure_is_idempotent,
             /// `load-balancer/get-reports-ensured`: after an ensure, `get_load_balancer` reports the load
-            /// balancer as existing, with the ingress the ensure returned.
+            /// balancer as existing, with the ingress addresses the ensure returned (within the fixture's
+            /// consistency timeout).
             LoadBalancerGetReportsEnsured => load_balancer_get_reports_ensured,
             /// `load-balancer/get-absent-is-none`: `get_load_balancer` of a Service that never had a load
             /// balancer answers "does not exist" (`Ok(None)`), not an error.
@@ -77,13 +79,18 @@ macro_rules! __ccm_conformance_for_each_clause {
             /// not have is `Ok(false)`, not an error.
             InstancesV2UnknownInstanceDoesNotExist => instances_v2_unknown_instance_does_not_exist,
             /// `instances-v2/shutdown-is-reported`: `instance_shutdown` is true for the stopped instance and
-            /// false for the running one.
+            /// false for the running one. A `NotImplemented` answer skips the clause (shut-down Nodes are then
+            /// never tainted; nothing to check).
             InstancesV2ShutdownIsReported => instances_v2_shutdown_is_reported,
-            /// `instances-v2/metadata-provider-id`: `instance_metadata` of a running instance is `Some`, with a
-            /// providerID of the form `<provider_name>://<id>` (equal to the fixture's, if it names one).
+            /// `instances-v2/metadata-provider-id`: `instance_metadata` of a running instance finds it (no skip,
+            /// no error), with a providerID of the form `<provider_name>://<id>` equal to the fixture's, if it
+            /// names one; an empty providerID is accepted when the Node already has one (the controller keeps
+            /// it).
             InstancesV2MetadataProviderId => instances_v2_metadata_provider_id,
             /// `instances-v2/metadata-by-node-name`: a Node without `spec.providerID` (a kubelet that was not
-            /// given `--provider-id`) is found by name, with the same providerID.
+            /// given `--provider-id`) is found by name, with a non-empty providerID equal to the fixture's.
+            /// Not applicable when the fixture says the provider needs `spec.providerID`
+            /// ([`ConformanceFixture::without_lookup_by_name`](crate::ConformanceFixture::without_lookup_by_name)).
             InstancesV2MetadataByNodeName => instances_v2_metadata_by_node_name,
             /// `instances-v2/metadata-is-valid`: the metadata's addresses have known types and parse, and its
             /// zone, region, instance type and additional labels are valid label values the node controller
@@ -107,20 +114,25 @@ macro_rules! __ccm_conformance_for_each_clause {
             /// `InstanceNotFound`) and `instance_exists_by_provider_id` is true.
             InstancesStoppedInstanceExists => instances_stopped_instance_exists,
             /// `instances/shutdown-is-reported`: `instance_shutdown_by_provider_id` is true for the stopped
-            /// instance and false for the running one.
+            /// instance and false for the running one. A `NotImplemented` answer (which counts as "not shut
+            /// down") skips the clause.
             InstancesShutdownIsReported => instances_shutdown_is_reported,
             /// `instances/provider-id-round-trips`: the providerID the node controller builds,
             /// `<provider_name>://<instance_id>`, is accepted by the by-providerID calls (and equals the
             /// fixture's providerID, if it names one).
             InstancesProviderIdRoundTrips => instances_provider_id_round_trips,
             /// `instances/by-provider-id-and-name-agree`: node addresses and instance type are the same looked
-            /// up by name and by providerID.
+            /// up by name and by providerID. A pair where either lookup answers `NotImplemented` is not
+            /// compared; the clause is skipped when neither pair can be.
             InstancesByProviderIdAndNameAgree => instances_by_provider_id_and_name_agree,
-            /// `instances/node-addresses-are-valid`: V1 node addresses have known types, and IP addresses parse.
+            /// `instances/node-addresses-are-valid`: V1 node addresses by providerID (which must succeed) and by
+            /// name (which may answer `NotImplemented`) have known types, and IP addresses parse.
             InstancesNodeAddressesAreValid => instances_node_addresses_are_valid,
 
             /// `zones/by-provider-id-and-name-agree`: the zone by providerID and by node name is the same, and
-            /// its failure domain and region are valid label values.
+            /// its failure domain and region are valid label values. Skipped when either lookup answers
+            /// `NotImplemented`, or when the running instance has no providerID and the provider no V1
+            /// `instance_id` to build one.
             ZonesByProviderIdAndNameAgree => zones_by_provider_id_and_name_agree,
 
             /// `routes/create-list-delete-round-trip`: a route created with a name hint is listed (same
@@ -128,8 +140,8 @@ macro_rules! __ccm_conformance_for_each_clause {
             RoutesCreateListDeleteRoundTrip => routes_create_list_delete_round_trip,
             /// `routes/delete-missing-succeeds`: deleting a route that does not exist succeeds.
             RoutesDeleteMissingSucceeds => routes_delete_missing_succeeds,
-            /// `routes/scoped-to-cluster`: routes of one cluster are not listed for another cluster name (or
-            /// the other cluster's route controller would delete them).
+            /// `routes/scoped-to-cluster`: a route created for the fixture's cluster name is not listed for its
+            /// other cluster name (or the other cluster's route controller would delete it).
             RoutesScopedToCluster => routes_scoped_to_cluster,
             /// `routes/concurrent-creates`: concurrent creates of routes to different CIDRs all succeed and are
             /// all listed (the route controller creates up to 200 at once).
@@ -258,7 +270,8 @@ impl Clause {
     }
 
     /// The capability the clause exercises; `None` for clauses about the provider as a whole. A provider
-    /// without the capability gets the clause [skipped](Outcome::Skipped).
+    /// without the capability gets the clause [skipped](crate::Outcome::Skipped), or [not
+    /// applicable](crate::Outcome::NotApplicable) if the fixture declares the capability absent.
     pub fn capability(self) -> Option<Capability> {
         use Clause::*;
         match self {
@@ -323,7 +336,7 @@ impl Clause {
                 "capabilities declared absent return None; capabilities declared expected return Some"
             }
             LoadBalancerEnsureReturnsStatus => {
-                "ensure_load_balancer returns a status with at least one ingress entry, each with an IP or a hostname"
+                "ensure_load_balancer returns a status with at least one ingress entry, each with an IP that parses or a hostname"
             }
             LoadBalancerEnsureIsIdempotent => {
                 "ensuring the same Service twice succeeds and reports the same ingress"
@@ -370,10 +383,10 @@ impl Clause {
                 "instance_exists of an unknown instance is Ok(false), not an error"
             }
             InstancesV2ShutdownIsReported => {
-                "instance_shutdown is true for a stopped instance and false for a running one"
+                "instance_shutdown is true for a stopped instance and false for a running one (NotImplemented: skipped)"
             }
             InstancesV2MetadataProviderId => {
-                "instance_metadata of a running instance is Some, with a providerID <provider_name>://<id>"
+                "instance_metadata of a running instance finds it, with a providerID <provider_name>://<id> equal to the fixture's"
             }
             InstancesV2MetadataByNodeName => {
                 "instance_metadata finds a Node without spec.providerID by its name"
@@ -395,7 +408,7 @@ impl Clause {
                 "instance_id of a stopped instance succeeds and instance_exists_by_provider_id is true"
             }
             InstancesShutdownIsReported => {
-                "instance_shutdown_by_provider_id is true for a stopped instance and false for a running one"
+                "instance_shutdown_by_provider_id is true for a stopped instance and false for a running one (NotImplemented: skipped)"
             }
             InstancesProviderIdRoundTrips => {
                 "<provider_name>://<instance_id> is accepted by the by-providerID calls"

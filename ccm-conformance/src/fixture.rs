@@ -431,7 +431,7 @@ impl ConformanceFixture {
     }
 
     /// The node name of the instance whose providerID is `provider_id`, among the fixture's instances
-    /// (useful in a [`LoadBalancerInspector`] that sees instance IDs).
+    /// (useful in a [`LoadBalancerInspector`](crate::LoadBalancerInspector) that sees instance IDs).
     pub fn node_name_for_provider_id(&self, provider_id: &str) -> Option<&str> {
         self.instances()
             .find(|i| i.provider_id.as_deref() == Some(provider_id))
