@@ -251,11 +251,8 @@ async fn outcome_of(clause: Clause, subject: ConformanceSubject) -> Outcome {
         };
     }
     if let Some(capability) = clause.capability()
-        && let Some(outcome) = capability_gate(
-            capability,
-            capability.supported_by(provider.as_ref()),
-            &fixture,
-        )
+        && let Some(outcome) =
+            capability_gate(capability, capability.supported_by(&provider), &fixture)
     {
         return outcome;
     }

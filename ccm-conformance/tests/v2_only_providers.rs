@@ -14,7 +14,9 @@ use ccm_conformance::{
 };
 use ccm_core::helpers::{node_name, node_provider_id};
 use ccm_core::intercept::{Capability, Operation};
-use ccm_core::{BoxError, CloudError, CloudProvider, ErrorKind, InstanceMetadata, InstancesV2};
+use ccm_core::{
+    BoxError, CloudError, CloudProvider, ErrorKind, InstanceLookup, InstanceMetadata, InstancesV2,
+};
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 
 const PROVIDER: &str = "inventory";
@@ -139,14 +141,9 @@ impl CloudProvider for InventoryCloud {
     fn provider_name(&self) -> &str {
         PROVIDER
     }
-    fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>> {
-        Some(Arc::new(self.clone()))
+    fn instances_v2(self: Arc<Self>) -> Option<Arc<dyn InstancesV2>> {
+        Some(self)
     }
-}
-
-/// The answer that skips a Node on purpose.
-fn skip_answer() -> Result<Option<InstanceMetadata>, CloudError> {
-    Ok(None)
 }
 
 #[async_trait]
@@ -170,9 +167,9 @@ impl InstancesV2 for InventoryCloud {
         Ok(!machine.running && !self.is(Bug::WrongShutdown))
     }
 
-    async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError> {
+    async fn instance_metadata(&self, node: &Node) -> Result<InstanceLookup, CloudError> {
         match self.api.describe(Operation::InstanceMetadata, node) {
-            Ok(machine) => Ok(Some(
+            Ok(machine) => Ok(InstanceLookup::Found(
                 InstanceMetadata::new(format!("{PROVIDER}://{}", machine.id))
                     .with_instance_type("inv.small")
                     .with_zone("zone-1")
@@ -183,12 +180,14 @@ impl InstancesV2 for InventoryCloud {
                     }]),
             )),
             Err(ApiError::NoSuchMachine(name)) if self.is(Bug::TextNotFound) => {
-                Err(CloudError::msg(format!("machine {name} not found")))
+                Err(CloudError::message(format!("machine {name} not found")))
             }
-            Err(ApiError::NoSuchMachine(_)) if self.is(Bug::SkipUnknown) => skip_answer(),
-            Err(ApiError::NoSuchMachine(name)) if self.is(Bug::MetadataForUnknown) => {
-                Ok(Some(InstanceMetadata::new(format!("{PROVIDER}://{name}"))))
+            Err(ApiError::NoSuchMachine(_)) if self.is(Bug::SkipUnknown) => {
+                Ok(InstanceLookup::skip("not one of ours"))
             }
+            Err(ApiError::NoSuchMachine(name)) if self.is(Bug::MetadataForUnknown) => Ok(
+                InstanceLookup::Found(InstanceMetadata::new(format!("{PROVIDER}://{name}"))),
+            ),
             Err(err) => Err(self.translate(err)),
         }
     }

@@ -346,7 +346,7 @@ mod tests {
         );
         let text = judge_kind(
             "instance_id",
-            CloudError::msg("instance i-1 not found"),
+            CloudError::message("instance i-1 not found"),
             ErrorKind::InstanceNotFound,
         )
         .unwrap_err();

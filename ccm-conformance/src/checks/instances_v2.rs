@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use ccm_core::helpers::ProviderId;
-use ccm_core::{ErrorKind, InstanceMetadata};
+use ccm_core::{ErrorKind, InstanceLookup, InstanceMetadata};
 use k8s_openapi::api::core::v1::Node;
 
 use crate::context::{Check, Ctx, declared, describe_error, fail, skip};
@@ -43,10 +43,12 @@ pub(crate) enum Lookup {
 }
 
 impl Lookup {
-    pub(crate) fn from_answer(answer: Option<InstanceMetadata>) -> Lookup {
+    pub(crate) fn from_answer(answer: InstanceLookup) -> Lookup {
         match answer {
-            Some(meta) => Lookup::Found(meta),
-            None => Lookup::Skip("Ok(None), a skip".to_owned()),
+            InstanceLookup::Found(meta) => Lookup::Found(meta),
+            InstanceLookup::Skip { reason } => {
+                Lookup::Skip(format!("InstanceLookup::Skip {{ reason: {reason:?} }}"))
+            }
         }
     }
 }
@@ -408,7 +410,7 @@ mod tests {
             "{skipped}"
         );
         let text =
-            judge_unknown_metadata(what, Err(CloudError::msg("no such instance"))).unwrap_err();
+            judge_unknown_metadata(what, Err(CloudError::message("no such instance"))).unwrap_err();
         assert!(
             text.contains("(kind other), not InstanceNotFound"),
             "{text}"
