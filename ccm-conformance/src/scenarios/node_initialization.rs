@@ -29,7 +29,7 @@ pub(super) async fn expected_init(
     } else {
         instance.node_without_provider_id()
     };
-    if let Some(v2) = std::sync::Arc::clone(&provider).instances_v2() {
+    if let Some(v2) = std::sync::Arc::clone(provider).instances_v2() {
         let meta = v2
             .instance_metadata(&node)
             .await
@@ -52,7 +52,7 @@ pub(super) async fn expected_init(
             addresses: meta.node_addresses,
         });
     }
-    let v1 = std::sync::Arc::clone(&provider)
+    let v1 = std::sync::Arc::clone(provider)
         .instances()
         .ok_or_else(|| "the provider supports neither InstancesV2 nor Instances".to_owned())?;
     let id = v1
@@ -68,7 +68,7 @@ pub(super) async fn expected_init(
         .node_addresses_by_provider_id(&provider_id)
         .await
         .unwrap_or_default();
-    let zone = match std::sync::Arc::clone(&provider).zones() {
+    let zone = match std::sync::Arc::clone(provider).zones() {
         Some(zones) => zones
             .get_zone_by_provider_id(&provider_id)
             .await
