@@ -134,6 +134,13 @@ pub enum InstanceLookup {
 
 impl InstanceLookup {
     /// A deliberate skip with its reason.
+    ///
+    /// ```
+    /// use ccm_core::InstanceLookup;
+    ///
+    /// let skip = InstanceLookup::skip("node runs on a bare-metal pool this provider does not manage");
+    /// assert!(matches!(skip, InstanceLookup::Skip { ref reason } if reason.starts_with("node runs")));
+    /// ```
     pub fn skip(reason: impl Into<String>) -> Self {
         InstanceLookup::Skip {
             reason: reason.into(),
@@ -141,6 +148,14 @@ impl InstanceLookup {
     }
 
     /// The metadata, if the instance was found.
+    ///
+    /// ```
+    /// use ccm_core::{InstanceLookup, InstanceMetadata};
+    ///
+    /// let found = InstanceLookup::Found(InstanceMetadata::new("acme://1"));
+    /// assert_eq!(found.found().map(|m| m.provider_id.as_str()), Some("acme://1"));
+    /// assert!(InstanceLookup::skip("unmanaged").found().is_none());
+    /// ```
     pub fn found(&self) -> Option<&InstanceMetadata> {
         match self {
             InstanceLookup::Found(meta) => Some(meta),
@@ -165,6 +180,13 @@ impl InstanceLookup {
     }
 
     /// The reason, if this is a skip.
+    ///
+    /// ```
+    /// use ccm_core::{InstanceLookup, InstanceMetadata};
+    ///
+    /// assert_eq!(InstanceLookup::skip("unmanaged").skip_reason(), Some("unmanaged"));
+    /// assert_eq!(InstanceLookup::from(InstanceMetadata::new("acme://1")).skip_reason(), None);
+    /// ```
     pub fn skip_reason(&self) -> Option<&str> {
         match self {
             InstanceLookup::Found(_) => None,
@@ -173,6 +195,14 @@ impl InstanceLookup {
     }
 }
 
+/// Metadata is a [`InstanceLookup::Found`], so a provider writes `Ok(metadata.into())`.
+///
+/// ```
+/// use ccm_core::{InstanceLookup, InstanceMetadata};
+///
+/// let lookup: InstanceLookup = InstanceMetadata::new("acme://1").into();
+/// assert_eq!(lookup, InstanceLookup::Found(InstanceMetadata::new("acme://1")));
+/// ```
 impl From<InstanceMetadata> for InstanceLookup {
     fn from(meta: InstanceMetadata) -> Self {
         InstanceLookup::Found(meta)
