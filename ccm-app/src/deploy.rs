@@ -72,8 +72,19 @@ pub struct CloudConfigMount {
     pub mount_dir: String,
 }
 
+/// A vendor controller's ServiceAccount under `--use-service-account-credentials`, and what it may do.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ControllerAccount {
+    /// The ServiceAccount's name (in `kube-system`): the controller's `--controllers` name, as
+    /// [`crate::service_accounts::service_account_name`] maps it.
+    pub name: String,
+    /// The rules of its ClusterRole `system:controller:<name>`, besides Events (always granted).
+    pub rules: Vec<PolicyRule>,
+}
+
 /// What to generate.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct ManifestOptions {
     /// The name of the ServiceAccount, Deployment and container (default `cloud-controller-manager`).
@@ -98,6 +109,8 @@ pub struct ManifestOptions {
     pub priority_class_name: String,
     /// The name of the ClusterRole and ClusterRoleBinding (default [`CLUSTER_ROLE_NAME`]).
     pub cluster_role_name: String,
+    /// Vendor controllers' accounts for `controller-rbac.yaml` (default none).
+    pub controller_accounts: Vec<ControllerAccount>,
 }
 
 impl ManifestOptions {
@@ -115,7 +128,28 @@ impl ManifestOptions {
             cloud_config: None,
             priority_class_name: "system-cluster-critical".to_owned(),
             cluster_role_name: CLUSTER_ROLE_NAME.to_owned(),
+            controller_accounts: Vec::new(),
         }
+    }
+
+    /// Give vendor controller `name` (its `--controllers` name) its own ServiceAccount under
+    /// `--use-service-account-credentials`: `controller-rbac.yaml` then holds a ClusterRole
+    /// `system:controller:<name>` with `rules` (and Events), its binding, and the CCM's right to request the
+    /// account's tokens.
+    ///
+    /// ```no_run
+    /// use ccm_app::deploy::{ManifestOptions, rule};
+    ///
+    /// let options = ManifestOptions::new("example.invalid/acme/ccm:1.0.0")
+    ///     .with_controller_account("acme-tagging", vec![rule(&[""], &["nodes"], &["get", "patch"])]);
+    /// assert_eq!(options.controller_accounts[0].name, "acme-tagging");
+    /// ```
+    pub fn with_controller_account(mut self, name: &str, rules: Vec<PolicyRule>) -> Self {
+        self.controller_accounts.push(ControllerAccount {
+            name: name.to_owned(),
+            rules,
+        });
+        self
     }
 
     /// Add container arguments.
@@ -181,7 +215,8 @@ impl ManifestOptions {
     }
 }
 
-fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
+/// A policy rule on `resources` of API `groups` (`""`: core) with `verbs`.
+pub fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
     PolicyRule {
         api_groups: Some(groups.iter().map(|s| (*s).to_owned()).collect()),
         resources: Some(resources.iter().map(|s| (*s).to_owned()).collect()),

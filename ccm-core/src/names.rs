@@ -17,6 +17,16 @@ pub mod taints {
     pub const CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
     /// Control-plane nodes (legacy name).
     pub const MASTER: &str = "node-role.kubernetes.io/master";
+    /// Added by the node lifecycle controller to cordoned nodes (`spec.unschedulable`).
+    pub const UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
+    /// Added to nodes whose `NetworkUnavailable` condition is true.
+    pub const NETWORK_UNAVAILABLE: &str = "node.kubernetes.io/network-unavailable";
+    /// Added to nodes under disk pressure.
+    pub const DISK_PRESSURE: &str = "node.kubernetes.io/disk-pressure";
+    /// Added to nodes under memory pressure.
+    pub const MEMORY_PRESSURE: &str = "node.kubernetes.io/memory-pressure";
+    /// Added to nodes under PID pressure.
+    pub const PID_PRESSURE: &str = "node.kubernetes.io/pid-pressure";
 }
 
 /// Labels.
@@ -38,6 +48,14 @@ pub mod labels {
         "node.kubernetes.io/exclude-from-external-load-balancers";
     /// The hostname label the kubelet sets.
     pub const HOSTNAME: &str = "kubernetes.io/hostname";
+    /// The operating system label the kubelet sets (GA).
+    pub const OS: &str = "kubernetes.io/os";
+    /// The architecture label the kubelet sets (GA).
+    pub const ARCH: &str = "kubernetes.io/arch";
+    /// The operating system label (beta, deprecated; still set by the kubelet).
+    pub const OS_BETA: &str = "beta.kubernetes.io/os";
+    /// The architecture label (beta, deprecated; still set by the kubelet).
+    pub const ARCH_BETA: &str = "beta.kubernetes.io/arch";
 }
 
 /// Annotations.

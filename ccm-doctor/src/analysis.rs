@@ -15,6 +15,8 @@ use crate::inspect::{
     taints_in_scheduler_message, tolerations_of, unschedulable_message, untolerated_taints,
     waiting_nodes,
 };
+use crate::node_labels::check_node_labels;
+use crate::placement::check_placement;
 use crate::workload::{Workload, check_workload};
 use ccm_core::duration::format_go_duration;
 
@@ -379,7 +381,8 @@ pub fn check_ccm_pods(snapshot: &Snapshot) -> Vec<Finding> {
     findings
 }
 
-/// The CCM workloads against the recommendations, or a finding that none was found.
+/// The CCM workloads against the recommendations, their node labels, and whether any node in scope can run
+/// them; or a finding that none was found.
 pub fn check_workloads(snapshot: &Snapshot) -> Vec<Finding> {
     if snapshot.workloads.is_empty() {
         let (severity, message) = if snapshot.ccm_pods.is_empty() {
@@ -407,7 +410,13 @@ pub fn check_workloads(snapshot: &Snapshot) -> Vec<Finding> {
             "point the doctor at the CCM with --namespace, --workload or --workload-selector, or deploy it",
         )];
     }
-    snapshot.workloads.iter().flat_map(check_workload).collect()
+    let mut findings = Vec::new();
+    for workload in &snapshot.workloads {
+        findings.extend(check_workload(workload));
+        findings.extend(check_node_labels(workload, Some(&snapshot.nodes)));
+        findings.extend(check_placement(workload, &snapshot.nodes));
+    }
+    findings
 }
 
 /// Whether leader election is on in the CCM found: `Some(true)` if any workload (or, without workloads, any
@@ -576,10 +585,12 @@ mod tests {
 
     impl NodeBuilder {
         fn new(name: &str, age_secs: i64) -> Self {
+            // Labelled as kubeadm labels control-plane nodes, where the CCM runs (untainted unless a test says).
             NodeBuilder(Node {
                 metadata: ObjectMeta {
                     name: Some(name.into()),
                     creation_timestamp: Some(Time(ago(age_secs))),
+                    labels: Some([(taints::CONTROL_PLANE.to_owned(), String::new())].into()),
                     ..Default::default()
                 },
                 spec: Some(NodeSpec {
@@ -1249,6 +1260,7 @@ mod tests {
                 (CheckId::MissingNotReadyToleration, Severity::Error),
                 (CheckId::MissingUnreachableToleration, Severity::Warning),
                 (CheckId::MissingControlPlaneToleration, Severity::Error),
+                (CheckId::NoNodeFitsPlacement, Severity::Error),
                 (CheckId::LeaseMissing, Severity::Error),
             ]
         );

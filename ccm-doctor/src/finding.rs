@@ -89,6 +89,12 @@ check_ids! {
     NoHostNetwork => "no-host-network",
     /// The CCM workload is not placed on control-plane nodes.
     NoControlPlanePlacement => "no-control-plane-placement",
+    /// No current node satisfies the CCM workload's node selection and taints (live mode).
+    NoNodeFitsPlacement => "no-node-fits-placement",
+    /// The CCM workload's node selection relies on a label Kubernetes no longer sets on nodes.
+    RemovedNodeLabel => "removed-node-label",
+    /// The CCM workload's node selection uses a deprecated beta label that has a GA replacement.
+    DeprecatedNodeLabel => "deprecated-node-label",
     /// The CCM Deployment runs several replicas without pod anti-affinity or spreading.
     NoAntiAffinity => "no-anti-affinity",
     /// Leader election is off while several replicas may run.

@@ -8,9 +8,11 @@
 //!
 //! - **the doctor** ([`run`], [`execute`], [`diagnose_cluster`], [`run_with_client`]): reads a live cluster
 //!   into a [`Snapshot`] and reports [`Finding`]s (nodes waiting too long, CCM pods blocked by taints, the CCM
-//!   workload against the recommendations, the CNI/CCM deadlock, nodes without a providerID, a stale or missing
-//!   leader Lease) with a severity, the objects involved and the fix;
-//! - **lint mode** ([`manifest::lint_manifest`]): the workload checks on a YAML manifest, without a cluster;
+//!   workload against the recommendations, a CCM no node can run ([`placement`]), node labels Kubernetes no
+//!   longer sets ([`node_labels`]), the CNI/CCM deadlock, nodes without a providerID, a stale or missing leader
+//!   Lease) with a severity, the objects involved and the fix;
+//! - **lint mode** ([`manifest::lint_manifest`]): the workload and node-label checks on a YAML manifest, without a
+//!   cluster;
 //! - **the self-check** ([`selfcheck::descriptor`]): a controller inside the running CCM that exports gauges
 //!   on the nodes waiting for initialization and warns about those waiting too long.
 //!
@@ -47,6 +49,8 @@ pub mod cluster;
 pub mod finding;
 pub mod inspect;
 pub mod manifest;
+pub mod node_labels;
+pub mod placement;
 pub mod report;
 pub mod selector;
 pub mod selfcheck;

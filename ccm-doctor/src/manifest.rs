@@ -27,6 +27,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::finding::Finding;
+use crate::node_labels::check_node_labels;
 use crate::report::Report;
 use crate::selector::LabelSelector;
 use crate::workload::{Workload, WorkloadError, check_workload};
@@ -304,7 +305,14 @@ pub fn lint_manifest(
             found,
         });
     }
-    let findings: Vec<Finding> = selected.into_iter().flat_map(check_workload).collect();
+    let findings: Vec<Finding> = selected
+        .into_iter()
+        .flat_map(|w| {
+            let mut findings = check_workload(w);
+            findings.extend(check_node_labels(w, None));
+            findings
+        })
+        .collect();
     Ok(Report::new(format!("manifest {origin}"), findings))
 }
 

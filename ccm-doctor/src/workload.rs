@@ -275,10 +275,12 @@ pub fn check_workload(workload: &Workload) -> Vec<Finding> {
                 CheckId::WorkloadScaledToZero,
                 Severity::Warning,
                 format!(
-                    "{what} runs on no node: its node selector or affinity matches no node it can be scheduled                      on, so no CCM runs"
+                    "{what} runs on no node: its node selector or affinity matches no node it can be scheduled \
+                     on, so no CCM runs"
                 ),
                 format!(
-                    "check its nodeSelector and affinity against the nodes' labels (control-plane nodes carry                      {})",
+                    "check its nodeSelector and affinity against the nodes' labels (control-plane nodes carry \
+                     {})",
                     taints::CONTROL_PLANE
                 ),
             )

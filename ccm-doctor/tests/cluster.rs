@@ -6,6 +6,7 @@
 //! would, and node ages come from the creation time with `--uninitialized-threshold 0s`. Each test works in its
 //! own namespace and labels its nodes with a unique value selected by `--node-selector`.
 
+use ccm_core::names::labels::EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS;
 use ccm_core::names::{lease, taints};
 use ccm_doctor::cluster::DEFAULT_WORKLOAD_NAME;
 use ccm_doctor::{CheckId, DoctorArgs, DoctorError, Report, Severity, execute};
@@ -97,17 +98,54 @@ impl World {
         provider_id: bool,
         ready: Option<bool>,
     ) -> String {
+        self.node_as(suffix, uninitialized, provider_id, ready, false)
+            .await
+    }
+
+    /// A control-plane node as kubeadm leaves it: labelled `node-role.kubernetes.io/control-plane` and
+    /// `node.kubernetes.io/exclude-from-external-load-balancers`, tainted `node-role.kubernetes.io/control-plane`
+    /// (NoSchedule).
+    async fn control_plane_node(
+        &self,
+        suffix: &str,
+        uninitialized: bool,
+        provider_id: bool,
+        ready: Option<bool>,
+    ) -> String {
+        self.node_as(suffix, uninitialized, provider_id, ready, true)
+            .await
+    }
+
+    async fn node_as(
+        &self,
+        suffix: &str,
+        uninitialized: bool,
+        provider_id: bool,
+        ready: Option<bool>,
+        control_plane: bool,
+    ) -> String {
         let name = self.node_name(suffix);
-        let mut spec = json!({});
+        let mut node_taints = Vec::new();
+        let mut labels = json!({NODE_LABEL: self.label});
+        if control_plane {
+            labels[taints::CONTROL_PLANE] = json!("");
+            labels[EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS] = json!("");
+            node_taints.push(json!({"key": taints::CONTROL_PLANE, "effect": "NoSchedule"}));
+        }
         if uninitialized {
-            spec["taints"] =
-                json!([{"key": taints::UNINITIALIZED, "value": "true", "effect": "NoSchedule"}]);
+            node_taints.push(
+                json!({"key": taints::UNINITIALIZED, "value": "true", "effect": "NoSchedule"}),
+            );
+        }
+        let mut spec = json!({});
+        if !node_taints.is_empty() {
+            spec["taints"] = json!(node_taints);
         }
         if provider_id {
             spec["providerID"] = json!(format!("fake://{name}"));
         }
         let node: Node = serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": {NODE_LABEL: self.label}},
+            "metadata": {"name": name, "labels": labels},
             "spec": spec,
         }))
         .unwrap();
@@ -318,7 +356,7 @@ fn finding(report: &Report, check: CheckId) -> &ccm_doctor::Finding {
 #[tokio::test]
 async fn a_healthy_cluster_reports_nothing() {
     let w = World::new("doctor-healthy").await;
-    w.node("cp", false, true, Some(true)).await;
+    w.control_plane_node("cp", false, true, Some(true)).await;
     w.node("worker", false, true, Some(true)).await;
     w.create_deployment(good_deployment(
         DEFAULT_WORKLOAD_NAME,
@@ -350,7 +388,8 @@ async fn a_healthy_cluster_reports_nothing() {
 #[tokio::test]
 async fn the_generated_deployment_is_healthy_in_a_cluster() {
     let w = World::new("doctor-deploy").await;
-    w.node("cp", false, true, Some(true)).await;
+    w.control_plane_node("cp", false, true, Some(true)).await;
+    w.node("worker", false, true, Some(true)).await;
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/deployment.yaml");
     let text = std::fs::read_to_string(path).unwrap();
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
@@ -385,7 +424,7 @@ async fn uninitialized_nodes_and_nodes_without_provider_id() {
     let a = w.node("a", true, false, Some(true)).await;
     let b = w.node("b", true, false, None).await;
     let bare = w.node("bare", false, false, Some(true)).await;
-    w.node("ok", false, true, Some(true)).await;
+    w.control_plane_node("ok", false, true, Some(true)).await;
 
     let report = w.doctor(&[]).await;
     let mut expected = vec![
@@ -425,7 +464,7 @@ async fn uninitialized_nodes_and_nodes_without_provider_id() {
 #[tokio::test]
 async fn pending_ccm_pods_name_the_untolerated_taint() {
     let w = World::new("doctor-pending").await;
-    w.node("n", true, false, Some(true)).await;
+    w.control_plane_node("n", true, false, Some(true)).await;
     w.create_deployment(good_deployment(DEFAULT_WORKLOAD_NAME, 1, &[]))
         .await;
     w.lease(lease::NAME, 1, 15).await;
@@ -502,6 +541,7 @@ async fn pending_ccm_pods_name_the_untolerated_taint() {
 async fn a_workload_against_the_recommendations() {
     let w = World::new("doctor-workload").await;
     w.node("n", false, true, Some(true)).await;
+    w.control_plane_node("cp", false, true, Some(true)).await;
     w.create_deployment(bare_deployment(
         DEFAULT_WORKLOAD_NAME,
         3,
@@ -580,7 +620,9 @@ async fn a_workload_against_the_recommendations() {
 #[tokio::test]
 async fn the_cni_ccm_deadlock() {
     let w = World::new("doctor-deadlock").await;
-    let stuck = w.node("stuck", true, false, Some(false)).await;
+    let stuck = w
+        .control_plane_node("stuck", true, false, Some(false))
+        .await;
     w.create_deployment(good_deployment(DEFAULT_WORKLOAD_NAME, 1, &[]))
         .await;
     w.lease(lease::NAME, 1, 15).await;
@@ -659,7 +701,7 @@ async fn the_cni_ccm_deadlock() {
 #[tokio::test]
 async fn the_leader_lease() {
     let w = World::new("doctor-lease").await;
-    w.node("n", false, true, Some(true)).await;
+    w.control_plane_node("n", false, true, Some(true)).await;
     w.create_deployment(good_deployment(DEFAULT_WORKLOAD_NAME, 2, &[]))
         .await;
 
@@ -709,6 +751,137 @@ async fn the_leader_lease() {
         findings(&report),
         vec![(CheckId::LeaseNotRenewed, Severity::Error)]
     );
+    w.cleanup().await;
+}
+
+/// Issue 15's negative control for placement, in live mode: two control-plane nodes labelled and tainted as
+/// kubeadm does and three workers. The repository's deploy/ Deployment as shipped fits; a real vendor's DaemonSet
+/// on the legacy master label fits none of them (exit status 2); a required node affinity using every operator
+/// is explained term by term, and stops being a finding once one node satisfies one term.
+#[tokio::test]
+async fn a_placement_no_node_satisfies() {
+    let w = World::new("doctor-placement").await;
+    w.control_plane_node("cp-1", false, true, Some(true)).await;
+    w.control_plane_node("cp-2", false, true, Some(true)).await;
+    for i in 1..=3 {
+        w.node(&format!("worker-{i}"), false, true, Some(true))
+            .await;
+    }
+    // A Lease that stays fresh for the whole test.
+    w.lease(lease::NAME, 1, 3600).await;
+
+    // deploy/ as shipped: nothing to report.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("../deploy/deployment.yaml")).unwrap();
+    let mut deployment = serde_saphyr::from_multiple::<Value>(&text)
+        .unwrap()
+        .into_iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("deploy/deployment.yaml holds a Deployment");
+    deployment["metadata"]["namespace"] = json!(w.ns);
+    w.create_deployment(deployment).await;
+    let report = w.doctor(&[]).await;
+    assert_eq!(findings(&report), vec![], "{}", report.render_text());
+
+    // A vendor's published DaemonSet, placed by node-role.kubernetes.io/master.
+    let text = std::fs::read_to_string(root.join("tests/fixtures/vendors/aws.yaml")).unwrap();
+    let mut daemon_set: Value = serde_saphyr::from_str(&text).unwrap();
+    daemon_set["metadata"]["namespace"] = json!(w.ns);
+    w.create_daemon_set(daemon_set).await;
+    let args = w.args(&["--workload", "aws-cloud-controller-manager"]);
+    let report = execute(&args).await.unwrap();
+    assert_eq!(
+        findings(&report),
+        vec![
+            (CheckId::MissingNotReadyToleration, Severity::Error),
+            (CheckId::MissingControlPlaneToleration, Severity::Error),
+            (CheckId::RemovedNodeLabel, Severity::Error),
+            (CheckId::NoNodeFitsPlacement, Severity::Error),
+        ],
+        "{}",
+        report.render_text()
+    );
+    let placement = finding(&report, CheckId::NoNodeFitsPlacement);
+    assert_eq!(
+        placement.message,
+        "DaemonSet aws-cloud-controller-manager can run on none of the 5 nodes: no node satisfies its node \
+         selection (nodeSelector node-role.kubernetes.io/master=\"\" rules out 5 of 5), so the scheduler can \
+         place none of its pods: a CCM pod that is not running stays Pending, and the nodes it should initialize \
+         wait for it"
+    );
+    assert!(
+        placement.fix.starts_with(
+            "select node-role.kubernetes.io/control-plane instead of node-role.kubernetes.io/master"
+        ),
+        "{}",
+        placement.fix
+    );
+    assert_eq!(report.exit_code(), 2);
+    assert_eq!(
+        ccm_doctor::run(args).await,
+        std::process::ExitCode::from(ccm_doctor::EXIT_ERRORS)
+    );
+
+    // A required node affinity with every operator; each term rules out every node.
+    let name = "affinity-ccm";
+    let mut d = good_deployment(name, 1, &["--leader-elect=false"]);
+    let pod = &mut d["spec"]["template"]["spec"];
+    pod.as_object_mut().unwrap().remove("nodeSelector");
+    pod["affinity"]["nodeAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [
+            {"matchExpressions": [
+                {"key": taints::CONTROL_PLANE, "operator": "Exists"},
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
+            ]},
+            {"matchExpressions": [{"key": NODE_LABEL, "operator": "NotIn", "values": [w.label]}]},
+            {"matchExpressions": [
+                {"key": "example.com/generation", "operator": "Gt", "values": ["3"]},
+                {"key": "example.com/generation", "operator": "Lt", "values": ["9"]},
+            ]},
+            {"matchExpressions": [
+                {"key": NODE_LABEL, "operator": "DoesNotExist"},
+            ]},
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["no-such-node"]}]},
+        ],
+    }});
+    w.create_deployment(d).await;
+    let report = w.doctor(&["--workload", name]).await;
+    assert_eq!(
+        findings(&report),
+        vec![(CheckId::NoNodeFitsPlacement, Severity::Error)],
+        "{}",
+        report.render_text()
+    );
+    let message = &report.findings()[0].message;
+    for expected in [
+        "required node affinity term 1 (node-role.kubernetes.io/control-plane Exists, \
+         node.kubernetes.io/instance-type In (m5.large)) rules out 5 of 5"
+            .to_owned(),
+        format!(
+            "required node affinity term 2 ({NODE_LABEL} NotIn ({})) rules out 5 of 5",
+            w.label
+        ),
+        "required node affinity term 3 (example.com/generation Gt 3, example.com/generation Lt 9) rules out 5 of 5"
+            .to_owned(),
+        format!("required node affinity term 4 ({NODE_LABEL} DoesNotExist) rules out 5 of 5"),
+        "required node affinity term 5 (field metadata.name In (no-such-node)) rules out 5 of 5".to_owned(),
+        "the required node affinity terms are alternatives".to_owned(),
+    ] {
+        assert!(message.contains(&expected), "{expected}\nin\n{message}");
+    }
+
+    // One worker gets a generation in range: term 3 holds there, and the worker is untainted.
+    let worker = w.node_name("worker-2");
+    Api::<Node>::all(w.client.clone())
+        .patch(
+            &worker,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"example.com/generation": "4"}}})),
+        )
+        .await
+        .unwrap();
+    let report = w.doctor(&["--workload", name]).await;
+    assert_eq!(findings(&report), vec![], "{}", report.render_text());
     w.cleanup().await;
 }
 

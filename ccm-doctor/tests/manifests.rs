@@ -1,10 +1,12 @@
 //! Lint mode on the repository's generated deployment manifests (`deploy/`, written by `cargo xtask manifests`
-//! from ccm-app's deploy module): they follow every recommendation, so the doctor finds nothing.
+//! from ccm-app's deploy module): they follow every recommendation, so the doctor finds nothing. And on three
+//! real vendors' CCM manifests (`tests/fixtures/vendors/`, the fields the doctor reads, each citing its source):
+//! two select nodes by a label Kubernetes no longer sets, which leaves them Pending forever on a current cluster.
 
 use std::path::PathBuf;
 
 use ccm_doctor::manifest::{WorkloadFilter, lint_manifest, lint_manifest_file, parse_workloads};
-use ccm_doctor::{CheckId, WorkloadKind};
+use ccm_doctor::{CheckId, Severity, WorkloadKind};
 
 fn deploy_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy")
@@ -72,4 +74,95 @@ fn breaking_the_generated_deployment_is_caught() {
         report.render_text()
     );
     assert_eq!(report.exit_code(), 2);
+}
+
+fn vendor(name: &str) -> ccm_doctor::Report {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/vendors")
+        .join(name);
+    lint_manifest_file(&path, &WorkloadFilter::default()).unwrap()
+}
+
+fn checks(report: &ccm_doctor::Report) -> Vec<(CheckId, Severity)> {
+    report
+        .findings()
+        .iter()
+        .map(|f| (f.check, f.severity))
+        .collect()
+}
+
+#[test]
+fn vendor_daemon_sets_on_the_master_label_never_schedule_on_a_current_cluster() {
+    for (file, name) in [
+        ("aws.yaml", "aws-cloud-controller-manager"),
+        ("openstack.yaml", "openstack-cloud-controller-manager"),
+    ] {
+        let report = vendor(file);
+        assert_eq!(
+            checks(&report),
+            vec![
+                (CheckId::MissingNotReadyToleration, Severity::Error),
+                (CheckId::MissingControlPlaneToleration, Severity::Error),
+                (CheckId::RemovedNodeLabel, Severity::Error),
+            ],
+            "{}",
+            report.render_text()
+        );
+        assert_eq!(report.exit_code(), 2);
+        let removed = &report.findings()[2];
+        assert!(
+            removed.message.starts_with(&format!(
+                "DaemonSet {name} can only run on nodes labelled node-role.kubernetes.io/master (nodeSelector)"
+            )),
+            "{}",
+            removed.message
+        );
+        assert!(
+            removed.message.contains("Kubernetes 1.24"),
+            "{}",
+            removed.message
+        );
+        assert!(
+            removed
+                .fix
+                .contains("nodeSelector {node-role.kubernetes.io/control-plane: \"\"}"),
+            "{}",
+            removed.fix
+        );
+    }
+}
+
+#[test]
+fn the_vendor_deployment_without_node_selection_has_no_label_finding() {
+    let report = vendor("hetzner.yaml");
+    assert_eq!(
+        checks(&report),
+        vec![
+            (CheckId::MissingNotReadyToleration, Severity::Error),
+            (CheckId::MissingUnreachableToleration, Severity::Warning),
+            (CheckId::NoHostNetwork, Severity::Warning),
+            (CheckId::NoControlPlanePlacement, Severity::Warning),
+        ],
+        "{}",
+        report.render_text()
+    );
+}
+
+#[test]
+fn fixing_the_label_clears_the_finding() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vendors/aws.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let fixed = text.replace(
+        "nodeSelector: {node-role.kubernetes.io/master: \"\"}",
+        "nodeSelector: {node-role.kubernetes.io/control-plane: \"\"}",
+    );
+    assert_ne!(fixed, text);
+    let report = lint_manifest(&fixed, "aws-fixed.yaml", &WorkloadFilter::default()).unwrap();
+    assert!(
+        !checks(&report)
+            .iter()
+            .any(|(c, _)| *c == CheckId::RemovedNodeLabel),
+        "{}",
+        report.render_text()
+    );
 }

@@ -1,12 +1,25 @@
 //! Property tests of the doctor's parsers: manifests (`manifest::lint_manifest`) and label selectors
-//! (`selector::LabelSelector`). Each property runs `ccm_testenv::properties::DEFAULT_CASES` generated cases (or
+//! (`selector::LabelSelector`); and of its node placement (`placement`, `node_labels`): node affinity against
+//! the label selector semantics, terms as conjunctions and alternatives, and the verdicts' invariants. Each property runs `ccm_testenv::properties::DEFAULT_CASES` generated cases (or
 //! `PROPTEST_CASES`); see docs/architecture.md, "Property tests".
 
 use std::collections::BTreeMap;
 
+use ccm_core::names::taints;
 use ccm_doctor::manifest::{WorkloadFilter, lint_manifest, parse_workloads};
+use ccm_doctor::node_labels::{check_node_labels, placement_requires};
+use ccm_doctor::placement::{
+    check_placement, evaluate, requirement_matches, selects_node, term_matches,
+};
 use ccm_doctor::selector::{LabelSelector, Requirement};
+use ccm_doctor::workload::{Replicas, Workload, WorkloadKind};
+use ccm_doctor::{CheckId, Severity};
 use ccm_testenv::properties::config;
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement,
+    NodeSelectorTerm, NodeSpec, PodSpec, Taint, Toleration,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -252,5 +265,254 @@ proptest! {
             prop_assert_eq!(*matched, expected);
         }
         prop_assert_eq!(selector.matches_opt(None), selector.matches(&BTreeMap::new()));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Node placement
+// ---------------------------------------------------------------------------------------------------------
+
+/// Label keys: the legacy and current role labels, and a few plain ones.
+fn node_key() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(taints::MASTER.to_owned()),
+        Just(taints::CONTROL_PLANE.to_owned()),
+        Just("zone".to_owned()),
+        Just("gen".to_owned()),
+    ]
+}
+
+/// Label values, integers among them (for Gt and Lt).
+fn node_value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(String::new()),
+        Just("a".to_owned()),
+        (-3i64..4).prop_map(|i| i.to_string()),
+    ]
+}
+
+fn node_labels() -> impl Strategy<Value = BTreeMap<String, String>> {
+    prop::collection::btree_map(node_key(), node_value(), 0..4)
+}
+
+fn node_req(op: &str, values: Vec<String>, key: String) -> NodeSelectorRequirement {
+    NodeSelectorRequirement {
+        key,
+        operator: op.to_owned(),
+        values: (!values.is_empty()).then_some(values),
+    }
+}
+
+/// A valid node-affinity requirement with every operator.
+fn node_requirement() -> impl Strategy<Value = NodeSelectorRequirement> {
+    let values = || prop::collection::vec(node_value(), 1..3);
+    prop_oneof![
+        (node_key(), values()).prop_map(|(k, vs)| node_req("In", vs, k)),
+        (node_key(), values()).prop_map(|(k, vs)| node_req("NotIn", vs, k)),
+        node_key().prop_map(|k| node_req("Exists", vec![], k)),
+        node_key().prop_map(|k| node_req("DoesNotExist", vec![], k)),
+        (node_key(), -3i64..4).prop_map(|(k, v)| node_req("Gt", vec![v.to_string()], k)),
+        (node_key(), -3i64..4).prop_map(|(k, v)| node_req("Lt", vec![v.to_string()], k)),
+    ]
+}
+
+fn node_term() -> impl Strategy<Value = NodeSelectorTerm> {
+    prop::collection::vec(node_requirement(), 0..3).prop_map(|reqs| NodeSelectorTerm {
+        match_expressions: Some(reqs),
+        match_fields: None,
+    })
+}
+
+fn taint_keys() -> impl Strategy<Value = Vec<String>> {
+    prop::collection::vec(
+        prop_oneof![
+            Just(taints::CONTROL_PLANE.to_owned()),
+            Just(taints::UNINITIALIZED.to_owned()),
+            Just("dedicated".to_owned()),
+        ],
+        0..3,
+    )
+}
+
+fn a_node(index: usize, labels: BTreeMap<String, String>, taint_keys: Vec<String>) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(format!("n{index}")),
+            labels: Some(labels),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec {
+            taints: Some(
+                taint_keys
+                    .into_iter()
+                    .map(|key| Taint {
+                        key,
+                        effect: "NoSchedule".into(),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+fn nodes() -> impl Strategy<Value = Vec<Node>> {
+    prop::collection::vec((node_labels(), taint_keys()), 0..5).prop_map(|ns| {
+        ns.into_iter()
+            .enumerate()
+            .map(|(i, (labels, taints))| a_node(i, labels, taints))
+            .collect()
+    })
+}
+
+fn pod_spec(
+    selector: BTreeMap<String, String>,
+    terms: Option<Vec<NodeSelectorTerm>>,
+    tolerated: Vec<String>,
+) -> PodSpec {
+    PodSpec {
+        node_selector: (!selector.is_empty()).then_some(selector),
+        affinity: terms.map(|node_selector_terms| Affinity {
+            node_affinity: Some(NodeAffinity {
+                required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                    node_selector_terms,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        tolerations: Some(
+            tolerated
+                .into_iter()
+                .map(|key| Toleration {
+                    key: Some(key),
+                    operator: Some("Exists".into()),
+                    ..Default::default()
+                })
+                .collect(),
+        ),
+        containers: vec![Container {
+            name: "ccm".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+fn a_workload(spec: PodSpec) -> Workload {
+    Workload {
+        kind: WorkloadKind::Deployment,
+        namespace: Some("kube-system".into()),
+        name: "ccm".into(),
+        labels: BTreeMap::new(),
+        selector: None,
+        replicas: Replicas::Fixed(1),
+        pod_spec: spec,
+    }
+}
+
+fn placement_spec() -> impl Strategy<Value = PodSpec> {
+    (
+        prop::collection::btree_map(node_key(), node_value(), 0..2),
+        prop::option::of(prop::collection::vec(node_term(), 0..3)),
+        taint_keys(),
+    )
+        .prop_map(|(selector, terms, tolerated)| pod_spec(selector, terms, tolerated))
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn node_affinity_agrees_with_label_selectors(requirement in node_requirement(), labels in node_labels()) {
+        let matched = requirement_matches(&requirement, &labels).map_err(TestCaseError::fail)?;
+        let key = requirement.key.clone();
+        let values = requirement.values.clone().unwrap_or_default();
+        // The operators label selectors share mean the same in both.
+        let selector = match requirement.operator.as_str() {
+            "In" => Some(Requirement::In(key.clone(), values.clone())),
+            "NotIn" => Some(Requirement::NotIn(key.clone(), values.clone())),
+            "Exists" => Some(Requirement::Exists(key.clone())),
+            "DoesNotExist" => Some(Requirement::DoesNotExist(key.clone())),
+            _ => None,
+        };
+        if let Some(selector) = selector {
+            prop_assert_eq!(matched, selector_of(vec![selector]).matches(&labels));
+        } else {
+            // Gt and Lt: integer comparison; a missing or non-integer label never matches.
+            let bound: i64 = values[0].parse().unwrap();
+            let expected = labels.get(&key).and_then(|v| v.parse::<i64>().ok()).is_some_and(|have| {
+                if requirement.operator == "Gt" { have > bound } else { have < bound }
+            });
+            prop_assert_eq!(matched, expected);
+        }
+    }
+
+    #[test]
+    fn a_term_is_the_conjunction_of_its_requirements(term in node_term(), labels in node_labels()) {
+        let node = a_node(0, labels.clone(), vec![]);
+        let requirements = term.match_expressions.clone().unwrap_or_default();
+        let each: Vec<bool> = requirements.iter().map(|r| requirement_matches(r, &labels).unwrap()).collect();
+        // An empty term matches nothing.
+        let expected = !each.is_empty() && each.iter().all(|b| *b);
+        prop_assert_eq!(term_matches(&term, &node), Ok(expected));
+    }
+
+    #[test]
+    fn required_terms_are_alternatives_and_the_node_selector_a_conjunction(
+        selector in prop::collection::btree_map(node_key(), node_value(), 0..3),
+        terms in prop::option::of(prop::collection::vec(node_term(), 0..3)),
+        labels in node_labels(),
+    ) {
+        let node = a_node(0, labels.clone(), vec![]);
+        let spec = pod_spec(selector.clone(), terms.clone(), vec![]);
+        let by_selector = selector.iter().all(|(k, v)| labels.get(k) == Some(v));
+        let by_affinity = terms.as_ref().is_none_or(|ts| ts.iter().any(|t| term_matches(t, &node) == Ok(true)));
+        prop_assert_eq!(selects_node(&spec, &node), by_selector && by_affinity);
+        // Adding an alternative term never loses a node.
+        if let Some(mut more) = terms {
+            let before = selects_node(&spec, &node);
+            more.push(NodeSelectorTerm {
+                match_expressions: Some(vec![NodeSelectorRequirement {
+                    key: "zone".into(), operator: "Exists".into(), values: None,
+                }]),
+                match_fields: None,
+            });
+            prop_assert!(!before || selects_node(&pod_spec(selector, Some(more), vec![]), &node));
+        }
+    }
+
+    #[test]
+    fn placement_verdicts_are_consistent(spec in placement_spec(), nodes in nodes()) {
+        let placement = evaluate(&spec, WorkloadKind::Deployment, &nodes);
+        prop_assert_eq!(placement.nodes, nodes.len());
+        prop_assert!(placement.selected.len() <= nodes.len());
+        prop_assert!(placement.fitting.iter().all(|n| placement.selected.contains(n)));
+        for rule in &placement.rules {
+            prop_assert!(rule.ruled_out <= nodes.len());
+        }
+        // A node that no rule rules out is selected.
+        let selected_by_rules = nodes.iter().filter(|n| selects_node(&spec, n)).count();
+        prop_assert_eq!(selected_by_rules, placement.selected.len());
+        let findings = check_placement(&a_workload(spec.clone()), &nodes);
+        let expected = !nodes.is_empty() && placement.fitting.is_empty();
+        prop_assert_eq!(findings.len(), usize::from(expected));
+        for f in &findings {
+            prop_assert_eq!((f.check, f.severity), (CheckId::NoNodeFitsPlacement, Severity::Error));
+            prop_assert!(!f.fix.is_empty());
+        }
+        // The legacy-label check in lint mode: an error exactly when every pod needs the master label.
+        let lint = check_node_labels(&a_workload(spec.clone()), None);
+        let removed_error = lint.iter().any(|f| f.check == CheckId::RemovedNodeLabel && f.severity == Severity::Error);
+        prop_assert_eq!(removed_error, placement_requires(&spec, taints::MASTER));
+        // And a workload that needs it fits no node that lacks it.
+        if placement_requires(&spec, taints::MASTER) {
+            for name in &placement.selected {
+                let node = nodes.iter().find(|n| n.metadata.name.as_ref() == Some(name)).unwrap();
+                prop_assert!(node.metadata.labels.as_ref().unwrap().contains_key(taints::MASTER));
+            }
+        }
     }
 }

@@ -226,9 +226,40 @@ pub(crate) fn jittered(period: Duration, factor: f64, unit: f64) -> Duration {
     period + period.mul_f64(factor * unit)
 }
 
+/// How long a candidate waits before its next try: the jittered retry `pause`, or less when the lease
+/// it saw held runs out (`expires_at`) sooner.
+pub(crate) fn next_try(pause: Duration, expires_at: Option<Instant>, now: Instant) -> Duration {
+    match expires_at {
+        Some(at) => pause.min(at.saturating_duration_since(now)),
+        None => pause,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_candidate_tries_again_when_the_lease_it_saw_runs_out() {
+        let now = Instant::now();
+        let pause = Duration::from_millis(2_200);
+        assert_eq!(next_try(pause, None, now), pause, "no lease seen held");
+        assert_eq!(
+            next_try(pause, Some(now + Duration::from_secs(4)), now),
+            pause,
+            "a renewing holder: the lease runs out after the next try"
+        );
+        assert_eq!(
+            next_try(pause, Some(now + Duration::from_millis(700)), now),
+            Duration::from_millis(700),
+            "the lease runs out first: try then"
+        );
+        assert_eq!(
+            next_try(pause, Some(now - Duration::from_secs(1)), now),
+            Duration::ZERO,
+            "already out: try at once"
+        );
+    }
 
     const ME: &str = "me_1";
     const OTHER: &str = "other_2";

@@ -193,6 +193,39 @@ fn placement_overrides() -> Vec<String> {
     .collect()
 }
 
+/// `--use-service-account-credentials`, with a vendor controller's own account.
+fn controller_credentials_overrides() -> Vec<String> {
+    [
+        "--set",
+        "serviceAccountCredentials.enabled=true",
+        "--set-json",
+        r#"serviceAccountCredentials.extraControllers=[{"name":"acme-tagging","rules":[{"apiGroups":[""],"resources":["nodes"],"verbs":["get","patch"]}]}]"#,
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect()
+}
+
+fn committed(files: &[&str]) -> Vec<Value> {
+    let mut committed = Vec::new();
+    for file in files {
+        let path = workspace_root().join("deploy").join(file);
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        committed.extend(documents(&text, file));
+    }
+    sorted(committed)
+}
+
+fn assert_same_objects(rendered: &[Value], committed: &[Value], what: &str) {
+    let rendered_keys: Vec<String> = rendered.iter().map(key).collect();
+    let committed_keys: Vec<String> = committed.iter().map(key).collect();
+    assert_eq!(rendered_keys, committed_keys, "the same objects ({what})");
+    for (chart, deploy) in rendered.iter().zip(committed) {
+        assert_eq!(chart, deploy, "{} differs ({what})", key(chart));
+    }
+}
+
 fn strs(args: &[String]) -> Vec<&str> {
     args.iter().map(String::as_str).collect()
 }
@@ -205,6 +238,7 @@ fn helm_lint_passes_with_the_defaults_and_the_overrides() {
         vendor_overrides(),
         single_replica_overrides(),
         placement_overrides(),
+        controller_credentials_overrides(),
     ] {
         let mut args = vec!["lint", "--strict", chart.as_str()];
         args.extend(strs(&overrides));
@@ -217,30 +251,70 @@ fn helm_lint_passes_with_the_defaults_and_the_overrides() {
 #[test]
 fn the_default_values_render_exactly_the_committed_manifests() {
     let rendered = sorted(documents(&render(&[]), "helm template"));
-    let mut committed = Vec::new();
-    for file in [
+    let committed = committed(&[
         "serviceaccount.yaml",
         "rbac.yaml",
         "deployment.yaml",
         "cloud-config.yaml",
-    ] {
-        let path = workspace_root().join("deploy").join(file);
-        let text =
-            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        committed.extend(documents(&text, file));
-    }
-    let committed = sorted(committed);
-    let rendered_keys: Vec<String> = rendered.iter().map(key).collect();
-    let committed_keys: Vec<String> = committed.iter().map(key).collect();
-    assert_eq!(rendered_keys, committed_keys, "the same objects");
-    for (chart, deploy) in rendered.iter().zip(&committed) {
-        assert_eq!(
-            chart,
-            deploy,
-            "{} differs between the chart's defaults and deploy/",
-            key(chart)
-        );
-    }
+    ]);
+    assert_same_objects(&rendered, &committed, "the chart's defaults and deploy/");
+}
+
+#[test]
+fn service_account_credentials_render_the_committed_controller_rbac() {
+    let overrides = ["--set", "serviceAccountCredentials.enabled=true"];
+    let docs = documents(&render(&overrides), "credentials");
+    let flag = "--use-service-account-credentials=true".to_owned();
+    assert!(args(&docs).contains(&flag), "{:?}", args(&docs));
+    let rendered: Vec<Value> = docs
+        .into_iter()
+        .filter(|d| d["kind"] != "Deployment")
+        .collect();
+    let committed: Vec<Value> = committed(&[
+        "serviceaccount.yaml",
+        "rbac.yaml",
+        "cloud-config.yaml",
+        "controller-rbac.yaml",
+    ]);
+    assert_same_objects(
+        &sorted(rendered),
+        &committed,
+        "the chart with serviceAccountCredentials.enabled and deploy/ with controller-rbac.yaml",
+    );
+
+    // A vendor controller's account: its role (with Events) and binding, and the CCM may mint its tokens.
+    let docs = documents(
+        &render(&strs(&controller_credentials_overrides())),
+        "vendor controller",
+    );
+    let role = find(&docs, "ClusterRole")
+        .into_iter()
+        .find(|r| r["metadata"]["name"] == "system:controller:acme-tagging")
+        .expect("the vendor controller's ClusterRole");
+    assert_eq!(
+        role["rules"],
+        json!([
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]}
+        ])
+    );
+    let binding = find(&docs, "ClusterRoleBinding")
+        .into_iter()
+        .find(|r| r["metadata"]["name"] == "system:controller:acme-tagging")
+        .expect("the vendor controller's ClusterRoleBinding");
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "acme-tagging", "namespace": "kube-system"}])
+    );
+    let tokens = find(&docs, "Role")
+        .into_iter()
+        .find(|r| r["metadata"]["name"] == "cloud-controller-manager:controller-tokens")
+        .expect("the token Role");
+    assert_eq!(
+        tokens["rules"][2]["resourceNames"].as_array().map(Vec::len),
+        Some(6),
+        "the five standard accounts and the vendor's"
+    );
 }
 
 #[test]
@@ -368,6 +442,7 @@ async fn every_rendering_passes_a_dry_run_and_the_doctor() {
         ("vendor", vendor_overrides()),
         ("single replica", single_replica_overrides()),
         ("placement", placement_overrides()),
+        ("controller credentials", controller_credentials_overrides()),
     ] {
         let text = render(&strs(&overrides));
         for doc in documents(&text, name) {

@@ -25,6 +25,7 @@ mod plan;
 mod proof;
 mod replicas;
 mod report;
+mod services;
 mod world;
 
 use std::path::PathBuf;

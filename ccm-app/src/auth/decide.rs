@@ -140,6 +140,8 @@ pub struct RequestHeaderNames {
     pub allowed_names: Vec<String>,
     /// Headers naming the user, first set wins.
     pub username_headers: Vec<String>,
+    /// Headers naming the user's UID, first set wins (Go 1.32+, `--requestheader-uid-headers`; none by default).
+    pub uid_headers: Vec<String>,
     /// Headers naming groups.
     pub group_headers: Vec<String>,
     /// Prefixes of headers with extra information.
@@ -166,6 +168,13 @@ impl RequestHeaderNames {
             .flat_map(|h| header_values(headers, h))
             .collect();
         let mut user = UserInfo::authenticated(&name, groups);
+        if let Some(uid) = self
+            .uid_headers
+            .iter()
+            .find_map(|h| header_values(headers, h).into_iter().next())
+        {
+            user.uid = uid;
+        }
         for (header, value) in headers {
             let lower = header.as_str();
             for prefix in &self.extra_prefixes {
@@ -187,8 +196,13 @@ impl RequestHeaderNames {
 
     /// Remove every header the proxy authenticator reads, so they do not reach the handlers.
     pub fn strip(&self, headers: &mut HeaderMap) {
-        for name in self.username_headers.iter().chain(&self.group_headers) {
-            headers.remove(name.as_str());
+        for name in self
+            .username_headers
+            .iter()
+            .chain(&self.uid_headers)
+            .chain(&self.group_headers)
+        {
+            headers.remove(name.trim());
         }
         let prefixes: Vec<String> = self
             .extra_prefixes
@@ -280,6 +294,7 @@ pub fn parse_cluster_authentication(
         requestheader: RequestHeaderNames {
             allowed_names: list("requestheader-allowed-names")?,
             username_headers: list("requestheader-username-headers")?,
+            uid_headers: list("requestheader-uid-headers")?,
             group_headers: list("requestheader-group-headers")?,
             extra_prefixes: list("requestheader-extra-headers-prefix")?,
         },
@@ -433,6 +448,7 @@ mod tests {
         RequestHeaderNames {
             allowed_names: strings(&["front-proxy-client"]),
             username_headers: strings(&["X-Remote-User"]),
+            uid_headers: strings(&["X-Remote-Uid"]),
             group_headers: strings(&["X-Remote-Group"]),
             extra_prefixes: strings(&["X-Remote-Extra-"]),
         }
@@ -457,6 +473,17 @@ mod tests {
         ]);
         let user = names.user(&map).unwrap();
         assert_eq!(user.name, "alice");
+        assert_eq!(user.uid, "", "no UID header: no UID");
+        let mut with_uid = map.clone();
+        with_uid.insert("x-remote-uid", http::HeaderValue::from_static("u-1"));
+        assert_eq!(names.user(&with_uid).unwrap().uid, "u-1");
+        let mut stripped = with_uid.clone();
+        names.strip(&mut stripped);
+        assert_eq!(
+            stripped.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
+            ["accept"],
+            "every header the proxy authenticator reads is removed"
+        );
         assert_eq!(user.groups, vec!["devs", "ops", "system:authenticated"]);
         assert_eq!(user.extra["scopes"], vec!["a", "b"]);
         assert_eq!(user.extra["acme.com/project"], vec!["p"]);
@@ -522,6 +549,7 @@ mod tests {
             ("requestheader-client-ca-file", "PEM2"),
             ("requestheader-allowed-names", "[\"front-proxy-client\"]"),
             ("requestheader-username-headers", "[\"X-Remote-User\"]"),
+            ("requestheader-uid-headers", "[\"X-Remote-Uid\"]"),
             ("requestheader-group-headers", "[\"X-Remote-Group\"]"),
             (
                 "requestheader-extra-headers-prefix",

@@ -18,11 +18,13 @@
 //! answers kept for the authorized/unauthorized TTLs); a denial gets a 403 with Go's Status body.
 //!
 //! Without a kubeconfig and outside a cluster, as in Go: a warning, no token or ConfigMap lookup, and only the
-//! always-allowed paths and `system:masters` are allowed.
+//! always-allowed paths and `system:masters` are allowed. The ConfigMap is watched, as in Go: rotated CAs apply
+//! without a restart ([`trust`]).
 
 pub mod cache;
 pub mod decide;
 pub mod review;
+mod trust;
 pub mod x509;
 
 use std::path::{Path, PathBuf};
@@ -47,6 +49,8 @@ use decide::{
     AlwaysAllowPaths, ClusterAuthentication, RequestHeaderNames, UserInfo,
 };
 use review::{AccessQuestion, AccessReviewer, ReviewMetrics, TokenReviewer};
+use tokio_util::sync::CancellationToken;
+use trust::{FromCluster, StopOnDrop, Trust, TrustCell};
 use x509::{CaBundle, RequestClientCert};
 
 /// Why delegated authentication or authorization cannot be set up.
@@ -97,12 +101,15 @@ pub struct DelegatedAuth {
 
 #[derive(Debug)]
 struct Inner {
-    request_header: Option<(CaBundle, RequestHeaderNames)>,
-    client_ca: Option<CaBundle>,
+    trust: Arc<TrustCell>,
+    /// Whether some of the trust comes from the cluster's ConfigMap (and may appear later).
+    from_cluster: FromCluster,
     tokens: Option<TokenReviewer>,
     always_allow: AlwaysAllowPaths,
     access: Option<AccessReviewer>,
     provider: Arc<CryptoProvider>,
+    /// Stops following the ConfigMap when the last handle is dropped.
+    _follow: Option<StopOnDrop>,
 }
 
 /// The client of a delegated-auth kubeconfig flag: the file when given, else the in-cluster configuration, else
@@ -209,45 +216,73 @@ impl DelegatedAuth {
         )
         .await?;
 
-        let mut client_ca = match &options.client_ca_file {
+        let client_ca = match &options.client_ca_file {
             Some(path) => Some(ca_file("client-ca-file", path, &provider)?),
             None => None,
         };
-        let mut request_header = match &options.requestheader_client_ca_file {
+        let request_header = match &options.requestheader_client_ca_file {
             Some(path) => Some((
                 ca_file("requestheader-client-ca-file", path, &provider)?,
                 RequestHeaderNames {
                     allowed_names: options.requestheader_allowed_names.clone(),
                     username_headers: options.requestheader_username_headers.clone(),
+                    uid_headers: options.requestheader_uid_headers.clone(),
                     group_headers: options.requestheader_group_headers.clone(),
                     extra_prefixes: options.requestheader_extra_headers_prefix.clone(),
                 },
             )),
             None => None,
         };
-        let missing = client_ca.is_none() || request_header.is_none();
-        if missing
+        let from_cluster = FromCluster {
+            client_ca: client_ca.is_none(),
+            request_header: request_header.is_none(),
+        };
+        let given = Trust {
+            client_ca,
+            request_header,
+        };
+        let mut trust = given.clone();
+        let mut follow = None;
+        if from_cluster.any()
             && !options.authentication_skip_lookup
             && let Some(client) = &authn_client
         {
-            match lookup_cas(client, &provider).await {
-                Ok((cluster_client_ca, cluster_request_header)) => {
-                    if client_ca.is_none() {
-                        client_ca = cluster_client_ca;
-                    }
-                    if request_header.is_none() {
-                        request_header = cluster_request_header;
-                    }
+            match lookup(client).await.and_then(|cluster| {
+                let bundles = trust::cluster_trust(cluster.clone(), &provider)
+                    .map_err(|reason| AuthError::Lookup { reason })?;
+                Ok((cluster, bundles))
+            }) {
+                Ok((cluster, bundles)) => {
+                    trust = given.merged(bundles, from_cluster);
+                    follow = Some(cluster);
                 }
                 Err(err) if options.authentication_tolerate_lookup_failure => {
                     tracing::warn!(
                         error = %err,
                         "continuing without the cluster's client CAs (requests may be treated as anonymous)"
                     );
+                    follow = Some(ClusterAuthentication::default());
                 }
                 Err(err) => return Err(err),
             }
         }
+        let trust_cell = Arc::new(TrustCell::new(trust.clone()));
+        let follow = match (follow, &authn_client) {
+            (Some(last), Some(client)) => {
+                let stop = CancellationToken::new();
+                tokio::spawn(trust::follow(
+                    Api::namespaced(client.clone(), AUTHENTICATION_CONFIGMAP_NAMESPACE),
+                    AUTHENTICATION_CONFIGMAP_NAME,
+                    trust_cell.clone(),
+                    from_cluster,
+                    last,
+                    provider.clone(),
+                    stop.clone(),
+                ));
+                Some(StopOnDrop(stop))
+            }
+            _ => None,
+        };
 
         let tokens = authn_client.map(|client| {
             TokenReviewer::new(
@@ -271,33 +306,46 @@ impl DelegatedAuth {
             )
         });
         tracing::info!(
-            client_certificates = client_ca.is_some(),
-            request_header = request_header.is_some(),
+            client_certificates = trust.client_ca.is_some(),
+            request_header = trust.request_header.is_some(),
+            follows_configmap = follow.is_some(),
             token_review = tokens.is_some(),
             subject_access_review = access.is_some(),
             "the secure port authenticates and authorizes requests"
         );
         Ok(DelegatedAuth {
             inner: Arc::new(Inner {
-                request_header,
-                client_ca,
+                trust: trust_cell,
+                from_cluster: if follow.is_some() {
+                    from_cluster
+                } else {
+                    FromCluster::default()
+                },
                 tokens,
                 always_allow,
                 access,
                 provider,
+                _follow: follow,
             }),
         })
     }
 
     /// The TLS verifier that asks clients for a certificate issued by one of the trusted CAs.
+    ///
+    /// The hint names the CAs in force when it is made; when CAs may come from the cluster's ConfigMap later,
+    /// client certificates are asked for even while none is trusted yet.
     pub fn client_cert_verifier(&self) -> Arc<dyn ClientCertVerifier> {
-        let bundles: Vec<&CaBundle> = self
-            .inner
+        let trust = self.inner.trust.get();
+        let bundles: Vec<&CaBundle> = trust
             .client_ca
             .iter()
-            .chain(self.inner.request_header.as_ref().map(|(ca, _)| ca))
+            .chain(trust.request_header.as_ref().map(|(ca, _)| ca))
             .collect();
-        Arc::new(RequestClientCert::new(&bundles, &self.inner.provider))
+        Arc::new(RequestClientCert::new(
+            &bundles,
+            self.inner.from_cluster.any(),
+            &self.inner.provider,
+        ))
     }
 
     /// Who sent a request with client chain `chain` and `headers`: the anonymous user when it carries no
@@ -312,9 +360,10 @@ impl DelegatedAuth {
         headers: &http::HeaderMap,
     ) -> Result<UserInfo, String> {
         let inner = &self.inner;
+        let trust = inner.trust.get();
         let mut errors = Vec::new();
         if !chain.is_empty() {
-            if let Some((ca, names)) = &inner.request_header {
+            if let Some((ca, names)) = &trust.request_header {
                 match ca.verify(chain).and_then(|()| proxy_allowed(chain, names)) {
                     Ok(()) => {
                         if let Some(user) = names.user(headers) {
@@ -324,7 +373,7 @@ impl DelegatedAuth {
                     Err(err) => errors.push(err),
                 }
             }
-            if let Some(ca) = &inner.client_ca {
+            if let Some(ca) = &trust.client_ca {
                 match ca.verify(chain).and_then(|()| x509::subject(&chain[0])) {
                     Ok(subject) if !subject.common_name.is_empty() => {
                         return Ok(UserInfo::authenticated(
@@ -387,26 +436,6 @@ impl DelegatedAuth {
     }
 }
 
-/// The client CA and the request-header CA with its names, from the ConfigMap.
-async fn lookup_cas(
-    client: &kube::Client,
-    provider: &Arc<CryptoProvider>,
-) -> Result<(Option<CaBundle>, Option<(CaBundle, RequestHeaderNames)>), AuthError> {
-    let cluster = lookup(client).await?;
-    let bundle = |key: &str, pem: Option<String>| -> Result<Option<CaBundle>, AuthError> {
-        pem.map(|pem| {
-            CaBundle::from_pem(&pem, provider).map_err(|reason| AuthError::Lookup {
-                reason: format!("{key}: {reason}"),
-            })
-        })
-        .transpose()
-    };
-    let client_ca = bundle("client-ca-file", cluster.client_ca)?;
-    let request_header = bundle("requestheader-client-ca-file", cluster.requestheader_ca)?
-        .map(|ca| (ca, cluster.requestheader));
-    Ok((client_ca, request_header))
-}
-
 /// A verified proxy certificate must also have an allowed common name.
 fn proxy_allowed(
     chain: &[CertificateDer<'static>],
@@ -454,7 +483,7 @@ pub(crate) async fn middleware(
             return status_response(StatusCode::UNAUTHORIZED, decide::unauthorized_body());
         }
     };
-    if let Some((_, names)) = &auth.inner.request_header {
+    if let Some((_, names)) = &auth.inner.trust.get().request_header {
         names.strip(request.headers_mut());
     }
     request.headers_mut().remove(header::AUTHORIZATION);

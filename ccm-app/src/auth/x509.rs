@@ -114,17 +114,21 @@ pub fn subject(cert: &CertificateDer<'_>) -> Result<Subject, String> {
 #[derive(Debug)]
 pub(crate) struct RequestClientCert {
     subjects: Vec<DistinguishedName>,
+    offer: bool,
     algorithms: WebPkiSupportedAlgorithms,
 }
 
 impl RequestClientCert {
-    /// A verifier hinting the CAs of `bundles`; with none, client certificates are not asked for.
-    pub(crate) fn new(bundles: &[&CaBundle], provider: &CryptoProvider) -> Self {
+    /// A verifier hinting the CAs of `bundles`; with none, client certificates are asked for only if CAs may be
+    /// trusted later (`later`: they come from the cluster's ConfigMap).
+    pub(crate) fn new(bundles: &[&CaBundle], later: bool, provider: &CryptoProvider) -> Self {
+        let subjects: Vec<DistinguishedName> = bundles
+            .iter()
+            .flat_map(|b| b.subjects.iter().cloned())
+            .collect();
         RequestClientCert {
-            subjects: bundles
-                .iter()
-                .flat_map(|b| b.subjects.iter().cloned())
-                .collect(),
+            offer: later || !subjects.is_empty(),
+            subjects,
             algorithms: provider.signature_verification_algorithms,
         }
     }
@@ -132,7 +136,7 @@ impl RequestClientCert {
 
 impl ClientCertVerifier for RequestClientCert {
     fn offer_client_auth(&self) -> bool {
-        !self.subjects.is_empty()
+        self.offer
     }
 
     fn client_auth_mandatory(&self) -> bool {
@@ -260,14 +264,20 @@ mod tests {
     }
 
     #[test]
-    fn the_tls_verifier_asks_only_when_there_are_cas() {
+    fn the_tls_verifier_asks_only_when_there_are_or_may_be_cas() {
         let one = ca("one");
         let bundle = CaBundle::from_pem(&one.pem, &provider()).unwrap();
-        let asks = RequestClientCert::new(&[&bundle], &provider());
+        let asks = RequestClientCert::new(&[&bundle], false, &provider());
         assert!(asks.offer_client_auth());
         assert!(!asks.client_auth_mandatory());
         assert_eq!(asks.root_hint_subjects().len(), 1);
-        let silent = RequestClientCert::new(&[], &provider());
+        let silent = RequestClientCert::new(&[], false, &provider());
         assert!(!silent.offer_client_auth());
+        let later = RequestClientCert::new(&[], true, &provider());
+        assert!(
+            later.offer_client_auth(),
+            "CAs may come from the ConfigMap later"
+        );
+        assert!(later.root_hint_subjects().is_empty());
     }
 }

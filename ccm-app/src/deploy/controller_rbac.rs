@@ -33,10 +33,39 @@ pub const CONTROLLER_ACCOUNTS: [&str; 5] = [
 /// The accounts whose ClusterRole and binding the API server itself provides (its bootstrap policy).
 pub const API_SERVER_BOOTSTRAP_ACCOUNTS: [&str; 2] = ["service-controller", "route-controller"];
 
-fn generated_accounts() -> impl Iterator<Item = &'static str> {
+/// The accounts whose ClusterRole and binding are generated: the standard ones the API server does not provide,
+/// then the vendor controllers' ([`ManifestOptions::with_controller_account`]).
+fn generated_accounts(options: &ManifestOptions) -> impl Iterator<Item = &str> {
     CONTROLLER_ACCOUNTS
         .into_iter()
         .filter(|a| !API_SERVER_BOOTSTRAP_ACCOUNTS.contains(a))
+        .chain(options.controller_accounts.iter().map(|a| a.name.as_str()))
+}
+
+/// Every account the CCM requests tokens for: [`CONTROLLER_ACCOUNTS`], then the vendor controllers'.
+pub fn token_accounts(options: &ManifestOptions) -> Vec<String> {
+    CONTROLLER_ACCOUNTS
+        .iter()
+        .map(|a| (*a).to_owned())
+        .chain(options.controller_accounts.iter().map(|a| a.name.clone()))
+        .collect()
+}
+
+/// The rules of generated account `account`: a vendor controller's own rules plus Events, or
+/// [`controller_rules`].
+fn account_rules(options: &ManifestOptions, account: &str) -> Vec<PolicyRule> {
+    match options
+        .controller_accounts
+        .iter()
+        .find(|a| a.name == account)
+    {
+        Some(vendor) => {
+            let mut rules = vendor.rules.clone();
+            rules.push(events());
+            rules
+        }
+        None => controller_rules(account),
+    }
 }
 
 fn events() -> PolicyRule {
@@ -64,12 +93,13 @@ pub fn controller_rules(account: &str) -> Vec<PolicyRule> {
     rules
 }
 
-/// The ClusterRole of each of [`CONTROLLER_ACCOUNTS`] but [`API_SERVER_BOOTSTRAP_ACCOUNTS`].
+/// The ClusterRole of each of [`CONTROLLER_ACCOUNTS`] but [`API_SERVER_BOOTSTRAP_ACCOUNTS`], and of each vendor
+/// controller account.
 pub fn controller_cluster_roles(options: &ManifestOptions) -> Vec<ClusterRole> {
-    generated_accounts()
+    generated_accounts(options)
         .map(|account| ClusterRole {
             metadata: options.meta(&format!("{CONTROLLER_ROLE_PREFIX}{account}"), None),
-            rules: Some(controller_rules(account)),
+            rules: Some(account_rules(options, account)),
             ..ClusterRole::default()
         })
         .collect()
@@ -77,7 +107,7 @@ pub fn controller_cluster_roles(options: &ManifestOptions) -> Vec<ClusterRole> {
 
 /// The ClusterRoleBinding of each generated ClusterRole to its controller's ServiceAccount (in `kube-system`).
 pub fn controller_cluster_role_bindings(options: &ManifestOptions) -> Vec<ClusterRoleBinding> {
-    generated_accounts()
+    generated_accounts(options)
         .map(|account| {
             let name = format!("{CONTROLLER_ROLE_PREFIX}{account}");
             ClusterRoleBinding {
@@ -103,12 +133,9 @@ fn token_role_name(options: &ManifestOptions) -> String {
 }
 
 /// The rules of the CCM's own identity on the controllers' accounts: create them (a create cannot be limited by
-/// name), read them and request their tokens (both limited to [`CONTROLLER_ACCOUNTS`]).
-pub fn token_requester_rules() -> Vec<PolicyRule> {
-    let accounts: Vec<String> = CONTROLLER_ACCOUNTS
-        .iter()
-        .map(|a| (*a).to_owned())
-        .collect();
+/// name), read them and request their tokens (both limited to [`token_accounts`]).
+pub fn token_requester_rules(options: &ManifestOptions) -> Vec<PolicyRule> {
+    let accounts = token_accounts(options);
     vec![
         rule(&[""], &["serviceaccounts"], &["create"]),
         PolicyRule {
@@ -126,7 +153,7 @@ pub fn token_requester_rules() -> Vec<PolicyRule> {
 pub fn token_requester_role(options: &ManifestOptions) -> Role {
     Role {
         metadata: options.meta(&token_role_name(options), Some(SERVICE_ACCOUNT_NAMESPACE)),
-        rules: Some(token_requester_rules()),
+        rules: Some(token_requester_rules(options)),
     }
 }
 
@@ -217,5 +244,35 @@ mod tests {
             binding.subjects.unwrap()[0].name,
             "cloud-controller-manager"
         );
+    }
+
+    #[test]
+    fn a_vendor_controller_account_gets_its_role_binding_and_tokens() {
+        let tagging = rule(&[""], &["nodes"], &["get", "patch"]);
+        let options = ManifestOptions::new("example.invalid/ccm:1")
+            .with_controller_account("acme-tagging", vec![tagging.clone()]);
+        let roles = controller_cluster_roles(&options);
+        let role = roles.last().unwrap();
+        assert_eq!(
+            role.metadata.name.as_deref(),
+            Some("system:controller:acme-tagging")
+        );
+        assert_eq!(role.rules.as_deref(), Some(&[tagging, events()][..]));
+        let bindings = controller_cluster_role_bindings(&options);
+        let subject = &bindings.last().unwrap().subjects.as_ref().unwrap()[0];
+        assert_eq!(
+            (subject.name.as_str(), subject.namespace.as_deref()),
+            ("acme-tagging", Some("kube-system"))
+        );
+        let rules = token_requester_rules(&options);
+        for rule in &rules[1..] {
+            let names = rule.resource_names.as_ref().unwrap();
+            assert_eq!(names.len(), CONTROLLER_ACCOUNTS.len() + 1);
+            assert_eq!(names.last().map(String::as_str), Some("acme-tagging"));
+        }
+        // Without vendor accounts nothing changes.
+        let plain = ManifestOptions::new("example.invalid/ccm:1");
+        assert_eq!(controller_cluster_roles(&plain).len(), 3);
+        assert_eq!(token_accounts(&plain), CONTROLLER_ACCOUNTS);
     }
 }

@@ -446,6 +446,11 @@ settings! {
     #[arg(long, value_name = "HEADERS", value_delimiter = ',', help_heading = "Authentication")]
     requestheader_username_headers: Vec<String> = vec!["x-remote-user".to_owned()],
 
+    /// The request headers to read the user's UID from; the first one set wins. When set, it must include
+    /// X-Remote-Uid (the header the API server's aggregator sends). Default: none.
+    #[arg(long, value_name = "HEADERS", value_delimiter = ',', help_heading = "Authentication")]
+    requestheader_uid_headers: Vec<String> = Vec::new(),
+
     /// The request headers to read the groups from. Default: x-remote-group.
     #[arg(long, value_name = "HEADERS", value_delimiter = ',', help_heading = "Authentication")]
     requestheader_group_headers: Vec<String> = vec!["x-remote-group".to_owned()],
@@ -605,6 +610,7 @@ mod tests {
         assert_eq!(o.requestheader_client_ca_file, None);
         assert!(o.requestheader_allowed_names.is_empty());
         assert_eq!(o.requestheader_username_headers, vec!["x-remote-user"]);
+        assert!(o.requestheader_uid_headers.is_empty());
         assert_eq!(o.requestheader_group_headers, vec!["x-remote-group"]);
         assert_eq!(
             o.requestheader_extra_headers_prefix,

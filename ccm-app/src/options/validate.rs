@@ -149,6 +149,12 @@ impl CcmOptions {
                 );
             }
         }
+        if let Some(reason) = uid_headers_problem(&self.requestheader_uid_headers) {
+            errors.push(ValidationError::Invalid {
+                setting: "requestheader-uid-headers",
+                reason,
+            });
+        }
         if let Err(err) = self.cloud_budget().validate() {
             errors.push(ValidationError::Invalid {
                 setting: "cloud-api-qps",
@@ -305,6 +311,22 @@ pub enum ValidationError {
     UnknownControllers(#[from] crate::controllers::UnknownControllers),
 }
 
+/// What is wrong with `--requestheader-uid-headers`, as Go checks it: no blank entry, and when set it must include
+/// `X-Remote-Uid`, the header the API server's aggregator sends (without it, aggregated requests lose their UID).
+fn uid_headers_problem(headers: &[String]) -> Option<String> {
+    if headers.iter().any(|h| h.trim().is_empty()) {
+        return Some("a header name is empty or only white space".to_owned());
+    }
+    (!headers.is_empty()
+        && !headers
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case("x-remote-uid")))
+    .then(|| {
+        "set without the standard X-Remote-Uid header; add it, or API aggregation will not work"
+            .to_owned()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,6 +364,35 @@ mod tests {
                 "invalid --tls-cert-file: --tls-cert-file and --tls-private-key-file must be given together",
                 "invalid --service-namespace: \"Bad_NS\" is not a valid namespace name (a DNS-1123 label)",
             ]
+        );
+    }
+
+    #[test]
+    fn uid_headers_follow_go() {
+        let with = |headers: &[&str]| CcmOptions {
+            requestheader_uid_headers: headers.iter().map(|h| (*h).to_owned()).collect(),
+            ..valid()
+        };
+        assert!(with(&[]).validate().is_empty());
+        assert!(with(&["x-remote-uid"]).validate().is_empty());
+        assert!(with(&["X-Acme-Uid", "X-Remote-Uid"]).validate().is_empty());
+        let messages = |headers: &[&str]| -> Vec<String> {
+            with(headers)
+                .validate()
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        assert_eq!(
+            messages(&["X-Acme-Uid"]),
+            [
+                "invalid --requestheader-uid-headers: set without the standard X-Remote-Uid header; add it, or API \
+              aggregation will not work"
+            ]
+        );
+        assert_eq!(
+            messages(&["X-Remote-Uid", " "]),
+            ["invalid --requestheader-uid-headers: a header name is empty or only white space"]
         );
     }
 

@@ -8,27 +8,26 @@
 //! state file), the cloud holds no load balancer without a Service, and no Node was deleted
 //! (counted in the audit log) although the node lifecycle controller runs.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail};
-use ccm_provider_fake::{CloudSnapshot, Operation};
+use anyhow::bail;
+use ccm_provider_fake::Operation;
 use ccm_testenv::audit::AuditEvent;
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 
 use super::Context;
 use super::report::Outcome;
-use super::world::{self, SERVICE, World};
-use crate::bench::lbs::{has_ingress, lb_service};
+use super::services::{Churn, state_file, state_file_yaml};
+use super::world::World;
 use crate::bench::support::{Implementation, pause};
 use crate::process::Interrupt;
 
 /// Nodes registered.
 pub const NODES: usize = 200;
 
-/// LoadBalancer Services created (besides the workload's own, [`SERVICE`]).
+/// LoadBalancer Services created (besides the workload's own, `chaos-web`).
 pub const SERVICES: usize = 50;
 
 /// How long the faults last, from the cloud's creation (the CCM loading its inventory).
@@ -53,22 +52,17 @@ pub const CONVERGE_BOUND: Duration = Duration::from_secs(300);
 /// errors it must not delete any.
 pub const CONTROLLERS: &str = "cloud-node,cloud-node-lifecycle,service";
 
-/// The state file's name in the run's directory.
-const STATE_FILE: &str = "cloud-state.json";
-
-/// The name of the `index`-th Service.
-pub fn service_name(index: usize) -> String {
-    format!("faults-lb-{index:02}")
-}
-
-/// Whether the `index`-th Service is deleted (during the faults).
-pub fn deleted(index: usize) -> bool {
-    index % 5 == 4
-}
+/// The Services created during the faults: `faults-lb-00` to `faults-lb-49`, every fifth deleted.
+pub const CHURN: Churn = Churn {
+    prefix: "faults-lb",
+    count: SERVICES,
+    width: 2,
+    delete_every: 5,
+};
 
 /// The inventory keys of the fault profile: every operation except `initialize` (whose failure
 /// is fatal by design, in Go too, so it is not a convergence question), and the state file.
-pub fn profile_yaml(seed: u64, state_file: &Path) -> String {
+pub fn profile_yaml(seed: u64, dir: &Path) -> String {
     let operations: Vec<&str> = Operation::ALL
         .into_iter()
         .filter(|op| *op != Operation::Initialize)
@@ -77,55 +71,11 @@ pub fn profile_yaml(seed: u64, state_file: &Path) -> String {
     format!(
         "randomFaults:\n  seed: {seed}\n  rules:\n    - operations: [{}]\n      errorProbability: \
          {ERROR_PROBABILITY}\n      latency: {LATENCY_MS}ms\n      jitter: {JITTER_MS}ms\n      \
-         stopAfter: {}s\nstateFile: {:?}\n",
+         stopAfter: {}s\n{}",
         operations.join(", "),
         FAULT_WINDOW.as_secs(),
-        state_file.display().to_string()
+        state_file_yaml(dir)
     )
-}
-
-/// What is wrong with the Services and the cloud's load balancers: `live` lists the Services
-/// of namespace `default` (name, has an ingress, is being deleted; others than the scenario's,
-/// such as `kubernetes`, are ignored), `cloud` the service keys of the cloud's load
-/// balancers (`default/<name>`, one entry per load balancer).
-pub fn problems(live: &[(String, bool, bool)], cloud: &[String]) -> Vec<String> {
-    let mut wanted: Vec<String> = (0..SERVICES)
-        .filter(|i| !deleted(*i))
-        .map(service_name)
-        .collect();
-    wanted.push(SERVICE.to_owned());
-    let mut problems = Vec::new();
-    for name in &wanted {
-        let key = format!("default/{name}");
-        match live.iter().find(|(n, _, _)| n == name) {
-            None => problems.push(format!("{name}: missing")),
-            Some((_, false, _)) => problems.push(format!("{name}: no ingress")),
-            Some(_) => {}
-        }
-        match cloud.iter().filter(|k| **k == key).count() {
-            1 => {}
-            n => problems.push(format!("{name}: {n} load balancers in the cloud")),
-        }
-    }
-    for name in (0..SERVICES).filter(|i| deleted(*i)).map(service_name) {
-        if let Some((_, _, deleting)) = live.iter().find(|(n, _, _)| *n == name) {
-            problems.push(format!(
-                "{name}: {} after its delete",
-                if *deleting {
-                    "stuck with its finalizer"
-                } else {
-                    "still exists"
-                }
-            ));
-        }
-    }
-    let wanted_keys: BTreeSet<String> = wanted.iter().map(|n| format!("default/{n}")).collect();
-    for key in cloud.iter().collect::<BTreeSet<_>>() {
-        if !wanted_keys.contains(key) {
-            problems.push(format!("leaked load balancer of {key}"));
-        }
-    }
-    problems
 }
 
 /// The successful Node deletions in the audit log, as `user deleted node name`.
@@ -161,13 +111,8 @@ pub async fn run(
     seed: u64,
     interrupt: &Interrupt,
 ) -> anyhow::Result<Outcome> {
-    let mut world = World::start_with(
-        label,
-        NODES,
-        |dir| profile_yaml(seed, &dir.join(STATE_FILE)),
-        interrupt,
-    )
-    .await?;
+    let mut world =
+        World::start_with(label, NODES, |dir| profile_yaml(seed, dir), interrupt).await?;
     let program = context.program(Implementation::Rust)?;
     let replica = world
         .replica("rust-1", Implementation::Rust, &program)?
@@ -195,18 +140,7 @@ async fn scenario(
         .await?;
     let workload = world.start_workload(Duration::ZERO).await?;
     let services: Api<Service> = Api::namespaced(world.client.clone(), "default");
-    let churn = {
-        let services = services.clone();
-        tokio::spawn(async move {
-            for index in 0..SERVICES {
-                world::create_retrying(&services, &lb_service(&service_name(index))).await?;
-            }
-            for index in (0..SERVICES).filter(|i| deleted(*i)) {
-                world::delete_retrying(&services, &service_name(index)).await?;
-            }
-            anyhow::Ok(())
-        })
-    };
+    let churn = CHURN.spawn(services.clone());
     workload.finish().await?;
     churn.await??;
     let created = launched.elapsed();
@@ -218,7 +152,7 @@ async fn scenario(
     }
     eprintln!(
         "  {NODES} Nodes and {SERVICES} Services created, {} deleted, {:.1} s into the faults",
-        (0..SERVICES).filter(|i| deleted(*i)).count(),
+        CHURN.deleted_count(),
         created.as_secs_f64()
     );
     pause(FAULT_WINDOW - created, interrupt).await?;
@@ -228,35 +162,15 @@ async fn scenario(
     let nodes_converged = world
         .converge(replicas, faults_over, CONVERGE_BOUND, interrupt)
         .await?;
-    let state_file = world.dir.join(STATE_FILE);
-    let problems = loop {
-        let list = services.list(&Default::default()).await?;
-        let live: Vec<(String, bool, bool)> = list
-            .items
-            .iter()
-            .map(|s| {
-                (
-                    s.metadata.name.clone().unwrap_or_default(),
-                    has_ingress(s),
-                    s.metadata.deletion_timestamp.is_some(),
-                )
-            })
-            .collect();
-        let text = std::fs::read_to_string(&state_file)
-            .with_context(|| format!("reading the fake cloud's {}", state_file.display()))?;
-        let snapshot = CloudSnapshot::from_json(&text)
-            .with_context(|| format!("parsing {}", state_file.display()))?;
-        let cloud: Vec<String> = snapshot
-            .load_balancers
-            .iter()
-            .map(|lb| lb.service.clone())
-            .collect();
-        let problems = problems(&live, &cloud);
-        if problems.is_empty() || faults_over.elapsed() >= CONVERGE_BOUND {
-            break problems;
-        }
-        pause(Duration::from_millis(500), interrupt).await?;
-    };
+    let problems = CHURN
+        .wait(
+            &services,
+            &state_file(&world.dir),
+            faults_over,
+            CONVERGE_BOUND,
+            interrupt,
+        )
+        .await?;
     let converge = nodes_converged.max(faults_over.elapsed());
     if !problems.is_empty() {
         bail!(
@@ -278,7 +192,7 @@ async fn scenario(
     let mut notes = vec![format!(
         "seed {seed}: {NODES} nodes initialized, {} Services with exactly one load balancer, 0 \
          leaked, 0 Nodes deleted; converged {:.1} s after the faults (bound {} s)",
-        SERVICES - (0..SERVICES).filter(|i| deleted(*i)).count() + 1,
+        SERVICES - CHURN.deleted_count() + 1,
         converge.as_secs_f64(),
         CONVERGE_BOUND.as_secs()
     )];
@@ -303,47 +217,6 @@ mod tests {
     use ccm_provider_fake::{FakeCloud, Inventory};
 
     use super::*;
-
-    fn converged() -> (Vec<(String, bool, bool)>, Vec<String>) {
-        let mut names: Vec<String> = (0..SERVICES)
-            .filter(|i| !deleted(*i))
-            .map(service_name)
-            .collect();
-        names.push(SERVICE.to_owned());
-        let cloud = names.iter().map(|n| format!("default/{n}")).collect();
-        (names.into_iter().map(|n| (n, true, false)).collect(), cloud)
-    }
-
-    #[test]
-    fn a_converged_cluster_has_no_problem() {
-        let (live, cloud) = converged();
-        assert_eq!(problems(&live, &cloud), Vec::<String>::new());
-        assert_eq!(service_name(4), "faults-lb-04");
-        assert_eq!((0..SERVICES).filter(|i| deleted(*i)).count(), 10);
-    }
-
-    #[test]
-    fn missing_ingress_leaks_duplicates_and_leftovers_are_reported() {
-        let (mut live, mut cloud) = converged();
-        live[0].1 = false; // faults-lb-00 without an ingress
-        live.remove(1); // faults-lb-01 missing
-        live.push((service_name(4), true, true)); // deleted, stuck on its finalizer
-        live.push(("kubernetes".into(), false, false)); // not the scenario's: ignored
-        cloud.retain(|k| k != "default/faults-lb-02"); // no load balancer
-        cloud.push("default/faults-lb-03".into()); // two load balancers
-        cloud.push("default/faults-lb-09".into()); // leaked (its Service was deleted)
-        assert_eq!(
-            problems(&live, &cloud),
-            [
-                "faults-lb-00: no ingress",
-                "faults-lb-01: missing",
-                "faults-lb-02: 0 load balancers in the cloud",
-                "faults-lb-03: 2 load balancers in the cloud",
-                "faults-lb-04: stuck with its finalizer after its delete",
-                "leaked load balancer of default/faults-lb-09",
-            ]
-        );
-    }
 
     fn event(verb: &str, resource: &str, name: &str, code: u16) -> AuditEvent {
         let line = serde_json::json!({
@@ -380,8 +253,8 @@ mod tests {
     #[test]
     fn the_profile_is_a_valid_inventory() {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let state = dir.path().join("state.json");
-        let yaml = profile_yaml(5, &state);
+        let state = state_file(dir.path());
+        let yaml = profile_yaml(5, dir.path());
         let inventory = Inventory::from_yaml_str(&yaml, "profile").expect("a valid inventory");
         let profile = inventory.random_faults.clone().expect("randomFaults");
         assert_eq!(profile.seed, 5);
