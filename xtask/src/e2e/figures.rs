@@ -110,6 +110,12 @@ pub fn per_period(count: f64, length: Duration, period: Duration) -> Option<f64>
     (window > 0.0).then(|| count * period.as_secs_f64() / window)
 }
 
+/// Whether a window of `length` holds a whole number of periods (and so exactly that many periodic
+/// syncs, wherever they fall).
+pub fn whole_periods(length: Duration, period: Duration) -> bool {
+    !period.is_zero() && length >= period && length.as_nanos().is_multiple_of(period.as_nanos())
+}
+
 /// A goal of the steady state, from issue 15.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Goal {
@@ -156,7 +162,7 @@ impl Goal {
     pub fn label(self) -> String {
         match self {
             Goal::Zero => "0".to_owned(),
-            Goal::AtMostOfGo(factor) if factor == 1.0 => "≤ Go".to_owned(),
+            Goal::AtMostOfGo(1.0) => "≤ Go".to_owned(),
             Goal::AtMostOfGo(factor) => format!("≤ {factor} × Go"),
         }
     }
@@ -367,6 +373,22 @@ mod tests {
             Some(20.0)
         );
         assert_eq!(per_period(1.0, Duration::ZERO, five_minutes), None);
+    }
+
+    #[test]
+    fn windows_of_whole_periods() {
+        let minute = Duration::from_secs(60);
+        assert!(whole_periods(
+            Duration::from_secs(600),
+            Duration::from_secs(300)
+        ));
+        assert!(whole_periods(Duration::from_secs(180), minute));
+        assert!(!whole_periods(
+            Duration::from_secs(40),
+            Duration::from_secs(15)
+        ));
+        assert!(!whole_periods(Duration::from_secs(30), minute));
+        assert!(!whole_periods(minute, Duration::ZERO));
     }
 
     #[test]

@@ -39,6 +39,13 @@ pub async fn run(args: &E2eArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
     let binaries = support::prepare(&common, interrupt).await?;
     let summary = support::environment_summary(&binaries, &common).await;
     let period = args.node_status_update_frequency.get();
+    if !figures::whole_periods(args.duration.get(), period) {
+        eprintln!(
+            "warning: the window ({}) is not a whole number of address-sync periods ({}): the \
+             figures per period depend on where the syncs fall",
+            args.duration, args.node_status_update_frequency
+        );
+    }
     let mut results: Vec<(Implementation, anyhow::Result<Window>)> = Vec::new();
     for &implementation in &args.implementations {
         eprintln!(
