@@ -51,6 +51,10 @@ pub struct E2eArgs {
     /// in seconds.
     #[arg(long, default_value_t = 1200)]
     timeout_seconds: u64,
+    /// Let the Rust CCM's fake provider answer InstancesV2 bulk calls natively (inventory
+    /// `supportsBulk: true`); Go's fake has no bulk calls. Off by default: one call per node, like Go.
+    #[arg(long)]
+    rust_bulk: bool,
     /// Run this reference-ccm binary instead of building `examples --example reference-ccm`
     /// (release).
     #[arg(long, value_name = "PATH")]
@@ -142,6 +146,7 @@ mod tests {
             "--impl",
             "go",
             "--no-build",
+            "--rust-bulk",
         ]);
         assert!(args.validate().is_ok());
         assert_eq!(args.nodes, 300);
@@ -152,6 +157,8 @@ mod tests {
         );
         assert_eq!(args.implementations, [super::Implementation::Go]);
         assert!(args.no_build);
+        assert!(args.rust_bulk);
+        assert!(!e2e(&["xtask", "e2e", "--scale"]).rust_bulk);
     }
 
     #[test]

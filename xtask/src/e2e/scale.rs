@@ -70,8 +70,16 @@ pub async fn run(args: &E2eArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
     };
     println!(
         "\nSteady state in the cluster in a box: {} kwok nodes, a {} window, --controllers={}, \
-         --node-status-update-frequency={} (the address-sync period)\n{summary}\n",
-        args.nodes, args.duration, args.controllers, args.node_status_update_frequency
+         --node-status-update-frequency={} (the address-sync period){}\n{summary}\n",
+        args.nodes,
+        args.duration,
+        args.controllers,
+        args.node_status_update_frequency,
+        if args.rust_bulk {
+            "; the Rust fake answers bulk calls natively (--rust-bulk)"
+        } else {
+            ""
+        }
     );
     println!(
         "{}\n",
@@ -119,6 +127,16 @@ fn ccm_user(implementation: Implementation) -> String {
 /// The node names: `node-0001`, `node-0002`, ...
 fn node_names(count: usize) -> Vec<String> {
     (1..=count).map(|i| format!("node-{i:04}")).collect()
+}
+
+/// The Rust CCM's inventory: what the Go fake reports for every node (`bench nodes`' inventory),
+/// with the fake's native bulk calls on if `bulk`.
+fn rust_inventory(names: &[String], bulk: bool) -> String {
+    let mut yaml = inventory_yaml(names);
+    if bulk {
+        yaml.push_str("supportsBulk: true\n");
+    }
+    yaml
 }
 
 /// The CCM's flags beyond the benchmarks' common ones.
@@ -173,7 +191,7 @@ async fn measure(
 
     let names = node_names(args.nodes as usize);
     let inventory = dir.join("inventory.yaml");
-    std::fs::write(&inventory, inventory_yaml(&names))
+    std::fs::write(&inventory, rust_inventory(&names, args.rust_bulk))
         .with_context(|| format!("writing {}", inventory.display()))?;
     let nodes: Api<Node> = Api::all(client.clone());
     let stopwatch = process::Stopwatch::start();
@@ -440,6 +458,18 @@ mod tests {
         assert_eq!(second.len(), 1);
         assert_eq!(second[0].verb, "create");
         assert!(tail.read_new().expect("read").is_empty());
+    }
+
+    #[test]
+    fn the_inventory_turns_bulk_calls_on_only_when_asked() {
+        let names = node_names(3);
+        for bulk in [false, true] {
+            let yaml = rust_inventory(&names, bulk);
+            let inventory = ccm_provider_fake::Inventory::from_yaml_str(&yaml, "test")
+                .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+            assert_eq!(inventory.supports_bulk, bulk);
+            assert_eq!(inventory.instances.len(), 3);
+        }
     }
 
     #[test]
