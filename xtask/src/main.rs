@@ -10,6 +10,8 @@
 //! - `image`: the container image of the reference CCM as an OCI layout (docs/deployment.md).
 //! - `package`: `cargo package` of every library crate (docs/deployment.md).
 //! - `bench nodes|lbs`: benchmarks side by side with the Go reference CCM (docs/benchmarks.md).
+//! - `e2e --scale`: the steady state of N heartbeating nodes in the cluster in a box, Rust vs Go
+//!   (docs/benchmarks.md).
 //! - `chaos`: fault scenarios proving from the audit log that there were never two leaders
 //!   (docs/reliability.md).
 //!
@@ -24,6 +26,7 @@ mod cluster;
 mod conformance;
 mod controlplane;
 mod demo;
+mod e2e;
 mod gobuild;
 mod image;
 mod manifests;
@@ -84,6 +87,10 @@ enum Command {
     /// audit logging, proving from the audit log that there were never two leaders
     /// (docs/reliability.md).
     Chaos(chaos::ChaosArgs),
+    /// The steady state at scale (`--scale`): N heartbeating kwok nodes in the cluster in a box, the
+    /// Rust CCM then the Go CCM, CPU, peak RSS, API writes and cloud calls per address-sync period
+    /// (docs/benchmarks.md).
+    E2e(e2e::E2eArgs),
 }
 
 async fn dispatch(command: Command, interrupt: &Interrupt) -> anyhow::Result<()> {
@@ -100,6 +107,7 @@ async fn dispatch(command: Command, interrupt: &Interrupt) -> anyhow::Result<()>
         Command::Package(args) => package::run(&args, interrupt).await,
         Command::Bench(args) => bench::run(args, interrupt).await,
         Command::Chaos(args) => chaos::run(&args, interrupt).await,
+        Command::E2e(args) => e2e::run(&args, interrupt).await,
     }
 }
 

@@ -370,7 +370,7 @@ async fn measure(
     let before = cluster.request_counts().await?;
     let ccm_spec = CcmSpec {
         implementation: spec.implementation,
-        controllers: "service",
+        controllers: "service".to_owned(),
         kubeconfig,
         admin_kubeconfig: cluster.kubeconfig.clone(),
         inventory: Some(context.inventory.to_owned()),

@@ -278,7 +278,7 @@ async fn measure(
     let answers_before = Answers::from_samples(&samples);
     let ccm_spec = CcmSpec {
         implementation: spec.implementation,
-        controllers: "cloud-node",
+        controllers: "cloud-node".to_owned(),
         kubeconfig,
         admin_kubeconfig: cluster.kubeconfig.clone(),
         inventory: Some(context.inventory.to_owned()),

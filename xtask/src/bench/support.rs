@@ -359,7 +359,7 @@ pub struct CcmSpec {
     /// Which CCM.
     pub implementation: Implementation,
     /// `--controllers`, e.g. `cloud-node` or `service`.
-    pub controllers: &'static str,
+    pub controllers: String,
     /// The kubeconfig the CCM acts with (`identity::kubeconfig_for`).
     pub kubeconfig: PathBuf,
     /// The admin kubeconfig, for the Go CCM's delegated authentication and authorization of its
@@ -1173,7 +1173,7 @@ mod tests {
     fn spec(implementation: Implementation) -> CcmSpec {
         CcmSpec {
             implementation,
-            controllers: "cloud-node",
+            controllers: "cloud-node".to_owned(),
             kubeconfig: PathBuf::from("/cp/admin.kubeconfig"),
             admin_kubeconfig: PathBuf::from("/cp/admin.kubeconfig"),
             inventory: Some(PathBuf::from("/out/inventory.yaml")),

@@ -86,7 +86,7 @@ impl Replica {
     ) -> anyhow::Result<Self> {
         let spec = CcmSpec {
             implementation,
-            controllers: CONTROLLERS,
+            controllers: CONTROLLERS.to_owned(),
             kubeconfig: PathBuf::new(),
             admin_kubeconfig: PathBuf::new(),
             inventory: Some(inventory.to_owned()),
@@ -109,7 +109,7 @@ impl Replica {
     /// The same replica running `controllers` (a `--controllers` value) instead of
     /// [`CONTROLLERS`].
     pub fn with_controllers(mut self, controllers: &'static str) -> Self {
-        self.spec.controllers = controllers;
+        self.spec.controllers = controllers.to_owned();
         self
     }
 

@@ -102,7 +102,11 @@ func main() {
 	cloudSettings.addFlags(&fss)
 
 	cloudprovider.RegisterCloudProvider(providerName, func(io.Reader) (cloudprovider.Interface, error) {
-		return cloudSettings.newCloud()
+		cloud, err := cloudSettings.newCloud()
+		if err != nil {
+			return nil, err
+		}
+		return countingCloud{Interface: cloud}, nil
 	})
 
 	initializeCloud := func(completed *config.CompletedConfig) cloudprovider.Interface {

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+// cloudCalls counts the calls the controllers make to the cloud's InstancesV2 interface, under the
+// name and labels the Rust SDK uses for its own count (cloudprovider_api_requests_total{operation,
+// result}), so that `cargo xtask e2e --scale` reads both CCMs' cloud calls the same way. The Go
+// framework has no such metric; the fake's own call log is unexported.
+var cloudCalls = metrics.NewCounterVec(
+	&metrics.CounterOpts{
+		Name:           "cloudprovider_api_requests_total",
+		Help:           "Calls to the fake cloud's InstancesV2 methods, by operation and result (success or error).",
+		StabilityLevel: metrics.ALPHA,
+	},
+	[]string{"operation", "result"},
+)
+
+func init() {
+	legacyregistry.MustRegister(cloudCalls)
+}
+
+func countCall(operation string, err error) {
+	result := "success"
+	if err != nil {
+		result = "error"
+	}
+	cloudCalls.WithLabelValues(operation, result).Inc()
+}
+
+// countingCloud is the fake cloud with its InstancesV2 calls counted.
+type countingCloud struct {
+	cloudprovider.Interface
+}
+
+// InstancesV2 returns the fake's InstancesV2, counted.
+func (c countingCloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
+	inner, ok := c.Interface.InstancesV2()
+	if !ok {
+		return nil, false
+	}
+	return countingInstances{inner: inner}, true
+}
+
+// countingInstances counts each call, with the SDK's operation names.
+type countingInstances struct {
+	inner cloudprovider.InstancesV2
+}
+
+func (i countingInstances) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
+	exists, err := i.inner.InstanceExists(ctx, node)
+	countCall("instance-exists", err)
+	return exists, err
+}
+
+func (i countingInstances) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
+	shutdown, err := i.inner.InstanceShutdown(ctx, node)
+	countCall("instance-shutdown", err)
+	return shutdown, err
+}
+
+func (i countingInstances) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+	metadata, err := i.inner.InstanceMetadata(ctx, node)
+	countCall("instance-metadata-by-provider-id", err)
+	return metadata, err
+}
