@@ -58,6 +58,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::CloudError;
+use crate::reload::ReloadContext;
 use crate::helpers::{node_condition_status, node_name, node_provider_id};
 use crate::intercept::Operation;
 use crate::names;
@@ -455,6 +456,12 @@ impl CloudProvider for CachingProvider {
     }
     async fn initialize(&self, ctx: InitializeContext) -> Result<(), CloudError> {
         self.inner.initialize(ctx).await
+    }
+    async fn reload(&self, ctx: ReloadContext) -> Result<(), CloudError> {
+        self.inner.reload(ctx).await?;
+        // The new configuration may answer differently: forget what the old one said.
+        self.cache.clear();
+        Ok(())
     }
     fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>> {
         self.inner.load_balancer()

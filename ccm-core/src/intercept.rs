@@ -44,6 +44,7 @@ use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service}
 use tokio::time::Instant;
 
 use crate::error::CloudError;
+use crate::reload::ReloadContext;
 use crate::fence::LeadershipFence;
 use crate::helpers::{node_name, node_provider_id, service_key};
 use crate::provider::{
@@ -481,6 +482,10 @@ impl CloudProvider for InterceptedProvider {
     }
     async fn initialize(&self, ctx: InitializeContext) -> Result<(), CloudError> {
         self.inner.initialize(ctx).await
+    }
+    async fn reload(&self, ctx: ReloadContext) -> Result<(), CloudError> {
+        // Not a cloud call: no budget, no fence.
+        self.inner.reload(ctx).await
     }
     fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>> {
         let inner = self.inner.load_balancer()?;

@@ -54,6 +54,7 @@ use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service}
 use tokio_util::sync::CancellationToken;
 
 use crate::error::CloudError;
+use crate::reload::ReloadContext;
 use crate::types::{InstanceMetadata, Route, Zone};
 
 /// What [`CloudProvider::initialize`] receives: a Kubernetes client and the process's shutdown signal.
@@ -95,6 +96,15 @@ pub trait CloudProvider: Send + Sync + 'static {
     async fn initialize(&self, ctx: InitializeContext) -> Result<(), CloudError> {
         let _ = ctx;
         Ok(())
+    }
+
+    /// Apply changed configuration without a restart (opt-in): called in every replica when `--cloud-config` or a
+    /// file the factory declared with [`ProviderSettings::watch_file`](crate::registry::ProviderSettings::watch_file)
+    /// changes. Return an error to reject the new contents and keep the old configuration. The default,
+    /// [`CloudError::NotImplemented`], means a restart is needed (as in Go). See [`crate::reload`].
+    async fn reload(&self, ctx: ReloadContext) -> Result<(), CloudError> {
+        let _ = ctx;
+        Err(CloudError::NotImplemented)
     }
 
     /// Load balancers for `type: LoadBalancer` Services, if supported.

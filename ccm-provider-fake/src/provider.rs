@@ -11,7 +11,7 @@ use ccm_core::helpers::{
 use ccm_core::intercept::{Capability, Operation};
 use ccm_core::{
     CloudError, CloudProvider, Clusters, InitializeContext, InstanceMetadata, Instances,
-    InstancesV2, LoadBalancer, Route, Routes, Zone, Zones,
+    InstancesV2, LoadBalancer, ReloadContext, Route, Routes, Zone, Zones,
 };
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service};
 
@@ -75,6 +75,19 @@ impl CloudProvider for FakeCloud {
     async fn initialize(&self, ctx: InitializeContext) -> Result<(), CloudError> {
         drop(ctx);
         self.begin(Operation::Initialize, "").await
+    }
+
+    /// A changed `--cloud-config` is a new inventory: valid, it replaces the instances and the local zone
+    /// ([`FakeCloud::reload_inventory`]); invalid, it is rejected with the error start-up would give. Without
+    /// `--cloud-config` there is nothing to reload.
+    async fn reload(&self, ctx: ReloadContext) -> Result<(), CloudError> {
+        let text = match ctx.cloud_config_str() {
+            Ok(Some(text)) => text,
+            Ok(None) => return Err(CloudError::NotImplemented),
+            Err(err) => return Err(CloudError::msg(format!("--cloud-config is not UTF-8 text: {err}"))),
+        };
+        self.reload_inventory(text, "--cloud-config")
+            .map_err(|err| CloudError::msg(err.to_string()))
     }
 
     fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>> {
