@@ -153,6 +153,9 @@ pub fn involved_object(pod: Option<(String, String)>, lease: (&str, &str)) -> Ob
     }
 }
 
+/// The environment variable with the CCM's namespace (the downward API's `metadata.namespace`).
+pub const POD_NAMESPACE_ENV: &str = "POD_NAMESPACE";
+
 /// `$POD_NAME` and `$POD_NAMESPACE`, when both are set and not blank.
 pub fn pod_from_env() -> Option<(String, String)> {
     let var = |name: &str| {
@@ -160,7 +163,7 @@ pub fn pod_from_env() -> Option<(String, String)> {
             .ok()
             .filter(|v| !v.trim().is_empty())
     };
-    Some((var(ccm_leaderelection::POD_NAME_ENV)?, var("POD_NAMESPACE")?))
+    Some((var(ccm_leaderelection::POD_NAME_ENV)?, var(POD_NAMESPACE_ENV)?))
 }
 
 /// One reload that happened: what changed and how the provider answered.
