@@ -91,8 +91,10 @@ pub trait CloudProvider: Send + Sync + 'static {
 
     /// Called once, after this replica becomes leader and before any controller starts.
     ///
-    /// A provider may start background work here; it must stop when `ctx.shutdown` is cancelled. Unlike Go, an
-    /// error is returned to the runtime, which stops the CCM with that error.
+    /// A provider may start leader-only background work here; it must stop when `ctx.shutdown` is cancelled (at
+    /// shutdown or when leadership is lost). Work every replica needs belongs in the provider factory's
+    /// [`BackgroundTasks`](crate::background::BackgroundTasks). Unlike Go, an error is returned to the runtime,
+    /// which stops the CCM with that error.
     async fn initialize(&self, ctx: InitializeContext) -> Result<(), CloudError> {
         let _ = ctx;
         Ok(())
