@@ -13,9 +13,11 @@
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
-use serde::de::value::MapAccessDeserializer;
-use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, Visitor};
 use serde::Deserialize as _;
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{
+    DeserializeOwned, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, Visitor,
+};
 
 use crate::options::Settings;
 
@@ -132,7 +134,10 @@ fn classify(
     let location = location(err);
     let file = file.to_owned();
     let in_section = section.filter(|s| {
-        path == *s || path.strip_prefix(*s).is_some_and(|rest| rest.starts_with('.'))
+        path == *s
+            || path
+                .strip_prefix(*s)
+                .is_some_and(|rest| rest.starts_with('.'))
     });
     let field = if path.is_empty() || path == "." {
         None
@@ -499,21 +504,35 @@ loggingFormat: json
         let yaml = "clusterName: prod\nacme:\n  region: eu-1\n  zones: [a, b]\nkubeApiQps: 5\n";
         let (settings, acme) = parse_config_with_section::<Acme>(yaml, "ccm.yaml", "acme").unwrap();
         assert_eq!(settings.cluster_name.as_deref(), Some("prod"));
-        assert!(settings.kube_api_qps.is_some(), "keys after the section are read");
-        assert_eq!(acme, Acme { region: "eu-1".into(), zones: vec!["a".into(), "b".into()] });
+        assert!(
+            settings.kube_api_qps.is_some(),
+            "keys after the section are read"
+        );
+        assert_eq!(
+            acme,
+            Acme {
+                region: "eu-1".into(),
+                zones: vec!["a".into(), "b".into()]
+            }
+        );
 
-        let (_, absent) = parse_config_with_section::<Acme>("clusterName: x\n", "f", "acme").unwrap();
+        let (_, absent) =
+            parse_config_with_section::<Acme>("clusterName: x\n", "f", "acme").unwrap();
         assert_eq!(absent, Acme::default());
         let (_, blank) = parse_config_with_section::<Acme>("", "f", "acme").unwrap();
         assert_eq!(blank, Acme::default());
 
         let err = parse_config_with_section::<Acme>("acme:\n  regoin: x\n", "ccm.yaml", "acme")
             .unwrap_err();
-        assert!(matches!(err, ConfigFileError::UnknownSectionKey { .. }), "{err:?}");
+        assert!(
+            matches!(err, ConfigFileError::UnknownSectionKey { .. }),
+            "{err:?}"
+        );
         assert_eq!(err.field(), Some("regoin"));
         assert!(
-            err.to_string()
-                .starts_with("invalid config file ccm.yaml: unknown key \"regoin\" in section \"acme\""),
+            err.to_string().starts_with(
+                "invalid config file ccm.yaml: unknown key \"regoin\" in section \"acme\""
+            ),
             "{err}"
         );
 
@@ -522,11 +541,18 @@ loggingFormat: json
         assert_eq!(err.field(), Some("acme.region"), "{err:?}");
 
         // the runtime's own keys are still checked, and without a declared section the key is unknown
-        let err = parse_config_with_section::<Acme>("acme: {region: x}\nkubeApiQPS: 1\n", "f", "acme")
-            .unwrap_err();
-        assert!(matches!(err, ConfigFileError::UnknownKey { ref key, .. } if key == "kubeApiQPS"), "{err:?}");
+        let err =
+            parse_config_with_section::<Acme>("acme: {region: x}\nkubeApiQPS: 1\n", "f", "acme")
+                .unwrap_err();
+        assert!(
+            matches!(err, ConfigFileError::UnknownKey { ref key, .. } if key == "kubeApiQPS"),
+            "{err:?}"
+        );
         let err = parse_config_str("acme: {region: x}\n", "f").unwrap_err();
-        assert!(matches!(err, ConfigFileError::UnknownKey { ref key, .. } if key == "acme"), "{err:?}");
+        assert!(
+            matches!(err, ConfigFileError::UnknownKey { ref key, .. } if key == "acme"),
+            "{err:?}"
+        );
     }
 
     #[test]

@@ -158,12 +158,11 @@ pub const POD_NAMESPACE_ENV: &str = "POD_NAMESPACE";
 
 /// `$POD_NAME` and `$POD_NAMESPACE`, when both are set and not blank.
 pub fn pod_from_env() -> Option<(String, String)> {
-    let var = |name: &str| {
-        std::env::var(name)
-            .ok()
-            .filter(|v| !v.trim().is_empty())
-    };
-    Some((var(ccm_leaderelection::POD_NAME_ENV)?, var(POD_NAMESPACE_ENV)?))
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    Some((
+        var(ccm_leaderelection::POD_NAME_ENV)?,
+        var(POD_NAMESPACE_ENV)?,
+    ))
 }
 
 /// One reload that happened: what changed and how the provider answered.

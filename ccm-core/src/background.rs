@@ -106,7 +106,10 @@ impl BackgroundTasks {
     pub async fn stop(&self, grace: Duration) -> usize {
         self.token.cancel();
         self.tracker.close();
-        if tokio::time::timeout(grace, self.tracker.wait()).await.is_ok() {
+        if tokio::time::timeout(grace, self.tracker.wait())
+            .await
+            .is_ok()
+        {
             return 0;
         }
         let pending: Vec<(String, AbortHandle)> = self
@@ -151,7 +154,10 @@ mod tests {
         assert!(polite_done.load(Ordering::SeqCst));
         assert_eq!(tasks.running(), 0);
         assert!(tasks.shutdown_token().is_cancelled());
-        assert!(!shutdown.is_cancelled(), "stopping the tasks does not stop the process");
+        assert!(
+            !shutdown.is_cancelled(),
+            "stopping the tasks does not stop the process"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -162,7 +168,11 @@ mod tests {
         let stop = tasks.shutdown_token();
         tasks.spawn("waits", async move { stop.cancelled().await });
         tokio::task::yield_now().await;
-        assert_eq!(tasks.running(), 1, "the panicking task ended, the other runs");
+        assert_eq!(
+            tasks.running(),
+            1,
+            "the panicking task ended, the other runs"
+        );
         shutdown.cancel();
         assert_eq!(tasks.stop(Duration::from_secs(1)).await, 0);
     }

@@ -58,13 +58,13 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::CloudError;
-use crate::reload::ReloadContext;
 use crate::helpers::{node_condition_status, node_name, node_provider_id};
 use crate::intercept::Operation;
 use crate::names;
 use crate::provider::{
     CloudProvider, Clusters, InitializeContext, Instances, InstancesV2, LoadBalancer, Routes, Zones,
 };
+use crate::reload::ReloadContext;
 use crate::runtime::informer::{Informer, InformerEvent};
 use crate::runtime::metrics::SharedRegistry;
 use crate::types::InstanceMetadata;

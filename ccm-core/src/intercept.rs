@@ -44,12 +44,12 @@ use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service}
 use tokio::time::Instant;
 
 use crate::error::CloudError;
-use crate::reload::ReloadContext;
 use crate::fence::LeadershipFence;
 use crate::helpers::{node_name, node_provider_id, service_key};
 use crate::provider::{
     CloudProvider, Clusters, InitializeContext, Instances, InstancesV2, LoadBalancer, Routes, Zones,
 };
+use crate::reload::ReloadContext;
 use crate::types::{InstanceMetadata, Route, Zone};
 
 /// A provider capability.

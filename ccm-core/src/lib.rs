@@ -63,5 +63,5 @@ pub use provider::{
 };
 pub use registry::{ProviderFactory, ProviderRegistry, ProviderSettings, RegistryError};
 pub use reload::ReloadContext;
-pub use vendor::VendorSettings;
 pub use types::{InstanceMetadata, Route, Zone};
+pub use vendor::VendorSettings;

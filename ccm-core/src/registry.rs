@@ -82,7 +82,10 @@ impl std::fmt::Debug for ProviderSettings {
         f.debug_struct("ProviderSettings")
             .field("cluster_name", &self.cluster_name)
             .field("cloud_config_path", &self.cloud_config_path)
-            .field("cloud_config_bytes", &self.cloud_config.as_ref().map(Vec::len))
+            .field(
+                "cloud_config_bytes",
+                &self.cloud_config.as_ref().map(Vec::len),
+            )
             .field("vendor", &self.vendor)
             .field("watched", &self.watched_files())
             .finish_non_exhaustive()
@@ -303,13 +306,15 @@ impl ProviderRegistry {
             .cloned();
         match factory {
             None => Ok(None),
-            Some(factory) => factory(settings)
-                .await
-                .map(Some)
-                .map_err(|source| RegistryError::Factory {
-                    name: name.to_owned(),
-                    source,
-                }),
+            Some(factory) => {
+                factory(settings)
+                    .await
+                    .map(Some)
+                    .map_err(|source| RegistryError::Factory {
+                        name: name.to_owned(),
+                        source,
+                    })
+            }
         }
     }
 
@@ -364,11 +369,18 @@ mod tests {
     async fn reading_factory(
         settings: ProviderSettings,
     ) -> Result<Arc<dyn CloudProvider>, BoxError> {
-        let text = settings.cloud_config_str()?.unwrap_or_default().trim().to_owned();
+        let text = settings
+            .cloud_config_str()?
+            .unwrap_or_default()
+            .trim()
+            .to_owned();
         if text == "bad" {
             return Err("config says bad".into());
         }
-        let region = settings.vendor_args::<String>().cloned().unwrap_or_default();
+        let region = settings
+            .vendor_args::<String>()
+            .cloned()
+            .unwrap_or_default();
         Ok(Arc::new(Named(format!(
             "cfg:{text}:{region}:{}",
             settings.cluster_name
@@ -388,8 +400,18 @@ mod tests {
     async fn empty_and_external_mean_no_provider() {
         let r = ProviderRegistry::new();
         let settings = ProviderSettings::new(offline_client());
-        assert!(r.init_cloud_provider("", settings.clone()).await.unwrap().is_none());
-        assert!(r.init_cloud_provider("external", settings).await.unwrap().is_none());
+        assert!(
+            r.init_cloud_provider("", settings.clone())
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            r.init_cloud_provider("external", settings)
+                .await
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[tokio::test]
@@ -417,7 +439,11 @@ mod tests {
             .with_cluster_name("prod")
             .with_cloud_config(b"zone-a\n".to_vec())
             .with_vendor(VendorSettings::new().with_args("eu-1".to_owned()));
-        let cloud = r.init_cloud_provider("fake", settings).await.unwrap().unwrap();
+        let cloud = r
+            .init_cloud_provider("fake", settings)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(cloud.provider_name(), "cfg:zone-a:eu-1:prod");
 
         let bad = ProviderSettings::new(offline_client()).with_cloud_config(b"bad".to_vec());
@@ -441,7 +467,10 @@ mod tests {
         settings.watch_file("/etc/acme/ca.pem");
         assert_eq!(
             kept.watched_files(),
-            [PathBuf::from("/etc/acme/token"), PathBuf::from("/etc/acme/ca.pem")]
+            [
+                PathBuf::from("/etc/acme/token"),
+                PathBuf::from("/etc/acme/ca.pem")
+            ]
         );
     }
 }

@@ -40,7 +40,10 @@ impl std::fmt::Debug for ReloadContext {
     // Contents may be credentials: never print them.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReloadContext")
-            .field("cloud_config_bytes", &self.cloud_config.as_ref().map(Vec::len))
+            .field(
+                "cloud_config_bytes",
+                &self.cloud_config.as_ref().map(Vec::len),
+            )
             .field("files", &self.files.keys().collect::<Vec<_>>())
             .field("changed", &self.changed)
             .finish()

@@ -84,7 +84,11 @@ impl CloudProvider for FakeCloud {
         let text = match ctx.cloud_config_str() {
             Ok(Some(text)) => text,
             Ok(None) => return Err(CloudError::NotImplemented),
-            Err(err) => return Err(CloudError::msg(format!("--cloud-config is not UTF-8 text: {err}"))),
+            Err(err) => {
+                return Err(CloudError::msg(format!(
+                    "--cloud-config is not UTF-8 text: {err}"
+                )));
+            }
         };
         self.reload_inventory(text, "--cloud-config")
             .map_err(|err| CloudError::msg(err.to_string()))

@@ -634,7 +634,8 @@ async fn registry_factory_reads_the_inventory() {
 
 #[tokio::test]
 async fn the_reload_hook_applies_a_valid_inventory_and_rejects_a_bad_one() {
-    let cloud = FakeCloud::from_inventory_str("instances: [{name: a}]\n", "inventory.yaml").unwrap();
+    let cloud =
+        FakeCloud::from_inventory_str("instances: [{name: a}]\n", "inventory.yaml").unwrap();
     let provider: &dyn CloudProvider = &cloud;
     let reload = |yaml: &str| ReloadContext::new(Some(yaml.as_bytes().to_vec()));
     provider
@@ -652,7 +653,11 @@ async fn the_reload_hook_applies_a_valid_inventory_and_rejects_a_bad_one() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("cannot change"), "{err}");
-    assert_eq!(cloud.instances().len(), 2, "rejected inventories change nothing");
+    assert_eq!(
+        cloud.instances().len(),
+        2,
+        "rejected inventories change nothing"
+    );
     let unsupported = provider.reload(ReloadContext::new(None)).await.unwrap_err();
     assert!(unsupported.is_not_implemented(), "{unsupported}");
 }

@@ -60,7 +60,11 @@ pub const CONFIG_SECTION: &str = "fake";
 pub struct FakeArgs {
     /// The instance type of the inventory's instances that name none (the Nodes' node.kubernetes.io/instance-type
     /// label). Default: none.
-    #[arg(long = "fake-default-instance-type", env = "FAKE_DEFAULT_INSTANCE_TYPE", value_name = "TYPE")]
+    #[arg(
+        long = "fake-default-instance-type",
+        env = "FAKE_DEFAULT_INSTANCE_TYPE",
+        value_name = "TYPE"
+    )]
     pub default_instance_type: Option<String>,
 }
 
@@ -88,9 +92,7 @@ pub struct FakeConfig {
 /// # Errors
 ///
 /// The inventory's error if `--cloud-config` is not a valid inventory.
-pub async fn fake_factory(
-    settings: ProviderSettings,
-) -> Result<Arc<dyn CloudProvider>, BoxError> {
+pub async fn fake_factory(settings: ProviderSettings) -> Result<Arc<dyn CloudProvider>, BoxError> {
     let cloud = FakeCloud::from_settings(&settings)?;
     cloud.set_instance_defaults(InstanceDefaults {
         instance_type: settings

@@ -96,7 +96,7 @@ pub fn plan_tags(
 pub fn descriptor(cloud: FakeCloud, resync: Duration) -> ControllerDescriptor {
     ControllerDescriptor::new(NAME, move |ctx: &ControllerContext| {
         Ok(Some(
-            Box::new(TaggingController::new(ctx, cloud.clone(), resync)) as Box<dyn Controller>
+            Box::new(TaggingController::new(ctx, cloud.clone(), resync)) as Box<dyn Controller>,
         ))
     })
     .with_aliases(&[ALIAS])

@@ -334,7 +334,11 @@ fn inventory(nodes: &[&str]) -> String {
 }
 
 /// The Events with `reason` about `regarding`.
-async fn events_about(client: &kube::Client, regarding: &ObjectReference, reason: &str) -> Vec<Event> {
+async fn events_about(
+    client: &kube::Client,
+    regarding: &ObjectReference,
+    reason: &str,
+) -> Vec<Event> {
     let namespace = regarding.namespace.as_deref().unwrap_or("default");
     let events: Api<Event> = Api::namespaced(client.clone(), namespace);
     let selector = format!(
@@ -406,8 +410,16 @@ async fn the_reference_ccm_with_a_vendor_flag_config_section_controller_and_live
     // The flag and the config section reached the provider factory: the Node's labels come from them.
     create_node(&client, &n0, &label).await;
     let labels = initialized_labels(&client, &n0).await;
-    assert_eq!(labels.get(INSTANCE_TYPE_LABEL).map(String::as_str), Some("fake.vendor"), "{labels:?}");
-    assert_eq!(labels.get("ccm.example/team").map(String::as_str), Some("infra"), "{labels:?}");
+    assert_eq!(
+        labels.get(INSTANCE_TYPE_LABEL).map(String::as_str),
+        Some("fake.vendor"),
+        "{labels:?}"
+    );
+    assert_eq!(
+        labels.get("ccm.example/team").map(String::as_str),
+        Some("infra"),
+        "{labels:?}"
+    );
 
     // The vendor controller reconciles: it tags the instance of the cloud the factory built and shared.
     let events = wait_for("the TaggedInstance Event", TIMEOUT, || async {
@@ -418,7 +430,10 @@ async fn the_reference_ccm_with_a_vendor_flag_config_section_controller_and_live
     .expect("an Event");
     let message = events[0].message.as_deref().unwrap_or_default();
     assert!(message.contains(&format!("fake://{n0}")), "{message}");
-    assert_eq!(sample(&running.metrics().encode(), RUNNING_TAGGING), Some(1.0));
+    assert_eq!(
+        sample(&running.metrics().encode(), RUNNING_TAGGING),
+        Some(1.0)
+    );
 
     // A changed inventory is applied without a restart: a Normal Event, and a Node of the new instance is
     // initialized, with the vendor defaults filled in again.
@@ -433,7 +448,11 @@ async fn the_reference_ccm_with_a_vendor_flag_config_section_controller_and_live
     assert_eq!(reloaded[0].type_.as_deref(), Some("Normal"));
     create_node(&client, &n1, &label).await;
     let labels = initialized_labels(&client, &n1).await;
-    assert_eq!(labels.get(INSTANCE_TYPE_LABEL).map(String::as_str), Some("fake.vendor"), "{labels:?}");
+    assert_eq!(
+        labels.get(INSTANCE_TYPE_LABEL).map(String::as_str),
+        Some("fake.vendor"),
+        "{labels:?}"
+    );
 
     // A broken inventory is rejected: a Warning Event saying why, and the previous inventory stays in force.
     replace_file(&inventory_path, "instances: [{name: x, zonee: a}]\n");
@@ -445,19 +464,32 @@ async fn the_reference_ccm_with_a_vendor_flag_config_section_controller_and_live
     .expect("a Warning Event");
     assert_eq!(failed[0].type_.as_deref(), Some("Warning"));
     let message = failed[0].message.as_deref().unwrap_or_default();
-    assert!(message.contains("zonee") && message.contains("stays in force"), "{message}");
+    assert!(
+        message.contains("zonee") && message.contains("stays in force"),
+        "{message}"
+    );
     create_node(&client, &n2, &label).await;
     let labels = initialized_labels(&client, &n2).await;
-    assert_eq!(labels.get("ccm.example/team").map(String::as_str), Some("infra"), "{labels:?}");
+    assert_eq!(
+        labels.get("ccm.example/team").map(String::as_str),
+        Some("infra"),
+        "{labels:?}"
+    );
 
     let text = running.metrics().encode();
     assert_eq!(
-        sample(&text, "cloud_provider_config_reloads_total{result=\"success\"}"),
+        sample(
+            &text,
+            "cloud_provider_config_reloads_total{result=\"success\"}"
+        ),
         Some(1.0),
         "{text}"
     );
     assert_eq!(
-        sample(&text, "cloud_provider_config_reloads_total{result=\"failure\"}"),
+        sample(
+            &text,
+            "cloud_provider_config_reloads_total{result=\"failure\"}"
+        ),
         Some(1.0),
         "{text}"
     );

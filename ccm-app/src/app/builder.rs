@@ -1205,7 +1205,9 @@ mod tests {
     fn vendor_defaults_and_controllers() {
         let registry = ProviderRegistry::new();
         registry
-            .register("acme", |_| async { Ok(Arc::new(Named) as Arc<dyn CloudProvider>) })
+            .register("acme", |_| async {
+                Ok(Arc::new(Named) as Arc<dyn CloudProvider>)
+            })
             .unwrap();
         let builder = CloudControllerManager::builder(registry)
             .with_default_provider("acme")

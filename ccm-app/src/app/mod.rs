@@ -188,7 +188,9 @@ mod test_support {
     pub(super) fn builder() -> CcmBuilder {
         let registry = ProviderRegistry::new();
         registry
-            .register("fake", |_| async { Ok(Arc::new(Named) as Arc<dyn CloudProvider>) })
+            .register("fake", |_| async {
+                Ok(Arc::new(Named) as Arc<dyn CloudProvider>)
+            })
             .unwrap();
         CloudControllerManager::builder(registry).with_default_controllers()
     }

@@ -90,7 +90,9 @@ pub(super) fn start_reload_watcher(
         return;
     }
     if options.cloud_config_reload_interval.is_zero() {
-        tracing::info!("--cloud-config-reload-interval=0s: changes to the cloud configuration need a restart");
+        tracing::info!(
+            "--cloud-config-reload-interval=0s: changes to the cloud configuration need a restart"
+        );
         return;
     }
     let regarding = involved_object(

@@ -108,7 +108,8 @@ impl VendorSpec {
             for arg in vendor.get_arguments() {
                 for theirs in builtin.get_arguments() {
                     let same_long = arg.get_long().is_some() && arg.get_long() == theirs.get_long();
-                    let same_short = arg.get_short().is_some() && arg.get_short() == theirs.get_short();
+                    let same_short =
+                        arg.get_short().is_some() && arg.get_short() == theirs.get_short();
                     if arg.get_id() == theirs.get_id() || same_long || same_short {
                         clashes.push(format!(
                             "the flag {:?} of {} clashes with the runtime's flag --{}; rename it",
@@ -179,12 +180,7 @@ impl VendorSpec {
     /// What the last parse found; without one (options built by hand), the vendor flags' defaults and environment
     /// variables and the section's default.
     pub(super) fn take(&self, command_name: &str) -> Result<VendorSettings, StartupError> {
-        if let Some(vendor) = self
-            .parsed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
+        if let Some(vendor) = self.parsed.lock().unwrap_or_else(|e| e.into_inner()).take() {
             return Ok(vendor);
         }
         let matches = self
@@ -204,7 +200,11 @@ mod tests {
     #[command(next_help_heading = "Acme")]
     struct AcmeArgs {
         /// The Acme region.
-        #[arg(long = "acme-region", env = "CCM_APP_TEST_ACME_REGION", default_value = "eu-1")]
+        #[arg(
+            long = "acme-region",
+            env = "CCM_APP_TEST_ACME_REGION",
+            default_value = "eu-1"
+        )]
         region: String,
         /// Calls per second to the Acme API.
         #[arg(long = "acme-qps", default_value_t = 5)]
@@ -259,7 +259,11 @@ mod tests {
     fn the_vendor_section_comes_from_the_config_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ccm.yaml");
-        std::fs::write(&path, "clusterName: prod\nacme:\n  endpoint: https://api.acme\n").unwrap();
+        std::fs::write(
+            &path,
+            "clusterName: prod\nacme:\n  endpoint: https://api.acme\n",
+        )
+        .unwrap();
         let config = format!("--config={}", path.display());
         let v = parse(&[&config]).unwrap();
         assert_eq!(
@@ -271,7 +275,8 @@ mod tests {
         let err = parse(&[&config]).unwrap_err();
         assert_eq!(err.exit_code(), 1);
         assert!(
-            err.to_string().contains("unknown key \"endpont\" in section \"acme\""),
+            err.to_string()
+                .contains("unknown key \"endpont\" in section \"acme\""),
             "{err}"
         );
     }

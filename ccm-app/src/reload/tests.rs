@@ -16,23 +16,39 @@ fn decide_covers_every_case() {
     let applied = snap(&[("/cfg", Some("a")), ("/token", Some("t1"))]);
     assert_eq!(decide(&applied, None, &applied), Step::Unchanged);
     assert_eq!(
-        decide(&applied, None, &snap(&[("/cfg", Some("b")), ("/token", Some("t1"))])),
+        decide(
+            &applied,
+            None,
+            &snap(&[("/cfg", Some("b")), ("/token", Some("t1"))])
+        ),
         Step::Reload(vec![PathBuf::from("/cfg")])
     );
     assert_eq!(
-        decide(&applied, None, &snap(&[("/cfg", Some("b")), ("/token", Some("t2"))])),
+        decide(
+            &applied,
+            None,
+            &snap(&[("/cfg", Some("b")), ("/token", Some("t2"))])
+        ),
         Step::Reload(vec![PathBuf::from("/cfg"), PathBuf::from("/token")])
     );
     // mid-swap or deleted: wait, whatever else changed
     assert_eq!(
-        decide(&applied, None, &snap(&[("/cfg", Some("b")), ("/token", None)])),
+        decide(
+            &applied,
+            None,
+            &snap(&[("/cfg", Some("b")), ("/token", None)])
+        ),
         Step::Unreadable(vec![PathBuf::from("/token")])
     );
     // the rejected contents are not tried again; other contents are
     let bad = snap(&[("/cfg", Some("bad")), ("/token", Some("t1"))]);
     assert_eq!(decide(&applied, Some(&bad), &bad), Step::AlreadyRejected);
     assert_eq!(
-        decide(&applied, Some(&bad), &snap(&[("/cfg", Some("c")), ("/token", Some("t1"))])),
+        decide(
+            &applied,
+            Some(&bad),
+            &snap(&[("/cfg", Some("c")), ("/token", Some("t1"))])
+        ),
         Step::Reload(vec![PathBuf::from("/cfg")])
     );
     // going back to the contents in force after a rejection is no change
@@ -48,11 +64,18 @@ fn decide_covers_every_case() {
 #[test]
 fn verdicts_events_and_labels() {
     assert_eq!(verdict(&Ok(())), Verdict::Applied);
-    assert_eq!(verdict(&Err(CloudError::NotImplemented)), Verdict::Unsupported);
+    assert_eq!(
+        verdict(&Err(CloudError::NotImplemented)),
+        Verdict::Unsupported
+    );
     let rejected = verdict(&Err(CloudError::msg("zone \"x\" is unknown")));
     assert!(matches!(&rejected, Verdict::Rejected(r) if r.contains("zone \"x\" is unknown")));
     assert_eq!(
-        [Verdict::Applied.label(), rejected.label(), Verdict::Unsupported.label()],
+        [
+            Verdict::Applied.label(),
+            rejected.label(),
+            Verdict::Unsupported.label()
+        ],
         ["success", "failure", "unsupported"]
     );
 
@@ -62,7 +85,10 @@ fn verdicts_events_and_labels() {
     assert!(message.contains("/etc/cloud.yaml"), "{message}");
     let (t, reason, message) = event_of(&rejected, &changed);
     assert_eq!((t, reason), (EventType::Warning, "CloudConfigReloadFailed"));
-    assert!(message.contains("previous one stays in force: "), "{message}");
+    assert!(
+        message.contains("previous one stays in force: "),
+        "{message}"
+    );
     let (t, reason, message) = event_of(&Verdict::Unsupported, &changed);
     assert_eq!((t, reason), (EventType::Warning, "CloudConfigReloadFailed"));
     assert!(message.contains("restart"), "{message}");
@@ -98,12 +124,20 @@ impl CloudProvider for Recording {
         "recording"
     }
     async fn reload(&self, ctx: ReloadContext) -> Result<(), CloudError> {
-        let text = ctx.cloud_config_str().unwrap().unwrap_or_default().to_owned();
+        let text = ctx
+            .cloud_config_str()
+            .unwrap()
+            .unwrap_or_default()
+            .to_owned();
         self.calls
             .lock()
             .unwrap()
             .push((tokio::time::Instant::now(), text.clone()));
-        assert_eq!(ctx.file("/token"), Some(&b"t"[..]), "declared files are passed");
+        assert_eq!(
+            ctx.file("/token"),
+            Some(&b"t"[..]),
+            "declared files are passed"
+        );
         if text == "bad" {
             Err(CloudError::msg("bad config"))
         } else {
@@ -115,7 +149,10 @@ impl CloudProvider for Recording {
 #[tokio::test(start_paused = true)]
 async fn the_watcher_reloads_at_the_next_tick_and_does_not_repeat_a_rejection() {
     let provider = Arc::new(Recording::default());
-    let files = Arc::new(Mutex::new(snap(&[("/cfg", Some("a")), ("/token", Some("t"))])));
+    let files = Arc::new(Mutex::new(snap(&[
+        ("/cfg", Some("a")),
+        ("/token", Some("t")),
+    ])));
     let seen: Arc<Mutex<Vec<Reloaded>>> = Arc::default();
     let interval = Duration::from_secs(10);
     let source = files.clone();
