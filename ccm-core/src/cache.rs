@@ -67,7 +67,7 @@ use crate::provider::{
 use crate::reload::ReloadContext;
 use crate::runtime::informer::{Informer, InformerEvent};
 use crate::runtime::metrics::SharedRegistry;
-use crate::types::InstanceMetadata;
+use crate::types::InstanceLookup;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Question {
@@ -98,7 +98,7 @@ impl Question {
 #[derive(Debug, Clone)]
 enum Answer {
     Bool(bool),
-    Metadata(Option<InstanceMetadata>),
+    Metadata(InstanceLookup),
 }
 
 /// The question, the node's name and its providerID: a node whose providerID changed is a new key even before
@@ -463,27 +463,27 @@ impl CloudProvider for CachingProvider {
         self.cache.clear();
         Ok(())
     }
-    fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>> {
-        self.inner.load_balancer()
+    fn load_balancer(self: Arc<Self>) -> Option<Arc<dyn LoadBalancer>> {
+        Arc::clone(&self.inner).load_balancer()
     }
-    fn instances(&self) -> Option<Arc<dyn Instances>> {
-        self.inner.instances()
+    fn instances(self: Arc<Self>) -> Option<Arc<dyn Instances>> {
+        Arc::clone(&self.inner).instances()
     }
-    fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>> {
-        let inner = self.inner.instances_v2()?;
+    fn instances_v2(self: Arc<Self>) -> Option<Arc<dyn InstancesV2>> {
+        let inner = Arc::clone(&self.inner).instances_v2()?;
         Some(Arc::new(CachedV2 {
             inner,
             cache: self.cache.clone(),
         }))
     }
-    fn zones(&self) -> Option<Arc<dyn Zones>> {
-        self.inner.zones()
+    fn zones(self: Arc<Self>) -> Option<Arc<dyn Zones>> {
+        Arc::clone(&self.inner).zones()
     }
-    fn clusters(&self) -> Option<Arc<dyn Clusters>> {
-        self.inner.clusters()
+    fn clusters(self: Arc<Self>) -> Option<Arc<dyn Clusters>> {
+        Arc::clone(&self.inner).clusters()
     }
-    fn routes(&self) -> Option<Arc<dyn Routes>> {
-        self.inner.routes()
+    fn routes(self: Arc<Self>) -> Option<Arc<dyn Routes>> {
+        Arc::clone(&self.inner).routes()
     }
     fn has_cluster_id(&self) -> bool {
         self.inner.has_cluster_id()
@@ -496,13 +496,13 @@ struct CachedV2 {
 }
 
 fn unexpected(question: Question) -> CloudError {
-    CloudError::msg(format!(
+    CloudError::message(format!(
         "instance cache returned a mismatched answer for {question:?}; this is a bug"
     ))
 }
 
 fn short_bulk_answer(operation: Operation, got: usize, asked: usize) -> CloudError {
-    CloudError::msg(format!(
+    CloudError::message(format!(
         "the provider's {operation} returned {got} answers for {asked} nodes; a bulk call must answer every \
          node, in order"
     ))
@@ -585,7 +585,7 @@ impl InstancesV2 for CachedV2 {
             Answer::Metadata(_) => Err(unexpected(Question::Shutdown)),
         }
     }
-    async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError> {
+    async fn instance_metadata(&self, node: &Node) -> Result<InstanceLookup, CloudError> {
         let (inner, owned) = (self.inner.clone(), node.clone());
         let call = async move { inner.instance_metadata(&owned).await.map(Answer::Metadata) };
         match self.cache.ask(Question::Metadata, node, call).await? {
@@ -599,7 +599,7 @@ impl InstancesV2 for CachedV2 {
     async fn instance_metadata_bulk(
         &self,
         nodes: &[Node],
-    ) -> Result<Vec<Result<Option<InstanceMetadata>, CloudError>>, CloudError> {
+    ) -> Result<Vec<Result<InstanceLookup, CloudError>>, CloudError> {
         if !self.inner.supports_bulk() {
             return Ok(crate::provider::metadata_one_by_one(self, nodes).await);
         }
@@ -641,6 +641,7 @@ impl InstancesV2 for CachedV2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::InstanceMetadata;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[derive(Default)]
@@ -672,18 +673,12 @@ mod tests {
             self.calls.fetch_add(1, Ordering::SeqCst);
             Ok(*self.shutdown.lock().unwrap())
         }
-        async fn instance_metadata(
-            &self,
-            node: &Node,
-        ) -> Result<Option<InstanceMetadata>, CloudError> {
+        async fn instance_metadata(&self, node: &Node) -> Result<InstanceLookup, CloudError> {
             self.calls.fetch_add(1, Ordering::SeqCst);
             if self.slow_metadata {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            Ok(Some(InstanceMetadata::new(format!(
-                "t://{}",
-                node_name(node)
-            ))))
+            Ok(InstanceMetadata::new(format!("t://{}", node_name(node))).into())
         }
         fn supports_bulk(&self) -> bool {
             self.bulk
@@ -703,7 +698,7 @@ mod tests {
                 .iter()
                 .map(|n| match node_name(n) {
                     name if name.starts_with("gone") => Ok(false),
-                    name if name.starts_with("err") => Err(CloudError::msg("item failed")),
+                    name if name.starts_with("err") => Err(CloudError::message("item failed")),
                     _ => Ok(exists),
                 })
                 .collect())
@@ -711,7 +706,7 @@ mod tests {
         async fn instance_metadata_bulk(
             &self,
             nodes: &[Node],
-        ) -> Result<Vec<Result<Option<InstanceMetadata>, CloudError>>, CloudError> {
+        ) -> Result<Vec<Result<InstanceLookup, CloudError>>, CloudError> {
             self.bulk_calls
                 .lock()
                 .unwrap()
@@ -720,9 +715,10 @@ mod tests {
             Ok(nodes
                 .iter()
                 .map(|n| match node_name(n) {
-                    name if name.starts_with("gone") => Ok(None),
-                    name if name.starts_with("err") => Err(CloudError::msg("item failed")),
-                    name => Ok(Some(InstanceMetadata::new(format!("t://{name}")))),
+                    name if name.starts_with("gone") => Err(CloudError::InstanceNotFound),
+                    name if name.starts_with("skip") => Ok(InstanceLookup::skip("unmanaged")),
+                    name if name.starts_with("err") => Err(CloudError::message("item failed")),
+                    name => Ok(InstanceMetadata::new(format!("t://{name}")).into()),
                 })
                 .collect())
         }
@@ -733,7 +729,7 @@ mod tests {
         fn provider_name(&self) -> &str {
             "t"
         }
-        fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>> {
+        fn instances_v2(self: Arc<Self>) -> Option<Arc<dyn InstancesV2>> {
             Some(self.0.clone())
         }
     }
@@ -744,25 +740,25 @@ mod tests {
         n
     }
 
-    fn setup(ttl: Duration) -> (Arc<Counting>, CachingProvider) {
+    fn setup(ttl: Duration) -> (Arc<Counting>, Arc<CachingProvider>) {
         setup_with(ttl, Counting::default())
     }
 
-    fn setup_with(ttl: Duration, counting: Counting) -> (Arc<Counting>, CachingProvider) {
+    fn setup_with(ttl: Duration, counting: Counting) -> (Arc<Counting>, Arc<CachingProvider>) {
         let counting = Arc::new(Counting {
             exists: Mutex::new(true),
             ..counting
         });
         (
             counting.clone(),
-            CachingProvider::new(Arc::new(Cloud(counting)), ttl),
+            Arc::new(CachingProvider::new(Arc::new(Cloud(counting)), ttl)),
         )
     }
 
     #[tokio::test(start_paused = true)]
     async fn concurrent_calls_for_one_node_coalesce() {
         let (counting, cloud) = setup(Duration::ZERO);
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         let n = node("a");
         let results = futures::future::join_all((0..10).map(|_| v2.instance_exists(&n))).await;
         assert!(results.into_iter().all(|r| r.unwrap()));
@@ -780,10 +776,10 @@ mod tests {
     async fn metadata_is_cached_for_ttl_and_invalidated() {
         let (counting, cloud) = setup(Duration::from_secs(30));
         let cache = cloud.cache();
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         let n = node("a");
         for _ in 0..5 {
-            assert!(v2.instance_metadata(&n).await.unwrap().is_some());
+            assert!(v2.instance_metadata(&n).await.unwrap().found().is_some());
         }
         assert_eq!(counting.calls.load(Ordering::SeqCst), 1);
         tokio::time::sleep(Duration::from_secs(31)).await;
@@ -804,7 +800,7 @@ mod tests {
     async fn existence_and_shutdown_answers_are_never_kept() {
         // Even with a long TTL: these answers decide whether a Node is deleted or tainted.
         let (counting, cloud) = setup(Duration::from_secs(300));
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         let n = node("a");
         for _ in 0..3 {
             assert!(v2.instance_exists(&n).await.unwrap());
@@ -839,7 +835,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn not_found_and_errors_are_never_cached_and_keep_their_kind() {
         let (counting, cloud) = setup(Duration::from_secs(30));
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         let n = node("a");
         *counting.exists.lock().unwrap() = false;
         assert!(!v2.instance_exists(&n).await.unwrap());
@@ -865,7 +861,7 @@ mod tests {
         use kube::Api;
         let (counting, cloud) = setup(Duration::from_secs(300));
         let cache = cloud.cache();
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         v2.instance_metadata(&node("a")).await.unwrap();
         v2.instance_metadata(&node("b")).await.unwrap();
         assert_eq!(cache.len(), 2);
@@ -947,8 +943,8 @@ mod tests {
         n
     }
 
-    fn provider_id(answer: &Result<Option<InstanceMetadata>, CloudError>) -> &str {
-        &answer.as_ref().unwrap().as_ref().unwrap().provider_id
+    fn provider_id(answer: &Result<InstanceLookup, CloudError>) -> &str {
+        &answer.as_ref().unwrap().found().unwrap().provider_id
     }
 
     #[tokio::test(start_paused = true)]
@@ -960,25 +956,28 @@ mod tests {
                 ..Default::default()
             },
         );
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         assert!(v2.supports_bulk());
         // a single answer about "a" is kept and reused by the bulk call
         v2.instance_metadata(&node("a")).await.unwrap();
         let answers = v2
-            .instance_metadata_bulk(&names(&["a", "b", "gone-c", "err-d"]))
+            .instance_metadata_bulk(&names(&["a", "b", "skip-c", "err-d"]))
             .await
             .unwrap();
         assert_eq!(answers.len(), 4);
         assert_eq!(provider_id(&answers[0]), "t://a");
         assert_eq!(provider_id(&answers[1]), "t://b");
-        assert!(answers[2].as_ref().unwrap().is_none());
+        assert_eq!(
+            answers[2].as_ref().unwrap().skip_reason(),
+            Some("unmanaged")
+        );
         assert!(answers[3].is_err());
         assert_eq!(
             *counting.bulk_calls.lock().unwrap(),
-            vec![vec!["b", "gone-c", "err-d"]]
+            vec![vec!["b", "skip-c", "err-d"]]
         );
-        // "b" and "gone-c" are kept now; failures are asked again
-        v2.instance_metadata_bulk(&names(&["a", "b", "gone-c", "err-d"]))
+        // "b" and "skip-c" (a deliberate skip is an answer) are kept now; failures are asked again
+        v2.instance_metadata_bulk(&names(&["a", "b", "skip-c", "err-d"]))
             .await
             .unwrap();
         assert_eq!(counting.bulk_calls.lock().unwrap()[1], vec!["err-d"]);
@@ -994,6 +993,7 @@ mod tests {
             v2.instance_metadata(&node("b"))
                 .await
                 .unwrap()
+                .into_found()
                 .unwrap()
                 .provider_id,
             "t://b"
@@ -1024,7 +1024,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         assert!(v2.instance_exists(&node("a")).await.unwrap());
         for _ in 0..2 {
             let answers = v2
@@ -1061,16 +1061,21 @@ mod tests {
                 ..Default::default()
             },
         );
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         let first = v2
             .instance_metadata_bulk(&names(&["a", "b"]))
             .await
             .unwrap();
         assert_eq!(
-            first[1].as_ref().unwrap().as_ref().unwrap().provider_id,
+            first[1].as_ref().unwrap().found().unwrap().provider_id,
             "t://b"
         );
-        let again = v2.instance_metadata(&node("b")).await.unwrap().unwrap();
+        let again = v2
+            .instance_metadata(&node("b"))
+            .await
+            .unwrap()
+            .into_found()
+            .unwrap();
         assert_eq!(again.provider_id, "t://b");
         assert_eq!(counting.calls.load(Ordering::SeqCst), 0);
         assert_eq!(counting.bulk_calls.lock().unwrap().len(), 1);
@@ -1082,7 +1087,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         for _ in 0..3 {
             v2.instance_metadata_bulk(&names(&["a", "b"]))
                 .await
@@ -1102,7 +1107,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         let err = v2
             .instance_exists_bulk(&names(&["a", "b"]))
             .await
@@ -1118,7 +1123,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn without_native_bulk_the_bulk_methods_use_the_cached_single_calls() {
         let (counting, cloud) = setup(Duration::from_secs(30));
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         assert!(!v2.supports_bulk());
         v2.instance_metadata_bulk(&names(&["a", "b"]))
             .await
@@ -1147,7 +1152,7 @@ mod tests {
             },
         );
         let cache = cloud.cache();
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         let n = node("a");
         let invalidate = async {
             // the cloud answers after 100 ms
@@ -1155,7 +1160,7 @@ mod tests {
             cache.invalidate("a");
         };
         let (answer, ()) = tokio::join!(v2.instance_metadata(&n), invalidate);
-        assert!(answer.unwrap().is_some());
+        assert!(answer.unwrap().found().is_some());
         assert!(cache.is_empty(), "the answer predates the invalidation");
         v2.instance_metadata(&n).await.unwrap();
         assert_eq!(counting.calls.load(Ordering::SeqCst), 2);
@@ -1173,7 +1178,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_new_provider_id_is_a_new_question() {
         let (counting, cloud) = setup(Duration::from_secs(300));
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         v2.instance_metadata(&with_provider_id("a", "t://1"))
             .await
             .unwrap();
@@ -1199,8 +1204,12 @@ mod tests {
                 ..Default::default()
             },
         );
-        let cloud = cloud.with_metrics(&registry);
-        let v2 = cloud.instances_v2().unwrap();
+        let cloud = Arc::new(
+            Arc::into_inner(cloud)
+                .expect("one handle")
+                .with_metrics(&registry),
+        );
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         let n = node("a");
         let _ = futures::future::join_all((0..3).map(|_| v2.instance_metadata(&n))).await;
         v2.instance_metadata(&n).await.unwrap();
@@ -1221,7 +1230,11 @@ mod tests {
             assert!(text.contains(&line), "{line} in\n{text}");
         }
         // registering twice does not register the family twice
-        let cloud = cloud.with_metrics(&registry);
+        let cloud = Arc::new(
+            Arc::into_inner(cloud)
+                .expect("one handle")
+                .with_metrics(&registry),
+        );
         assert_eq!(
             registry
                 .encode()
@@ -1235,7 +1248,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn expired_answers_are_pruned() {
         let (_, cloud) = setup(Duration::from_secs(30));
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         for i in 0..1000 {
             v2.instance_metadata(&node(&format!("old-{i}")))
                 .await

@@ -6,7 +6,7 @@
 //!   [`Zones`], [`LoadBalancer`], [`Routes`], [`Clusters`]); with the `mock` feature, mockall mocks of each;
 //! - [`error`]: [`CloudError`], whose kinds (instance not found, not implemented, implemented elsewhere,
 //!   retry-after, ...) survive any amount of wrapping;
-//! - [`types`]: [`InstanceMetadata`], [`Zone`], [`Route`];
+//! - [`types`]: [`InstanceMetadata`], [`InstanceLookup`], [`Zone`], [`Route`];
 //! - [`registry`]: [`ProviderRegistry`], provider names mapped to async factories, and [`ProviderSettings`], what
 //!   a factory receives;
 //! - [`vendor`]: [`VendorSettings`], a vendor's typed flags, config section and shared values;
@@ -63,5 +63,5 @@ pub use provider::{
 };
 pub use registry::{ProviderFactory, ProviderRegistry, ProviderSettings, RegistryError};
 pub use reload::ReloadContext;
-pub use types::{InstanceMetadata, Route, Zone};
+pub use types::{InstanceLookup, InstanceMetadata, Route, Zone};
 pub use vendor::VendorSettings;

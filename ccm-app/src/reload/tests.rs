@@ -68,7 +68,7 @@ fn verdicts_events_and_labels() {
         verdict(&Err(CloudError::NotImplemented)),
         Verdict::Unsupported
     );
-    let rejected = verdict(&Err(CloudError::msg("zone \"x\" is unknown")));
+    let rejected = verdict(&Err(CloudError::message("zone \"x\" is unknown")));
     assert!(matches!(&rejected, Verdict::Rejected(r) if r.contains("zone \"x\" is unknown")));
     assert_eq!(
         [
@@ -139,7 +139,7 @@ impl CloudProvider for Recording {
             "declared files are passed"
         );
         if text == "bad" {
-            Err(CloudError::msg("bad config"))
+            Err(CloudError::message("bad config"))
         } else {
             Ok(())
         }
