@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use ccm_core::intercept::{Capability, Operation};
-use ccm_core::{CloudError, ProviderRegistry, RegistryError, Route, Zone};
+use ccm_core::{CloudError, Route, Zone};
 use ipnet::{IpNet, Ipv4Net};
 use k8s_openapi::api::core::v1::{
     LoadBalancerIngress, LoadBalancerStatus, NodeAddress, PortStatus,
@@ -113,6 +113,8 @@ pub(crate) struct State {
     pub(crate) throttled: usize,
     /// Where [`crate::snapshot`] writes the state, if anywhere.
     pub(crate) state_file: Option<std::path::PathBuf>,
+    /// Filled in on every inventory instance after a reload (see [`crate::reload`]).
+    pub(crate) instance_defaults: crate::reload::InstanceDefaults,
 }
 
 impl State {
@@ -136,6 +138,7 @@ impl State {
             quota: None,
             throttled: 0,
             state_file: None,
+            instance_defaults: crate::reload::InstanceDefaults::default(),
         }
     }
 
@@ -707,63 +710,6 @@ impl FakeCloud {
             }
             None => Ok(()),
         }
-    }
-
-    // ----- registry -----
-
-    /// Register the `fake` provider: its factory reads the `--cloud-config` file as an inventory
-    /// (see [`Inventory`](crate::Inventory)); without a config file the cloud is empty.
-    ///
-    /// ```
-    /// use ccm_core::ProviderRegistry;
-    /// use ccm_provider_fake::FakeCloud;
-    ///
-    /// let registry = ProviderRegistry::new();
-    /// FakeCloud::register(&registry).unwrap();
-    /// let cloud = registry.init_cloud_provider("fake", None).unwrap().unwrap();
-    /// assert_eq!(cloud.provider_name(), "fake");
-    /// ```
-    pub fn register(registry: &ProviderRegistry) -> Result<(), RegistryError> {
-        registry.register(PROVIDER_NAME, |config| {
-            let cloud = match config {
-                None => FakeCloud::new(),
-                Some(reader) => FakeCloud::from_inventory_reader(reader, "--cloud-config")?,
-            };
-            tracing::info!(provider = %cloud.name(), instances = cloud.lock().instances.len(), "fake cloud created");
-            Ok(Arc::new(cloud) as Arc<dyn ccm_core::CloudProvider>)
-        })
-    }
-
-    /// Register this very cloud under `name`: every provider the registry creates is a clone sharing this
-    /// state, so a test can drive a whole CCM built from the registry and still change and inspect the cloud.
-    /// The factory refuses a `--cloud-config` (the cloud is already built).
-    ///
-    /// ```
-    /// use ccm_core::ProviderRegistry;
-    /// use ccm_provider_fake::{FakeCloud, FakeInstance};
-    ///
-    /// let cloud = FakeCloud::new();
-    /// let registry = ProviderRegistry::new();
-    /// cloud.register_shared(&registry, "fake").unwrap();
-    /// let provider = registry.init_cloud_provider("fake", None).unwrap().unwrap();
-    /// cloud.add_instance(FakeInstance::new("node-a")); // seen by `provider` too
-    /// ```
-    pub fn register_shared(
-        &self,
-        registry: &ProviderRegistry,
-        name: &str,
-    ) -> Result<(), RegistryError> {
-        let cloud = self.clone();
-        registry.register(name, move |config| {
-            if config.is_some() {
-                return Err(
-                    "this fake cloud was registered pre-built and takes no --cloud-config; \
-                            remove the flag or register with FakeCloud::register"
-                        .into(),
-                );
-            }
-            Ok(Arc::new(cloud.clone()) as Arc<dyn ccm_core::CloudProvider>)
-        })
     }
 }
 
