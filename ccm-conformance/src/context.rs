@@ -88,7 +88,7 @@ impl Ctx {
     // ----- capabilities -----
 
     pub(crate) fn lb(&self) -> Check<Arc<dyn LoadBalancer>> {
-        match self.provider.load_balancer() {
+        match Arc::clone(&self.provider).load_balancer() {
             Some(lb) => Ok(lb),
             None => fail(
                 "CloudProvider::load_balancer() returned None during the clause, after Some before it",
@@ -97,7 +97,7 @@ impl Ctx {
     }
 
     pub(crate) fn v2(&self) -> Check<Arc<dyn InstancesV2>> {
-        match self.provider.instances_v2() {
+        match Arc::clone(&self.provider).instances_v2() {
             Some(v2) => Ok(v2),
             None => fail(
                 "CloudProvider::instances_v2() returned None during the clause, after Some before it",
@@ -106,7 +106,7 @@ impl Ctx {
     }
 
     pub(crate) fn v1(&self) -> Check<Arc<dyn Instances>> {
-        match self.provider.instances() {
+        match Arc::clone(&self.provider).instances() {
             Some(v1) => Ok(v1),
             None => fail(
                 "CloudProvider::instances() returned None during the clause, after Some before it",
@@ -115,7 +115,7 @@ impl Ctx {
     }
 
     pub(crate) fn zones(&self) -> Check<Arc<dyn Zones>> {
-        match self.provider.zones() {
+        match Arc::clone(&self.provider).zones() {
             Some(z) => Ok(z),
             None => {
                 fail("CloudProvider::zones() returned None during the clause, after Some before it")
@@ -124,7 +124,7 @@ impl Ctx {
     }
 
     pub(crate) fn routes(&self) -> Check<Arc<dyn Routes>> {
-        match self.provider.routes() {
+        match Arc::clone(&self.provider).routes() {
             Some(r) => Ok(r),
             None => fail(
                 "CloudProvider::routes() returned None during the clause, after Some before it",
@@ -345,7 +345,10 @@ impl Ctx {
     pub(crate) async fn cleanup(&self) {
         let services =
             std::mem::take(&mut *self.services.lock().unwrap_or_else(PoisonError::into_inner));
-        if let (false, Some(lb)) = (services.is_empty(), self.provider.load_balancer()) {
+        if let (false, Some(lb)) = (
+            services.is_empty(),
+            Arc::clone(&self.provider).load_balancer(),
+        ) {
             let deletes = services.iter().map(|service| {
                 let lb = lb.clone();
                 async move {
@@ -375,7 +378,7 @@ impl Ctx {
         }
         let routes =
             std::mem::take(&mut *self.routes.lock().unwrap_or_else(PoisonError::into_inner));
-        if let (false, Some(api)) = (routes.is_empty(), self.provider.routes()) {
+        if let (false, Some(api)) = (routes.is_empty(), Arc::clone(&self.provider).routes()) {
             let mut clusters: Vec<&str> = routes.iter().map(|(c, _)| c.as_str()).collect();
             clusters.sort_unstable();
             clusters.dedup();

@@ -760,9 +760,13 @@ mod tests {
     async fn wraps_a_provider_with_latency_and_failures_in_paused_time() {
         let cloud = crate::fake::cloud();
         let faults = Arc::new(FaultInjector::new());
-        let provider = InterceptedProvider::new(Arc::new(cloud.clone()))
-            .with_shared_interceptor(faults.clone());
-        let v2 = provider.instances_v2().expect("the fake has InstancesV2");
+        let provider = Arc::new(
+            InterceptedProvider::new(Arc::new(cloud.clone()))
+                .with_shared_interceptor(faults.clone()),
+        );
+        let v2 = Arc::clone(&provider)
+            .instances_v2()
+            .expect("the fake has InstancesV2");
         faults.add(FaultRule::delay(
             Operation::InstanceExists,
             Duration::from_secs(30),
@@ -799,7 +803,7 @@ mod tests {
             InterceptedProvider::new(Arc::new(crate::fake::cloud()))
                 .with_shared_interceptor(faults.clone()),
         );
-        let lb = provider
+        let lb = Arc::clone(&provider)
             .load_balancer()
             .expect("the fake has load balancers");
         let mut service = k8s_openapi::api::core::v1::Service::default();

@@ -138,7 +138,7 @@ async fn outcome_of(clause: Clause, subject: ConformanceSubject) -> Outcome {
         };
     }
     if let Some(capability) = clause.capability()
-        && !capability.supported_by(provider.as_ref())
+        && !capability.supported_by(&provider)
     {
         let accessor = capability.as_str().replace('-', "_");
         return if fixture.expected_capabilities.contains(&capability) {

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use ccm_conformance::{Clause, ConformanceSubject, Outcome, check_subject, fake, run_all};
 use ccm_core::helpers::{node_name, service_key};
 use ccm_core::{
-    CloudError, CloudProvider, Clusters, InstanceMetadata, Instances, InstancesV2, LoadBalancer,
+    CloudError, CloudProvider, Clusters, InstanceLookup, Instances, InstancesV2, LoadBalancer,
     Route, Routes, Zone, Zones,
 };
 use ccm_provider_fake::FakeCloud;
@@ -96,23 +96,23 @@ impl CloudProvider for Mutant {
     fn provider_name(&self) -> &str {
         CloudProvider::provider_name(&self.cloud)
     }
-    fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>> {
-        Some(Arc::new(self.clone()))
+    fn load_balancer(self: Arc<Self>) -> Option<Arc<dyn LoadBalancer>> {
+        Some(self)
     }
-    fn instances(&self) -> Option<Arc<dyn Instances>> {
-        Some(Arc::new(self.clone()))
+    fn instances(self: Arc<Self>) -> Option<Arc<dyn Instances>> {
+        Some(self)
     }
-    fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>> {
-        Some(Arc::new(self.clone()))
+    fn instances_v2(self: Arc<Self>) -> Option<Arc<dyn InstancesV2>> {
+        Some(self)
     }
-    fn zones(&self) -> Option<Arc<dyn Zones>> {
-        Some(Arc::new(self.clone()))
+    fn zones(self: Arc<Self>) -> Option<Arc<dyn Zones>> {
+        Some(self)
     }
-    fn clusters(&self) -> Option<Arc<dyn Clusters>> {
-        Some(Arc::new(self.clone()))
+    fn clusters(self: Arc<Self>) -> Option<Arc<dyn Clusters>> {
+        Some(self)
     }
-    fn routes(&self) -> Option<Arc<dyn Routes>> {
-        Some(Arc::new(self.clone()))
+    fn routes(self: Arc<Self>) -> Option<Arc<dyn Routes>> {
+        Some(self)
     }
 }
 
@@ -169,7 +169,7 @@ impl LoadBalancer for Mutant {
     ) -> Result<(), CloudError> {
         let absent = self.cloud.load_balancer(&service_key(service)).is_none();
         if absent && self.is(Bug::DeleteAbsentFails) {
-            return Err(CloudError::msg("load balancer not found"));
+            return Err(CloudError::message("load balancer not found"));
         }
         if absent && self.is(Bug::DeleteAbsentImplementedElsewhere) {
             return Err(CloudError::ImplementedElsewhere);
@@ -187,7 +187,7 @@ impl InstancesV2 for Mutant {
             return Ok(false);
         }
         if self.is(Bug::UnknownInstanceErrors) && !self.known(node) {
-            return Err(CloudError::msg("describe instances: no such instance"));
+            return Err(CloudError::message("describe instances: no such instance"));
         }
         InstancesV2::instance_exists(&self.cloud, node).await
     }
@@ -197,16 +197,16 @@ impl InstancesV2 for Mutant {
         }
         InstancesV2::instance_shutdown(&self.cloud, node).await
     }
-    async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError> {
+    async fn instance_metadata(&self, node: &Node) -> Result<InstanceLookup, CloudError> {
         if self.is(Bug::StoppedIsNotFound) && self.stopped(node_name(node)) {
             return Err(CloudError::InstanceNotFound);
         }
         let meta = InstancesV2::instance_metadata(&self.cloud, node).await?;
-        if self.is(Bug::ProviderIdWithoutPrefix) {
-            return Ok(meta.map(|mut m| {
-                m.provider_id = node_name(node).to_owned();
-                m
-            }));
+        if self.is(Bug::ProviderIdWithoutPrefix)
+            && let InstanceLookup::Found(mut m) = meta
+        {
+            m.provider_id = node_name(node).to_owned();
+            return Ok(m.into());
         }
         Ok(meta)
     }
@@ -228,9 +228,9 @@ impl Instances for Mutant {
             return Err(CloudError::InstanceNotFound);
         }
         match self.cloud.instance_id(node_name).await {
-            Err(err) if self.is(Bug::UntypedNotFound) && err.is_instance_not_found() => {
-                Err(CloudError::msg(format!("instance {node_name} not found")))
-            }
+            Err(err) if self.is(Bug::UntypedNotFound) && err.is_instance_not_found() => Err(
+                CloudError::message(format!("instance {node_name} not found")),
+            ),
             other => other,
         }
     }
@@ -317,7 +317,7 @@ impl Routes for Mutant {
             .iter()
             .any(|r| r.destination_cidr == route.destination_cidr);
         if missing && self.is(Bug::RouteDeleteMissingFails) {
-            return Err(CloudError::msg(format!(
+            return Err(CloudError::message(format!(
                 "route to {} not found",
                 route.destination_cidr
             )));
@@ -386,7 +386,7 @@ async fn failing_to_delete_an_absent_load_balancer() {
         &[
             (
                 Clause::LoadBalancerDeleteAbsentSucceeds,
-                "which never had a load balancer, failed: \"cloud provider error: load balancer not found\" (kind other)",
+                "which never had a load balancer, failed: \"load balancer not found\" (kind other)",
             ),
             (
                 Clause::LoadBalancerDeleteIsIdempotent,

@@ -255,20 +255,12 @@ const ABANDONED: &str = "abandoned while waiting for the cloud-call budget: shut
 /// let err = CloudError::provider("cloud call instance-exists for fake://n1", Abandoned).context("node n1");
 /// assert!(is_abandoned(&err));
 /// assert!(is_abandoned(&err.duplicate()));
-/// assert!(!is_abandoned(&CloudError::msg("boom")));
+/// assert!(!is_abandoned(&CloudError::message("boom")));
 /// ```
 pub fn is_abandoned(error: &(dyn StdError + 'static)) -> bool {
-    let mut current = Some(error);
-    while let Some(err) = current {
-        if err.is::<Abandoned>() {
-            return true;
-        }
-        if err.source().is_none() && err.to_string().ends_with(ABANDONED) {
-            return true;
-        }
-        current = err.source();
-    }
-    false
+    crate::error::causes(error).any(|err| {
+        err.is::<Abandoned>() || (err.source().is_none() && err.to_string().ends_with(ABANDONED))
+    })
 }
 
 fn abandoned(call: &CallInfo<'_>) -> CloudError {

@@ -66,7 +66,7 @@ use crate::provider::{
 };
 use crate::runtime::informer::{Informer, InformerEvent};
 use crate::runtime::metrics::SharedRegistry;
-use crate::types::InstanceMetadata;
+use crate::types::InstanceLookup;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Question {
@@ -97,7 +97,7 @@ impl Question {
 #[derive(Debug, Clone)]
 enum Answer {
     Bool(bool),
-    Metadata(Option<InstanceMetadata>),
+    Metadata(InstanceLookup),
 }
 
 /// The question, the node's name and its providerID: a node whose providerID changed is a new key even before
@@ -456,27 +456,27 @@ impl CloudProvider for CachingProvider {
     async fn initialize(&self, ctx: InitializeContext) -> Result<(), CloudError> {
         self.inner.initialize(ctx).await
     }
-    fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>> {
-        self.inner.load_balancer()
+    fn load_balancer(self: Arc<Self>) -> Option<Arc<dyn LoadBalancer>> {
+        Arc::clone(&self.inner).load_balancer()
     }
-    fn instances(&self) -> Option<Arc<dyn Instances>> {
-        self.inner.instances()
+    fn instances(self: Arc<Self>) -> Option<Arc<dyn Instances>> {
+        Arc::clone(&self.inner).instances()
     }
-    fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>> {
-        let inner = self.inner.instances_v2()?;
+    fn instances_v2(self: Arc<Self>) -> Option<Arc<dyn InstancesV2>> {
+        let inner = Arc::clone(&self.inner).instances_v2()?;
         Some(Arc::new(CachedV2 {
             inner,
             cache: self.cache.clone(),
         }))
     }
-    fn zones(&self) -> Option<Arc<dyn Zones>> {
-        self.inner.zones()
+    fn zones(self: Arc<Self>) -> Option<Arc<dyn Zones>> {
+        Arc::clone(&self.inner).zones()
     }
-    fn clusters(&self) -> Option<Arc<dyn Clusters>> {
-        self.inner.clusters()
+    fn clusters(self: Arc<Self>) -> Option<Arc<dyn Clusters>> {
+        Arc::clone(&self.inner).clusters()
     }
-    fn routes(&self) -> Option<Arc<dyn Routes>> {
-        self.inner.routes()
+    fn routes(self: Arc<Self>) -> Option<Arc<dyn Routes>> {
+        Arc::clone(&self.inner).routes()
     }
     fn has_cluster_id(&self) -> bool {
         self.inner.has_cluster_id()
@@ -489,13 +489,13 @@ struct CachedV2 {
 }
 
 fn unexpected(question: Question) -> CloudError {
-    CloudError::msg(format!(
+    CloudError::message(format!(
         "instance cache returned a mismatched answer for {question:?}; this is a bug"
     ))
 }
 
 fn short_bulk_answer(operation: Operation, got: usize, asked: usize) -> CloudError {
-    CloudError::msg(format!(
+    CloudError::message(format!(
         "the provider's {operation} returned {got} answers for {asked} nodes; a bulk call must answer every \
          node, in order"
     ))
@@ -578,7 +578,7 @@ impl InstancesV2 for CachedV2 {
             Answer::Metadata(_) => Err(unexpected(Question::Shutdown)),
         }
     }
-    async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError> {
+    async fn instance_metadata(&self, node: &Node) -> Result<InstanceLookup, CloudError> {
         let (inner, owned) = (self.inner.clone(), node.clone());
         let call = async move { inner.instance_metadata(&owned).await.map(Answer::Metadata) };
         match self.cache.ask(Question::Metadata, node, call).await? {
@@ -592,7 +592,7 @@ impl InstancesV2 for CachedV2 {
     async fn instance_metadata_bulk(
         &self,
         nodes: &[Node],
-    ) -> Result<Vec<Result<Option<InstanceMetadata>, CloudError>>, CloudError> {
+    ) -> Result<Vec<Result<InstanceLookup, CloudError>>, CloudError> {
         if !self.inner.supports_bulk() {
             return Ok(crate::provider::metadata_one_by_one(self, nodes).await);
         }
@@ -634,6 +634,7 @@ impl InstancesV2 for CachedV2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::InstanceMetadata;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[derive(Default)]
@@ -665,18 +666,12 @@ mod tests {
             self.calls.fetch_add(1, Ordering::SeqCst);
             Ok(*self.shutdown.lock().unwrap())
         }
-        async fn instance_metadata(
-            &self,
-            node: &Node,
-        ) -> Result<Option<InstanceMetadata>, CloudError> {
+        async fn instance_metadata(&self, node: &Node) -> Result<InstanceLookup, CloudError> {
             self.calls.fetch_add(1, Ordering::SeqCst);
             if self.slow_metadata {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            Ok(Some(InstanceMetadata::new(format!(
-                "t://{}",
-                node_name(node)
-            ))))
+            Ok(InstanceMetadata::new(format!("t://{}", node_name(node))).into())
         }
         fn supports_bulk(&self) -> bool {
             self.bulk
@@ -696,7 +691,7 @@ mod tests {
                 .iter()
                 .map(|n| match node_name(n) {
                     name if name.starts_with("gone") => Ok(false),
-                    name if name.starts_with("err") => Err(CloudError::msg("item failed")),
+                    name if name.starts_with("err") => Err(CloudError::message("item failed")),
                     _ => Ok(exists),
                 })
                 .collect())
@@ -704,7 +699,7 @@ mod tests {
         async fn instance_metadata_bulk(
             &self,
             nodes: &[Node],
-        ) -> Result<Vec<Result<Option<InstanceMetadata>, CloudError>>, CloudError> {
+        ) -> Result<Vec<Result<InstanceLookup, CloudError>>, CloudError> {
             self.bulk_calls
                 .lock()
                 .unwrap()
@@ -713,9 +708,10 @@ mod tests {
             Ok(nodes
                 .iter()
                 .map(|n| match node_name(n) {
-                    name if name.starts_with("gone") => Ok(None),
-                    name if name.starts_with("err") => Err(CloudError::msg("item failed")),
-                    name => Ok(Some(InstanceMetadata::new(format!("t://{name}")))),
+                    name if name.starts_with("gone") => Err(CloudError::InstanceNotFound),
+                    name if name.starts_with("skip") => Ok(InstanceLookup::skip("unmanaged")),
+                    name if name.starts_with("err") => Err(CloudError::message("item failed")),
+                    name => Ok(InstanceMetadata::new(format!("t://{name}")).into()),
                 })
                 .collect())
         }
@@ -726,7 +722,7 @@ mod tests {
         fn provider_name(&self) -> &str {
             "t"
         }
-        fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>> {
+        fn instances_v2(self: Arc<Self>) -> Option<Arc<dyn InstancesV2>> {
             Some(self.0.clone())
         }
     }
@@ -737,25 +733,25 @@ mod tests {
         n
     }
 
-    fn setup(ttl: Duration) -> (Arc<Counting>, CachingProvider) {
+    fn setup(ttl: Duration) -> (Arc<Counting>, Arc<CachingProvider>) {
         setup_with(ttl, Counting::default())
     }
 
-    fn setup_with(ttl: Duration, counting: Counting) -> (Arc<Counting>, CachingProvider) {
+    fn setup_with(ttl: Duration, counting: Counting) -> (Arc<Counting>, Arc<CachingProvider>) {
         let counting = Arc::new(Counting {
             exists: Mutex::new(true),
             ..counting
         });
         (
             counting.clone(),
-            CachingProvider::new(Arc::new(Cloud(counting)), ttl),
+            Arc::new(CachingProvider::new(Arc::new(Cloud(counting)), ttl)),
         )
     }
 
     #[tokio::test(start_paused = true)]
     async fn concurrent_calls_for_one_node_coalesce() {
         let (counting, cloud) = setup(Duration::ZERO);
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         let n = node("a");
         let results = futures::future::join_all((0..10).map(|_| v2.instance_exists(&n))).await;
         assert!(results.into_iter().all(|r| r.unwrap()));
@@ -773,10 +769,10 @@ mod tests {
     async fn metadata_is_cached_for_ttl_and_invalidated() {
         let (counting, cloud) = setup(Duration::from_secs(30));
         let cache = cloud.cache();
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         let n = node("a");
         for _ in 0..5 {
-            assert!(v2.instance_metadata(&n).await.unwrap().is_some());
+            assert!(v2.instance_metadata(&n).await.unwrap().found().is_some());
         }
         assert_eq!(counting.calls.load(Ordering::SeqCst), 1);
         tokio::time::sleep(Duration::from_secs(31)).await;
@@ -797,7 +793,7 @@ mod tests {
     async fn existence_and_shutdown_answers_are_never_kept() {
         // Even with a long TTL: these answers decide whether a Node is deleted or tainted.
         let (counting, cloud) = setup(Duration::from_secs(300));
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         let n = node("a");
         for _ in 0..3 {
             assert!(v2.instance_exists(&n).await.unwrap());
@@ -832,7 +828,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn not_found_and_errors_are_never_cached_and_keep_their_kind() {
         let (counting, cloud) = setup(Duration::from_secs(30));
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         let n = node("a");
         *counting.exists.lock().unwrap() = false;
         assert!(!v2.instance_exists(&n).await.unwrap());
@@ -858,7 +854,7 @@ mod tests {
         use kube::Api;
         let (counting, cloud) = setup(Duration::from_secs(300));
         let cache = cloud.cache();
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         v2.instance_metadata(&node("a")).await.unwrap();
         v2.instance_metadata(&node("b")).await.unwrap();
         assert_eq!(cache.len(), 2);
@@ -940,8 +936,8 @@ mod tests {
         n
     }
 
-    fn provider_id(answer: &Result<Option<InstanceMetadata>, CloudError>) -> &str {
-        &answer.as_ref().unwrap().as_ref().unwrap().provider_id
+    fn provider_id(answer: &Result<InstanceLookup, CloudError>) -> &str {
+        &answer.as_ref().unwrap().found().unwrap().provider_id
     }
 
     #[tokio::test(start_paused = true)]
@@ -953,25 +949,28 @@ mod tests {
                 ..Default::default()
             },
         );
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         assert!(v2.supports_bulk());
         // a single answer about "a" is kept and reused by the bulk call
         v2.instance_metadata(&node("a")).await.unwrap();
         let answers = v2
-            .instance_metadata_bulk(&names(&["a", "b", "gone-c", "err-d"]))
+            .instance_metadata_bulk(&names(&["a", "b", "skip-c", "err-d"]))
             .await
             .unwrap();
         assert_eq!(answers.len(), 4);
         assert_eq!(provider_id(&answers[0]), "t://a");
         assert_eq!(provider_id(&answers[1]), "t://b");
-        assert!(answers[2].as_ref().unwrap().is_none());
+        assert_eq!(
+            answers[2].as_ref().unwrap().skip_reason(),
+            Some("unmanaged")
+        );
         assert!(answers[3].is_err());
         assert_eq!(
             *counting.bulk_calls.lock().unwrap(),
-            vec![vec!["b", "gone-c", "err-d"]]
+            vec![vec!["b", "skip-c", "err-d"]]
         );
-        // "b" and "gone-c" are kept now; failures are asked again
-        v2.instance_metadata_bulk(&names(&["a", "b", "gone-c", "err-d"]))
+        // "b" and "skip-c" (a deliberate skip is an answer) are kept now; failures are asked again
+        v2.instance_metadata_bulk(&names(&["a", "b", "skip-c", "err-d"]))
             .await
             .unwrap();
         assert_eq!(counting.bulk_calls.lock().unwrap()[1], vec!["err-d"]);
@@ -987,6 +986,7 @@ mod tests {
             v2.instance_metadata(&node("b"))
                 .await
                 .unwrap()
+                .into_found()
                 .unwrap()
                 .provider_id,
             "t://b"
@@ -1017,7 +1017,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         assert!(v2.instance_exists(&node("a")).await.unwrap());
         for _ in 0..2 {
             let answers = v2
@@ -1054,16 +1054,21 @@ mod tests {
                 ..Default::default()
             },
         );
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         let first = v2
             .instance_metadata_bulk(&names(&["a", "b"]))
             .await
             .unwrap();
         assert_eq!(
-            first[1].as_ref().unwrap().as_ref().unwrap().provider_id,
+            first[1].as_ref().unwrap().found().unwrap().provider_id,
             "t://b"
         );
-        let again = v2.instance_metadata(&node("b")).await.unwrap().unwrap();
+        let again = v2
+            .instance_metadata(&node("b"))
+            .await
+            .unwrap()
+            .into_found()
+            .unwrap();
         assert_eq!(again.provider_id, "t://b");
         assert_eq!(counting.calls.load(Ordering::SeqCst), 0);
         assert_eq!(counting.bulk_calls.lock().unwrap().len(), 1);
@@ -1075,7 +1080,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         for _ in 0..3 {
             v2.instance_metadata_bulk(&names(&["a", "b"]))
                 .await
@@ -1095,7 +1100,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         let err = v2
             .instance_exists_bulk(&names(&["a", "b"]))
             .await
@@ -1111,7 +1116,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn without_native_bulk_the_bulk_methods_use_the_cached_single_calls() {
         let (counting, cloud) = setup(Duration::from_secs(30));
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         assert!(!v2.supports_bulk());
         v2.instance_metadata_bulk(&names(&["a", "b"]))
             .await
@@ -1140,7 +1145,7 @@ mod tests {
             },
         );
         let cache = cloud.cache();
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         let n = node("a");
         let invalidate = async {
             // the cloud answers after 100 ms
@@ -1148,7 +1153,7 @@ mod tests {
             cache.invalidate("a");
         };
         let (answer, ()) = tokio::join!(v2.instance_metadata(&n), invalidate);
-        assert!(answer.unwrap().is_some());
+        assert!(answer.unwrap().found().is_some());
         assert!(cache.is_empty(), "the answer predates the invalidation");
         v2.instance_metadata(&n).await.unwrap();
         assert_eq!(counting.calls.load(Ordering::SeqCst), 2);
@@ -1166,7 +1171,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_new_provider_id_is_a_new_question() {
         let (counting, cloud) = setup(Duration::from_secs(300));
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         v2.instance_metadata(&with_provider_id("a", "t://1"))
             .await
             .unwrap();
@@ -1192,8 +1197,12 @@ mod tests {
                 ..Default::default()
             },
         );
-        let cloud = cloud.with_metrics(&registry);
-        let v2 = cloud.instances_v2().unwrap();
+        let cloud = Arc::new(
+            Arc::into_inner(cloud)
+                .expect("one handle")
+                .with_metrics(&registry),
+        );
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         let n = node("a");
         let _ = futures::future::join_all((0..3).map(|_| v2.instance_metadata(&n))).await;
         v2.instance_metadata(&n).await.unwrap();
@@ -1214,7 +1223,11 @@ mod tests {
             assert!(text.contains(&line), "{line} in\n{text}");
         }
         // registering twice does not register the family twice
-        let cloud = cloud.with_metrics(&registry);
+        let cloud = Arc::new(
+            Arc::into_inner(cloud)
+                .expect("one handle")
+                .with_metrics(&registry),
+        );
         assert_eq!(
             registry
                 .encode()
@@ -1228,7 +1241,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn expired_answers_are_pruned() {
         let (_, cloud) = setup(Duration::from_secs(30));
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         for i in 0..1000 {
             v2.instance_metadata(&node(&format!("old-{i}")))
                 .await

@@ -3,8 +3,14 @@
 //! Every provider method returns [`CloudError`]. Its variants carry the meanings the Go reference gives to its
 //! sentinel errors (`InstanceNotFound`, `NotImplemented`, `ImplementedElsewhere`, `DiskNotFound`) and to
 //! `api.RetryError`. Unlike Go, where sentinels are compared with `==` and wrapping them breaks detection, the kind
-//! of a [`CloudError`] is found by walking the whole [`std::error::Error::source`] chain: see
-//! [`CloudError::kind`] and [`find_cloud_error`].
+//! of a [`CloudError`] is found by walking the whole chain of causes: see [`CloudError::kind`],
+//! [`find_cloud_error`] and [`causes`].
+//!
+//! Each error is printed once in a chain. A [`CloudError`]'s `Display` is its complete text (context, then each
+//! cause once, as Go's `%w` wrapping prints it, so Events and logs match Go's), and therefore it reports no
+//! [`std::error::Error::source`]: a chain printer (`anyhow`'s `{:#}`, a `tracing` error field, the doctor) never
+//! repeats a cause's text. The wrapped error stays reachable for code: [`CloudError::inner`] for `downcast_ref`,
+//! and [`causes`] to walk through every layer, including those inside a [`CloudError`].
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -21,14 +27,16 @@ pub type SharedError = Arc<dyn StdError + Send + Sync + 'static>;
 
 /// An error returned by a cloud provider.
 ///
-/// Build provider failures with [`CloudError::provider`] (a vendor SDK error with what was being done),
-/// [`CloudError::message`] (the cloud's own text, displayed unchanged) or [`CloudError::msg`] (the text after
-/// `cloud provider error: `), and add context with [`CloudError::context`] or, on a `Result`, with
+/// Build provider failures with [`CloudError::provider`] (a vendor SDK error with what was being done) or
+/// [`CloudError::message`] (the cloud's own text, displayed unchanged), and add context with [`CloudError::context`] or, on a `Result`, with
 /// [`ResultExt::cloud_context`]: the kind of the innermost well-known error stays detectable through any number of
 /// layers.
 ///
 /// `CloudError` is [`Clone`]: a copy shares the source error of [`CloudError::Provider`] (behind an [`Arc`]), so it
-/// has the same message, kind, retry delay and source chain, and can be handed to several waiters.
+/// has the same message, kind, retry delay and causes, and can be handed to several waiters.
+///
+/// Its `Display` is the whole text and [`source`](StdError::source) is always `None` (see the [module
+/// docs](crate::error)); use [`CloudError::inner`] or [`causes`] to reach a wrapped error.
 ///
 /// ```
 /// use ccm_core::{CloudError, ErrorKind};
@@ -79,12 +87,14 @@ pub enum CloudError {
     NotLeader {
         /// The refused operation.
         operation: crate::intercept::Operation,
-        /// Why the fence is closed.
+        /// Why the fence is closed (part of the display).
         reason: crate::fence::FenceClosed,
     },
     /// Any other provider failure, with what was being done and the underlying error.
     ///
-    /// Displayed as `<context>: <source>`; the source is also returned by [`StdError::source`].
+    /// Displayed as `<context>: <source>: <its cause>...`, each text once (a cause whose text the previous one
+    /// already contains is not repeated). The source is reached through [`CloudError::inner`] and [`causes`],
+    /// not [`StdError::source`], so that chain printers do not print it a second time.
     Provider {
         /// What failed, in lower case (for example `describing instance i-123`).
         context: String,
@@ -122,20 +132,65 @@ impl fmt::Display for CloudError {
                 f,
                 "leadership not confirmed: refusing to call the cloud ({operation}): {reason}"
             ),
-            CloudError::Provider { context, source } => write!(f, "{context}: {source}"),
+            CloudError::Provider { context, source } => {
+                f.write_str(context)?;
+                let mut separator = if context.is_empty() { "" } else { ": " };
+                let mut last = String::new();
+                for cause in causes(&**source) {
+                    let text = cause.to_string();
+                    if text.is_empty() || last.contains(&text) {
+                        continue;
+                    }
+                    write!(f, "{separator}{text}")?;
+                    separator = ": ";
+                    last = text;
+                }
+                Ok(())
+            }
             CloudError::Message { message } => f.write_str(message),
         }
     }
 }
 
-impl StdError for CloudError {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        match self {
-            // The error inside the `Arc`, not the `Arc` itself, so `downcast_ref` finds its type.
-            CloudError::Provider { source, .. } => Some(&**source),
-            CloudError::NotLeader { reason, .. } => Some(reason),
-            _ => None,
-        }
+/// No `source()`: the display already holds every cause's text (see the [module docs](crate::error)).
+impl StdError for CloudError {}
+
+/// Every error in the chain of `err`, starting with `err` itself: each [`StdError::source`], and, for a
+/// [`CloudError`], the error it wraps ([`CloudError::inner`], or the fence's reason of
+/// [`CloudError::NotLeader`]).
+///
+/// ```
+/// use ccm_core::error::causes;
+/// use ccm_core::{CloudError, ResultExt};
+///
+/// let sdk: Result<(), std::io::Error> = Err(std::io::Error::other("connection reset"));
+/// let err = sdk.cloud_context("describing i-1").unwrap_err().context("syncing node n1");
+/// let texts: Vec<String> = causes(&err).map(|e| e.to_string()).collect();
+/// assert_eq!(texts[0], "syncing node n1: describing i-1: connection reset");
+/// assert_eq!(texts.last().map(String::as_str), Some("connection reset"));
+/// assert!(causes(&err).any(|e| e.is::<std::io::Error>()));
+/// ```
+pub fn causes<'a>(err: &'a (dyn StdError + 'static)) -> Causes<'a> {
+    Causes { next: Some(err) }
+}
+
+/// The iterator of [`causes`].
+#[derive(Debug, Clone)]
+pub struct Causes<'a> {
+    next: Option<&'a (dyn StdError + 'static)>,
+}
+
+impl<'a> Iterator for Causes<'a> {
+    type Item = &'a (dyn StdError + 'static);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let current = self.next?;
+        self.next = match current.downcast_ref::<CloudError>() {
+            Some(CloudError::Provider { source, .. }) => Some(&**source),
+            Some(CloudError::NotLeader { reason, .. }) => Some(reason),
+            _ => current.source(),
+        };
+        Some(current)
     }
 }
 
@@ -193,15 +248,12 @@ impl CloudError {
     /// A provider failure described by the cloud's own text, displayed exactly as given, so Events carry the same
     /// text as Go's (where the provider returns `errors.New(text)`). Its kind is [`ErrorKind::Other`].
     ///
-    /// [`CloudError::msg`] differs only in its display, which puts `cloud provider error: ` before the text.
-    ///
     /// ```
     /// use ccm_core::{CloudError, ErrorKind};
     ///
     /// let err = CloudError::message("instance i-0123 is terminating");
     /// assert_eq!(err.to_string(), "instance i-0123 is terminating");
     /// assert_eq!(err.kind(), ErrorKind::Other);
-    /// assert_eq!(CloudError::msg("boom").to_string(), "cloud provider error: boom");
     /// ```
     pub fn message(text: impl Into<String>) -> Self {
         CloudError::Message {
@@ -209,11 +261,23 @@ impl CloudError {
         }
     }
 
-    /// A provider failure described by a message alone, displayed as `cloud provider error: <message>` (use
-    /// [`CloudError::message`] for the text unchanged).
-    pub fn msg(message: impl Into<String>) -> Self {
-        let message: String = message.into();
-        CloudError::provider("cloud provider error", message)
+    /// The error this one wraps: the source of a [`CloudError::Provider`] (a vendor SDK's error, or another
+    /// [`CloudError`]), for `downcast_ref`; `None` for every other variant.
+    ///
+    /// ```
+    /// use ccm_core::{CloudError, ResultExt};
+    ///
+    /// let err = Err::<(), _>(std::io::Error::other("eof")).cloud_context("listing instances").unwrap_err();
+    /// let io = err.inner().and_then(|e| e.downcast_ref::<std::io::Error>()).expect("the SDK error is kept");
+    /// assert_eq!(io.to_string(), "eof");
+    /// assert!(CloudError::InstanceNotFound.inner().is_none());
+    /// ```
+    pub fn inner(&self) -> Option<&(dyn StdError + Send + Sync + 'static)> {
+        match self {
+            // The error inside the `Arc`, not the `Arc` itself, so `downcast_ref` finds its type.
+            CloudError::Provider { source, .. } => Some(&**source),
+            _ => None,
+        }
     }
 
     /// The retry-after error: requeue after exactly `after`.
@@ -239,21 +303,14 @@ impl CloudError {
 
     /// The delay of a retry-after (or throttling) error anywhere in the chain.
     pub fn retry_after(&self) -> Option<Duration> {
-        let mut current: Option<&(dyn StdError + 'static)> = Some(self);
-        while let Some(err) = current {
-            if let Some(cloud) = err.downcast_ref::<CloudError>() {
-                match cloud {
-                    CloudError::Retry { after, .. } => return Some(*after),
-                    CloudError::Throttled {
-                        retry_after: Some(after),
-                        ..
-                    } => return Some(*after),
-                    _ => {}
-                }
-            }
-            current = err.source();
-        }
-        None
+        causes(self).find_map(|err| match err.downcast_ref::<CloudError>()? {
+            CloudError::Retry { after, .. } => Some(*after),
+            CloudError::Throttled {
+                retry_after: Some(after),
+                ..
+            } => Some(*after),
+            _ => None,
+        })
     }
 
     /// True if the instance was reported as not found.
@@ -271,7 +328,7 @@ impl CloudError {
         self.kind() == ErrorKind::ImplementedElsewhere
     }
 
-    /// A copy of this error: the same message, [`kind`](CloudError::kind), retry delay and source chain.
+    /// A copy of this error: the same message, [`kind`](CloudError::kind), retry delay and causes.
     ///
     /// Equivalent to [`Clone::clone`] (the source of a [`CloudError::Provider`] is shared, not copied); kept for
     /// existing callers.
@@ -364,15 +421,11 @@ where
 /// ```
 pub fn find_cloud_error<'a>(err: &'a (dyn StdError + 'static)) -> Option<&'a CloudError> {
     let mut outermost = None;
-    let mut current: Option<&(dyn StdError + 'static)> = Some(err);
-    while let Some(e) = current {
-        if let Some(cloud) = e.downcast_ref::<CloudError>() {
-            if cloud.own_kind() != ErrorKind::Other {
-                return Some(cloud);
-            }
-            outermost.get_or_insert(cloud);
+    for cloud in causes(err).filter_map(|e| e.downcast_ref::<CloudError>()) {
+        if cloud.own_kind() != ErrorKind::Other {
+            return Some(cloud);
         }
-        current = e.source();
+        outermost.get_or_insert(cloud);
     }
     outermost
 }
@@ -421,7 +474,7 @@ mod tests {
                 },
                 ErrorKind::Timeout,
             ),
-            (CloudError::msg("boom"), ErrorKind::Other),
+            (CloudError::message("boom"), ErrorKind::Other),
         ];
         for (err, kind) in cases {
             let wrapped = err.context("layer one").context("layer two");
@@ -477,7 +530,7 @@ mod tests {
                 message: "q".into(),
                 retry_after: Some(Duration::from_secs(1)),
             },
-            CloudError::msg("boom"),
+            CloudError::message("boom"),
             CloudError::provider("listing", std::io::Error::other("eof")),
         ];
         for err in errs {
@@ -508,8 +561,9 @@ mod tests {
         let copy = err.clone();
         assert_eq!(copy.to_string(), err.to_string());
         let io = copy
-            .source()
-            .and_then(|e| e.source())
+            .inner()
+            .and_then(|e| e.downcast_ref::<CloudError>())
+            .and_then(CloudError::inner)
             .and_then(|e| e.downcast_ref::<std::io::Error>())
             .expect("the io::Error survives the clone");
         assert_eq!(io.to_string(), "eof");
@@ -524,7 +578,7 @@ mod tests {
         let foreign: Result<(), std::io::Error> = Err(std::io::Error::other("reset"));
         let err = foreign.cloud_context("describing i-1").unwrap_err();
         assert_eq!(err.to_string(), "describing i-1: reset");
-        assert!(err.source().is_some_and(|e| e.is::<std::io::Error>()));
+        assert!(err.inner().is_some_and(|e| e.is::<std::io::Error>()));
         let cloud: Result<(), CloudError> = Err(CloudError::retry("later", Duration::from_secs(5)));
         let err = cloud.cloud_context("ensure").unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Retry);
@@ -535,6 +589,143 @@ mod tests {
             text.with_cloud_context(|| "op").unwrap_err().to_string(),
             "op: plain text"
         );
+    }
+
+    /// A foreign error that prints its source in its own text and also returns it (thiserror's `{0}` with
+    /// `#[source]`), the case a chain printer would repeat.
+    #[derive(Debug, thiserror::Error)]
+    #[error("sdk request failed: {0}")]
+    struct Both(#[source] std::io::Error);
+
+    /// A foreign error in the idiomatic style: its text does not include its source.
+    #[derive(Debug, thiserror::Error)]
+    #[error("sdk call failed")]
+    struct Idiomatic(#[source] std::io::Error);
+
+    /// One example of every variant, bare.
+    fn every_variant() -> Vec<CloudError> {
+        vec![
+            CloudError::InstanceNotFound,
+            CloudError::NotImplemented,
+            CloudError::ImplementedElsewhere,
+            CloudError::DiskNotFound,
+            CloudError::retry("lb is being built", Duration::from_secs(3)),
+            CloudError::Throttled {
+                message: "quota".into(),
+                retry_after: Some(Duration::from_secs(1)),
+            },
+            CloudError::Timeout {
+                operation: crate::intercept::Operation::ListRoutes,
+                after: Duration::from_secs(1),
+            },
+            CloudError::NotLeader {
+                operation: crate::intercept::Operation::ListRoutes,
+                reason: crate::fence::FenceClosed::Revoked,
+            },
+            CloudError::provider("describing i-1", std::io::Error::other("connection reset")),
+            CloudError::provider("describing i-2", Both(std::io::Error::other("tls eof"))),
+            CloudError::provider(
+                "describing i-3",
+                Idiomatic(std::io::Error::other("dns timeout")),
+            ),
+            CloudError::message("instance i-4 is terminating"),
+        ]
+    }
+
+    /// The texts a chain printer shows for `err`: its display, then each `source()`'s display.
+    fn printed_chain(err: &(dyn StdError + 'static)) -> Vec<String> {
+        let mut texts = Vec::new();
+        let mut current = Some(err);
+        while let Some(e) = current {
+            texts.push(e.to_string());
+            current = e.source();
+        }
+        texts
+    }
+
+    /// No text is printed twice: no link of the printed chain contains a later link's text, and the display of a
+    /// `CloudError` contains each cause's own text once.
+    fn assert_printed_once(err: &(dyn StdError + 'static)) {
+        let chain = printed_chain(err);
+        for (i, outer) in chain.iter().enumerate() {
+            for inner in &chain[i + 1..] {
+                assert!(
+                    !outer.contains(inner.as_str()),
+                    "{inner:?} is printed twice in the chain {chain:?}"
+                );
+            }
+        }
+        let full = chain.join(": ");
+        for leaf in [
+            "connection reset",
+            "tls eof",
+            "dns timeout",
+            "instance not found",
+            "lb is being built",
+            "leadership",
+        ] {
+            assert!(
+                full.matches(leaf).count() <= 1,
+                "{leaf:?} is printed more than once in {full:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_error_is_printed_once_in_a_chain() {
+        for err in every_variant() {
+            let kind = err.kind();
+            assert_printed_once(&err);
+            let wrapped = err.clone().context("layer one").context("layer two");
+            assert_printed_once(&wrapped);
+            assert_eq!(wrapped.kind(), kind);
+            let via_result: Result<(), CloudError> = Err(err.clone());
+            let contexted = via_result.cloud_context("ensuring").unwrap_err();
+            assert_printed_once(&contexted);
+            let foreign = Outer(Box::new(wrapped.clone()));
+            assert_printed_once(&foreign);
+            assert_eq!(error_kind(&foreign), kind);
+            // Nothing is lost: the complete display names the innermost cause of the original error.
+            let innermost = causes(&err)
+                .last()
+                .expect("at least the error itself")
+                .to_string();
+            assert!(
+                wrapped.to_string().ends_with(&innermost),
+                "{wrapped} does not end with {innermost}"
+            );
+        }
+    }
+
+    #[test]
+    fn display_names_each_cause_of_a_foreign_chain() {
+        let both = CloudError::provider("describing i-2", Both(std::io::Error::other("tls eof")));
+        assert_eq!(
+            both.to_string(),
+            "describing i-2: sdk request failed: tls eof"
+        );
+        let idiomatic = CloudError::provider(
+            "describing i-3",
+            Idiomatic(std::io::Error::other("dns timeout")),
+        );
+        assert_eq!(
+            idiomatic.to_string(),
+            "describing i-3: sdk call failed: dns timeout"
+        );
+        let texts: Vec<String> = causes(&idiomatic.context("sync"))
+            .map(|e| e.to_string())
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                "sync: describing i-3: sdk call failed: dns timeout",
+                "describing i-3: sdk call failed: dns timeout",
+                "sdk call failed",
+                "dns timeout"
+            ]
+        );
+        let empty_context = CloudError::provider("", std::io::Error::other("eof"));
+        assert_eq!(empty_context.to_string(), "eof");
     }
 
     #[test]

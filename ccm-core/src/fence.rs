@@ -66,17 +66,13 @@ pub enum FenceClosed {
 /// assert!(!is_fenced(&std::io::Error::other("boom")));
 /// ```
 pub fn is_fenced(error: &(dyn std::error::Error + 'static)) -> bool {
-    let mut next = Some(error);
-    while let Some(err) = next {
-        if err.downcast_ref::<FenceClosed>().is_some() {
-            return true;
-        }
-        if let Some(crate::CloudError::NotLeader { .. }) = err.downcast_ref::<crate::CloudError>() {
-            return true;
-        }
-        next = err.source();
-    }
-    false
+    crate::error::causes(error).any(|err| {
+        err.is::<FenceClosed>()
+            || matches!(
+                err.downcast_ref::<crate::CloudError>(),
+                Some(crate::CloudError::NotLeader { .. })
+            )
+    })
 }
 
 /// The state of a fence. Transitions: `Unconfirmed → Confirmed → … → Revoked`; `Unfenced` never changes.

@@ -49,7 +49,7 @@ use crate::helpers::{node_name, node_provider_id, service_key};
 use crate::provider::{
     CloudProvider, Clusters, InitializeContext, Instances, InstancesV2, LoadBalancer, Routes, Zones,
 };
-use crate::types::{InstanceMetadata, Route, Zone};
+use crate::types::{InstanceLookup, Route, Zone};
 
 /// A provider capability.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -93,7 +93,8 @@ impl Capability {
     }
 
     /// Whether `provider` supports this capability.
-    pub fn supported_by(self, provider: &dyn CloudProvider) -> bool {
+    pub fn supported_by(self, provider: &Arc<dyn CloudProvider>) -> bool {
+        let provider = Arc::clone(provider);
         match self {
             Capability::LoadBalancer => provider.load_balancer().is_some(),
             Capability::Instances => provider.instances().is_some(),
@@ -482,43 +483,43 @@ impl CloudProvider for InterceptedProvider {
     async fn initialize(&self, ctx: InitializeContext) -> Result<(), CloudError> {
         self.inner.initialize(ctx).await
     }
-    fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>> {
-        let inner = self.inner.load_balancer()?;
+    fn load_balancer(self: Arc<Self>) -> Option<Arc<dyn LoadBalancer>> {
+        let inner = Arc::clone(&self.inner).load_balancer()?;
         Some(Arc::new(Wrapped {
             inner,
             chain: self.chain.clone(),
         }))
     }
-    fn instances(&self) -> Option<Arc<dyn Instances>> {
-        let inner = self.inner.instances()?;
+    fn instances(self: Arc<Self>) -> Option<Arc<dyn Instances>> {
+        let inner = Arc::clone(&self.inner).instances()?;
         Some(Arc::new(Wrapped {
             inner,
             chain: self.chain.clone(),
         }))
     }
-    fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>> {
-        let inner = self.inner.instances_v2()?;
+    fn instances_v2(self: Arc<Self>) -> Option<Arc<dyn InstancesV2>> {
+        let inner = Arc::clone(&self.inner).instances_v2()?;
         Some(Arc::new(Wrapped {
             inner,
             chain: self.chain.clone(),
         }))
     }
-    fn zones(&self) -> Option<Arc<dyn Zones>> {
-        let inner = self.inner.zones()?;
+    fn zones(self: Arc<Self>) -> Option<Arc<dyn Zones>> {
+        let inner = Arc::clone(&self.inner).zones()?;
         Some(Arc::new(Wrapped {
             inner,
             chain: self.chain.clone(),
         }))
     }
-    fn clusters(&self) -> Option<Arc<dyn Clusters>> {
-        let inner = self.inner.clusters()?;
+    fn clusters(self: Arc<Self>) -> Option<Arc<dyn Clusters>> {
+        let inner = Arc::clone(&self.inner).clusters()?;
         Some(Arc::new(Wrapped {
             inner,
             chain: self.chain.clone(),
         }))
     }
-    fn routes(&self) -> Option<Arc<dyn Routes>> {
-        let inner = self.inner.routes()?;
+    fn routes(self: Arc<Self>) -> Option<Arc<dyn Routes>> {
+        let inner = Arc::clone(&self.inner).routes()?;
         Some(Arc::new(Wrapped {
             inner,
             chain: self.chain.clone(),
@@ -706,7 +707,7 @@ impl InstancesV2 for Wrapped<dyn InstancesV2> {
             )
             .await
     }
-    async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError> {
+    async fn instance_metadata(&self, node: &Node) -> Result<InstanceLookup, CloudError> {
         self.chain
             .call(
                 Operation::InstanceMetadata,
@@ -721,7 +722,7 @@ impl InstancesV2 for Wrapped<dyn InstancesV2> {
     async fn instance_metadata_bulk(
         &self,
         nodes: &[Node],
-    ) -> Result<Vec<Result<Option<InstanceMetadata>, CloudError>>, CloudError> {
+    ) -> Result<Vec<Result<InstanceLookup, CloudError>>, CloudError> {
         if !self.inner.supports_bulk() {
             // Go through the single calls so each one is intercepted.
             return Ok(crate::provider::metadata_one_by_one(self, nodes).await);
@@ -851,10 +852,7 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(60)).await;
             Ok(false)
         }
-        async fn instance_metadata(
-            &self,
-            _node: &Node,
-        ) -> Result<Option<InstanceMetadata>, CloudError> {
+        async fn instance_metadata(&self, _node: &Node) -> Result<InstanceLookup, CloudError> {
             Err(CloudError::InstanceNotFound)
         }
     }
@@ -863,7 +861,7 @@ mod tests {
         fn provider_name(&self) -> &str {
             "test"
         }
-        fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>> {
+        fn instances_v2(self: Arc<Self>) -> Option<Arc<dyn InstancesV2>> {
             Some(Arc::new(V2))
         }
     }
@@ -882,7 +880,7 @@ mod tests {
                 .unwrap()
                 .push(format!("before {} {}", call.operation, call.target));
             if *self.fail.lock().unwrap() == Some(call.operation) {
-                return Err(CloudError::msg("injected"));
+                return Err(CloudError::message("injected"));
             }
             Ok(())
         }
@@ -916,11 +914,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn interceptors_see_calls_and_can_fail_them() {
         let rec = Arc::new(Recorder::default());
-        let cloud = InterceptedProvider::new(Arc::new(Cloud))
-            .with_shared_interceptor(rec.clone())
-            .with_call_timeout(Duration::from_secs(5));
-        assert!(cloud.load_balancer().is_none());
-        let v2 = cloud.instances_v2().unwrap();
+        let cloud = Arc::new(
+            InterceptedProvider::new(Arc::new(Cloud))
+                .with_shared_interceptor(rec.clone())
+                .with_call_timeout(Duration::from_secs(5)),
+        );
+        assert!(Arc::clone(&cloud).load_balancer().is_none());
+        let v2 = Arc::clone(&cloud).instances_v2().unwrap();
         assert!(v2.instance_exists(&node("n1", None)).await.unwrap());
         let err = v2
             .instance_metadata(&node("n1", Some("test://i-1")))
@@ -1004,7 +1004,8 @@ mod tests {
         for op in Operation::ALL {
             assert_eq!(op.capability().is_some(), op.is_intercepted(), "{op}");
         }
-        assert!(Capability::InstancesV2.supported_by(&Cloud));
-        assert!(!Capability::Routes.supported_by(&Cloud));
+        let cloud: Arc<dyn CloudProvider> = Arc::new(Cloud);
+        assert!(Capability::InstancesV2.supported_by(&cloud));
+        assert!(!Capability::Routes.supported_by(&cloud));
     }
 }

@@ -6,7 +6,7 @@
 //!   [`Zones`], [`LoadBalancer`], [`Routes`], [`Clusters`]); with the `mock` feature, mockall mocks of each;
 //! - [`error`]: [`CloudError`], whose kinds (instance not found, not implemented, implemented elsewhere,
 //!   retry-after, ...) survive any amount of wrapping;
-//! - [`types`]: [`InstanceMetadata`], [`Zone`], [`Route`];
+//! - [`types`]: [`InstanceMetadata`], [`InstanceLookup`], [`Zone`], [`Route`];
 //! - [`registry`]: [`ProviderRegistry`], provider names mapped to factories;
 //! - [`names`]: every label, taint, annotation, finalizer, condition, event reason, controller name, lease
 //!   and port the Go reference uses, spelled the same way;
@@ -55,4 +55,4 @@ pub use provider::{
     MockZones,
 };
 pub use registry::{ProviderFactory, ProviderRegistry, RegistryError};
-pub use types::{InstanceMetadata, Route, Zone};
+pub use types::{InstanceLookup, InstanceMetadata, Route, Zone};

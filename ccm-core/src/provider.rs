@@ -4,47 +4,93 @@
 //! [`Clusters`], [`Routes`]) is optional and reported through an accessor returning `None` when unsupported.
 //! Every trait is async, object-safe and `Send + Sync`, so controllers hold them as `Arc<dyn ...>`.
 //!
+//! The accessors take `self: Arc<Self>`, so one type can serve several capabilities by returning itself
+//! (`Some(self)`), with no wrapper holding an `Arc` of the provider; a provider built from separate
+//! per-capability types returns clones of the `Arc`s it holds instead. Call them on a clone of the handle:
+//! `Arc::clone(&cloud).instances_v2()`.
+//!
+//! [`InstancesV2::instance_metadata`] answers [`InstanceLookup`]: `Ok(metadata.into())` for an instance that
+//! exists, `Err(CloudError::InstanceNotFound)` for one that is gone, and [`InstanceLookup::skip`] only to skip a
+//! node on purpose (with the reason the node controller logs).
+//!
 //! With the `mock` feature, mockall mocks (`MockCloudProvider`, `MockLoadBalancer`, ...) are generated for
 //! downstream tests.
 //!
-//! A minimal provider that only supports `InstancesV2`:
+//! One type serving two capabilities, `InstancesV2` and `Routes`:
 //!
 //! ```
-//! use std::sync::Arc;
+//! use std::sync::{Arc, Mutex};
 //! use async_trait::async_trait;
-//! use ccm_core::{CloudError, CloudProvider, InstanceMetadata, InstancesV2};
+//! use ccm_core::{CloudError, CloudProvider, InstanceLookup, InstanceMetadata, InstancesV2, Route, Routes};
 //! use k8s_openapi::api::core::v1::Node;
 //!
-//! struct Acme;
+//! #[derive(Default)]
+//! struct Acme {
+//!     routes: Mutex<Vec<Route>>,
+//! }
+//!
+//! impl CloudProvider for Acme {
+//!     fn provider_name(&self) -> &str {
+//!         "acme"
+//!     }
+//!     fn instances_v2(self: Arc<Self>) -> Option<Arc<dyn InstancesV2>> {
+//!         Some(self)
+//!     }
+//!     fn routes(self: Arc<Self>) -> Option<Arc<dyn Routes>> {
+//!         Some(self)
+//!     }
+//! }
 //!
 //! #[async_trait]
 //! impl InstancesV2 for Acme {
-//!     async fn instance_exists(&self, _node: &Node) -> Result<bool, CloudError> {
-//!         Ok(true)
+//!     async fn instance_exists(&self, node: &Node) -> Result<bool, CloudError> {
+//!         Ok(node.metadata.name.as_deref() != Some("gone"))
 //!     }
 //!     async fn instance_shutdown(&self, _node: &Node) -> Result<bool, CloudError> {
 //!         Ok(false)
 //!     }
-//!     async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError> {
-//!         let name = node.metadata.name.clone().unwrap_or_default();
-//!         Ok(Some(InstanceMetadata::new(format!("acme://{name}")).with_zone("zone-a")))
+//!     async fn instance_metadata(&self, node: &Node) -> Result<InstanceLookup, CloudError> {
+//!         match node.metadata.name.as_deref() {
+//!             Some("gone") | None => Err(CloudError::InstanceNotFound),
+//!             Some(name) => Ok(InstanceMetadata::new(format!("acme://{name}")).with_zone("zone-a").into()),
+//!         }
 //!     }
 //! }
 //!
-//! struct AcmeCloud(Arc<Acme>);
-//!
-//! impl CloudProvider for AcmeCloud {
-//!     fn provider_name(&self) -> &str {
-//!         "acme"
+//! #[async_trait]
+//! impl Routes for Acme {
+//!     async fn list_routes(&self, _cluster: &str) -> Result<Vec<Route>, CloudError> {
+//!         Ok(self.routes.lock().unwrap().clone())
 //!     }
-//!     fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>> {
-//!         Some(self.0.clone())
+//!     async fn create_route(&self, _cluster: &str, _hint: &str, route: &Route) -> Result<(), CloudError> {
+//!         self.routes.lock().unwrap().push(route.clone());
+//!         Ok(())
+//!     }
+//!     async fn delete_route(&self, _cluster: &str, route: &Route) -> Result<(), CloudError> {
+//!         self.routes.lock().unwrap().retain(|r| r != route);
+//!         Ok(())
 //!     }
 //! }
 //!
-//! let cloud: Arc<dyn CloudProvider> = Arc::new(AcmeCloud(Arc::new(Acme)));
-//! assert!(cloud.instances_v2().is_some());
-//! assert!(cloud.load_balancer().is_none());
+//! # tokio_test_block_on(async {
+//! let cloud: Arc<dyn CloudProvider> = Arc::new(Acme::default());
+//! assert!(Arc::clone(&cloud).load_balancer().is_none());
+//! let v2 = Arc::clone(&cloud).instances_v2().expect("acme serves InstancesV2");
+//! let routes = Arc::clone(&cloud).routes().expect("acme serves Routes");
+//!
+//! let mut node = Node::default();
+//! node.metadata.name = Some("n1".into());
+//! let lookup = v2.instance_metadata(&node).await.unwrap();
+//! assert_eq!(lookup.found().map(|m| m.provider_id.as_str()), Some("acme://n1"));
+//! node.metadata.name = Some("gone".into());
+//! assert!(v2.instance_metadata(&node).await.unwrap_err().is_instance_not_found());
+//!
+//! routes.create_route("kubernetes", "uid-1", &Route::new("n1", "10.244.1.0/24")).await.unwrap();
+//! assert_eq!(routes.list_routes("kubernetes").await.unwrap().len(), 1);
+//! # });
+//! # fn tokio_test_block_on(f: impl std::future::Future<Output = ()>) {
+//! #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+//! # }
 //! ```
 
 use std::sync::Arc;
@@ -54,7 +100,7 @@ use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service}
 use tokio_util::sync::CancellationToken;
 
 use crate::error::CloudError;
-use crate::types::{InstanceMetadata, Route, Zone};
+use crate::types::{InstanceLookup, Route, Zone};
 
 /// What [`CloudProvider::initialize`] receives: a Kubernetes client and the process's shutdown signal.
 #[derive(Clone)]
@@ -82,6 +128,11 @@ impl std::fmt::Debug for InitializeContext {
 /// The root provider trait (Go: `cloudprovider.Interface`).
 ///
 /// Every capability accessor defaults to `None` ("unsupported"); a provider overrides the ones it has.
+///
+/// The accessors take `self: Arc<Self>` rather than `&self`: a type that implements a capability itself returns
+/// `Some(self)`, and the trait stays object-safe (an `Arc<Self>` receiver is dispatchable through
+/// `Arc<dyn CloudProvider>`), so the controllers keep holding `Arc<dyn CloudProvider>`. Callers holding a handle
+/// they still need call the accessor on a clone: `Arc::clone(&cloud).routes()`.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait CloudProvider: Send + Sync + 'static {
@@ -98,32 +149,32 @@ pub trait CloudProvider: Send + Sync + 'static {
     }
 
     /// Load balancers for `type: LoadBalancer` Services, if supported.
-    fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>> {
+    fn load_balancer(self: Arc<Self>) -> Option<Arc<dyn LoadBalancer>> {
         None
     }
 
     /// The legacy V1 instance API, if supported. Not used when [`instances_v2`](Self::instances_v2) is supported.
-    fn instances(&self) -> Option<Arc<dyn Instances>> {
+    fn instances(self: Arc<Self>) -> Option<Arc<dyn Instances>> {
         None
     }
 
     /// The preferred instance API, if supported. When supported, `instances` and `zones` are never called.
-    fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>> {
+    fn instances_v2(self: Arc<Self>) -> Option<Arc<dyn InstancesV2>> {
         None
     }
 
     /// Zones (deprecated; used only with the V1 instance API), if supported.
-    fn zones(&self) -> Option<Arc<dyn Zones>> {
+    fn zones(self: Arc<Self>) -> Option<Arc<dyn Zones>> {
         None
     }
 
     /// Cluster listing (no controller uses it), if supported.
-    fn clusters(&self) -> Option<Arc<dyn Clusters>> {
+    fn clusters(self: Arc<Self>) -> Option<Arc<dyn Clusters>> {
         None
     }
 
     /// Pod-CIDR routes, if supported.
-    fn routes(&self) -> Option<Arc<dyn Routes>> {
+    fn routes(self: Arc<Self>) -> Option<Arc<dyn Routes>> {
         None
     }
 
@@ -227,8 +278,14 @@ pub trait InstancesV2: Send + Sync + 'static {
     async fn instance_exists(&self, node: &Node) -> Result<bool, CloudError>;
     /// Whether the node's instance is shut down.
     async fn instance_shutdown(&self, node: &Node) -> Result<bool, CloudError>;
-    /// The instance's metadata; `None` makes the node controller skip the node without error.
-    async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError>;
+    /// The instance's metadata: `Ok(metadata.into())` ([`InstanceLookup::Found`]) when the instance exists,
+    /// `Err(`[`CloudError::InstanceNotFound`]`)` when it does not (never for a stopped instance), other errors
+    /// when the cloud could not answer.
+    ///
+    /// [`InstanceLookup::skip`] makes the node controller skip the node on purpose (Go: `(nil, nil)`): it logs
+    /// the reason as "Skip sync node" and does not retry until the node changes or the next resync. Use it only
+    /// for nodes this provider deliberately does not manage; an unknown instance is `InstanceNotFound`.
+    async fn instance_metadata(&self, node: &Node) -> Result<InstanceLookup, CloudError>;
 
     /// Whether [`instance_metadata_bulk`](Self::instance_metadata_bulk) and
     /// [`instance_exists_bulk`](Self::instance_exists_bulk) are implemented natively, answering for any number of
@@ -244,7 +301,7 @@ pub trait InstancesV2: Send + Sync + 'static {
     async fn instance_metadata_bulk(
         &self,
         nodes: &[Node],
-    ) -> Result<Vec<Result<Option<InstanceMetadata>, CloudError>>, CloudError> {
+    ) -> Result<Vec<Result<InstanceLookup, CloudError>>, CloudError> {
         Ok(metadata_one_by_one(self, nodes).await)
     }
 
@@ -302,7 +359,7 @@ pub trait Routes: Send + Sync + 'static {
 pub async fn metadata_one_by_one<V: InstancesV2 + ?Sized>(
     v2: &V,
     nodes: &[Node],
-) -> Vec<Result<Option<InstanceMetadata>, CloudError>> {
+) -> Vec<Result<InstanceLookup, CloudError>> {
     let mut out = Vec::with_capacity(nodes.len());
     for node in nodes {
         out.push(v2.instance_metadata(node).await);

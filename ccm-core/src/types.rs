@@ -99,6 +99,116 @@ impl InstanceMetadata {
     }
 }
 
+/// The answer of [`InstancesV2::instance_metadata`](crate::InstancesV2::instance_metadata) for an instance the
+/// cloud could look up.
+///
+/// An instance that is gone is not a lookup result but the error
+/// [`CloudError::InstanceNotFound`](crate::CloudError::InstanceNotFound), so forgetting it cannot silently skip a
+/// node. Skipping is a deliberate, separate answer that carries its reason: the node controller logs
+/// `Skip sync node` with it at info level and does not retry (Go: metadata `nil` with no error).
+///
+/// ```
+/// use ccm_core::{InstanceLookup, InstanceMetadata};
+///
+/// let found: InstanceLookup = InstanceMetadata::new("acme://i-0123").with_zone("eu-1a").into();
+/// assert_eq!(found.found().map(|m| m.zone.as_str()), Some("eu-1a"));
+///
+/// let skip = InstanceLookup::skip("node is managed by the bare-metal provisioner");
+/// assert!(skip.found().is_none());
+/// assert_eq!(skip.skip_reason(), Some("node is managed by the bare-metal provisioner"));
+/// match skip {
+///     InstanceLookup::Found(meta) => println!("found {}", meta.provider_id),
+///     InstanceLookup::Skip { reason } => println!("skipping: {reason}"),
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub enum InstanceLookup {
+    /// The instance exists; its metadata.
+    Found(InstanceMetadata),
+    /// The provider deliberately does not manage this node; the node controller leaves it alone.
+    Skip {
+        /// Why, in lower case (logged with the node's name).
+        reason: String,
+    },
+}
+
+impl InstanceLookup {
+    /// A deliberate skip with its reason.
+    ///
+    /// ```
+    /// use ccm_core::InstanceLookup;
+    ///
+    /// let skip = InstanceLookup::skip("node runs on a bare-metal pool this provider does not manage");
+    /// assert!(matches!(skip, InstanceLookup::Skip { ref reason } if reason.starts_with("node runs")));
+    /// ```
+    pub fn skip(reason: impl Into<String>) -> Self {
+        InstanceLookup::Skip {
+            reason: reason.into(),
+        }
+    }
+
+    /// The metadata, if the instance was found.
+    ///
+    /// ```
+    /// use ccm_core::{InstanceLookup, InstanceMetadata};
+    ///
+    /// let found = InstanceLookup::Found(InstanceMetadata::new("acme://1"));
+    /// assert_eq!(found.found().map(|m| m.provider_id.as_str()), Some("acme://1"));
+    /// assert!(InstanceLookup::skip("unmanaged").found().is_none());
+    /// ```
+    pub fn found(&self) -> Option<&InstanceMetadata> {
+        match self {
+            InstanceLookup::Found(meta) => Some(meta),
+            InstanceLookup::Skip { .. } => None,
+        }
+    }
+
+    /// The metadata by value, if the instance was found.
+    ///
+    /// ```
+    /// use ccm_core::{InstanceLookup, InstanceMetadata};
+    ///
+    /// let meta = InstanceLookup::from(InstanceMetadata::new("acme://1")).into_found();
+    /// assert_eq!(meta.map(|m| m.provider_id), Some("acme://1".to_owned()));
+    /// assert!(InstanceLookup::skip("unmanaged").into_found().is_none());
+    /// ```
+    pub fn into_found(self) -> Option<InstanceMetadata> {
+        match self {
+            InstanceLookup::Found(meta) => Some(meta),
+            InstanceLookup::Skip { .. } => None,
+        }
+    }
+
+    /// The reason, if this is a skip.
+    ///
+    /// ```
+    /// use ccm_core::{InstanceLookup, InstanceMetadata};
+    ///
+    /// assert_eq!(InstanceLookup::skip("unmanaged").skip_reason(), Some("unmanaged"));
+    /// assert_eq!(InstanceLookup::from(InstanceMetadata::new("acme://1")).skip_reason(), None);
+    /// ```
+    pub fn skip_reason(&self) -> Option<&str> {
+        match self {
+            InstanceLookup::Found(_) => None,
+            InstanceLookup::Skip { reason } => Some(reason),
+        }
+    }
+}
+
+/// Metadata is a [`InstanceLookup::Found`], so a provider writes `Ok(metadata.into())`.
+///
+/// ```
+/// use ccm_core::{InstanceLookup, InstanceMetadata};
+///
+/// let lookup: InstanceLookup = InstanceMetadata::new("acme://1").into();
+/// assert_eq!(lookup, InstanceLookup::Found(InstanceMetadata::new("acme://1")));
+/// ```
+impl From<InstanceMetadata> for InstanceLookup {
+    fn from(meta: InstanceMetadata) -> Self {
+        InstanceLookup::Found(meta)
+    }
+}
+
 /// A failure domain (Go: `cloudprovider.Zone`).
 ///
 /// ```
@@ -171,5 +281,41 @@ impl Route {
         self.enable_node_addresses = true;
         self.target_node_addresses = addresses;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn lookup_accessors_agree(provider_id in "[a-z]{0,8}", reason in ".{0,16}", skip in any::<bool>()) {
+            let lookup = if skip {
+                InstanceLookup::skip(reason.clone())
+            } else {
+                InstanceMetadata::new(provider_id.clone()).into()
+            };
+            prop_assert_eq!(lookup.found().is_some(), !skip);
+            prop_assert_eq!(lookup.skip_reason().is_some(), skip);
+            if skip {
+                prop_assert_eq!(lookup.skip_reason(), Some(reason.as_str()));
+                prop_assert_eq!(lookup.clone().into_found(), None);
+            } else {
+                prop_assert_eq!(lookup.clone().into_found(), Some(InstanceMetadata::new(provider_id)));
+            }
+        }
+
+        #[test]
+        fn with_labels_equals_repeated_with_label(
+            labels in proptest::collection::vec(("[a-c]{1,2}", "[x-z]{0,2}"), 0..8),
+        ) {
+            let one_by_one = labels
+                .iter()
+                .fold(InstanceMetadata::new("p"), |m, (k, v)| m.with_label(k.as_str(), v.as_str()));
+            let at_once = InstanceMetadata::new("p").with_labels(labels.clone());
+            prop_assert_eq!(one_by_one, at_once);
+        }
     }
 }

@@ -38,7 +38,7 @@ impl CloudProvider for Cloud {
     fn provider_name(&self) -> &str {
         "counting"
     }
-    fn zones(&self) -> Option<Arc<dyn Zones>> {
+    fn zones(self: Arc<Self>) -> Option<Arc<dyn Zones>> {
         Some(self.0.clone())
     }
 }
@@ -78,7 +78,7 @@ fn setup(fence: &LeadershipFence, wait: Duration) -> (Arc<Counting>, Arc<Slow>, 
     let cloud = InterceptedProvider::new(Arc::new(Cloud(counting.clone())))
         .with_shared_interceptor(slow.clone())
         .with_fence(fence.clone());
-    let zones = cloud.zones().expect("zones");
+    let zones = Arc::new(cloud).zones().expect("zones");
     (counting, slow, zones)
 }
 
@@ -164,7 +164,7 @@ async fn unfenced_and_fenceless_providers_always_call() {
     assert_eq!(counting.calls.load(Ordering::SeqCst), 1);
     let counting = Arc::new(Counting::default());
     let cloud = InterceptedProvider::new(Arc::new(Cloud(counting.clone())));
-    cloud.zones().unwrap().get_zone().await.unwrap();
+    Arc::new(cloud).zones().unwrap().get_zone().await.unwrap();
     assert_eq!(counting.calls.load(Ordering::SeqCst), 1);
 }
 

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use ccm_core::helpers::{node_name, node_provider_id};
 use ccm_core::intercept::Operation;
-use ccm_core::{CloudError, CloudProvider, InstanceMetadata, Instances, InstancesV2, Zones};
+use ccm_core::{
+    CloudError, CloudProvider, InstanceLookup, InstanceMetadata, Instances, InstancesV2, Zones,
+};
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 
 use crate::error::Error;
@@ -48,18 +50,39 @@ pub(crate) enum ProviderIdLookup {
     InstanceNotFound,
 }
 
-/// `None` → the node controller skips the node (no metadata), as Go does for nil metadata.
-pub(crate) type MetadataResult = Result<Option<InstanceMetadata>, Error>;
+/// [`InstanceLookup::Skip`] → the node controller skips the node on purpose, as Go does for nil metadata.
+pub(crate) type MetadataResult = Result<InstanceLookup, Error>;
+
+/// The node's addresses for the periodic sync, or the provider's reason to skip the node.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum AddressLookup {
+    /// The cloud's addresses of the node.
+    Found(Vec<NodeAddress>),
+    /// The provider skips this node on purpose ([`InstanceLookup::Skip`]), for this reason.
+    Skip(String),
+}
+
+impl From<InstanceLookup> for AddressLookup {
+    fn from(lookup: InstanceLookup) -> Self {
+        match lookup {
+            InstanceLookup::Found(meta) => AddressLookup::Found(meta.node_addresses),
+            InstanceLookup::Skip { reason } => AddressLookup::Skip(reason),
+        }
+    }
+}
 
 impl CloudInstances {
     /// The instance API of `provider`, or `None` if it has neither InstancesV2 nor Instances.
-    pub(crate) fn from_provider(provider: &dyn CloudProvider, timeout: Duration) -> Option<Self> {
-        let api = if let Some(v2) = provider.instances_v2() {
+    pub(crate) fn from_provider(
+        provider: &Arc<dyn CloudProvider>,
+        timeout: Duration,
+    ) -> Option<Self> {
+        let api = if let Some(v2) = Arc::clone(provider).instances_v2() {
             Api::V2(v2)
         } else {
             Api::V1 {
-                instances: provider.instances()?,
-                zones: provider.zones(),
+                instances: Arc::clone(provider).instances()?,
+                zones: Arc::clone(provider).zones(),
             }
         };
         Some(CloudInstances {
@@ -71,7 +94,7 @@ impl CloudInstances {
 
     /// The instance API `controller` needs: InstancesV2 or Instances, else [`Error::InstancesUnsupported`].
     pub(crate) fn for_controller(
-        provider: &dyn CloudProvider,
+        provider: &Arc<dyn CloudProvider>,
         timeout: Duration,
         controller: &'static str,
     ) -> Result<Self, Error> {
@@ -126,12 +149,12 @@ impl CloudInstances {
                     .await
                     .map_err(Self::cloud_err(node, Operation::InstanceMetadata))?;
                 match meta {
-                    None => Ok(None),
-                    Some(meta) => fill_provider_id(node, meta).map(Some).ok_or_else(|| {
-                        Error::MissingProviderId {
+                    InstanceLookup::Skip { reason } => Ok(InstanceLookup::Skip { reason }),
+                    InstanceLookup::Found(meta) => fill_provider_id(node, meta)
+                        .map(InstanceLookup::Found)
+                        .ok_or_else(|| Error::MissingProviderId {
                             node: node_name(node).to_owned(),
-                        }
-                    }),
+                        }),
                 }
             }
             Api::V1 { instances, zones } => {
@@ -169,24 +192,24 @@ impl CloudInstances {
                         .map_err(Self::cloud_err(node, Operation::GetZoneByNodeName))?;
                     meta = meta.with_zone(zone.failure_domain).with_region(zone.region);
                 }
-                Ok(Some(meta))
+                Ok(meta.into())
             }
         }
     }
 
     /// The addresses for the periodic sync (Go: `getInstanceNodeAddresses`): V2 `instance_metadata` (there is no
-    /// address-only call), V1 addresses by providerID with a fallback by name. `None` → skip the node.
-    pub(crate) async fn addresses(&self, node: &Node) -> Result<Option<Vec<NodeAddress>>, Error> {
+    /// address-only call), V1 addresses by providerID with a fallback by name.
+    pub(crate) async fn addresses(&self, node: &Node) -> Result<AddressLookup, Error> {
         match &self.api {
             Api::V2(v2) => Ok(self
                 .timed(Operation::InstanceMetadata, v2.instance_metadata(node))
                 .await
                 .map_err(Self::cloud_err(node, Operation::InstanceMetadata))?
-                .map(|m| m.node_addresses)),
+                .into()),
             Api::V1 { instances, .. } => self
                 .v1_addresses(instances, node_provider_id(node), node_name(node))
                 .await
-                .map(Some)
+                .map(AddressLookup::Found)
                 .map_err(Self::cloud_err(node, Operation::NodeAddresses)),
         }
     }
@@ -211,7 +234,7 @@ impl CloudInstances {
         };
         let answers = answers.map_err(failed)?;
         if answers.len() != nodes.len() {
-            return Err(failed(CloudError::msg(format!(
+            return Err(failed(CloudError::message(format!(
                 "the provider returned {} answers for {} nodes; a bulk call must answer every node, in order",
                 answers.len(),
                 nodes.len()
@@ -225,12 +248,12 @@ impl CloudInstances {
     }
 
     /// The addresses of many nodes in one bulk call (InstancesV2 `instance_metadata_bulk`; only when
-    /// [`supports_bulk`](Self::supports_bulk)): one answer per node, in order, `None` → skip the node. The outer
-    /// error means the whole call failed.
+    /// [`supports_bulk`](Self::supports_bulk)): one answer per node, in order. The outer error means the whole
+    /// call failed.
     pub(crate) async fn addresses_bulk(
         &self,
         nodes: &[Node],
-    ) -> Result<Vec<Result<Option<Vec<NodeAddress>>, Error>>, Error> {
+    ) -> Result<Vec<Result<AddressLookup, Error>>, Error> {
         let Api::V2(v2) = &self.api else {
             return Err(Error::BulkCloud {
                 nodes: nodes.len(),
@@ -251,7 +274,7 @@ impl CloudInstances {
             answers,
         )?
         .into_iter()
-        .map(|answer| answer.map(|meta| meta.map(|m| m.node_addresses)))
+        .map(|answer| answer.map(AddressLookup::from))
         .collect())
     }
 
@@ -521,7 +544,11 @@ mod tests {
             .returning(move || Some(instances.clone()));
         let zones: Option<Arc<dyn Zones>> = zones.map(|z| Arc::new(z) as Arc<dyn Zones>);
         provider.expect_zones().returning(move || zones.clone());
-        CloudInstances::from_provider(&provider, Duration::from_secs(5)).expect("instances")
+        CloudInstances::from_provider(
+            &(Arc::new(provider) as Arc<dyn CloudProvider>),
+            Duration::from_secs(5),
+        )
+        .expect("instances")
     }
 
     fn v2_cloud(v2: MockInstancesV2) -> CloudInstances {
@@ -533,7 +560,11 @@ mod tests {
         provider
             .expect_instances_v2()
             .returning(move || Some(v2.clone()));
-        CloudInstances::from_provider(&provider, Duration::from_secs(5)).expect("instances")
+        CloudInstances::from_provider(
+            &(Arc::new(provider) as Arc<dyn CloudProvider>),
+            Duration::from_secs(5),
+        )
+        .expect("instances")
     }
 
     #[test]
@@ -544,7 +575,13 @@ mod tests {
             .return_const("none".to_owned());
         provider.expect_instances_v2().returning(|| None);
         provider.expect_instances().returning(|| None);
-        assert!(CloudInstances::from_provider(&provider, Duration::from_secs(1)).is_none());
+        assert!(
+            CloudInstances::from_provider(
+                &(Arc::new(provider) as Arc<dyn CloudProvider>),
+                Duration::from_secs(1)
+            )
+            .is_none()
+        );
     }
 
     #[tokio::test]
@@ -565,7 +602,12 @@ mod tests {
             .returning(|_| Ok(Zone::new("zone-a", "region-1")));
         let cloud = v1_cloud(inst, Some(zones));
         assert!(!cloud.is_v2());
-        let meta = cloud.metadata(&node("node0", None)).await.unwrap().unwrap();
+        let meta = cloud
+            .metadata(&node("node0", None))
+            .await
+            .unwrap()
+            .into_found()
+            .unwrap();
         assert_eq!(meta.provider_id, "fake://12345");
         assert_eq!(meta.instance_type, "t1.micro");
         assert_eq!(meta.node_addresses, vec![addr("10.0.0.1")]);
@@ -588,7 +630,12 @@ mod tests {
             .returning(|_| Ok(vec![addr("10.0.0.2")]));
         inst.expect_instance_type().returning(|_| Ok("big".into()));
         let cloud = v1_cloud(inst, None);
-        let meta = cloud.metadata(&node("node0", None)).await.unwrap().unwrap();
+        let meta = cloud
+            .metadata(&node("node0", None))
+            .await
+            .unwrap()
+            .into_found()
+            .unwrap();
         assert_eq!(meta.provider_id, "");
         assert_eq!(meta.instance_type, "big");
         assert_eq!(meta.zone, "");
@@ -609,6 +656,7 @@ mod tests {
             .metadata(&node("n", Some("fake://abc")))
             .await
             .unwrap()
+            .into_found()
             .unwrap();
         assert_eq!(meta.provider_id, "fake://abc");
     }
@@ -617,11 +665,11 @@ mod tests {
     async fn v1_falls_back_by_name_and_reports_both_errors() {
         let mut inst = MockInstances::new();
         inst.expect_node_addresses_by_provider_id()
-            .returning(|_| Err(CloudError::msg("by id down")));
+            .returning(|_| Err(CloudError::message("by id down")));
         inst.expect_node_addresses()
             .returning(|_| Ok(vec![addr("10.0.0.4")]));
         inst.expect_instance_type_by_provider_id()
-            .returning(|_| Err(CloudError::msg("by id down")));
+            .returning(|_| Err(CloudError::message("by id down")));
         inst.expect_instance_type()
             .returning(|_| Err(CloudError::InstanceNotFound));
         let cloud = v1_cloud(inst, None);
@@ -647,10 +695,10 @@ mod tests {
         let mut zones = MockZones::new();
         zones
             .expect_get_zone_by_provider_id()
-            .returning(|_| Err(CloudError::msg("a")));
+            .returning(|_| Err(CloudError::message("a")));
         zones
             .expect_get_zone_by_node_name()
-            .returning(|_| Err(CloudError::msg("b")));
+            .returning(|_| Err(CloudError::message("b")));
         let cloud = v1_cloud(inst, Some(zones));
         let err = cloud
             .metadata(&node("n", Some("fake://n")))
@@ -672,7 +720,7 @@ mod tests {
     async fn v1_other_instance_id_error_is_an_error() {
         let mut inst = MockInstances::new();
         inst.expect_instance_id()
-            .returning(|_| Err(CloudError::msg("api down")));
+            .returning(|_| Err(CloudError::message("api down")));
         let cloud = v1_cloud(inst, None);
         assert!(cloud.metadata(&node("n", None)).await.is_err());
     }
@@ -682,7 +730,7 @@ mod tests {
         // Go: "cloud implemented with InstancesV2 (without providerID)" and "... and node with providerID".
         let mut v2 = MockInstancesV2::new();
         v2.expect_instance_metadata()
-            .returning(|_| Ok(Some(InstanceMetadata::new("").with_zone("z"))));
+            .returning(|_| Ok(InstanceMetadata::new("").with_zone("z").into()));
         let cloud = v2_cloud(v2);
         assert!(cloud.is_v2());
         let err = cloud.metadata(&node("n", None)).await.unwrap_err();
@@ -691,18 +739,19 @@ mod tests {
             .metadata(&node("n", Some("fake://spec")))
             .await
             .unwrap()
+            .into_found()
             .unwrap();
         assert_eq!(meta.provider_id, "fake://spec");
     }
 
     #[tokio::test]
-    async fn v2_none_metadata_is_skip_and_errors_propagate() {
+    async fn v2_skip_is_kept_with_its_reason_and_errors_propagate() {
         let mut v2 = MockInstancesV2::new();
         let mut seq = mockall::Sequence::new();
         v2.expect_instance_metadata()
             .times(1)
             .in_sequence(&mut seq)
-            .returning(|_| Ok(None));
+            .returning(|_| Ok(InstanceLookup::skip("unmanaged node")));
         v2.expect_instance_metadata()
             .times(1)
             .in_sequence(&mut seq)
@@ -713,7 +762,10 @@ mod tests {
                 })
             });
         let cloud = v2_cloud(v2);
-        assert!(cloud.metadata(&node("n", None)).await.unwrap().is_none());
+        assert_eq!(
+            cloud.metadata(&node("n", None)).await.unwrap(),
+            InstanceLookup::skip("unmanaged node")
+        );
         let err = cloud.metadata(&node("n", None)).await.unwrap_err();
         assert_eq!(err.cloud_kind(), Some(ErrorKind::Throttled));
         assert_eq!(err.retry_after(), Some(Duration::from_secs(3)));
@@ -729,12 +781,9 @@ mod tests {
         async fn instance_shutdown(&self, _node: &Node) -> Result<bool, CloudError> {
             Ok(false)
         }
-        async fn instance_metadata(
-            &self,
-            _node: &Node,
-        ) -> Result<Option<InstanceMetadata>, CloudError> {
+        async fn instance_metadata(&self, _node: &Node) -> Result<InstanceLookup, CloudError> {
             tokio::time::sleep(Duration::from_secs(3600)).await;
-            Ok(None)
+            Ok(InstanceLookup::skip("never answered"))
         }
     }
 
@@ -757,7 +806,7 @@ mod tests {
         let mut inst = MockInstances::new();
         inst.expect_instance_id().returning(|name| match name {
             "gone" => Err(CloudError::InstanceNotFound),
-            "broken" => Err(CloudError::msg("unknown")),
+            "broken" => Err(CloudError::message("unknown")),
             _ => Ok("id-1".into()),
         });
         inst.expect_instance_exists_by_provider_id()
@@ -804,18 +853,18 @@ mod tests {
         let cloud = v1_cloud(inst, None);
         assert_eq!(
             cloud.addresses(&node("n", Some("fake://n"))).await.unwrap(),
-            Some(vec![addr("10.1.1.1")])
+            AddressLookup::Found(vec![addr("10.1.1.1")])
         );
         let mut v2 = MockInstancesV2::new();
         v2.expect_instance_metadata().returning(|_| {
-            Ok(Some(
-                InstanceMetadata::new("fake://n").with_addresses(vec![addr("10.2.2.2")]),
-            ))
+            Ok(InstanceMetadata::new("fake://n")
+                .with_addresses(vec![addr("10.2.2.2")])
+                .into())
         });
         let cloud = v2_cloud(v2);
         assert_eq!(
             cloud.addresses(&node("n", None)).await.unwrap(),
-            Some(vec![addr("10.2.2.2")])
+            AddressLookup::Found(vec![addr("10.2.2.2")])
         );
     }
 
@@ -827,13 +876,18 @@ mod tests {
             Ok(nodes
                 .iter()
                 .map(|n| match node_name(n) {
-                    "bad" => Err(CloudError::msg("item down")),
+                    "bad" => Err(CloudError::message("item down")),
                     name => Ok(name != "gone"),
                 })
                 .collect())
         });
-        v2.expect_instance_metadata_bulk()
-            .returning(|nodes| Ok(nodes.iter().skip(1).map(|_| Ok(None)).collect()));
+        v2.expect_instance_metadata_bulk().returning(|nodes| {
+            Ok(nodes
+                .iter()
+                .skip(1)
+                .map(|_| Ok(InstanceLookup::skip("x")))
+                .collect())
+        });
         let cloud = v2_cloud(v2);
         assert!(cloud.supports_bulk());
         let nodes = vec![node("a", None), node("gone", None), node("bad", None)];

@@ -335,11 +335,8 @@ impl CloudNodeLifecycleController {
     /// Build the controller from the process context: validates `config` and needs InstancesV2 or Instances.
     pub fn new(ctx: &ControllerContext, config: Config) -> Result<Self, Error> {
         config.validate()?;
-        let cloud = CloudInstances::for_controller(
-            ctx.provider.as_ref(),
-            config.cloud_call_timeout,
-            CONTROLLER,
-        )?;
+        let cloud =
+            CloudInstances::for_controller(&ctx.provider, config.cloud_call_timeout, CONTROLLER)?;
         let informer = ctx.informers.nodes().clone();
         Ok(CloudNodeLifecycleController {
             nodes: Api::all(ctx.client.clone()),

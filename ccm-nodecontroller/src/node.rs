@@ -20,7 +20,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use ccm_core::BoxError;
 use ccm_core::budget::{CallPriority, is_abandoned};
 use ccm_core::helpers::{node_has_taint, node_name};
 use ccm_core::names;
@@ -29,6 +28,7 @@ use ccm_core::runtime::events::{EventRecorder, EventType};
 use ccm_core::runtime::informer::{InformerEvent, Store, Subscription};
 use ccm_core::runtime::workers::{Action, run_workers};
 use ccm_core::runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
+use ccm_core::{BoxError, InstanceLookup};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 use kube::api::{Api, Patch};
@@ -36,7 +36,7 @@ use kube::{Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::addresses::{AddressUpdate, plan_address_update};
-use crate::cloud::CloudInstances;
+use crate::cloud::{AddressLookup, CloudInstances};
 use crate::error::Error;
 use crate::metrics::NodeMetrics;
 use crate::plan::plan_initialization;
@@ -202,11 +202,8 @@ impl CloudNodeController {
     /// subscribes to the shared Node informer and registers the metrics into `ctx.metrics`.
     pub fn new(ctx: &ControllerContext, config: Config) -> Result<Self, Error> {
         config.validate()?;
-        let cloud = CloudInstances::for_controller(
-            ctx.provider.as_ref(),
-            config.cloud_call_timeout,
-            CONTROLLER,
-        )?;
+        let cloud =
+            CloudInstances::for_controller(&ctx.provider, config.cloud_call_timeout, CONTROLLER)?;
         let informer = ctx.informers.nodes().clone();
         let events = informer.subscribe();
         let queue = WorkQueue::with_metrics(
@@ -368,12 +365,10 @@ impl Inner {
         tracing::info!(node = name, "initializing node with cloud provider");
         // A new node goes first: its calls never wait behind the periodic sweeps' (see `CallPriority`).
         let meta = match CallPriority::High.scope(self.cloud.metadata(&node)).await {
-            Ok(Some(meta)) => meta,
-            Ok(None) => {
-                tracing::info!(
-                    node = name,
-                    "skip sync node because cloud provided no metadata"
-                );
+            Ok(InstanceLookup::Found(meta)) => meta,
+            Ok(InstanceLookup::Skip { reason }) => {
+                // Go: "Skip sync node" for nil metadata; the node is not retried until it changes.
+                tracing::info!(node = name, reason = %reason, "Skip sync node");
                 return Ok(());
             }
             Err(err) => {
@@ -525,8 +520,12 @@ impl Inner {
                 self.config.status_update_workers(),
                 |(node, answer)| async move {
                     match answer {
-                        Ok(Some(addresses)) => self.apply_addresses(node, addresses).await,
-                        Ok(None) => {}
+                        Ok(AddressLookup::Found(addresses)) => {
+                            self.apply_addresses(node, addresses).await
+                        }
+                        Ok(AddressLookup::Skip(reason)) => {
+                            tracing::debug!(node = node_name(node), reason = %reason, "Skip sync node addresses");
+                        }
                         Err(err) if is_abandoned(&err) => {}
                         Err(err) => {
                             tracing::warn!(node = node_name(node), error = %err, "error getting instance addresses; skipping the node this round");
@@ -540,8 +539,11 @@ impl Inner {
     async fn sync_addresses(&self, node: &Node) {
         let name = node_name(node);
         let cloud_addresses = match self.cloud.addresses(node).await {
-            Ok(Some(addresses)) => addresses,
-            Ok(None) => return,
+            Ok(AddressLookup::Found(addresses)) => addresses,
+            Ok(AddressLookup::Skip(reason)) => {
+                tracing::debug!(node = name, reason = %reason, "Skip sync node addresses");
+                return;
+            }
             Err(err) => {
                 if !is_abandoned(&err) {
                     tracing::warn!(node = name, error = %err, "error getting instance addresses; skipping the node this round");

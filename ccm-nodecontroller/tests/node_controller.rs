@@ -224,7 +224,7 @@ async fn no_metadata_skips_the_node_without_retrying() {
         .iter()
         .filter(|t| **t == name)
         .count();
-    assert_eq!(skipped_calls, 1, "Ok(None) is not retried");
+    assert_eq!(skipped_calls, 1, "InstanceLookup::Skip is not retried");
     assert!(uninitialized(&h.get(&name).await.unwrap()));
 
     // The next change of the node is a new chance.

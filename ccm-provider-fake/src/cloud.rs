@@ -217,7 +217,7 @@ pub(crate) fn allocate(
 ///
 /// Note that the inherent [`routes`](FakeCloud::routes) and [`load_balancer`](FakeCloud::load_balancer)
 /// (inspection helpers) shadow the [`CloudProvider`](ccm_core::CloudProvider) accessors of the same names; call
-/// those as `CloudProvider::routes(&cloud)` or through an `Arc<dyn CloudProvider>`.
+/// those as `CloudProvider::routes(Arc::new(cloud.clone()))` or through an `Arc<dyn CloudProvider>`.
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -582,6 +582,7 @@ impl FakeCloud {
     /// test time works.
     ///
     /// ```
+    /// use std::sync::Arc;
     /// use ccm_core::{CloudProvider, ErrorKind};
     /// use ccm_provider_fake::{FakeCloud, FakeInstance};
     /// use k8s_openapi::api::core::v1::Node;
@@ -591,7 +592,7 @@ impl FakeCloud {
     /// let cloud = FakeCloud::new();
     /// cloud.add_instance(FakeInstance::new("node-a"));
     /// cloud.set_quota(2.0, 2).unwrap();
-    /// let v2 = cloud.instances_v2().unwrap();
+    /// let v2 = Arc::new(cloud.clone()).instances_v2().unwrap();
     /// let mut node = Node::default();
     /// node.metadata.name = Some("node-a".into());
     /// assert!(v2.instance_exists(&node).await.unwrap());

@@ -50,7 +50,8 @@ pub struct FakeInstance {
     pub labels: BTreeMap<String, String>,
     /// Whether the instance is shut down (it still exists).
     pub shutdown: bool,
-    /// When true, `instance_metadata` answers `Ok(None)` (the node controller then skips the node).
+    /// When true, `instance_metadata` answers [`InstanceLookup::Skip`](ccm_core::InstanceLookup::Skip) (the node
+    /// controller then skips the node on purpose).
     pub no_metadata: bool,
 }
 
@@ -139,7 +140,8 @@ impl FakeInstance {
         self
     }
 
-    /// Make `instance_metadata` answer `Ok(None)` for this instance.
+    /// Make `instance_metadata` answer [`InstanceLookup::Skip`](ccm_core::InstanceLookup::Skip) for this
+    /// instance.
     pub fn with_no_metadata(mut self) -> Self {
         self.no_metadata = true;
         self

@@ -25,6 +25,7 @@
 //! pool).
 //!
 //! ```
+//! use std::sync::Arc;
 //! use ccm_core::CloudProvider;
 //! use ccm_provider_fake::{Call, FakeCloud, FakeInstance, Operation};
 //! use k8s_openapi::api::core::v1::Node;
@@ -34,10 +35,11 @@
 //! let cloud = FakeCloud::new();
 //! cloud.add_instance(FakeInstance::new("node-a").with_internal_ip("10.0.0.11").with_zone("zone-a", "region-1"));
 //!
-//! let v2 = cloud.instances_v2().expect("InstancesV2 is on by default");
+//! // the capability accessors take an `Arc` of the provider (a FakeCloud clone shares the same cloud)
+//! let v2 = Arc::new(cloud.clone()).instances_v2().expect("InstancesV2 is on by default");
 //! let mut node = Node::default();
 //! node.metadata.name = Some("node-a".into());
-//! let meta = v2.instance_metadata(&node).await.unwrap().unwrap();
+//! let meta = v2.instance_metadata(&node).await.unwrap().into_found().expect("node-a exists");
 //! assert_eq!(meta.provider_id, "fake://node-a");
 //!
 //! cloud.remove_instance("node-a");

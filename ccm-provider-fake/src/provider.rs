@@ -10,8 +10,8 @@ use ccm_core::helpers::{
 };
 use ccm_core::intercept::{Capability, Operation};
 use ccm_core::{
-    CloudError, CloudProvider, Clusters, InitializeContext, InstanceMetadata, Instances,
-    InstancesV2, LoadBalancer, Route, Routes, Zone, Zones,
+    CloudError, CloudProvider, Clusters, InitializeContext, InstanceLookup, Instances, InstancesV2,
+    LoadBalancer, Route, Routes, Zone, Zones,
 };
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service};
 
@@ -20,14 +20,6 @@ use crate::fault::LoadBalancerCall;
 use crate::instance::FakeInstance;
 
 impl FakeCloud {
-    fn accessor<T: ?Sized>(
-        &self,
-        cap: Capability,
-        make: impl FnOnce(Self) -> Arc<T>,
-    ) -> Option<Arc<T>> {
-        self.has_capability(cap).then(|| make(self.clone()))
-    }
-
     /// Run `read` on the instance with `provider_id`, or fail with `InstanceNotFound`.
     fn with_provider_id<R>(
         &self,
@@ -77,32 +69,29 @@ impl CloudProvider for FakeCloud {
         self.begin(Operation::Initialize, "").await
     }
 
-    fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>> {
-        self.accessor(Capability::LoadBalancer, |c| {
-            Arc::new(c) as Arc<dyn LoadBalancer>
-        })
+    fn load_balancer(self: Arc<Self>) -> Option<Arc<dyn LoadBalancer>> {
+        self.has_capability(Capability::LoadBalancer)
+            .then_some(self)
     }
 
-    fn instances(&self) -> Option<Arc<dyn Instances>> {
-        self.accessor(Capability::Instances, |c| Arc::new(c) as Arc<dyn Instances>)
+    fn instances(self: Arc<Self>) -> Option<Arc<dyn Instances>> {
+        self.has_capability(Capability::Instances).then_some(self)
     }
 
-    fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>> {
-        self.accessor(Capability::InstancesV2, |c| {
-            Arc::new(c) as Arc<dyn InstancesV2>
-        })
+    fn instances_v2(self: Arc<Self>) -> Option<Arc<dyn InstancesV2>> {
+        self.has_capability(Capability::InstancesV2).then_some(self)
     }
 
-    fn zones(&self) -> Option<Arc<dyn Zones>> {
-        self.accessor(Capability::Zones, |c| Arc::new(c) as Arc<dyn Zones>)
+    fn zones(self: Arc<Self>) -> Option<Arc<dyn Zones>> {
+        self.has_capability(Capability::Zones).then_some(self)
     }
 
-    fn clusters(&self) -> Option<Arc<dyn Clusters>> {
-        self.accessor(Capability::Clusters, |c| Arc::new(c) as Arc<dyn Clusters>)
+    fn clusters(self: Arc<Self>) -> Option<Arc<dyn Clusters>> {
+        self.has_capability(Capability::Clusters).then_some(self)
     }
 
-    fn routes(&self) -> Option<Arc<dyn Routes>> {
-        self.accessor(Capability::Routes, |c| Arc::new(c) as Arc<dyn Routes>)
+    fn routes(self: Arc<Self>) -> Option<Arc<dyn Routes>> {
+        self.has_capability(Capability::Routes).then_some(self)
     }
 
     fn has_cluster_id(&self) -> bool {
@@ -127,12 +116,10 @@ impl InstancesV2 for FakeCloud {
         self.with_node(node, |i, _| i.shutdown)
     }
 
-    async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError> {
+    async fn instance_metadata(&self, node: &Node) -> Result<InstanceLookup, CloudError> {
         self.begin(Operation::InstanceMetadata, node_target(node))
             .await?;
-        self.with_node(node, |i, provider| {
-            (!i.no_metadata).then(|| i.metadata(provider))
-        })
+        self.with_node(node, lookup)
     }
 
     fn supports_bulk(&self) -> bool {
@@ -142,7 +129,7 @@ impl InstancesV2 for FakeCloud {
     async fn instance_metadata_bulk(
         &self,
         nodes: &[Node],
-    ) -> Result<Vec<Result<Option<InstanceMetadata>, CloudError>>, CloudError> {
+    ) -> Result<Vec<Result<InstanceLookup, CloudError>>, CloudError> {
         if !self.supports_bulk() {
             let mut out = Vec::with_capacity(nodes.len());
             for node in nodes {
@@ -155,7 +142,7 @@ impl InstancesV2 for FakeCloud {
         Ok(
             self.bulk_answers(nodes, Operation::InstanceMetadata, |found, provider| {
                 let instance = found.ok_or(CloudError::InstanceNotFound)?;
-                Ok((!instance.no_metadata).then(|| instance.metadata(provider)))
+                Ok(lookup(instance, provider))
             }),
         )
     }
@@ -357,6 +344,18 @@ fn service_ports(service: &Service) -> Vec<FakePort> {
             node_port: p.node_port,
         })
         .collect()
+}
+
+/// The metadata of `instance`, or a skip if it was built [`with_no_metadata`](FakeInstance::with_no_metadata).
+fn lookup(instance: &FakeInstance, provider: &str) -> InstanceLookup {
+    if instance.no_metadata {
+        InstanceLookup::skip(format!(
+            "fake instance {} is set to report no metadata",
+            instance.name
+        ))
+    } else {
+        instance.metadata(provider).into()
+    }
 }
 
 fn host_names(nodes: &[Node]) -> Vec<String> {

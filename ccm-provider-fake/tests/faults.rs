@@ -13,7 +13,7 @@ use common::{node, service};
 async fn fault_once_fails_one_call_then_the_cloud_answers_again() {
     let cloud = FakeCloud::new();
     cloud.add_instance(FakeInstance::new("node-a"));
-    let v2 = cloud.instances_v2().unwrap();
+    let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
     cloud.inject(
         Operation::InstanceExists,
         Fault::once(InjectedError::Other("api down".into())),
@@ -34,7 +34,7 @@ async fn fault_once_fails_one_call_then_the_cloud_answers_again() {
 #[tokio::test]
 async fn fault_n_times_fails_exactly_n_calls() {
     let cloud = FakeCloud::new();
-    let lbs = CloudProvider::load_balancer(&cloud).unwrap();
+    let lbs = CloudProvider::load_balancer(std::sync::Arc::new(cloud.clone())).unwrap();
     let svc = service("default", "web", &[80]);
     cloud.inject(
         Operation::EnsureLoadBalancer,
@@ -61,7 +61,7 @@ async fn fault_n_times_fails_exactly_n_calls() {
 #[tokio::test]
 async fn fault_always_fails_until_cleared_and_only_its_operation() {
     let cloud = FakeCloud::new();
-    let r = CloudProvider::routes(&cloud).unwrap();
+    let r = CloudProvider::routes(std::sync::Arc::new(cloud.clone())).unwrap();
     cloud.inject(
         Operation::ListRoutes,
         Fault {
@@ -86,7 +86,7 @@ async fn fault_always_fails_until_cleared_and_only_its_operation() {
 #[tokio::test]
 async fn faults_of_one_operation_fire_in_order() {
     let cloud = FakeCloud::new();
-    let lbs = CloudProvider::load_balancer(&cloud).unwrap();
+    let lbs = CloudProvider::load_balancer(std::sync::Arc::new(cloud.clone())).unwrap();
     let svc = service("default", "web", &[80]);
     cloud.inject(
         Operation::EnsureLoadBalancer,
@@ -113,7 +113,7 @@ async fn faults_of_one_operation_fire_in_order() {
 #[tokio::test]
 async fn retry_after_error_carries_its_delay() {
     let cloud = FakeCloud::new();
-    let lbs = CloudProvider::load_balancer(&cloud).unwrap();
+    let lbs = CloudProvider::load_balancer(std::sync::Arc::new(cloud.clone())).unwrap();
     let svc = service("default", "web", &[80]);
     cloud.inject(
         Operation::EnsureLoadBalancer,
@@ -147,7 +147,7 @@ async fn retry_after_error_carries_its_delay() {
 async fn every_injected_error_kind_reaches_the_caller() {
     let cloud = FakeCloud::new();
     cloud.add_instance(FakeInstance::new("node-a"));
-    let v1 = CloudProvider::instances(&cloud).unwrap();
+    let v1 = CloudProvider::instances(std::sync::Arc::new(cloud.clone())).unwrap();
     let cases = [
         (InjectedError::InstanceNotFound, ErrorKind::InstanceNotFound),
         (InjectedError::NotImplemented, ErrorKind::NotImplemented),
@@ -179,7 +179,7 @@ async fn targeted_fault_fails_only_calls_about_its_target() {
     let cloud = FakeCloud::new();
     cloud.add_instance(FakeInstance::new("node-a"));
     cloud.add_instance(FakeInstance::new("node-b"));
-    let v2 = cloud.instances_v2().unwrap();
+    let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
     cloud.inject_for(
         Operation::InstanceMetadata,
         "node-b",
@@ -207,7 +207,7 @@ async fn latency_delays_the_answer_in_paused_time() {
     let cloud = FakeCloud::new();
     cloud.add_instance(FakeInstance::new("node-a"));
     cloud.set_latency(Operation::InstanceExists, Duration::from_secs(30));
-    let v2 = cloud.instances_v2().unwrap();
+    let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
     let start = tokio::time::Instant::now();
     let call = tokio::spawn({
         let v2 = v2.clone();
@@ -234,8 +234,8 @@ async fn default_latency_timeout_error_and_clearing() {
     let cloud = FakeCloud::new();
     cloud.set_default_latency(Duration::from_millis(250));
     cloud.set_latency(Operation::ListClusters, Duration::from_secs(2));
-    let clusters = cloud.clusters().unwrap();
-    let zones = cloud.zones().unwrap();
+    let clusters = std::sync::Arc::new(cloud.clone()).clusters().unwrap();
+    let zones = std::sync::Arc::new(cloud.clone()).zones().unwrap();
 
     let start = tokio::time::Instant::now();
     let _ = zones.get_zone().await;
@@ -349,7 +349,7 @@ async fn wait_for_calls_resolves_when_the_call_arrives() {
         let cloud = cloud.clone();
         async move { cloud.wait_for_calls(Operation::InstanceExists, 2).await }
     });
-    let v2 = cloud.instances_v2().unwrap();
+    let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
     v2.instance_exists(&node("node-a", "")).await.unwrap();
     tokio::task::yield_now().await;
     assert!(!waiter.is_finished(), "one call is not enough");
@@ -379,7 +379,7 @@ async fn wait_for_calls_resolves_when_the_call_arrives() {
 #[tokio::test]
 async fn failed_load_balancer_calls_are_recorded_with_their_hosts() {
     let cloud = FakeCloud::new();
-    let lbs = CloudProvider::load_balancer(&cloud).unwrap();
+    let lbs = CloudProvider::load_balancer(std::sync::Arc::new(cloud.clone())).unwrap();
     let svc = service("default", "web", &[80]);
     cloud.inject(
         Operation::EnsureLoadBalancer,

@@ -4,7 +4,7 @@ mod common;
 
 use std::sync::Arc;
 
-use ccm_core::{CloudError, CloudProvider, ErrorKind, Zone};
+use ccm_core::{CloudError, CloudProvider, ErrorKind, InstanceLookup, Zone};
 use ccm_provider_fake::{Capability, FakeCloud, FakeInstance, Operation};
 use common::node;
 use k8s_openapi::api::core::v1::NodeAddress;
@@ -40,21 +40,22 @@ fn cloud_with_two() -> FakeCloud {
 fn every_capability_is_on_by_default_and_each_can_be_switched_off() {
     let cloud = FakeCloud::new();
     assert_eq!(cloud.provider_name(), "fake");
+    let provider: Arc<dyn CloudProvider> = Arc::new(cloud.clone());
     for cap in Capability::ALL {
-        assert!(cap.supported_by(&cloud), "{cap:?} on by default");
+        assert!(cap.supported_by(&provider), "{cap:?} on by default");
         assert!(cloud.has_capability(cap));
     }
     for cap in Capability::ALL {
         cloud.set_capability(cap, false);
-        assert!(!cap.supported_by(&cloud), "{cap:?} switched off");
+        assert!(!cap.supported_by(&provider), "{cap:?} switched off");
         for other in Capability::ALL.into_iter().filter(|c| *c != cap) {
             assert!(
-                other.supported_by(&cloud),
+                other.supported_by(&provider),
                 "{other:?} stays on when {cap:?} is off"
             );
         }
         cloud.set_capability(cap, true);
-        assert!(cap.supported_by(&cloud));
+        assert!(cap.supported_by(&provider));
     }
 }
 
@@ -63,8 +64,8 @@ fn capability_changes_are_seen_by_clones_and_has_cluster_id_is_a_knob() {
     let cloud = FakeCloud::new();
     let provider: Arc<dyn CloudProvider> = Arc::new(cloud.clone());
     cloud.set_capability(Capability::InstancesV2, false);
-    assert!(provider.instances_v2().is_none());
-    assert!(provider.instances().is_some());
+    assert!(Arc::clone(&provider).instances_v2().is_none());
+    assert!(Arc::clone(&provider).instances().is_some());
     assert!(provider.has_cluster_id());
     cloud.set_has_cluster_id(false);
     assert!(!provider.has_cluster_id());
@@ -85,11 +86,16 @@ fn provider_name_sets_the_default_provider_id_prefix() {
 #[tokio::test]
 async fn v2_finds_instances_by_name_when_the_node_has_no_provider_id() {
     let cloud = cloud_with_two();
-    let v2 = cloud.instances_v2().unwrap();
+    let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
     let n = node("node-a", "");
     assert!(v2.instance_exists(&n).await.unwrap());
     assert!(!v2.instance_shutdown(&n).await.unwrap());
-    let meta = v2.instance_metadata(&n).await.unwrap().expect("metadata");
+    let meta = v2
+        .instance_metadata(&n)
+        .await
+        .unwrap()
+        .into_found()
+        .expect("metadata");
     assert_eq!(meta.provider_id, "fake://node-a");
     assert_eq!(meta.instance_type, "fake.large");
     assert_eq!(
@@ -111,10 +117,15 @@ async fn v2_finds_instances_by_name_when_the_node_has_no_provider_id() {
 #[tokio::test]
 async fn v2_finds_instances_by_provider_id_first() {
     let cloud = cloud_with_two();
-    let v2 = cloud.instances_v2().unwrap();
+    let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
     // the providerID wins over the name: a node named node-a carrying node-b's providerID is node-b
     let n = node("node-a", "fake:///zone-b/i-0b");
-    let meta = v2.instance_metadata(&n).await.unwrap().unwrap();
+    let meta = v2
+        .instance_metadata(&n)
+        .await
+        .unwrap()
+        .into_found()
+        .unwrap();
     assert_eq!(meta.instance_type, "fake.small");
     assert_eq!(meta.provider_id, "fake:///zone-b/i-0b");
     // the default providerID of node-a works too
@@ -128,7 +139,7 @@ async fn v2_finds_instances_by_provider_id_first() {
 #[tokio::test]
 async fn v2_foreign_or_unknown_provider_id_is_not_found() {
     let cloud = cloud_with_two();
-    let v2 = cloud.instances_v2().unwrap();
+    let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
     for id in ["aws://node-a", "fake://node-z", "node-a"] {
         let n = node("node-a", id);
         assert!(!v2.instance_exists(&n).await.unwrap(), "{id}");
@@ -148,7 +159,7 @@ async fn v2_foreign_or_unknown_provider_id_is_not_found() {
 #[tokio::test]
 async fn v2_unknown_instance_semantics() {
     let cloud = cloud_with_two();
-    let v2 = cloud.instances_v2().unwrap();
+    let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
     let n = node("node-z", "");
     assert!(!v2.instance_exists(&n).await.unwrap());
     assert!(matches!(
@@ -164,8 +175,8 @@ async fn v2_unknown_instance_semantics() {
 #[tokio::test]
 async fn shutdown_instances_still_exist() {
     let cloud = cloud_with_two();
-    let v2 = cloud.instances_v2().unwrap();
-    let v1 = CloudProvider::instances(&cloud).unwrap();
+    let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
+    let v1 = CloudProvider::instances(std::sync::Arc::new(cloud.clone())).unwrap();
     assert!(cloud.set_shutdown("node-b", true));
     assert!(!cloud.set_shutdown("node-z", true));
     let n = node("node-b", "fake:///zone-b/i-0b");
@@ -193,12 +204,22 @@ async fn run_time_changes_are_visible_immediately() {
     assert!(v2.instance_exists(&n).await.unwrap());
 
     assert!(cloud.set_addresses("node-a", vec![addr("InternalIP", "10.0.0.99")]));
-    let meta = v2.instance_metadata(&n).await.unwrap().unwrap();
+    let meta = v2
+        .instance_metadata(&n)
+        .await
+        .unwrap()
+        .into_found()
+        .unwrap();
     assert_eq!(meta.node_addresses, vec![addr("InternalIP", "10.0.0.99")]);
 
     assert!(cloud.update_instance("node-a", |i| i.zone = "zone-c".into()));
     assert_eq!(
-        v2.instance_metadata(&n).await.unwrap().unwrap().zone,
+        v2.instance_metadata(&n)
+            .await
+            .unwrap()
+            .into_found()
+            .unwrap()
+            .zone,
         "zone-c"
     );
 
@@ -222,12 +243,12 @@ async fn no_metadata_and_no_provider_id() {
             .without_provider_id()
             .with_instance_type("t"),
     );
-    let v2 = cloud.instances_v2().unwrap();
-    let v1 = CloudProvider::instances(&cloud).unwrap();
+    let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
+    let v1 = CloudProvider::instances(std::sync::Arc::new(cloud.clone())).unwrap();
 
     assert_eq!(
         v2.instance_metadata(&node("quiet", "")).await.unwrap(),
-        None
+        InstanceLookup::skip("fake instance quiet is set to report no metadata")
     );
     assert!(v2.instance_exists(&node("quiet", "")).await.unwrap());
 
@@ -235,6 +256,7 @@ async fn no_metadata_and_no_provider_id() {
         .instance_metadata(&node("anon", ""))
         .await
         .unwrap()
+        .into_found()
         .unwrap();
     assert_eq!(meta.provider_id, "");
     assert_eq!(meta.instance_type, "t");
@@ -252,7 +274,7 @@ async fn no_metadata_and_no_provider_id() {
 #[tokio::test]
 async fn v1_by_provider_id_and_by_name() {
     let cloud = cloud_with_two();
-    let v1 = CloudProvider::instances(&cloud).unwrap();
+    let v1 = CloudProvider::instances(std::sync::Arc::new(cloud.clone())).unwrap();
 
     assert_eq!(
         v1.node_addresses("node-a").await.unwrap()[0],
@@ -289,7 +311,7 @@ async fn v1_by_provider_id_fails_so_the_controller_falls_back_to_the_name() {
     // Go's node controller tries the by-providerID call first and the by-name call when it errors: a foreign
     // or stale providerID must give an error (not an empty answer), and the by-name call must still work.
     let cloud = cloud_with_two();
-    let v1 = CloudProvider::instances(&cloud).unwrap();
+    let v1 = CloudProvider::instances(std::sync::Arc::new(cloud.clone())).unwrap();
     for id in ["aws://node-a", "fake://gone", ""] {
         assert_eq!(
             v1.node_addresses_by_provider_id(id)
@@ -321,7 +343,7 @@ async fn v1_by_provider_id_fails_so_the_controller_falls_back_to_the_name() {
 #[tokio::test]
 async fn v1_unknown_name_is_instance_not_found() {
     let cloud = cloud_with_two();
-    let v1 = CloudProvider::instances(&cloud).unwrap();
+    let v1 = CloudProvider::instances(std::sync::Arc::new(cloud.clone())).unwrap();
     assert!(matches!(
         v1.instance_id("gone").await,
         Err(CloudError::InstanceNotFound)
@@ -345,7 +367,7 @@ async fn v1_unknown_name_is_instance_not_found() {
 #[tokio::test]
 async fn zones_by_provider_id_by_name_and_local() {
     let cloud = cloud_with_two();
-    let zones = cloud.zones().unwrap();
+    let zones = std::sync::Arc::new(cloud.clone()).zones().unwrap();
     assert_eq!(
         zones.get_zone_by_node_name("node-a").await.unwrap(),
         Zone::new("zone-a", "region-1")
@@ -388,7 +410,7 @@ async fn zones_by_provider_id_by_name_and_local() {
 #[tokio::test]
 async fn clusters_list_and_master() {
     let cloud = FakeCloud::new();
-    let clusters = cloud.clusters().unwrap();
+    let clusters = std::sync::Arc::new(cloud.clone()).clusters().unwrap();
     assert!(clusters.list_clusters().await.unwrap().is_empty());
     cloud.set_clusters(vec!["kubernetes".into(), "other".into()]);
     assert_eq!(
@@ -417,9 +439,9 @@ async fn clusters_list_and_master() {
 #[tokio::test]
 async fn instance_calls_are_logged_with_their_targets() {
     let cloud = cloud_with_two();
-    let v2 = cloud.instances_v2().unwrap();
-    let v1 = CloudProvider::instances(&cloud).unwrap();
-    let zones = cloud.zones().unwrap();
+    let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
+    let v1 = CloudProvider::instances(std::sync::Arc::new(cloud.clone())).unwrap();
+    let zones = std::sync::Arc::new(cloud.clone()).zones().unwrap();
     let _ = v2.instance_exists(&node("node-a", "")).await;
     let _ = v2
         .instance_shutdown(&node("node-b", "fake:///zone-b/i-0b"))
@@ -471,7 +493,7 @@ async fn instance_calls_are_logged_with_their_targets() {
 #[tokio::test]
 async fn bulk_calls_go_one_by_one_unless_bulk_is_on() {
     let cloud = cloud_with_two();
-    let v2 = cloud.instances_v2().unwrap();
+    let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
     let nodes = [node("node-a", ""), node("node-z", "")];
     assert!(!v2.supports_bulk());
     let answers = v2.instance_exists_bulk(&nodes).await.unwrap();
@@ -507,7 +529,7 @@ async fn native_bulk_metadata_answers_per_node_and_honours_faults() {
     let cloud = cloud_with_two();
     cloud.add_instance(FakeInstance::new("quiet").with_no_metadata());
     cloud.set_bulk(true);
-    let v2 = cloud.instances_v2().unwrap();
+    let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
     let nodes = [
         node("node-a", ""),
         node("node-b", "fake:///zone-b/i-0b"),
@@ -518,14 +540,14 @@ async fn native_bulk_metadata_answers_per_node_and_honours_faults() {
     let answers = v2.instance_metadata_bulk(&nodes).await.unwrap();
     assert_eq!(answers.len(), 4);
     assert_eq!(
-        answers[0].as_ref().unwrap().as_ref().unwrap().provider_id,
+        answers[0].as_ref().unwrap().found().unwrap().provider_id,
         "fake://node-a"
     );
     assert_eq!(
-        answers[1].as_ref().unwrap().as_ref().unwrap().instance_type,
+        answers[1].as_ref().unwrap().found().unwrap().instance_type,
         "fake.small"
     );
-    assert_eq!(answers[2].as_ref().unwrap(), &None);
+    assert!(answers[2].as_ref().unwrap().skip_reason().is_some());
     assert_eq!(
         answers[3].as_ref().unwrap_err().kind(),
         ErrorKind::InstanceNotFound

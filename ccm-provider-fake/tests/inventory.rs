@@ -4,9 +4,10 @@ mod common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use ccm_core::{CloudProvider, ErrorKind, ProviderRegistry, RegistryError};
+use ccm_core::{CloudProvider, ErrorKind, InstanceLookup, ProviderRegistry, RegistryError};
 use ccm_provider_fake::{Capability, FakeCloud, Inventory, InventoryError, Operation};
 use common::{node, service};
 
@@ -34,7 +35,10 @@ async fn example_inventory_builds_the_described_cloud() {
         assert!(cloud.has_capability(cap), "{cap:?}");
     }
     assert!(
-        !cloud.instances_v2().unwrap().supports_bulk(),
+        !std::sync::Arc::new(cloud.clone())
+            .instances_v2()
+            .unwrap()
+            .supports_bulk(),
         "bulk is off by default"
     );
     let names: Vec<String> = cloud.instances().into_iter().map(|i| i.name).collect();
@@ -60,16 +64,21 @@ async fn example_inventory_builds_the_described_cloud() {
     assert!(c.shutdown);
     assert_eq!(c.provider_id.as_deref(), Some("fake:///zone-a/i-0c"));
 
-    let v2 = cloud.instances_v2().unwrap();
+    let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
     assert!(
         v2.instance_shutdown(&node("node-c", "fake:///zone-a/i-0c"))
             .await
             .unwrap()
     );
-    let zones = cloud.zones().unwrap();
+    let zones = std::sync::Arc::new(cloud.clone()).zones().unwrap();
     assert_eq!(zones.get_zone().await.unwrap().failure_domain, "zone-a");
     assert_eq!(
-        cloud.clusters().unwrap().list_clusters().await.unwrap(),
+        std::sync::Arc::new(cloud.clone())
+            .clusters()
+            .unwrap()
+            .list_clusters()
+            .await
+            .unwrap(),
         ["kubernetes"]
     );
 
@@ -79,7 +88,7 @@ async fn example_inventory_builds_the_described_cloud() {
     assert_eq!(routes[0].name, "kubernetes-node-gone-10.244.9.0-24");
 
     // the first create is "in progress" (retry after 5 s) and takes 500 ms; the second gets the first pool IP
-    let lbs = CloudProvider::load_balancer(&cloud).unwrap();
+    let lbs = CloudProvider::load_balancer(std::sync::Arc::new(cloud.clone())).unwrap();
     let svc = service("default", "web", &[80]);
     let start = tokio::time::Instant::now();
     let err = lbs
@@ -123,7 +132,7 @@ async fn durations_are_go_durations() {
     );
     let cloud = FakeCloud::from_inventory(inventory, "inventory.yaml").unwrap();
     let start = tokio::time::Instant::now();
-    let err = CloudProvider::routes(&cloud)
+    let err = CloudProvider::routes(std::sync::Arc::new(cloud.clone()))
         .unwrap()
         .list_routes("kubernetes")
         .await
@@ -190,11 +199,11 @@ faults:
   - {operation: list-routes, error: throttled, retryAfter: 3s}
 ";
     let cloud = FakeCloud::from_inventory_str(yaml, "inventory.yaml").unwrap();
-    let v2 = cloud.instances_v2().unwrap();
+    let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
     assert!(v2.supports_bulk());
     assert_eq!(
         v2.instance_metadata(&node("quiet", "")).await.unwrap(),
-        None
+        InstanceLookup::skip("fake instance quiet is set to report no metadata")
     );
     for _ in 0..2 {
         let err = v2.instance_metadata(&node("loud", "")).await.unwrap_err();
@@ -207,9 +216,10 @@ faults:
         v2.instance_metadata(&node("loud", ""))
             .await
             .unwrap()
+            .found()
             .is_some()
     );
-    let err = CloudProvider::routes(&cloud)
+    let err = CloudProvider::routes(std::sync::Arc::new(cloud.clone()))
         .unwrap()
         .list_routes("kubernetes")
         .await
@@ -217,7 +227,7 @@ faults:
     assert_eq!(err.kind(), ErrorKind::Throttled);
     assert_eq!(err.retry_after(), Some(Duration::from_secs(3)));
 
-    let status = CloudProvider::load_balancer(&cloud)
+    let status = CloudProvider::load_balancer(std::sync::Arc::new(cloud.clone()))
         .unwrap()
         .ensure_load_balancer("k", &service("d", "s", &[80]), &[])
         .await
@@ -568,7 +578,7 @@ fn registry_factory_reads_the_inventory() {
         .init_cloud_provider("fake", Some(&example_path()))
         .unwrap()
         .unwrap();
-    assert!(cloud.instances_v2().is_some());
+    assert!(Arc::clone(&cloud).instances_v2().is_some());
 
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.yaml");
@@ -596,7 +606,7 @@ fn registry_factory_reads_the_inventory() {
         .init_cloud_provider("fake", Some(&off))
         .unwrap()
         .unwrap();
-    assert!(cloud.load_balancer().is_none());
+    assert!(Arc::clone(&cloud).load_balancer().is_none());
     assert!(cloud.routes().is_some());
 }
 

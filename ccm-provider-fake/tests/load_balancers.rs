@@ -8,7 +8,7 @@ use common::{nodes, service};
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, ServiceSpec};
 
 fn lb(cloud: &FakeCloud) -> std::sync::Arc<dyn LoadBalancer> {
-    CloudProvider::load_balancer(cloud).expect("load balancers are on")
+    CloudProvider::load_balancer(std::sync::Arc::new(cloud.clone())).expect("load balancers are on")
 }
 
 fn ingress_ip(status: &LoadBalancerStatus) -> String {

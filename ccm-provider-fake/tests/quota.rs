@@ -26,7 +26,7 @@ fn cloud_with(names: &[&str]) -> FakeCloud {
 async fn calls_beyond_the_bucket_are_throttled_logged_and_counted() {
     let cloud = cloud_with(&["a"]);
     cloud.set_quota(10.0, 3).unwrap();
-    let v2 = cloud.instances_v2().unwrap();
+    let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
     let a = node("a", "");
     for _ in 0..3 {
         assert!(v2.instance_exists(&a).await.unwrap());
@@ -71,7 +71,7 @@ async fn a_throttled_call_fails_before_latency_and_faults() {
         Operation::InstanceExists,
         ccm_provider_fake::Fault::once(ccm_provider_fake::InjectedError::NotImplemented),
     );
-    let v2 = cloud.instances_v2().unwrap();
+    let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
     let a = node("a", "");
     // the first call takes the token, waits its latency and gets the injected fault
     let start = Instant::now();
@@ -111,7 +111,7 @@ async fn a_bulk_call_takes_one_token_and_initialize_takes_none() {
             .await
             .expect("initialize is not an API request");
     }
-    let v2 = cloud.instances_v2().unwrap();
+    let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
     let answers = v2.instance_exists_bulk(&nodes(&names)).await.unwrap();
     assert_eq!(answers.len(), 5);
     assert!(answers.into_iter().all(|a| a.unwrap()));
@@ -147,7 +147,7 @@ async fn the_inventory_sets_a_quota() {
         "inventory.yaml",
     )
     .unwrap();
-    let v2 = cloud.instances_v2().unwrap();
+    let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
     let a = node("a", "");
     // the burst defaults to the rate rounded up: 3
     for _ in 0..3 {
@@ -162,7 +162,7 @@ async fn the_inventory_sets_a_quota() {
     )
     .unwrap();
     cloud.add_instance(FakeInstance::new("a"));
-    let v2 = cloud.instances_v2().unwrap();
+    let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
     assert!(v2.instance_exists(&a).await.is_ok());
     assert!(v2.instance_exists(&a).await.is_err());
 }
@@ -195,7 +195,7 @@ async fn exists_concurrently(
     cloud: &Arc<dyn CloudProvider>,
     fleet: &[k8s_openapi::api::core::v1::Node],
 ) -> Vec<Result<bool, ccm_core::CloudError>> {
-    let v2 = cloud.instances_v2().expect("InstancesV2");
+    let v2 = Arc::clone(cloud).instances_v2().expect("InstancesV2");
     let mut tasks = tokio::task::JoinSet::new();
     for node in fleet {
         let (v2, node) = (v2.clone(), node.clone());

@@ -18,7 +18,7 @@ async fn a_windowed_rule_fails_and_delays_calls_only_inside_its_window() {
          error: timeout\n      latency: 1s\n      startAfter: 2s\n      stopAfter: 10s\n"
     );
     let cloud = FakeCloud::from_inventory_str(&yaml, "inv.yaml").unwrap();
-    let v2 = cloud.instances_v2().unwrap();
+    let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
     let node = node("node-a", "");
     let started = tokio::time::Instant::now();
     // before the window
@@ -30,7 +30,7 @@ async fn a_windowed_rule_fails_and_delays_calls_only_inside_its_window() {
     assert_eq!(err.kind(), ErrorKind::Timeout);
     assert_eq!(started.elapsed(), Duration::from_secs(3));
     // other operations are untouched
-    assert!(v2.instance_metadata(&node).await.unwrap().is_some());
+    assert!(v2.instance_metadata(&node).await.unwrap().found().is_some());
     assert_eq!(started.elapsed(), Duration::from_secs(3));
     // after it: answered at once
     tokio::time::sleep(Duration::from_secs(7)).await;
@@ -48,7 +48,7 @@ async fn the_same_seed_fails_the_same_calls() {
              jitter: 150ms\n"
         );
         let cloud = FakeCloud::from_inventory_str(&yaml, "inv.yaml").unwrap();
-        let v2 = cloud.instances_v2().unwrap();
+        let v2 = std::sync::Arc::new(cloud.clone()).instances_v2().unwrap();
         let mut out = Vec::new();
         for _ in 0..40 {
             let before = tokio::time::Instant::now();
@@ -79,7 +79,7 @@ async fn the_state_file_follows_the_load_balancers() {
     assert_eq!(read().instances, ["node-a"]);
     assert!(read().load_balancers.is_empty());
 
-    let lb = CloudProvider::load_balancer(&cloud).unwrap();
+    let lb = CloudProvider::load_balancer(std::sync::Arc::new(cloud.clone())).unwrap();
     let svc = service("default", "web", &[80]);
     lb.ensure_load_balancer("kubernetes", &svc, &[node("node-a", "")])
         .await

@@ -5,7 +5,7 @@ use ccm_provider_fake::{FakeCloud, Operation};
 use k8s_openapi::api::core::v1::NodeAddress;
 
 fn routes(cloud: &FakeCloud) -> std::sync::Arc<dyn Routes> {
-    CloudProvider::routes(cloud).expect("routes are on")
+    CloudProvider::routes(std::sync::Arc::new(cloud.clone())).expect("routes are on")
 }
 
 #[tokio::test]

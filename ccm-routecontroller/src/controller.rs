@@ -122,12 +122,12 @@ impl RouteController {
     /// an empty or invalid `cluster_cidr`). `configure_cloud_routes` is not consulted here (that is the
     /// descriptor's job). Registers the metrics into `ctx.metrics`.
     pub fn new(ctx: &ControllerContext, config: Config) -> Result<Self, Error> {
-        let routes = ctx
-            .provider
-            .routes()
-            .ok_or_else(|| Error::RoutesNotSupported {
-                provider: ctx.provider.provider_name().to_owned(),
-            })?;
+        let routes =
+            Arc::clone(&ctx.provider)
+                .routes()
+                .ok_or_else(|| Error::RoutesNotSupported {
+                    provider: ctx.provider.provider_name().to_owned(),
+                })?;
         let cluster_cidrs = config.validate()?;
         let scheduler = Scheduler::new(
             config.sync_mode,

@@ -71,7 +71,7 @@ pub fn descriptor(config: Config) -> ControllerDescriptor {
             );
             return Ok(None);
         }
-        if ctx.provider.routes().is_none() {
+        if std::sync::Arc::clone(&ctx.provider).routes().is_none() {
             tracing::warn!(
                 provider = ctx.provider.provider_name(),
                 "--configure-cloud-routes is set, but the cloud provider does not support routes; \

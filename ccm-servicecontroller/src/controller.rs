@@ -133,12 +133,11 @@ impl ServiceController {
     /// `service_controller_*` metrics into `ctx.metrics`.
     pub fn new(ctx: &ControllerContext, config: Config) -> Result<Self, Error> {
         config.validate()?;
-        let balancer =
-            ctx.provider
-                .load_balancer()
-                .ok_or_else(|| Error::LoadBalancersUnsupported {
-                    provider: ctx.provider.provider_name().to_owned(),
-                })?;
+        let balancer = Arc::clone(&ctx.provider).load_balancer().ok_or_else(|| {
+            Error::LoadBalancersUnsupported {
+                provider: ctx.provider.provider_name().to_owned(),
+            }
+        })?;
         let backoff =
             || ItemExponentialBackoff::new(config.retry_base_delay, config.retry_max_delay);
         let inner = Inner {

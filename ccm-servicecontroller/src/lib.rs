@@ -69,7 +69,7 @@ pub fn descriptor(config: Config) -> ControllerDescriptor {
         names::controllers::SERVICE_LB,
         move |ctx: &ControllerContext| {
             config.validate()?;
-            if ctx.provider.load_balancer().is_none() {
+            if std::sync::Arc::clone(&ctx.provider).load_balancer().is_none() {
                 tracing::warn!(
                     provider = %ctx.provider.provider_name(),
                     "the cloud provider does not support external load balancers; not starting the service controller"

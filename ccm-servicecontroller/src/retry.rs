@@ -28,7 +28,7 @@ fn decision(result: &Result<(), Error>) -> Decision {
 fn decisions() {
     assert_eq!(decision(&Ok(())), Decision::Forget);
     assert_eq!(
-        decision(&Err(Error::Ensure(CloudError::msg("boom")))),
+        decision(&Err(Error::Ensure(CloudError::message("boom")))),
         Decision::Backoff
     );
     assert_eq!(decision(&Err(Error::EmptyStatus)), Decision::Backoff);
@@ -95,7 +95,7 @@ async fn retry_after_requeues_at_exactly_the_delay_without_backoff() {
 async fn other_errors_back_off_and_success_forgets() {
     let q = queue();
     let key = "default/web".to_string();
-    let failure: Result<(), Error> = Err(Error::Ensure(CloudError::msg("boom")));
+    let failure: Result<(), Error> = Err(Error::Ensure(CloudError::message("boom")));
     let mut expected = Vec::new();
     for _ in 0..8 {
         q.add(key.clone());

@@ -229,7 +229,10 @@ pub(crate) async fn node_addresses_are_valid(ctx: &Ctx) -> Check {
 pub(crate) async fn zones_agree(ctx: &Ctx) -> Check {
     let zones = ctx.zones()?;
     let running = ctx.running()?;
-    let pid = match (&running.provider_id, ctx.provider.instances().is_some()) {
+    let pid = match (
+        &running.provider_id,
+        std::sync::Arc::clone(&ctx.provider).instances().is_some(),
+    ) {
         (Some(pid), _) => pid.clone(),
         (None, true) => provider_id(ctx, &running, "running").await?,
         (None, false) => {

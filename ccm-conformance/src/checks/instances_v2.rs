@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use ccm_core::helpers::ProviderId;
-use ccm_core::{ErrorKind, InstanceMetadata};
+use ccm_core::{ErrorKind, InstanceLookup, InstanceMetadata};
 use k8s_openapi::api::core::v1::Node;
 
 use crate::context::{Check, Ctx, describe_error, fail, skip};
@@ -35,10 +35,14 @@ async fn exists(ctx: &Ctx, node: &Node) -> Check<bool> {
     ctx.ok(&what, v2.instance_exists(node)).await
 }
 
+/// The metadata of `node`, `None` for a deliberate skip ([`InstanceLookup::Skip`]).
 async fn metadata(ctx: &Ctx, node: &Node) -> Check<Option<InstanceMetadata>> {
     let v2 = ctx.v2()?;
     let what = format!("instance_metadata of {}", describe_node(node));
-    ctx.ok(&what, v2.instance_metadata(node)).await
+    Ok(ctx
+        .ok(&what, v2.instance_metadata(node))
+        .await?
+        .into_found())
 }
 
 /// Check a providerID the cloud reported for `node` against the provider name and the fixture.
@@ -156,7 +160,7 @@ pub(crate) async fn metadata_provider_id(ctx: &Ctx) -> Check {
     let node = running.node();
     let Some(meta) = metadata(ctx, &node).await? else {
         return fail(format!(
-            "instance_metadata of the running {} is None; the node controller would never initialize the Node",
+            "instance_metadata of the running {} is InstanceLookup::Skip; the node controller would never initialize the Node",
             describe_node(&node)
         ));
     };
@@ -189,7 +193,7 @@ pub(crate) async fn metadata_by_node_name(ctx: &Ctx) -> Check {
     let node = running.node_without_provider_id();
     let Some(meta) = metadata(ctx, &node).await? else {
         return fail(format!(
-            "instance_metadata of the running {} is None; a Node whose kubelet was not given --provider-id must be found by name",
+            "instance_metadata of the running {} is InstanceLookup::Skip; a Node whose kubelet was not given --provider-id must be found by name",
             describe_node(&node)
         ));
     };
@@ -213,7 +217,7 @@ pub(crate) async fn metadata_is_valid(ctx: &Ctx) -> Check {
     let node = running.node();
     let Some(meta) = metadata(ctx, &node).await? else {
         return fail(format!(
-            "instance_metadata of the running {} is None",
+            "instance_metadata of the running {} is InstanceLookup::Skip",
             describe_node(&node)
         ));
     };
@@ -256,9 +260,11 @@ pub(crate) async fn unknown_instance_has_no_metadata(ctx: &Ctx) -> Check {
     let unknown = ctx.unknown();
     for node in node_forms(ctx, &unknown) {
         let what = format!("instance_metadata of the unknown {}", describe_node(&node));
-        if let Ok(Some(meta)) = ctx.call(&what, v2.instance_metadata(&node)).await? {
+        if let Ok(InstanceLookup::Found(meta)) =
+            ctx.call(&what, v2.instance_metadata(&node)).await?
+        {
             return fail(format!(
-                "{what} reports metadata (providerID {:?}) for an instance the cloud does not have; answer an error or None",
+                "{what} reports metadata (providerID {:?}) for an instance the cloud does not have; answer Err(CloudError::InstanceNotFound)",
                 meta.provider_id
             ));
         }
@@ -277,7 +283,7 @@ async fn answers(v2: Arc<dyn ccm_core::InstancesV2>, node: Node) -> Answers {
     let meta = v2
         .instance_metadata(&node)
         .await
-        .map(|m| m.map(|m| m.provider_id))
+        .map(|m| m.into_found().map(|m| m.provider_id))
         .map_err(|e| e.kind().as_str().to_owned());
     (exists, meta)
 }

@@ -52,7 +52,7 @@ pub(crate) async fn name_is_valid(ctx: &Ctx) -> Check {
 pub(crate) async fn capabilities_are_stable(ctx: &Ctx) -> Check {
     for capability in Capability::ALL {
         let answers: Vec<bool> = (0..3)
-            .map(|_| capability.supported_by(ctx.provider.as_ref()))
+            .map(|_| capability.supported_by(&ctx.provider))
             .collect();
         if answers.iter().any(|a| *a != answers[0]) {
             let shown: Vec<&str> = answers

@@ -58,8 +58,7 @@ pub(super) async fn load_balancer(world: &World) -> Check {
             "the fixture names no backend nodes or running instance (set ConformanceFixture::with_backend_nodes)",
         );
     }
-    let lb = world
-        .provider
+    let lb = std::sync::Arc::clone(&world.provider)
         .load_balancer()
         .map_or_else(|| fail("CloudProvider::load_balancer() returned None"), Ok)?;
     let namespace = format!("ccm-conformance-{}", world.id);

@@ -334,7 +334,7 @@ pub async fn run_scenario(
 ) -> ScenarioResult {
     let started = Instant::now();
     let world = World::new(scenario, provider, client, options);
-    let outcome = match required_capability(scenario, world.provider.as_ref()) {
+    let outcome = match required_capability(scenario, &world.provider) {
         Err(reason) => Err(Stop::Skip(reason)),
         Ok(()) => match scenario {
             Scenario::NodeInitialization => node_initialization(&world).await,
@@ -362,10 +362,15 @@ pub async fn run_scenario(
     }
 }
 
-fn required_capability(scenario: Scenario, provider: &dyn CloudProvider) -> Result<(), String> {
+fn required_capability(
+    scenario: Scenario,
+    provider: &Arc<dyn CloudProvider>,
+) -> Result<(), String> {
     let needs = match scenario {
         Scenario::NodeInitialization | Scenario::NodeLifecycle => {
-            if provider.instances_v2().is_some() || provider.instances().is_some() {
+            if Arc::clone(provider).instances_v2().is_some()
+                || Arc::clone(provider).instances().is_some()
+            {
                 return Ok(());
             }
             "instances-v2 or instances"

@@ -20,7 +20,7 @@ pub(super) struct Expected {
 }
 
 pub(super) async fn expected_init(
-    provider: &dyn CloudProvider,
+    provider: &std::sync::Arc<dyn CloudProvider>,
     instance: &InstanceRef,
     with_provider_id: bool,
 ) -> Result<Expected, String> {
@@ -29,14 +29,15 @@ pub(super) async fn expected_init(
     } else {
         instance.node_without_provider_id()
     };
-    if let Some(v2) = provider.instances_v2() {
+    if let Some(v2) = std::sync::Arc::clone(provider).instances_v2() {
         let meta = v2
             .instance_metadata(&node)
             .await
             .map_err(|e| format!("instance_metadata of {} failed: {e}", instance.node_name))?
+            .into_found()
             .ok_or_else(|| {
                 format!(
-                    "instance_metadata of {} is None, so the node controller skips the Node",
+                    "instance_metadata of {} is InstanceLookup::Skip, so the node controller skips the Node",
                     instance.node_name
                 )
             })?;
@@ -51,7 +52,7 @@ pub(super) async fn expected_init(
             addresses: meta.node_addresses,
         });
     }
-    let v1 = provider
+    let v1 = std::sync::Arc::clone(provider)
         .instances()
         .ok_or_else(|| "the provider supports neither InstancesV2 nor Instances".to_owned())?;
     let id = v1
@@ -67,7 +68,7 @@ pub(super) async fn expected_init(
         .node_addresses_by_provider_id(&provider_id)
         .await
         .unwrap_or_default();
-    let zone = match provider.zones() {
+    let zone = match std::sync::Arc::clone(provider).zones() {
         Some(zones) => zones
             .get_zone_by_provider_id(&provider_id)
             .await
@@ -142,7 +143,7 @@ pub(super) async fn node_initialization(world: &World) -> Check {
     let what = format!("the cloud to describe instance {}", running.node_name);
     let expected = world
         .wait(&what, || {
-            expected_init(world.provider.as_ref(), &running, provider_id.is_some())
+            expected_init(&world.provider, &running, provider_id.is_some())
         })
         .await?;
     let ctx = world.context(&world.fixture().cluster_name, None);

@@ -38,8 +38,7 @@ pub(super) async fn routes(world: &World) -> Check {
         .route_cidrs
         .lock()
         .unwrap_or_else(PoisonError::into_inner) = cidrs.clone();
-    let api = world
-        .provider
+    let api = std::sync::Arc::clone(&world.provider)
         .routes()
         .map_or_else(|| fail("CloudProvider::routes() returned None"), Ok)?;
     let cluster = world.route_cluster.clone();

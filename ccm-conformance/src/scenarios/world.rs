@@ -265,20 +265,18 @@ impl World {
             "the cloud to report the providerID of {}",
             instance.node_name
         );
-        self.wait(&what, || {
-            expected_init(self.provider.as_ref(), instance, false)
-        })
-        .await?
-        .provider_id
-        .map_or_else(
-            || {
-                fail(format!(
-                    "the cloud reports no providerID for instance {}",
-                    instance.node_name
-                ))
-            },
-            Ok,
-        )
+        self.wait(&what, || expected_init(&self.provider, instance, false))
+            .await?
+            .provider_id
+            .map_or_else(
+                || {
+                    fail(format!(
+                        "the cloud reports no providerID for instance {}",
+                        instance.node_name
+                    ))
+                },
+                Ok,
+            )
     }
 
     pub(super) async fn cleanup(&self) {
@@ -320,7 +318,7 @@ impl World {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner),
         );
-        if let (false, Some(routes)) = (cidrs.is_empty(), self.provider.routes())
+        if let (false, Some(routes)) = (cidrs.is_empty(), Arc::clone(&self.provider).routes())
             && let Ok(listed) = routes.list_routes(&self.route_cluster).await
         {
             for route in listed
@@ -339,7 +337,7 @@ impl World {
         let services: Api<Service> = Api::namespaced(self.client.clone(), ns);
         if let Ok(list) = services.list(&ListParams::default()).await {
             for service in list.items {
-                if let Some(lb) = self.provider.load_balancer() {
+                if let Some(lb) = Arc::clone(&self.provider).load_balancer() {
                     let cluster = &self.fixture().cluster_name;
                     if let Err(err) = lb.ensure_load_balancer_deleted(cluster, &service).await {
                         tracing::warn!(error = %err, "scenario clean-up: deleting a load balancer failed");

@@ -75,7 +75,7 @@ pub fn retry_after(error: &(dyn StdError + 'static)) -> Option<Duration> {
 ///
 /// let busy = CloudError::retry("load balancer still building", Duration::from_secs(42)).context("ensure");
 /// assert_eq!(decide::<CloudError>(&Err(busy)), Decision::RetryAfter(Duration::from_secs(42)));
-/// assert_eq!(decide::<CloudError>(&Err(CloudError::msg("boom"))), Decision::Backoff);
+/// assert_eq!(decide::<CloudError>(&Err(CloudError::message("boom"))), Decision::Backoff);
 /// assert_eq!(decide::<CloudError>(&Ok(Action::Done)), Decision::Forget);
 /// ```
 pub fn decide<E: StdError + 'static>(result: &Result<Action, E>) -> Decision {
@@ -201,7 +201,7 @@ mod tests {
             Decision::Backoff
         );
         assert_eq!(
-            decide::<ControllerError>(&Err(ControllerError::Cloud(CloudError::msg("x")))),
+            decide::<ControllerError>(&Err(ControllerError::Cloud(CloudError::message("x")))),
             Decision::Backoff
         );
         let wrapped = ControllerError::Cloud(

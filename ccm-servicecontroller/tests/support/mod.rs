@@ -442,7 +442,7 @@ impl CloudProvider for EmptyStatusProvider {
     fn provider_name(&self) -> &str {
         "fake"
     }
-    fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>> {
+    fn load_balancer(self: Arc<Self>) -> Option<Arc<dyn LoadBalancer>> {
         Some(self.0.clone())
     }
 }
@@ -502,7 +502,8 @@ impl LoadBalancer for EmptyStatusCloud {
 
 impl EmptyStatusCloud {
     fn lb(&self) -> Arc<dyn LoadBalancer> {
-        CloudProvider::load_balancer(&self.fake).expect("the fake cloud supports load balancers")
+        CloudProvider::load_balancer(std::sync::Arc::new(self.fake.clone()))
+            .expect("the fake cloud supports load balancers")
     }
 }
 
@@ -521,7 +522,7 @@ impl CloudProvider for OrderCheckingProvider {
     fn provider_name(&self) -> &str {
         "fake"
     }
-    fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>> {
+    fn load_balancer(self: Arc<Self>) -> Option<Arc<dyn LoadBalancer>> {
         Some(self.0.clone())
     }
 }
@@ -549,7 +550,7 @@ impl LoadBalancer for OrderCheckingCloud {
         let stored = api
             .get(&service.name_any())
             .await
-            .map_err(|e| CloudError::msg(format!("reading the service: {e}")))?;
+            .map_err(|e| CloudError::message(format!("reading the service: {e}")))?;
         self.ensures.fetch_add(1, Ordering::SeqCst);
         if !has_finalizer(&stored) || !has_finalizer(service) {
             self.ensures_without_finalizer
@@ -584,6 +585,7 @@ impl LoadBalancer for OrderCheckingCloud {
 
 impl OrderCheckingCloud {
     fn lb(&self) -> Arc<dyn LoadBalancer> {
-        CloudProvider::load_balancer(&self.fake).expect("the fake cloud supports load balancers")
+        CloudProvider::load_balancer(std::sync::Arc::new(self.fake.clone()))
+            .expect("the fake cloud supports load balancers")
     }
 }

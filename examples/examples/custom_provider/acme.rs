@@ -16,7 +16,8 @@ use async_trait::async_trait;
 use ccm_conformance::{ConformanceFixture, ConformanceSubject, InstanceRef, LoadBalancerInspector};
 use ccm_core::helpers::{node_name, node_provider_id, service_key};
 use ccm_core::{
-    BoxError, CloudError, CloudProvider, InstanceMetadata, InstancesV2, LoadBalancer, Route, Routes,
+    BoxError, CloudError, CloudProvider, InstanceLookup, InstanceMetadata, InstancesV2,
+    LoadBalancer, Route, Routes,
 };
 use k8s_openapi::api::core::v1::{
     LoadBalancerIngress, LoadBalancerStatus, Node, NodeAddress, Service,
@@ -121,14 +122,14 @@ impl CloudProvider for AcmeCloud {
     fn provider_name(&self) -> &str {
         PROVIDER
     }
-    fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>> {
-        Some(Arc::new(self.clone()))
+    fn instances_v2(self: Arc<Self>) -> Option<Arc<dyn InstancesV2>> {
+        Some(self)
     }
-    fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>> {
-        Some(Arc::new(self.clone()))
+    fn load_balancer(self: Arc<Self>) -> Option<Arc<dyn LoadBalancer>> {
+        Some(self)
     }
-    fn routes(&self) -> Option<Arc<dyn Routes>> {
-        Some(Arc::new(self.clone()))
+    fn routes(self: Arc<Self>) -> Option<Arc<dyn Routes>> {
+        Some(self)
     }
 }
 
@@ -146,27 +147,26 @@ impl InstancesV2 for AcmeCloud {
         }
     }
 
-    async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError> {
+    async fn instance_metadata(&self, node: &Node) -> Result<InstanceLookup, CloudError> {
         let (name, machine) = self.find(node).ok_or_else(|| {
             CloudError::InstanceNotFound.context(format!("describing node {}", node_name(node)))
         })?;
-        Ok(Some(
-            InstanceMetadata::new(Self::provider_id(&machine.id))
-                .with_instance_type("a1.small")
-                .with_zone(machine.zone)
-                .with_region(REGION)
-                .with_addresses(vec![
-                    NodeAddress {
-                        type_: "InternalIP".to_owned(),
-                        address: machine.private_ip,
-                    },
-                    NodeAddress {
-                        type_: "Hostname".to_owned(),
-                        address: name,
-                    },
-                ])
-                .with_label("acme.example.com/machine-id", machine.id),
-        ))
+        Ok(InstanceMetadata::new(Self::provider_id(&machine.id))
+            .with_instance_type("a1.small")
+            .with_zone(machine.zone)
+            .with_region(REGION)
+            .with_addresses(vec![
+                NodeAddress {
+                    type_: "InternalIP".to_owned(),
+                    address: machine.private_ip,
+                },
+                NodeAddress {
+                    type_: "Hostname".to_owned(),
+                    address: name,
+                },
+            ])
+            .with_label("acme.example.com/machine-id", machine.id)
+            .into())
     }
 }
 
@@ -231,7 +231,7 @@ impl LoadBalancer for AcmeCloud {
                 balancer.backends = nodes.iter().map(|n| node_name(n).to_owned()).collect();
                 Ok(())
             }
-            None => Err(CloudError::msg(format!(
+            None => Err(CloudError::message(format!(
                 "service {key} has no acme load balancer to update"
             ))),
         }
@@ -270,7 +270,7 @@ impl Routes for AcmeCloud {
     ) -> Result<(), CloudError> {
         let mut st = self.lock();
         if !st.machines.contains_key(&route.target_node) {
-            return Err(CloudError::msg(format!(
+            return Err(CloudError::message(format!(
                 "cannot route {} to {}: no such machine",
                 route.destination_cidr, route.target_node
             )));
