@@ -10,7 +10,14 @@
 //! assert!(err.to_string().starts_with("invalid config file ccm.yaml: unknown key \"kubeApiQPS\""), "{err}");
 //! ```
 
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
+
+use serde::Deserialize as _;
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{
+    DeserializeOwned, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, Visitor,
+};
 
 use crate::options::Settings;
 
@@ -35,6 +42,21 @@ pub enum ConfigFileError {
     UnknownKey {
         /// The file (or origin).
         file: String,
+        /// The unknown key.
+        key: String,
+        /// ` (line L, column C)` or empty.
+        location: String,
+    },
+    /// A key of the vendor's section is not one of its settings.
+    #[error(
+        "invalid config file {file}: unknown key {key:?} in section {section:?}{location}; the section holds the \
+         settings of the cloud provider (see its documentation)"
+    )]
+    UnknownSectionKey {
+        /// The file (or origin).
+        file: String,
+        /// The vendor's section.
+        section: String,
         /// The unknown key.
         key: String,
         /// ` (line L, column C)` or empty.
@@ -68,7 +90,8 @@ impl ConfigFileError {
     /// The key the error is about, if any.
     pub fn field(&self) -> Option<&str> {
         match self {
-            ConfigFileError::UnknownKey { key, .. } => Some(key),
+            ConfigFileError::UnknownKey { key, .. }
+            | ConfigFileError::UnknownSectionKey { key, .. } => Some(key),
             ConfigFileError::InvalidValue { field, .. } => Some(field),
             ConfigFileError::Read { .. } | ConfigFileError::Syntax { .. } => None,
         }
@@ -102,15 +125,34 @@ fn is_blank(yaml: &str) -> bool {
         .all(|l| l.is_empty() || l.starts_with('#') || l == "---" || l == "...")
 }
 
-fn classify(file: &str, path: &str, err: &serde_saphyr::Error) -> ConfigFileError {
+fn classify(
+    file: &str,
+    path: &str,
+    err: &serde_saphyr::Error,
+    section: Option<&str>,
+) -> ConfigFileError {
     let location = location(err);
     let file = file.to_owned();
+    let in_section = section.filter(|s| {
+        path == *s
+            || path
+                .strip_prefix(*s)
+                .is_some_and(|rest| rest.starts_with('.'))
+    });
     let field = if path.is_empty() || path == "." {
         None
     } else {
         Some(path.to_owned())
     };
     match (err.without_snippet(), field) {
+        (serde_saphyr::Error::SerdeUnknownField { field: key, .. }, _) if in_section.is_some() => {
+            ConfigFileError::UnknownSectionKey {
+                file,
+                section: in_section.unwrap_or_default().to_owned(),
+                key: key.clone(),
+                location,
+            }
+        }
         (serde_saphyr::Error::SerdeUnknownField { field: key, .. }, _) => {
             ConfigFileError::UnknownKey {
                 file,
@@ -157,8 +199,50 @@ fn classify(file: &str, path: &str, err: &serde_saphyr::Error) -> ConfigFileErro
 ///
 /// [`ConfigFileError`] naming the origin, the key and, when known, the line and column.
 pub fn parse_config_str(yaml: &str, origin: &str) -> Result<Settings, ConfigFileError> {
+    parse_document::<serde::de::IgnoredAny>(yaml, origin, None).map(|(settings, _)| settings)
+}
+
+/// Parse config-file YAML that may hold the vendor's own section under the top-level key `section`, deserialized
+/// into `T` (`T::default()` when the file has no such section). The other keys are the runtime's settings.
+///
+/// ```
+/// use ccm_app::config_file::parse_config_with_section;
+///
+/// #[derive(Debug, Default, serde::Deserialize)]
+/// #[serde(deny_unknown_fields, rename_all = "camelCase")]
+/// struct AcmeConfig { region: String, api_timeout_seconds: Option<u32> }
+///
+/// let yaml = "cloudProvider: acme\nacme:\n  region: eu-1\n";
+/// let (settings, acme) = parse_config_with_section::<AcmeConfig>(yaml, "ccm.yaml", "acme").unwrap();
+/// assert_eq!(settings.cloud_provider.as_deref(), Some("acme"));
+/// assert_eq!(acme.region, "eu-1");
+///
+/// let err = parse_config_with_section::<AcmeConfig>("acme:\n  regoin: eu-1\n", "ccm.yaml", "acme").unwrap_err();
+/// assert!(err.to_string().starts_with("invalid config file ccm.yaml: unknown key \"regoin\" in section \"acme\""), "{err}");
+/// ```
+///
+/// # Errors
+///
+/// As [`parse_config_str`]; a bad key or value inside the section names the section.
+pub fn parse_config_with_section<T>(
+    yaml: &str,
+    origin: &str,
+    section: &str,
+) -> Result<(Settings, T), ConfigFileError>
+where
+    T: DeserializeOwned + Default,
+{
+    parse_document::<T>(yaml, origin, Some(section))
+        .map(|(settings, vendor)| (settings, vendor.unwrap_or_default()))
+}
+
+fn parse_document<T: DeserializeOwned>(
+    yaml: &str,
+    origin: &str,
+    section: Option<&str>,
+) -> Result<(Settings, Option<T>), ConfigFileError> {
     if is_blank(yaml) {
-        return Ok(Settings::default());
+        return Ok((Settings::default(), None));
     }
     let mut options = serde_saphyr::Options::default();
     options.with_snippet = false;
@@ -166,14 +250,88 @@ pub fn parse_config_str(yaml: &str, origin: &str) -> Result<Settings, ConfigFile
     // of the input; the deserialization error is the one that explains the problem.
     let mut typed = None;
     let outer = serde_saphyr::with_deserializer_from_str_with_options(yaml, options, |de| {
-        typed = Some(serde_path_to_error::deserialize::<_, Settings>(de));
+        let mut track = serde_path_to_error::Track::new();
+        let document = Document::<T> {
+            section,
+            vendor: PhantomData,
+        };
+        let result = document.deserialize(serde_path_to_error::Deserializer::new(de, &mut track));
+        typed = Some(result.map_err(|err| (track.path().to_string(), err)));
         Ok(())
     });
     match (typed, outer) {
-        (Some(Err(err)), _) => Err(classify(origin, &err.path().to_string(), err.inner())),
-        (_, Err(err)) => Err(classify(origin, "", &err)),
-        (Some(Ok(settings)), Ok(())) => Ok(settings),
-        (None, Ok(())) => Ok(Settings::default()),
+        (Some(Err((path, err))), _) => Err(classify(origin, &path, &err, section)),
+        (_, Err(err)) => Err(classify(origin, "", &err, section)),
+        (Some(Ok(parsed)), Ok(())) => Ok(parsed),
+        (None, Ok(())) => Ok((Settings::default(), None)),
+    }
+}
+
+/// The whole document: the runtime's settings, and the vendor's section taken out of the same mapping.
+struct Document<'s, T> {
+    section: Option<&'s str>,
+    vendor: PhantomData<T>,
+}
+
+impl<'de, T: DeserializeOwned> DeserializeSeed<'de> for Document<'_, T> {
+    type Value = (Settings, Option<T>);
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
+        de.deserialize_map(self)
+    }
+}
+
+impl<'de, T: DeserializeOwned> Visitor<'de> for Document<'_, T> {
+    type Value = (Settings, Option<T>);
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a mapping of settings")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        let mut vendor = None;
+        let settings = Settings::deserialize(MapAccessDeserializer::new(WithoutSection {
+            inner: map,
+            section: self.section,
+            vendor: &mut vendor,
+        }))?;
+        Ok((settings, vendor))
+    }
+}
+
+/// The document's mapping without the vendor's section, which is deserialized aside into `vendor`.
+struct WithoutSection<'a, A, T> {
+    inner: A,
+    section: Option<&'a str>,
+    vendor: &'a mut Option<T>,
+}
+
+impl<'de, A: MapAccess<'de>, T: DeserializeOwned> MapAccess<'de> for WithoutSection<'_, A, T> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Self::Error> {
+        loop {
+            let Some(key) = self.inner.next_key::<String>()? else {
+                return Ok(None);
+            };
+            if self.section == Some(key.as_str()) {
+                *self.vendor = Some(self.inner.next_value::<T>()?);
+                continue;
+            }
+            return seed
+                .deserialize(IntoDeserializer::<A::Error>::into_deserializer(key))
+                .map(Some);
+        }
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.inner.next_value_seed(seed)
     }
 }
 
@@ -183,11 +341,19 @@ pub fn parse_config_str(yaml: &str, origin: &str) -> Result<Settings, ConfigFile
 ///
 /// [`ConfigFileError::Read`] if the file cannot be read, otherwise as [`parse_config_str`].
 pub fn load_config_file(path: &Path) -> Result<Settings, ConfigFileError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read {
+    parse_config_str(&read_config_file(path)?, &path.display().to_string())
+}
+
+/// The text of the config file at `path`.
+///
+/// # Errors
+///
+/// [`ConfigFileError::Read`] if the file cannot be read.
+pub fn read_config_file(path: &Path) -> Result<String, ConfigFileError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read {
         path: path.to_owned(),
         source,
-    })?;
-    parse_config_str(&text, &path.display().to_string())
+    })
 }
 
 /// The JSON schema of the config file, pretty-printed with a final newline: the content of
@@ -322,6 +488,70 @@ loggingFormat: json
             err.to_string()
                 .starts_with("invalid config file ccm.yaml: "),
             "{err}"
+        );
+    }
+
+    #[derive(Debug, Default, PartialEq, serde::Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    struct Acme {
+        region: String,
+        #[serde(default)]
+        zones: Vec<String>,
+    }
+
+    #[test]
+    fn the_vendor_section_is_parsed_aside_and_its_errors_name_it() {
+        let yaml = "clusterName: prod\nacme:\n  region: eu-1\n  zones: [a, b]\nkubeApiQps: 5\n";
+        let (settings, acme) = parse_config_with_section::<Acme>(yaml, "ccm.yaml", "acme").unwrap();
+        assert_eq!(settings.cluster_name.as_deref(), Some("prod"));
+        assert!(
+            settings.kube_api_qps.is_some(),
+            "keys after the section are read"
+        );
+        assert_eq!(
+            acme,
+            Acme {
+                region: "eu-1".into(),
+                zones: vec!["a".into(), "b".into()]
+            }
+        );
+
+        let (_, absent) =
+            parse_config_with_section::<Acme>("clusterName: x\n", "f", "acme").unwrap();
+        assert_eq!(absent, Acme::default());
+        let (_, blank) = parse_config_with_section::<Acme>("", "f", "acme").unwrap();
+        assert_eq!(blank, Acme::default());
+
+        let err = parse_config_with_section::<Acme>("acme:\n  regoin: x\n", "ccm.yaml", "acme")
+            .unwrap_err();
+        assert!(
+            matches!(err, ConfigFileError::UnknownSectionKey { .. }),
+            "{err:?}"
+        );
+        assert_eq!(err.field(), Some("regoin"));
+        assert!(
+            err.to_string().starts_with(
+                "invalid config file ccm.yaml: unknown key \"regoin\" in section \"acme\""
+            ),
+            "{err}"
+        );
+
+        let err = parse_config_with_section::<Acme>("acme:\n  region: [1]\n", "ccm.yaml", "acme")
+            .unwrap_err();
+        assert_eq!(err.field(), Some("acme.region"), "{err:?}");
+
+        // the runtime's own keys are still checked, and without a declared section the key is unknown
+        let err =
+            parse_config_with_section::<Acme>("acme: {region: x}\nkubeApiQPS: 1\n", "f", "acme")
+                .unwrap_err();
+        assert!(
+            matches!(err, ConfigFileError::UnknownKey { ref key, .. } if key == "kubeApiQPS"),
+            "{err:?}"
+        );
+        let err = parse_config_str("acme: {region: x}\n", "f").unwrap_err();
+        assert!(
+            matches!(err, ConfigFileError::UnknownKey { ref key, .. } if key == "acme"),
+            "{err:?}"
         );
     }
 

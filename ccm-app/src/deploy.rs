@@ -419,17 +419,27 @@ pub fn deployment(options: &ManifestOptions) -> Deployment {
         name: options.name.clone(),
         image: Some(options.image.clone()),
         args: Some(container_args(options)),
-        env: Some(vec![EnvVar {
-            name: ccm_leaderelection::POD_NAME_ENV.to_owned(),
-            value_from: Some(EnvVarSource {
-                field_ref: Some(ObjectFieldSelector {
-                    field_path: "metadata.name".to_owned(),
-                    ..ObjectFieldSelector::default()
+        // The leader-election identity prefix and the Events' reporting instance; with the namespace, the Pod
+        // that reload Events are about (ccm_app::reload).
+        env: Some(
+            [
+                (ccm_leaderelection::POD_NAME_ENV, "metadata.name"),
+                (crate::reload::POD_NAMESPACE_ENV, "metadata.namespace"),
+            ]
+            .into_iter()
+            .map(|(name, field)| EnvVar {
+                name: name.to_owned(),
+                value_from: Some(EnvVarSource {
+                    field_ref: Some(ObjectFieldSelector {
+                        field_path: field.to_owned(),
+                        ..ObjectFieldSelector::default()
+                    }),
+                    ..EnvVarSource::default()
                 }),
-                ..EnvVarSource::default()
-            }),
-            ..EnvVar::default()
-        }]),
+                ..EnvVar::default()
+            })
+            .collect(),
+        ),
         ports: Some(vec![ContainerPort {
             name: Some("https".to_owned()),
             container_port: port,

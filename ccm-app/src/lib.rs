@@ -15,6 +15,9 @@
 //! - an HTTPS admin server (`/healthz`, `/livez`, `/readyz`, `/metrics`, `/configz`) ([`admin`], [`health`],
 //!   [`tls`]) with Go's delegated authentication and authorization (TokenReview, client certificates,
 //!   request-header proxies, SubjectAccessReview) ([`auth`]);
+//! - vendor extensions: the vendor's own flags and config-file section handed to its async provider factory
+//!   ([`CcmBuilder::with_vendor_args`], [`CcmBuilder::with_vendor_config`]), vendor controllers, and reloading
+//!   the provider's configuration without a restart ([`reload`]);
 //! - graceful shutdown on SIGTERM/SIGINT (controllers finish in-flight work, the Lease is released, exit 0) and
 //!   exit 1 on lost leadership; structured logs ([`logging`]).
 //!
@@ -55,12 +58,13 @@ pub mod health;
 pub mod logging;
 pub mod options;
 pub mod ratelimit;
+pub mod reload;
 pub mod retry;
 pub mod service_accounts;
 pub mod tls;
 
 pub use app::{
     APISERVER_WAIT, CcmBuilder, CcmStatus, CloudControllerManager, RunError, RunningCcm,
-    StartupError, client_name, scope_of,
+    StartupError, VENDOR_HELP_HEADING, client_name, scope_of,
 };
 pub use options::{CcmOptions, LogFormat, Settings};

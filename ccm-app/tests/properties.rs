@@ -29,7 +29,9 @@ impl CloudProvider for Named {
 fn builder() -> CcmBuilder {
     let registry = ProviderRegistry::new();
     registry
-        .register("fake", |_| Ok(Arc::new(Named) as Arc<dyn CloudProvider>))
+        .register("fake", |_| async {
+            Ok(Arc::new(Named) as Arc<dyn CloudProvider>)
+        })
         .expect("a new registry takes the provider");
     CloudControllerManager::builder(registry).with_default_controllers()
 }

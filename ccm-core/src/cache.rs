@@ -64,6 +64,7 @@ use crate::names;
 use crate::provider::{
     CloudProvider, Clusters, InitializeContext, Instances, InstancesV2, LoadBalancer, Routes, Zones,
 };
+use crate::reload::ReloadContext;
 use crate::runtime::informer::{Informer, InformerEvent};
 use crate::runtime::metrics::SharedRegistry;
 use crate::types::InstanceLookup;
@@ -455,6 +456,12 @@ impl CloudProvider for CachingProvider {
     }
     async fn initialize(&self, ctx: InitializeContext) -> Result<(), CloudError> {
         self.inner.initialize(ctx).await
+    }
+    async fn reload(&self, ctx: ReloadContext) -> Result<(), CloudError> {
+        self.inner.reload(ctx).await?;
+        // The new configuration may answer differently: forget what the old one said.
+        self.cache.clear();
+        Ok(())
     }
     fn load_balancer(self: Arc<Self>) -> Option<Arc<dyn LoadBalancer>> {
         Arc::clone(&self.inner).load_balancer()

@@ -49,6 +49,7 @@ use crate::helpers::{node_name, node_provider_id, service_key};
 use crate::provider::{
     CloudProvider, Clusters, InitializeContext, Instances, InstancesV2, LoadBalancer, Routes, Zones,
 };
+use crate::reload::ReloadContext;
 use crate::types::{InstanceLookup, Route, Zone};
 
 /// A provider capability.
@@ -482,6 +483,10 @@ impl CloudProvider for InterceptedProvider {
     }
     async fn initialize(&self, ctx: InitializeContext) -> Result<(), CloudError> {
         self.inner.initialize(ctx).await
+    }
+    async fn reload(&self, ctx: ReloadContext) -> Result<(), CloudError> {
+        // Not a cloud call: no budget, no fence.
+        self.inner.reload(ctx).await
     }
     fn load_balancer(self: Arc<Self>) -> Option<Arc<dyn LoadBalancer>> {
         let inner = Arc::clone(&self.inner).load_balancer()?;

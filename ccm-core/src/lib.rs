@@ -7,7 +7,11 @@
 //! - [`error`]: [`CloudError`], whose kinds (instance not found, not implemented, implemented elsewhere,
 //!   retry-after, ...) survive any amount of wrapping;
 //! - [`types`]: [`InstanceMetadata`], [`InstanceLookup`], [`Zone`], [`Route`];
-//! - [`registry`]: [`ProviderRegistry`], provider names mapped to factories;
+//! - [`registry`]: [`ProviderRegistry`], provider names mapped to async factories, and [`ProviderSettings`], what
+//!   a factory receives;
+//! - [`vendor`]: [`VendorSettings`], a vendor's typed flags, config section and shared values;
+//! - [`background`]: background tasks tied to the runtime's shutdown;
+//! - [`reload`]: [`ReloadContext`], what the opt-in [`CloudProvider::reload`] hook receives;
 //! - [`names`]: every label, taint, annotation, finalizer, condition, event reason, controller name, lease
 //!   and port the Go reference uses, spelled the same way;
 //! - [`helpers`]: load-balancer names, source ranges, health checks, providerIDs, node conditions;
@@ -30,6 +34,7 @@
 //! Like every library crate of the SDK, ccm-core enables no `k8s-openapi` version feature: the binary or test
 //! that uses it selects the Kubernetes API version (e.g. `k8s-openapi/v1_36`).
 
+pub mod background;
 pub mod budget;
 pub mod cache;
 pub mod duration;
@@ -40,8 +45,10 @@ pub mod intercept;
 pub mod names;
 pub mod provider;
 pub mod registry;
+pub mod reload;
 pub mod runtime;
 pub mod types;
+pub mod vendor;
 
 pub use error::{
     BoxError, CloudError, ErrorKind, ResultExt, SharedError, error_kind, find_cloud_error,
@@ -54,5 +61,7 @@ pub use provider::{
     MockCloudProvider, MockClusters, MockInstances, MockInstancesV2, MockLoadBalancer, MockRoutes,
     MockZones,
 };
-pub use registry::{ProviderFactory, ProviderRegistry, RegistryError};
+pub use registry::{ProviderFactory, ProviderRegistry, ProviderSettings, RegistryError};
+pub use reload::ReloadContext;
 pub use types::{InstanceLookup, InstanceMetadata, Route, Zone};
+pub use vendor::VendorSettings;

@@ -118,6 +118,12 @@ pub mod events {
     pub const FAILED_TO_CREATE_ROUTE: &str = "FailedToCreateRoute";
     /// Leadership changed (Normal, on the Lease).
     pub const LEADER_ELECTION: &str = "LeaderElection";
+    /// The provider applied a changed `--cloud-config` or credentials file (Normal, `cloud-controller-manager`;
+    /// SDK addition).
+    pub const CLOUD_CONFIG_RELOADED: &str = "CloudConfigReloaded";
+    /// The provider rejected a changed `--cloud-config` or credentials file, or cannot reload; the old
+    /// configuration stays (Warning, `cloud-controller-manager`; SDK addition).
+    pub const CLOUD_CONFIG_RELOAD_FAILED: &str = "CloudConfigReloadFailed";
 }
 
 /// Event source components (the `reportingController` of the events each controller writes).

@@ -100,6 +100,7 @@ use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service}
 use tokio_util::sync::CancellationToken;
 
 use crate::error::CloudError;
+use crate::reload::ReloadContext;
 use crate::types::{InstanceLookup, Route, Zone};
 
 /// What [`CloudProvider::initialize`] receives: a Kubernetes client and the process's shutdown signal.
@@ -141,11 +142,22 @@ pub trait CloudProvider: Send + Sync + 'static {
 
     /// Called once, after this replica becomes leader and before any controller starts.
     ///
-    /// A provider may start background work here; it must stop when `ctx.shutdown` is cancelled. Unlike Go, an
-    /// error is returned to the runtime, which stops the CCM with that error.
+    /// A provider may start leader-only background work here; it must stop when `ctx.shutdown` is cancelled (at
+    /// shutdown or when leadership is lost). Work every replica needs belongs in the provider factory's
+    /// [`BackgroundTasks`](crate::background::BackgroundTasks). Unlike Go, an error is returned to the runtime,
+    /// which stops the CCM with that error.
     async fn initialize(&self, ctx: InitializeContext) -> Result<(), CloudError> {
         let _ = ctx;
         Ok(())
+    }
+
+    /// Apply changed configuration without a restart (opt-in): called in every replica when `--cloud-config` or a
+    /// file the factory declared with [`ProviderSettings::watch_file`](crate::registry::ProviderSettings::watch_file)
+    /// changes. Return an error to reject the new contents and keep the old configuration. The default,
+    /// [`CloudError::NotImplemented`], means a restart is needed (as in Go). See [`crate::reload`].
+    async fn reload(&self, ctx: ReloadContext) -> Result<(), CloudError> {
+        let _ = ctx;
+        Err(CloudError::NotImplemented)
     }
 
     /// Load balancers for `type: LoadBalancer` Services, if supported.

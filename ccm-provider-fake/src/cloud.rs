@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use ccm_core::intercept::{Capability, Operation};
-use ccm_core::{CloudError, ProviderRegistry, RegistryError, Route, Zone};
+use ccm_core::{CloudError, ProviderRegistry, ProviderSettings, RegistryError, Route, Zone};
 use ipnet::{IpNet, Ipv4Net};
 use k8s_openapi::api::core::v1::{
     LoadBalancerIngress, LoadBalancerStatus, NodeAddress, PortStatus,
@@ -113,6 +113,8 @@ pub(crate) struct State {
     pub(crate) throttled: usize,
     /// Where [`crate::snapshot`] writes the state, if anywhere.
     pub(crate) state_file: Option<std::path::PathBuf>,
+    /// Filled in on every inventory instance after a reload (see [`crate::reload`]).
+    pub(crate) instance_defaults: crate::reload::InstanceDefaults,
 }
 
 impl State {
@@ -136,6 +138,7 @@ impl State {
             quota: None,
             throttled: 0,
             state_file: None,
+            instance_defaults: crate::reload::InstanceDefaults::default(),
         }
     }
 
@@ -711,26 +714,46 @@ impl FakeCloud {
 
     // ----- registry -----
 
-    /// Register the `fake` provider: its factory reads the `--cloud-config` file as an inventory
+    /// Register the `fake` provider: its factory reads the `--cloud-config` contents as an inventory
     /// (see [`Inventory`](crate::Inventory)); without a config file the cloud is empty.
     ///
     /// ```
-    /// use ccm_core::ProviderRegistry;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use ccm_core::{ProviderRegistry, ProviderSettings};
     /// use ccm_provider_fake::FakeCloud;
     ///
+    /// # let client = kube::Client::new(
+    /// #     tower::service_fn(|_: http::Request<kube::client::Body>| async {
+    /// #         Err::<http::Response<kube::client::Body>, std::io::Error>(std::io::Error::other("offline"))
+    /// #     }),
+    /// #     "default",
+    /// # );
     /// let registry = ProviderRegistry::new();
     /// FakeCloud::register(&registry).unwrap();
-    /// let cloud = registry.init_cloud_provider("fake", None).unwrap().unwrap();
+    /// let settings = ProviderSettings::new(client).with_cloud_config(b"instances:\n  - name: a\n".to_vec());
+    /// let cloud = registry.init_cloud_provider("fake", settings).await.unwrap().unwrap();
     /// assert_eq!(cloud.provider_name(), "fake");
+    /// # }
     /// ```
     pub fn register(registry: &ProviderRegistry) -> Result<(), RegistryError> {
-        registry.register(PROVIDER_NAME, |config| {
-            let cloud = match config {
-                None => FakeCloud::new(),
-                Some(reader) => FakeCloud::from_inventory_reader(reader, "--cloud-config")?,
-            };
+        registry.register(PROVIDER_NAME, |settings: ProviderSettings| async move {
+            let cloud = FakeCloud::from_settings(&settings)?;
             tracing::info!(provider = %cloud.name(), instances = cloud.lock().instances.len(), "fake cloud created");
             Ok(Arc::new(cloud) as Arc<dyn ccm_core::CloudProvider>)
+        })
+    }
+
+    /// The cloud of a factory's `settings`: the `--cloud-config` contents as an inventory, or an empty cloud
+    /// without one.
+    ///
+    /// # Errors
+    ///
+    /// [`InventoryError`](crate::InventoryError) if the inventory is invalid, or an error if it is not text.
+    pub fn from_settings(settings: &ProviderSettings) -> Result<FakeCloud, ccm_core::BoxError> {
+        Ok(match settings.cloud_config_str()? {
+            None => FakeCloud::new(),
+            Some(text) => FakeCloud::from_inventory_str(text, "--cloud-config")?,
         })
     }
 
@@ -739,14 +762,23 @@ impl FakeCloud {
     /// The factory refuses a `--cloud-config` (the cloud is already built).
     ///
     /// ```
-    /// use ccm_core::ProviderRegistry;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use ccm_core::{ProviderRegistry, ProviderSettings};
     /// use ccm_provider_fake::{FakeCloud, FakeInstance};
     ///
+    /// # let client = kube::Client::new(
+    /// #     tower::service_fn(|_: http::Request<kube::client::Body>| async {
+    /// #         Err::<http::Response<kube::client::Body>, std::io::Error>(std::io::Error::other("offline"))
+    /// #     }),
+    /// #     "default",
+    /// # );
     /// let cloud = FakeCloud::new();
     /// let registry = ProviderRegistry::new();
     /// cloud.register_shared(&registry, "fake").unwrap();
-    /// let provider = registry.init_cloud_provider("fake", None).unwrap().unwrap();
+    /// let provider = registry.init_cloud_provider("fake", ProviderSettings::new(client)).await.unwrap().unwrap();
     /// cloud.add_instance(FakeInstance::new("node-a")); // seen by `provider` too
+    /// # }
     /// ```
     pub fn register_shared(
         &self,
@@ -754,15 +786,18 @@ impl FakeCloud {
         name: &str,
     ) -> Result<(), RegistryError> {
         let cloud = self.clone();
-        registry.register(name, move |config| {
-            if config.is_some() {
-                return Err(
-                    "this fake cloud was registered pre-built and takes no --cloud-config; \
-                            remove the flag or register with FakeCloud::register"
-                        .into(),
-                );
+        registry.register(name, move |settings: ProviderSettings| {
+            let cloud = cloud.clone();
+            async move {
+                if settings.cloud_config.is_some() {
+                    return Err(
+                        "this fake cloud was registered pre-built and takes no --cloud-config; \
+                                remove the flag or register with FakeCloud::register"
+                            .into(),
+                    );
+                }
+                Ok(Arc::new(cloud) as Arc<dyn ccm_core::CloudProvider>)
             }
-            Ok(Arc::new(cloud.clone()) as Arc<dyn ccm_core::CloudProvider>)
         })
     }
 }

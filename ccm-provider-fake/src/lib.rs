@@ -19,7 +19,9 @@
 //!   ([`FakeCloud::set_state_file`], the inventory's `stateFile`), for tests that run the CCM in another
 //!   process;
 //! - an [`Inventory`] YAML file describes a whole cloud, so a CCM can run against it with
-//!   `--cloud-provider=fake --cloud-config=inventory.yaml` after [`FakeCloud::register`].
+//!   `--cloud-provider=fake --cloud-config=inventory.yaml` after [`FakeCloud::register`]; a changed inventory
+//!   is applied without a restart through the provider's reload hook ([`FakeCloud::reload_inventory`]), and
+//!   [`InstanceDefaults`] fill in every inventory instance.
 //!
 //! Nothing is random unless `randomFaults` asks for it: load-balancer IPs are allocated in order from `203.0.113.0/24` (or the inventory's
 //! pool).
@@ -61,6 +63,7 @@ mod provider;
 mod quota;
 mod random;
 mod random_spec;
+mod reload;
 mod snapshot;
 
 /// The provider capabilities (re-exported from ccm-core), switched with [`FakeCloud::set_capability`].
@@ -80,4 +83,5 @@ pub use inventory::{
 };
 pub use quota::QuotaError;
 pub use random_spec::{RandomFaultSpec, RandomFaultsSpec};
+pub use reload::InstanceDefaults;
 pub use snapshot::{CloudSnapshot, LoadBalancerSnapshot};

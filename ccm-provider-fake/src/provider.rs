@@ -11,7 +11,7 @@ use ccm_core::helpers::{
 use ccm_core::intercept::{Capability, Operation};
 use ccm_core::{
     CloudError, CloudProvider, Clusters, InitializeContext, InstanceLookup, Instances, InstancesV2,
-    LoadBalancer, Route, Routes, Zone, Zones,
+    LoadBalancer, ReloadContext, Route, Routes, Zone, Zones,
 };
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service};
 
@@ -67,6 +67,23 @@ impl CloudProvider for FakeCloud {
     async fn initialize(&self, ctx: InitializeContext) -> Result<(), CloudError> {
         drop(ctx);
         self.begin(Operation::Initialize, "").await
+    }
+
+    /// A changed `--cloud-config` is a new inventory: valid, it replaces the instances and the local zone
+    /// ([`FakeCloud::reload_inventory`]); invalid, it is rejected with the error start-up would give. Without
+    /// `--cloud-config` there is nothing to reload.
+    async fn reload(&self, ctx: ReloadContext) -> Result<(), CloudError> {
+        let text = match ctx.cloud_config_str() {
+            Ok(Some(text)) => text,
+            Ok(None) => return Err(CloudError::NotImplemented),
+            Err(err) => {
+                return Err(CloudError::message(format!(
+                    "--cloud-config is not UTF-8 text: {err}"
+                )));
+            }
+        };
+        self.reload_inventory(text, "--cloud-config")
+            .map_err(|err| CloudError::message(err.to_string()))
     }
 
     fn load_balancer(self: Arc<Self>) -> Option<Arc<dyn LoadBalancer>> {

@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ccm_core::{CloudProvider, ErrorKind, InstanceLookup, ProviderRegistry, RegistryError};
+use ccm_core::{
+    CloudProvider, ErrorKind, InstanceLookup, ProviderRegistry, ProviderSettings, RegistryError,
+    ReloadContext,
+};
 use ccm_provider_fake::{Capability, FakeCloud, Inventory, InventoryError, Operation};
 use common::{node, service};
 
@@ -561,8 +564,31 @@ fn file_errors_name_the_file() {
     assert_eq!(err.file(), bad.display().to_string());
 }
 
-#[test]
-fn registry_factory_reads_the_inventory() {
+/// A client that never connects: the factories here do not call the API server.
+fn offline_client() -> kube::Client {
+    kube::Client::new(
+        tower::service_fn(|_req: http::Request<kube::client::Body>| async {
+            Err::<http::Response<kube::client::Body>, std::io::Error>(std::io::Error::other(
+                "offline",
+            ))
+        }),
+        "default",
+    )
+}
+
+/// The factory's settings with the contents of `path` as `--cloud-config`.
+fn with_config(path: Option<&std::path::Path>) -> ProviderSettings {
+    let settings = ProviderSettings::new(offline_client());
+    match path {
+        None => settings,
+        Some(path) => settings
+            .with_cloud_config_path(path)
+            .with_cloud_config(std::fs::read(path).unwrap()),
+    }
+}
+
+#[tokio::test]
+async fn registry_factory_reads_the_inventory() {
     let registry = ProviderRegistry::new();
     FakeCloud::register(&registry).unwrap();
     assert!(matches!(
@@ -570,12 +596,17 @@ fn registry_factory_reads_the_inventory() {
         Err(RegistryError::Duplicate { .. })
     ));
 
-    let empty = registry.init_cloud_provider("fake", None).unwrap().unwrap();
+    let empty = registry
+        .init_cloud_provider("fake", with_config(None))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(empty.provider_name(), "fake");
     assert!(empty.instances_v2().is_some());
 
     let cloud = registry
-        .init_cloud_provider("fake", Some(&example_path()))
+        .init_cloud_provider("fake", with_config(Some(&example_path())))
+        .await
         .unwrap()
         .unwrap();
     assert!(Arc::clone(&cloud).instances_v2().is_some());
@@ -587,7 +618,8 @@ fn registry_factory_reads_the_inventory() {
         .write_all(b"instances: [{name: a, zonee: b}]\n")
         .unwrap();
     let err = registry
-        .init_cloud_provider("fake", Some(&bad))
+        .init_cloud_provider("fake", with_config(Some(&bad)))
+        .await
         .err()
         .expect("a bad config fails");
     assert!(matches!(err, RegistryError::Factory { .. }));
@@ -603,7 +635,8 @@ fn registry_factory_reads_the_inventory() {
     )
     .unwrap();
     let cloud = registry
-        .init_cloud_provider("fake", Some(&off))
+        .init_cloud_provider("fake", with_config(Some(&off)))
+        .await
         .unwrap()
         .unwrap();
     assert!(Arc::clone(&cloud).load_balancer().is_none());
@@ -611,11 +644,45 @@ fn registry_factory_reads_the_inventory() {
 }
 
 #[tokio::test]
+async fn the_reload_hook_applies_a_valid_inventory_and_rejects_a_bad_one() {
+    let cloud =
+        FakeCloud::from_inventory_str("instances: [{name: a}]\n", "inventory.yaml").unwrap();
+    let provider: &dyn CloudProvider = &cloud;
+    let reload = |yaml: &str| ReloadContext::new(Some(yaml.as_bytes().to_vec()));
+    provider
+        .reload(reload("instances: [{name: a}, {name: b}]\n"))
+        .await
+        .unwrap();
+    assert!(cloud.instance("b").is_some());
+    let err = provider
+        .reload(reload("instances: [{name: a, zonee: b}]\n"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("unknown field \"zonee\""), "{err}");
+    let err = provider
+        .reload(reload("providerName: other\ninstances: []\n"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("cannot change"), "{err}");
+    assert_eq!(
+        cloud.instances().len(),
+        2,
+        "rejected inventories change nothing"
+    );
+    let unsupported = provider.reload(ReloadContext::new(None)).await.unwrap_err();
+    assert!(unsupported.is_not_implemented(), "{unsupported}");
+}
+
+#[tokio::test]
 async fn shared_registration_hands_out_the_same_cloud() {
     let cloud = FakeCloud::new();
     let registry = ProviderRegistry::new();
     cloud.register_shared(&registry, "fake").unwrap();
-    let provider = registry.init_cloud_provider("fake", None).unwrap().unwrap();
+    let provider = registry
+        .init_cloud_provider("fake", with_config(None))
+        .await
+        .unwrap()
+        .unwrap();
     cloud.add_instance(ccm_provider_fake::FakeInstance::new("late"));
     assert!(
         provider
@@ -627,7 +694,8 @@ async fn shared_registration_hands_out_the_same_cloud() {
     );
     assert_eq!(cloud.call_ops(), [Operation::InstanceExists]);
     let err = registry
-        .init_cloud_provider("fake", Some(&example_path()))
+        .init_cloud_provider("fake", with_config(Some(&example_path())))
+        .await
         .err()
         .expect("config refused");
     assert!(err.to_string().contains("takes no --cloud-config"), "{err}");

@@ -13,18 +13,22 @@
 //!   deployment manifests under `deploy/` and the config-file schema `docs/schema/ccm-config.schema.json`.
 //! - A **vendor controller** on the controller kit ([`tagging`]): tags the fake cloud's instances; the model for a
 //!   controller of your own. The reference CCM runs it with `--controllers=*,tagging`.
+//! - **Vendor flags and config**: the reference CCM's own flag ([`FakeArgs`], `--fake-default-instance-type`) and
+//!   config-file section ([`FakeConfig`], `fake:`), handed to its provider factory; and reload: a changed
+//!   `--cloud-config` inventory is applied without a restart.
 
 pub mod demo;
 pub mod tagging;
 
+use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ccm_app::deploy::{Manifest, ManifestOptions, object, render, yaml_documents};
 use ccm_app::{CcmBuilder, CloudControllerManager};
-use ccm_core::{CloudProvider, ProviderRegistry, RegistryError};
-use ccm_provider_fake::FakeCloud;
+use ccm_core::{BoxError, CloudProvider, ProviderRegistry, ProviderSettings, RegistryError};
+use ccm_provider_fake::{FakeCloud, InstanceDefaults};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -46,9 +50,67 @@ pub const CLOUD_CONFIG_DIR: &str = "/etc/kubernetes/cloud-config";
 /// How often the reference CCM's tagging controller checks a tagged instance again.
 pub const TAGGING_RESYNC: Duration = Duration::from_secs(300);
 
-/// The reference CCM: the fake provider registered as `fake`, the standard controllers (the four Go ones and
-/// the doctor's `node-bootstrap-selfcheck`) and the vendor controller [`tagging`] (off unless
-/// `--controllers=*,tagging`); `reference-ccm doctor [...]` runs the doctor.
+/// The `--config` file section of the reference CCM's own settings.
+pub const CONFIG_SECTION: &str = "fake";
+
+/// The reference CCM's own flags: the model of a vendor's flags ([`CcmBuilder::with_vendor_args`]), listed in
+/// `--help` under their own heading, each with an environment variable.
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
+#[command(next_help_heading = "Fake cloud (vendor flags)")]
+pub struct FakeArgs {
+    /// The instance type of the inventory's instances that name none (the Nodes' node.kubernetes.io/instance-type
+    /// label). Default: none.
+    #[arg(
+        long = "fake-default-instance-type",
+        env = "FAKE_DEFAULT_INSTANCE_TYPE",
+        value_name = "TYPE"
+    )]
+    pub default_instance_type: Option<String>,
+}
+
+/// The reference CCM's section of the `--config` file (`fake:`): the model of a vendor's config section
+/// ([`CcmBuilder::with_vendor_config`]). Unknown keys are errors naming the section.
+///
+/// ```yaml
+/// cloudProvider: fake
+/// fake:
+///   instanceLabels:
+///     team: infra
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FakeConfig {
+    /// Labels added to the metadata of every inventory instance (so to every Node it initializes); an inventory
+    /// label with the same key wins.
+    #[serde(default)]
+    pub instance_labels: BTreeMap<String, String>,
+}
+
+/// The fake provider's factory in the reference CCM: the inventory of `--cloud-config`, with the defaults of
+/// [`FakeArgs`] and [`FakeConfig`] filled in; the cloud is shared with the tagging controller.
+///
+/// # Errors
+///
+/// The inventory's error if `--cloud-config` is not a valid inventory.
+pub async fn fake_factory(settings: ProviderSettings) -> Result<Arc<dyn CloudProvider>, BoxError> {
+    let cloud = FakeCloud::from_settings(&settings)?;
+    cloud.set_instance_defaults(InstanceDefaults {
+        instance_type: settings
+            .vendor_args::<FakeArgs>()
+            .and_then(|a| a.default_instance_type.clone()),
+        labels: settings
+            .vendor_config::<FakeConfig>()
+            .map(|c| c.instance_labels.clone())
+            .unwrap_or_default(),
+    });
+    settings.vendor.share(cloud.clone());
+    Ok(Arc::new(cloud) as Arc<dyn CloudProvider>)
+}
+
+/// The reference CCM: the fake provider registered as `fake` ([`fake_factory`]), its vendor flags ([`FakeArgs`])
+/// and config section ([`FakeConfig`]), the standard controllers (the four Go ones and the doctor's
+/// `node-bootstrap-selfcheck`) and the vendor controller [`tagging`] (off unless `--controllers=*,tagging`);
+/// `reference-ccm doctor [...]` runs the doctor. A changed `--cloud-config` is applied without a restart.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<std::process::ExitCode, ccm_core::RegistryError> {
@@ -61,27 +123,17 @@ pub const TAGGING_RESYNC: Duration = Duration::from_secs(300);
 /// [`RegistryError`] if the fake provider cannot be registered (never with a fresh registry).
 pub fn reference_ccm() -> Result<CcmBuilder, RegistryError> {
     let registry = ProviderRegistry::new();
-    // The provider factory builds the cloud from --cloud-config; the tagging controller, started later, talks to
-    // that same cloud.
-    let built: Arc<Mutex<Option<FakeCloud>>> = Arc::default();
-    let slot = built.clone();
-    registry.register(ccm_provider_fake::PROVIDER_NAME, move |config| {
-        let cloud = match config {
-            None => FakeCloud::new(),
-            Some(reader) => FakeCloud::from_inventory_reader(reader, "--cloud-config")?,
-        };
-        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(cloud.clone());
-        Ok(Arc::new(cloud) as Arc<dyn CloudProvider>)
-    })?;
-    let cloud = move || built.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    registry.register(ccm_provider_fake::PROVIDER_NAME, fake_factory)?;
     Ok(CloudControllerManager::builder(registry)
         .with_default_controllers()
-        .register_controller(tagging::descriptor_with(cloud, TAGGING_RESYNC))
+        .with_vendor_args::<FakeArgs>()
+        .with_vendor_config::<FakeConfig>(CONFIG_SECTION)
+        .register_controller(tagging::descriptor_from_factory(TAGGING_RESYNC))
         .with_command_name(COMMAND_NAME)
         .with_about(
             "The reference cloud controller manager of the ccm-rs SDK: the four standard controllers on the fake \
-             cloud provider, whose cloud is described by an inventory file (--cloud-config), and the example \
-             vendor controller tagging-controller (--controllers=*,tagging).",
+             cloud provider, whose cloud is described by an inventory file (--cloud-config, reloaded when it \
+             changes), and the example vendor controller tagging-controller (--controllers=*,tagging).",
         ))
 }
 

@@ -94,17 +94,22 @@ pub fn plan_tags(
 /// The controller descriptor for the runtime: `tagging-controller`, alias `tagging`, disabled by default. Each
 /// tagged Node is checked again every `resync` (someone may remove the tags).
 pub fn descriptor(cloud: FakeCloud, resync: Duration) -> ControllerDescriptor {
-    descriptor_with(move || Some(cloud.clone()), resync)
+    ControllerDescriptor::new(NAME, move |ctx: &ControllerContext| {
+        Ok(Some(
+            Box::new(TaggingController::new(ctx, cloud.clone(), resync)) as Box<dyn Controller>,
+        ))
+    })
+    .with_aliases(&[ALIAS])
+    .disabled_by_default()
 }
 
-/// The same, for a binary whose cloud is built later, by its provider factory (the reference CCM): `cloud` is
-/// asked when the controller starts; `None` (not on the fake cloud) leaves it off, which the runtime logs.
-pub fn descriptor_with(
-    cloud: impl Fn() -> Option<FakeCloud> + Send + Sync + 'static,
-    resync: Duration,
-) -> ControllerDescriptor {
+/// The same, for a binary whose cloud is built by its provider factory (the reference CCM): the factory shares
+/// its cloud (`settings.vendor.share(cloud)`) and the controller takes it from its context
+/// (`ctx.vendor.shared::<FakeCloud>()`) when it starts; without one (not on the fake cloud) it stays off, which
+/// the runtime logs.
+pub fn descriptor_from_factory(resync: Duration) -> ControllerDescriptor {
     ControllerDescriptor::new(NAME, move |ctx: &ControllerContext| {
-        Ok(cloud().map(|cloud| {
+        Ok(ctx.vendor.shared::<FakeCloud>().map(|cloud| {
             Box::new(TaggingController::new(ctx, cloud, resync)) as Box<dyn Controller>
         }))
     })

@@ -1,7 +1,8 @@
 //! A vendor controller on the controller kit (`examples::tagging`) inside the real runtime, against a real
 //! kube-apiserver: enabled by `--controllers=*,tagging` it tags the instances of the Nodes the cloud node
 //! controller initialized, records `TaggedInstance` Events, shows in the metrics, re-tags after drift and stops
-//! with the CCM; with the default `--controllers=*` it does not run; the reference CCM wires it to its own cloud.
+//! with the CCM; with the default `--controllers=*` it does not run; the reference CCM wires it to its own cloud,
+//! with its vendor flag and config section, and reloads a changed `--cloud-config` without a restart.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -11,7 +12,9 @@ use ccm_core::{ProviderRegistry, names};
 use ccm_provider_fake::{FakeCloud, FakeInstance};
 use ccm_testenv::{TestEnv, wait_for};
 use examples::tagging;
-use k8s_openapi::api::core::v1::{Event, Node, NodeCondition, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::api::core::v1::{
+    Event, Node, NodeCondition, NodeSpec, NodeStatus, ObjectReference, Taint,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use tokio_util::sync::CancellationToken;
@@ -309,61 +312,187 @@ async fn with_the_default_controllers_it_does_not_run() {
     delete_nodes(&client, &label).await;
 }
 
+/// Write `text` to `path` atomically (a new file renamed over the old one, as a Secret volume's `..data` swap
+/// does): the watcher never sees a half-written inventory.
+fn replace_file(path: &std::path::Path, text: &str) {
+    let staging = path.with_extension("staging");
+    std::fs::write(&staging, text).expect("write the new file");
+    std::fs::rename(&staging, path).expect("swap it in");
+}
+
+/// An inventory of the fake cloud with one instance per name and no instance types (the vendor flag sets them).
+fn inventory(nodes: &[&str]) -> String {
+    let mut text = "providerName: fake\ninstances:\n".to_owned();
+    for (i, node) in nodes.iter().enumerate() {
+        text.push_str(&format!(
+            "  - name: {node}\n    zone: zone-a\n    region: region-1\n    addresses:\n      - {{type: InternalIP, \
+             address: 10.0.0.{}}}\n",
+            30 + i
+        ));
+    }
+    text
+}
+
+/// The Events with `reason` about `regarding`.
+async fn events_about(
+    client: &kube::Client,
+    regarding: &ObjectReference,
+    reason: &str,
+) -> Vec<Event> {
+    let namespace = regarding.namespace.as_deref().unwrap_or("default");
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+    let selector = format!(
+        "involvedObject.name={},reason={reason}",
+        regarding.name.as_deref().unwrap_or_default()
+    );
+    events
+        .list(&ListParams::default().fields(&selector))
+        .await
+        .map(|list| list.items)
+        .unwrap_or_default()
+}
+
+/// Wait until the Node `name` is initialized; returns its labels.
+async fn initialized_labels(client: &kube::Client, name: &str) -> BTreeMap<String, String> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    wait_for("the node to be initialized", TIMEOUT, || async {
+        let node = nodes.get(name).await.ok()?;
+        node.spec.as_ref()?.provider_id.as_ref()?;
+        node.metadata.labels
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{name} initialized: {e}"))
+}
+
+const INSTANCE_TYPE_LABEL: &str = "node.kubernetes.io/instance-type";
+
+/// The issue's "done when": the reference CCM against the real apiserver with a vendor flag
+/// (`--fake-default-instance-type`), a vendor config section (`fake: {instanceLabels}`), a vendor controller
+/// (`tagging`, taking the cloud its factory shared) and a live reload of `--cloud-config`: a valid new inventory
+/// is applied without a restart, a broken one is rejected with a Warning Event and the old one keeps working.
 #[tokio::test]
-async fn the_reference_ccm_tags_its_own_cloud_with_controllers_star_tagging() {
+async fn the_reference_ccm_with_a_vendor_flag_config_section_controller_and_live_reload() {
     let env = TestEnv::shared().await;
     let client = env.client();
-    let label = env.unique_name("reftag");
-    let ns = env.namespace("reftag").await;
-    let node = format!("{label}-n0");
-    // The reference CCM builds its cloud from --cloud-config.
-    let inventory = std::env::temp_dir().join(format!("{label}-inventory.yaml"));
+    let label = env.unique_name("vendor");
+    let ns = env.namespace("vendor").await;
+    let [n0, n1, n2] = [0, 1, 2].map(|i| format!("{label}-n{i}"));
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let inventory_path = dir.path().join("inventory.yaml");
+    replace_file(&inventory_path, &inventory(&[&n0]));
+    let config_path = dir.path().join("ccm.yaml");
     std::fs::write(
-        &inventory,
-        format!(
-            "providerName: fake\ninstances:\n  - name: {node}\n    zone: zone-a\n    region: region-1\n    \
-             addresses:\n      - {{type: InternalIP, address: 10.0.0.30}}\n"
-        ),
+        &config_path,
+        "fake:\n  instanceLabels:\n    ccm.example/team: infra\n",
     )
-    .expect("write the inventory");
+    .expect("write the config file");
+
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     let builder = examples::reference_ccm()
         .expect("the reference CCM")
         .with_client(client.clone())
         .with_admin_listener(listener);
-    let cloud_config = format!("--cloud-config={}", inventory.display());
+    let cloud_config = format!("--cloud-config={}", inventory_path.display());
+    let config = format!("--config={}", config_path.display());
     let args = flags(
         &label,
         &ns,
         &[
             &cloud_config,
+            &config,
+            "--fake-default-instance-type=fake.vendor",
             "--controllers=*,tagging",
-            "--leader-elect=false",
+            "--cloud-config-reload-interval=500ms",
         ],
     );
     let (running, shutdown) = start(builder, args).await;
-    create_node(&client, &node, &label).await;
 
-    // Only the cloud the provider factory built knows the instance, so an Event naming its providerID and the
-    // cluster tag means the controller tagged that very cloud.
+    // The flag and the config section reached the provider factory: the Node's labels come from them.
+    create_node(&client, &n0, &label).await;
+    let labels = initialized_labels(&client, &n0).await;
+    assert_eq!(
+        labels.get(INSTANCE_TYPE_LABEL).map(String::as_str),
+        Some("fake.vendor"),
+        "{labels:?}"
+    );
+    assert_eq!(
+        labels.get("ccm.example/team").map(String::as_str),
+        Some("infra"),
+        "{labels:?}"
+    );
+
+    // The vendor controller reconciles: it tags the instance of the cloud the factory built and shared.
     let events = wait_for("the TaggedInstance Event", TIMEOUT, || async {
-        let events = tagged_events(&client, &node).await;
+        let events = tagged_events(&client, &n0).await;
         (!events.is_empty()).then_some(events)
     })
     .await
     .expect("an Event");
     let message = events[0].message.as_deref().unwrap_or_default();
-    assert!(
-        message.contains(&format!("fake://{node}"))
-            && message.contains(&format!("{}=owned", tagging::cluster_tag(&label)))
-            && message.contains(&format!("{}={node}", tagging::NODE_NAME_TAG)),
-        "{message}"
-    );
+    assert!(message.contains(&format!("fake://{n0}")), "{message}");
     assert_eq!(
         sample(&running.metrics().encode(), RUNNING_TAGGING),
         Some(1.0)
     );
+
+    // A changed inventory is applied without a restart: a Normal Event, and a Node of the new instance is
+    // initialized, with the vendor defaults filled in again.
+    let regarding = ccm_app::reload::involved_object(ccm_app::reload::pod_from_env(), (&ns, "ccm"));
+    replace_file(&inventory_path, &inventory(&[&n0, &n1, &n2]));
+    let reloaded = wait_for("the CloudConfigReloaded Event", TIMEOUT, || async {
+        let events = events_about(&client, &regarding, "CloudConfigReloaded").await;
+        (!events.is_empty()).then_some(events)
+    })
+    .await
+    .expect("a reload Event");
+    assert_eq!(reloaded[0].type_.as_deref(), Some("Normal"));
+    create_node(&client, &n1, &label).await;
+    let labels = initialized_labels(&client, &n1).await;
+    assert_eq!(
+        labels.get(INSTANCE_TYPE_LABEL).map(String::as_str),
+        Some("fake.vendor"),
+        "{labels:?}"
+    );
+
+    // A broken inventory is rejected: a Warning Event saying why, and the previous inventory stays in force.
+    replace_file(&inventory_path, "instances: [{name: x, zonee: a}]\n");
+    let failed = wait_for("the CloudConfigReloadFailed Event", TIMEOUT, || async {
+        let events = events_about(&client, &regarding, "CloudConfigReloadFailed").await;
+        (!events.is_empty()).then_some(events)
+    })
+    .await
+    .expect("a Warning Event");
+    assert_eq!(failed[0].type_.as_deref(), Some("Warning"));
+    let message = failed[0].message.as_deref().unwrap_or_default();
+    assert!(
+        message.contains("zonee") && message.contains("stays in force"),
+        "{message}"
+    );
+    create_node(&client, &n2, &label).await;
+    let labels = initialized_labels(&client, &n2).await;
+    assert_eq!(
+        labels.get("ccm.example/team").map(String::as_str),
+        Some("infra"),
+        "{labels:?}"
+    );
+
+    let text = running.metrics().encode();
+    assert_eq!(
+        sample(
+            &text,
+            "cloud_provider_config_reloads_total{result=\"success\"}"
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "cloud_provider_config_reloads_total{result=\"failure\"}"
+        ),
+        Some(1.0),
+        "{text}"
+    );
     stop(running, shutdown).await;
     delete_nodes(&client, &label).await;
-    let _ = std::fs::remove_file(&inventory);
 }

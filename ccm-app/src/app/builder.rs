@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 
+use ccm_core::background::BackgroundTasks;
 use ccm_core::budget::{CloudCallMetrics, RateLimitInterceptor};
 use ccm_core::cache::CachingProvider;
 use ccm_core::fence::LeadershipFence;
@@ -22,8 +23,10 @@ use clap::{CommandFactory, FromArgMatches, Parser};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::provider::{StopOnFailure, create_provider, start_reload_watcher};
 use super::signals::handle_signals;
 use super::supervisor::{RunningCcm, Supervisor};
+use super::vendor::VendorSpec;
 use super::{CcmStatus, RunError, StartupError};
 use crate::admin::{AdminError, AdminServer, AdminState};
 use crate::auth::DelegatedAuth;
@@ -31,7 +34,6 @@ use crate::client::{
     ClientFactory, KUBE_API_CLIENT_CONFIGZ, KubeApiLimits, base_client, kube_config,
     user_agent_prefix,
 };
-use crate::config_file::load_config_file;
 use crate::controllers::ControllerCatalog;
 use crate::health::{Endpoint, HealthChecks};
 use crate::options::{CcmOptions, Settings, ValidationError};
@@ -84,6 +86,7 @@ impl CloudControllerManager {
             service_account_connection: None,
             admin_listener: None,
             health_checks: Vec::new(),
+            vendor: VendorSpec::default(),
         }
     }
 }
@@ -102,6 +105,7 @@ pub struct CcmBuilder {
     service_account_connection: Option<kube::Client>,
     admin_listener: Option<std::net::TcpListener>,
     health_checks: Vec<(String, HealthCheck)>,
+    pub(super) vendor: VendorSpec,
 }
 
 impl std::fmt::Debug for CcmBuilder {
@@ -111,6 +115,7 @@ impl std::fmt::Debug for CcmBuilder {
             .field("default_controllers", &self.default_controllers)
             .field("controllers", &self.controllers.len())
             .field("command_name", &self.command_name)
+            .field("vendor", &self.vendor)
             .finish_non_exhaustive()
     }
 }
@@ -137,6 +142,57 @@ impl CcmBuilder {
         F: Fn(&CcmOptions) -> ControllerDescriptor + Send + Sync + 'static,
     {
         self.controllers.push(Arc::new(make));
+        self
+    }
+
+    /// Add the vendor's own flags, the `clap::Args` type `A`, to the command line. They are listed in `--help`
+    /// under the heading of `A` (`#[command(next_help_heading = "Acme")]`) or else [`VENDOR_HELP_HEADING`], may
+    /// read environment variables (`#[arg(env = "ACME_REGION")]`), and reach the provider factory as
+    /// [`ProviderSettings::vendor_args`](ccm_core::ProviderSettings::vendor_args) and the controllers as
+    /// `ctx.vendor.args::<A>()`. A bad value is a usage error (exit code 2) like a bad runtime flag; a flag named
+    /// like a runtime flag is a [`StartupError::VendorExtension`].
+    ///
+    /// ```no_run
+    /// # async fn demo(registry: ccm_core::ProviderRegistry) -> std::process::ExitCode {
+    /// #[derive(Debug, Clone, clap::Args)]
+    /// #[command(next_help_heading = "Acme")]
+    /// struct AcmeArgs {
+    ///     /// The Acme region to manage.
+    ///     #[arg(long = "acme-region", env = "ACME_REGION", default_value = "eu-1")]
+    ///     region: String,
+    /// }
+    ///
+    /// #[derive(Debug, Default, serde::Deserialize)]
+    /// #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    /// struct AcmeConfig {
+    ///     api_endpoint: Option<String>,
+    /// }
+    ///
+    /// // The factory: `settings.vendor_args::<AcmeArgs>()`, `settings.vendor_config::<AcmeConfig>()`.
+    /// ccm_app::CloudControllerManager::builder(registry)
+    ///     .with_default_controllers()
+    ///     .with_vendor_args::<AcmeArgs>()
+    ///     .with_vendor_config::<AcmeConfig>("acme") // `acme:` in the --config file
+    ///     .run_from_args()
+    ///     .await
+    /// # }
+    /// ```
+    pub fn with_vendor_args<A: clap::Args + Send + Sync + 'static>(mut self) -> Self {
+        self.vendor.set_args::<A>();
+        self
+    }
+
+    /// Read the vendor's own section of the `--config` file, the top-level key `section` (for example the
+    /// provider's name), into `C` (`C::default()` when the file has none). Reaches the provider factory as
+    /// [`ProviderSettings::vendor_config`](ccm_core::ProviderSettings::vendor_config) and the controllers as
+    /// `ctx.vendor.config::<C>()`. A bad section is a config-file error naming the section (exit code 1); use
+    /// `#[serde(deny_unknown_fields)]` so misspelled keys are caught. See
+    /// [`with_vendor_args`](Self::with_vendor_args) for an example.
+    pub fn with_vendor_config<C>(mut self, section: &str) -> Self
+    where
+        C: serde::de::DeserializeOwned + Default + Send + Sync + 'static,
+    {
+        self.vendor.set_config::<C>(section);
         self
     }
 
@@ -212,11 +268,13 @@ impl CcmBuilder {
 
     /// The clap command (flags, help text) of this CCM.
     pub fn command(&self) -> clap::Command {
-        Cli::command()
-            .name(self.command_name.clone())
-            .bin_name(self.command_name.clone())
-            .version(self.version.clone())
-            .about(self.about.clone())
+        self.vendor.augment(
+            Cli::command()
+                .name(self.command_name.clone())
+                .bin_name(self.command_name.clone())
+                .version(self.version.clone())
+                .about(self.about.clone()),
+        )
     }
 
     /// The controllers this binary knows under `options`, in start order.
@@ -231,7 +289,8 @@ impl CcmBuilder {
     }
 
     /// Parse a command line (the first item is the program name), read `--config`, apply the precedence
-    /// defaults < file < flags, and validate. Nothing is started.
+    /// defaults < file < flags, and validate. Nothing is started. The vendor's flags and config section are kept
+    /// for the [`start`](Self::start) that follows.
     ///
     /// # Errors
     ///
@@ -241,17 +300,23 @@ impl CcmBuilder {
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
+        self.vendor.check(&Cli::command())?;
         let matches = self
             .command()
             .try_get_matches_from(args)
             .map_err(StartupError::Args)?;
         let cli = Cli::from_arg_matches(&matches).map_err(StartupError::Args)?;
-        let file = match &cli.config {
-            Some(path) => load_config_file(path)?,
-            None => Settings::default(),
+        let (file, section) = match &cli.config {
+            Some(path) => self.vendor.load_file(path)?,
+            None => (Settings::default(), None),
         };
+        let vendor = self
+            .vendor
+            .parse(&matches, section)
+            .map_err(StartupError::Args)?;
         let options = CcmOptions::resolve(&self.defaults, &file, &cli.settings);
         self.validate(&options)?;
+        self.vendor.remember(vendor);
         Ok(options)
     }
 
@@ -401,6 +466,8 @@ impl CcmBuilder {
         shutdown: CancellationToken,
     ) -> Result<RunningCcm, RunError> {
         let plan = self.validate(&options)?;
+        self.vendor.check(&Cli::command())?;
+        let vendor = self.vendor.take(&self.command_name)?;
         note_compatibility_settings(&options);
         tracing::info!(
             command = %self.command_name,
@@ -444,13 +511,16 @@ impl CcmBuilder {
         };
 
         // The cloud initializer runs in every replica, before leader election (Go parity).
-        let provider = self
-            .registry
-            .init_cloud_provider(&options.cloud_provider, options.cloud_config.as_deref())?
-            .ok_or_else(|| RunError::NoProvider {
-                name: options.cloud_provider.clone(),
-                known: self.registry.names().join(", "),
-            })?;
+        let background = BackgroundTasks::new(shutdown.clone());
+        let stop_on_failure = StopOnFailure::new(&background);
+        let (provider, reload_watch) = create_provider(
+            &self.registry,
+            &options,
+            factory.client("cloud-provider"),
+            vendor.clone(),
+            background.clone(),
+        )
+        .await?;
         if !provider.has_cluster_id() {
             if options.allow_untagged_cloud {
                 tracing::warn!(
@@ -488,6 +558,16 @@ impl CcmBuilder {
             .with_metrics(&metrics);
         let instance_cache = caching.cache();
         let provider: Arc<dyn CloudProvider> = Arc::new(caching);
+        let identity = instance_name();
+        let events = EventSink::new().with_metrics(&metrics);
+        start_reload_watcher(
+            reload_watch,
+            provider.clone(),
+            &options,
+            &background,
+            (&events, factory.client("cloud-config-reload"), &identity),
+            &metrics,
+        );
         let checks = HealthChecks::new();
         checks.add("ping", Endpoint::ALL, Arc::new(|| Ok(())));
         for (name, check) in self.health_checks {
@@ -506,7 +586,6 @@ impl CcmBuilder {
             }),
         );
 
-        let identity = instance_name();
         let leader = if options.leader_elect {
             let le_metrics = metrics.with(LeaderElectionMetrics::register);
             let elector = LeaderElector::builder(
@@ -596,8 +675,11 @@ impl CcmBuilder {
             instance: identity,
             informers_slot,
             service_account_connection,
-            events: EventSink::new().with_metrics(&metrics),
+            events,
+            vendor,
+            background,
         };
+        stop_on_failure.disarm();
         let task = tokio::spawn(supervisor.supervise(leader, admin));
         Ok(RunningCcm {
             admin_addr,
@@ -1123,7 +1205,9 @@ mod tests {
     fn vendor_defaults_and_controllers() {
         let registry = ProviderRegistry::new();
         registry
-            .register("acme", |_| Ok(Arc::new(Named) as Arc<dyn CloudProvider>))
+            .register("acme", |_| async {
+                Ok(Arc::new(Named) as Arc<dyn CloudProvider>)
+            })
             .unwrap();
         let builder = CloudControllerManager::builder(registry)
             .with_default_provider("acme")

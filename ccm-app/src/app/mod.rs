@@ -2,13 +2,16 @@
 //!
 //! - [`builder`]: the command line, the builder, and start-up (clients, provider, admin server, leader election);
 //! - [`supervisor`]: the started CCM, leading, running and draining the controllers, the shared informers;
-//! - [`signals`]: SIGTERM/SIGINT to a graceful shutdown.
+//! - [`signals`]: SIGTERM/SIGINT to a graceful shutdown;
+//! - [`vendor`]: the vendor's own flags and config-file section.
 //!
 //! This module holds what they share: the errors and the status.
 
 mod builder;
+mod provider;
 mod signals;
 mod supervisor;
+mod vendor;
 
 use std::time::Duration;
 
@@ -24,6 +27,7 @@ use crate::options::ValidationError;
 
 pub use builder::{CcmBuilder, CloudControllerManager};
 pub use supervisor::{APISERVER_WAIT, RunningCcm, client_name, scope_of};
+pub use vendor::VENDOR_HELP_HEADING;
 
 /// Problems found before anything starts: bad flags, an unusable config file, invalid settings.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +45,9 @@ pub enum StartupError {
     /// The binary registered controllers with clashing names (a programming error).
     #[error("invalid controller registration: {0}")]
     Catalog(#[from] CatalogError),
+    /// The binary's vendor flags or config section clash with the runtime's (a programming error).
+    #[error("invalid vendor extension: {0}")]
+    VendorExtension(String),
 }
 
 impl StartupError {
@@ -181,7 +188,9 @@ mod test_support {
     pub(super) fn builder() -> CcmBuilder {
         let registry = ProviderRegistry::new();
         registry
-            .register("fake", |_| Ok(Arc::new(Named) as Arc<dyn CloudProvider>))
+            .register("fake", |_| async {
+                Ok(Arc::new(Named) as Arc<dyn CloudProvider>)
+            })
             .unwrap();
         CloudControllerManager::builder(registry).with_default_controllers()
     }

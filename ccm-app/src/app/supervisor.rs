@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use ccm_core::BoxError;
+use ccm_core::background::BackgroundTasks;
 use ccm_core::cache::InstanceCache;
 use ccm_core::names;
 use ccm_core::provider::{CloudProvider, InitializeContext};
@@ -14,6 +15,7 @@ use ccm_core::runtime::controller::{ControllerContext, ControllerDescriptor, Hea
 use ccm_core::runtime::events::EventSink;
 use ccm_core::runtime::informer::{InformerScope, SharedInformers};
 use ccm_core::runtime::metrics::{ControllerManagerMetrics, SharedRegistry};
+use ccm_core::vendor::VendorSettings;
 use ccm_leaderelection::{LeaderHandle, StepDownReason};
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, ListParams};
@@ -104,6 +106,10 @@ pub(super) struct Supervisor {
     pub(super) informers_slot: Arc<OnceLock<SharedInformers>>,
     /// The process's Event pipeline (one writer per controller, flushed at shutdown).
     pub(super) events: EventSink,
+    /// The vendor's flags, config section and shared values, handed to every controller.
+    pub(super) vendor: VendorSettings,
+    /// The provider's background tasks and the reload watcher: stopped last.
+    pub(super) background: BackgroundTasks,
 }
 
 /// Why the leader phase ended.
@@ -133,6 +139,7 @@ impl Supervisor {
         if let Some(admin) = admin {
             admin.stop().await;
         }
+        self.background.stop(self.options.shutdown_timeout).await;
         self.status.send_replace(CcmStatus::Stopped);
         result
     }
@@ -264,7 +271,8 @@ impl Supervisor {
             self.options.cluster_name.clone(),
         )
         .with_instance(self.instance.clone())
-        .with_events(self.events.clone());
+        .with_events(self.events.clone())
+        .with_vendor(self.vendor.clone());
 
         for (i, descriptor) in self.plan.iter().enumerate() {
             if shutdown.is_cancelled() {

@@ -57,6 +57,9 @@ pub const DEFAULT_KUBE_API_QPS: f32 = 20.0;
 pub const DEFAULT_KUBE_API_BURST: i32 = 30;
 /// Default of `--min-resync-period`.
 pub const DEFAULT_MIN_RESYNC_PERIOD: Duration = Duration::from_secs(12 * 3600);
+/// Default of `--cloud-config-reload-interval`.
+pub const DEFAULT_CLOUD_CONFIG_RELOAD_INTERVAL: Duration = Duration::from_secs(10);
+
 /// Default of `--shutdown-timeout`.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -76,6 +79,12 @@ settings! {
     /// The path of the provider's configuration file, passed to the provider. Default: none.
     #[arg(long, value_name = "PATH", help_heading = "Cloud provider")]
     cloud_config: Option<PathBuf> as PathBuf = None,
+
+    /// SDK addition: how often --cloud-config and the files the provider declared are checked for changes; a
+    /// change is handed to the provider's reload hook (no restart; a rejected file keeps the old configuration and
+    /// yields a CloudConfigReloadFailed Warning Event). 0s disables watching. Default: 10s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Cloud provider")]
+    cloud_config_reload_interval: Duration as GoDuration = DEFAULT_CLOUD_CONFIG_RELOAD_INTERVAL,
 
     /// Start even if the provider reports no cluster ID (deprecated in Go; kept for compatibility). Default: false.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",

@@ -39,6 +39,7 @@ use crate::provider::CloudProvider;
 use crate::runtime::events::{EventRecorder, EventSink};
 use crate::runtime::informer::SharedInformers;
 use crate::runtime::metrics::{SharedRegistry, WorkqueueMetrics};
+use crate::vendor::VendorSettings;
 
 /// A running controller.
 #[async_trait]
@@ -78,6 +79,9 @@ pub struct ControllerContext {
     /// The client Events are written with; `None` uses [`client`](Self::client). The runtime sets a client that
     /// shares the controller's API budget at a lower priority than its object writes.
     pub event_client: Option<kube::Client>,
+    /// The vendor's flags, config section and the values its provider factory shared (for example its cloud
+    /// client): what a vendor controller reads its settings from.
+    pub vendor: VendorSettings,
 }
 
 impl std::fmt::Debug for ControllerContext {
@@ -110,12 +114,19 @@ impl ControllerContext {
             instance: None,
             events: EventSink::new(),
             event_client: None,
+            vendor: VendorSettings::new(),
         }
     }
 
     /// Use `events` as the Event pipeline (to share one sink with other contexts).
     pub fn with_events(mut self, events: EventSink) -> Self {
         self.events = events;
+        self
+    }
+
+    /// Use `vendor` as the vendor's settings (the runtime passes the ones its provider factory received).
+    pub fn with_vendor(mut self, vendor: VendorSettings) -> Self {
+        self.vendor = vendor;
         self
     }
 
