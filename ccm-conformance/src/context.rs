@@ -16,8 +16,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use tokio::time::Instant;
 
-use crate::clause::format_elapsed;
-use crate::fixture::{ConformanceFixture, InstanceRef, LoadBalancerInspector};
+use crate::fixture::{ConformanceFixture, InstanceRef};
+use crate::report::format_elapsed;
+use crate::subject::{ErrorInjector, LoadBalancerInspector};
 
 /// Why a clause stopped early.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +27,8 @@ pub(crate) enum Stop {
     Fail(String),
     /// The clause cannot be checked; why.
     Skip(String),
+    /// The clause does not apply, as the fixture declares; the declaration.
+    Declared(String),
 }
 
 /// The result of a step of a clause.
@@ -39,6 +42,11 @@ pub(crate) fn fail<T>(message: impl Into<String>) -> Check<T> {
 /// Stop the clause as skipped.
 pub(crate) fn skip<T>(reason: impl Into<String>) -> Check<T> {
     Err(Stop::Skip(reason.into()))
+}
+
+/// Stop the clause as not applicable, because the fixture says so.
+pub(crate) fn declared<T>(reason: impl Into<String>) -> Check<T> {
+    Err(Stop::Declared(reason.into()))
 }
 
 /// An error as `"<message>" (kind <kind>)`.
@@ -57,6 +65,8 @@ pub(crate) struct Ctx {
     pub(crate) provider: Arc<dyn CloudProvider>,
     pub(crate) fixture: ConformanceFixture,
     pub(crate) inspector: Option<Arc<dyn LoadBalancerInspector>>,
+    pub(crate) injector: Option<Arc<dyn ErrorInjector>>,
+    poll_interval: Duration,
     run_id: String,
     counter: AtomicUsize,
     services: Mutex<Vec<Service>>,
@@ -68,12 +78,16 @@ impl Ctx {
         provider: Arc<dyn CloudProvider>,
         fixture: ConformanceFixture,
         inspector: Option<Arc<dyn LoadBalancerInspector>>,
+        injector: Option<Arc<dyn ErrorInjector>>,
+        poll_interval: Duration,
     ) -> Self {
         let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
         Ctx {
             provider,
             fixture,
             inspector,
+            injector,
+            poll_interval,
             run_id,
             counter: AtomicUsize::new(0),
             services: Mutex::new(Vec::new()),
@@ -255,8 +269,8 @@ impl Ctx {
         .await
     }
 
-    /// Run `check` until it passes, for up to the fixture's consistency timeout (polling every second); a
-    /// skip or the last failure ends it.
+    /// Run `check` until it passes, for up to the fixture's consistency timeout (polling at the fixture's
+    /// poll interval, one second by default); a skip or the last failure ends it.
     pub(crate) async fn eventually<T, F, Fut>(&self, mut check: F) -> Check<T>
     where
         F: FnMut() -> Fut,
@@ -277,7 +291,7 @@ impl Ctx {
                             format_elapsed(limit)
                         ));
                     }
-                    tokio::time::sleep((deadline - now).min(Duration::from_secs(1))).await;
+                    tokio::time::sleep((deadline - now).min(self.poll_interval)).await;
                 }
                 other => return other,
             }
@@ -414,7 +428,9 @@ impl Ctx {
                     let problem = match outcome {
                         Ok(Ok(())) => continue,
                         Ok(Err(err)) => err.to_string(),
-                        Err(Stop::Fail(message) | Stop::Skip(message)) => message,
+                        Err(
+                            Stop::Fail(message) | Stop::Skip(message) | Stop::Declared(message),
+                        ) => message,
                     };
                     tracing::warn!(cluster, cidr = %route.destination_cidr, problem, "conformance clean-up: deleting a route failed");
                 }
@@ -462,7 +478,9 @@ pub(crate) async fn ensure_until_ready(
         .await
         {
             Ok(result) => result,
-            Err(Stop::Fail(message) | Stop::Skip(message)) => return Err(message),
+            Err(Stop::Fail(message) | Stop::Skip(message) | Stop::Declared(message)) => {
+                return Err(message);
+            }
         };
         match result {
             Ok(status) => return Ok(status),

@@ -1,5 +1,6 @@
 //! The suite's subject for the fake cloud of `ccm-provider-fake`: a cloud with a running, a stopped and two
-//! more backend instances, the matching fixture, and an inspector reading the fake's load balancers.
+//! more backend instances, the matching fixture, an inspector reading the fake's load balancers, and an error
+//! injector arming the fake's faults.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -12,12 +13,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ccm_core::BoxError;
 use ccm_core::helpers::service_key;
-use ccm_provider_fake::{FakeCloud, FakeInstance};
+use ccm_core::intercept::Operation;
+use ccm_core::{BoxError, ErrorKind};
+use ccm_provider_fake::{FakeCloud, FakeInstance, Fault, InjectedError};
 use k8s_openapi::api::core::v1::Service;
 
-use crate::fixture::{ConformanceFixture, ConformanceSubject, InstanceRef, LoadBalancerInspector};
+use crate::fixture::{ConformanceFixture, InstanceRef};
+use crate::subject::{ConformanceSubject, ErrorInjector, LoadBalancerInspector};
 
 /// The prefix of the instance names of [`cloud`] and [`fixture`].
 pub const DEFAULT_PREFIX: &str = "conformance";
@@ -111,18 +114,45 @@ impl LoadBalancerInspector for FakeInspector {
     }
 }
 
-/// A subject for `cloud` (built by [`cloud`], or changed afterwards), with [`fixture`] and a
-/// [`FakeInspector`].
-pub fn subject_for(cloud: FakeCloud) -> ConformanceSubject {
-    ConformanceSubject::new(Arc::new(cloud.clone()), fixture()).with_inspector(FakeInspector(cloud))
+/// Arms a [`FakeCloud`]'s faults: the next call of the operation fails with the fake's error of that kind.
+#[derive(Debug, Clone)]
+pub struct FakeErrorInjector(pub FakeCloud);
+
+#[async_trait]
+impl ErrorInjector for FakeErrorInjector {
+    async fn fail_next(&self, operation: Operation, kind: ErrorKind) -> Result<bool, BoxError> {
+        let error = match kind {
+            ErrorKind::InstanceNotFound => InjectedError::InstanceNotFound,
+            ErrorKind::NotImplemented => InjectedError::NotImplemented,
+            ErrorKind::ImplementedElsewhere => InjectedError::ImplementedElsewhere,
+            ErrorKind::Retry => InjectedError::Retry(Duration::from_secs(1)),
+            ErrorKind::Throttled => InjectedError::Throttled,
+            ErrorKind::Timeout => InjectedError::Timeout,
+            ErrorKind::Other => {
+                InjectedError::Other("injected by the conformance suite".to_owned())
+            }
+            _ => return Ok(false),
+        };
+        self.0.inject(operation, Fault::once(error));
+        Ok(true)
+    }
 }
 
-/// A subject for a fresh [`cloud_with_prefix`] with the matching fixture and a [`FakeInspector`]; returns the
-/// cloud too, to inspect or change it.
+/// A subject for `cloud` (built by [`cloud`], or changed afterwards), with [`fixture`], a [`FakeInspector`]
+/// and a [`FakeErrorInjector`].
+pub fn subject_for(cloud: FakeCloud) -> ConformanceSubject {
+    ConformanceSubject::new(Arc::new(cloud.clone()), fixture())
+        .with_inspector(FakeInspector(cloud.clone()))
+        .with_error_injector(FakeErrorInjector(cloud))
+}
+
+/// A subject for a fresh [`cloud_with_prefix`] with the matching fixture, a [`FakeInspector`] and a
+/// [`FakeErrorInjector`]; returns the cloud too, to inspect or change it.
 pub fn subject_with_prefix(prefix: &str) -> (FakeCloud, ConformanceSubject) {
     let cloud = cloud_with_prefix(prefix);
     let subject = ConformanceSubject::new(Arc::new(cloud.clone()), fixture_with_prefix(prefix))
-        .with_inspector(FakeInspector(cloud.clone()));
+        .with_inspector(FakeInspector(cloud.clone()))
+        .with_error_injector(FakeErrorInjector(cloud.clone()));
     (cloud, subject)
 }
 

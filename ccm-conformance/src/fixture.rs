@@ -1,17 +1,13 @@
 //! What the suite needs to know about the cloud under test: [`ConformanceFixture`] (instances, cluster names,
-//! route CIDRs, time limits), [`InstanceRef`] (one instance and the Node that stands for it), and
-//! [`ConformanceSubject`] (a provider with its fixture and optional [`LoadBalancerInspector`]).
+//! route CIDRs, time limits, declared capabilities) and [`InstanceRef`] (one instance and the Node that stands
+//! for it).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use ccm_core::intercept::Capability;
-use ccm_core::{BoxError, CloudProvider};
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -123,8 +119,9 @@ pub type ServiceCustomizer = Arc<dyn Fn(&mut Service) + Send + Sync>;
 /// Everything the suite needs to know about the cloud under test.
 ///
 /// A vendor fills it for their cloud: names of instances that exist (one running, one stopped), an instance
-/// that does not exist, nodes to use as load-balancer backends, route CIDRs it may create, time limits. Every
-/// field has a default; clauses that need something the fixture lacks are skipped with the reason.
+/// that does not exist, nodes to use as load-balancer backends, route CIDRs it may create, time limits, and the
+/// capabilities the provider lacks on purpose ([`without`](Self::without)). Every field has a default; clauses
+/// that need something the fixture lacks are skipped with the reason.
 ///
 /// ```
 /// use std::time::Duration;
@@ -142,6 +139,15 @@ pub type ServiceCustomizer = Arc<dyn Fn(&mut Service) + Send + Sync>;
 ///     .with_ready_timeout(Duration::from_secs(600))
 ///     .skip(Clause::RoutesScopedToCluster, "one route table per VPC, one cluster per VPC");
 /// assert_eq!(fixture.cluster_name, "kubernetes");
+///
+/// // A provider that serves only InstancesV2 says so, and strict mode accepts the clauses it leaves out.
+/// use ccm_core::intercept::Capability;
+/// let v2_only = ConformanceFixture::new()
+///     .with_running(InstanceRef::new("worker-1").with_provider_id("acme://i-0001"))
+///     .without_capabilities([Capability::Instances, Capability::Zones, Capability::LoadBalancer])
+///     .without(Capability::Routes)
+///     .without(Capability::Clusters);
+/// assert!(v2_only.absent_capabilities.contains(&Capability::Routes));
 /// ```
 #[derive(Clone)]
 #[non_exhaustive]
@@ -183,12 +189,19 @@ pub struct ConformanceFixture {
     /// balancer counts as never ready (default 10 minutes).
     pub ready_timeout: Duration,
     /// How long a state change may take to become visible (get after delete, list after create), polled
-    /// every second (default zero: visible at once).
+    /// every [`poll_interval`](Self::poll_interval) (default zero: visible at once).
     pub consistency_timeout: Duration,
+    /// How often the consistency wait polls. `None` (the default) takes [`POLL_INTERVAL_ENV_VAR`] (a Go
+    /// duration such as `250ms`) if set, else one second.
+    pub poll_interval: Option<Duration>,
     /// Limit of a whole clause, clean-up included (default 20 minutes).
     pub clause_timeout: Duration,
     /// Capabilities the provider must have: their clauses fail, instead of being skipped, if it lacks one.
     pub expected_capabilities: BTreeSet<Capability>,
+    /// Capabilities the provider lacks on purpose: their clauses are [not
+    /// applicable](crate::Outcome::NotApplicable) (which strict mode accepts), and fail if the provider has
+    /// the capability after all.
+    pub absent_capabilities: BTreeSet<Capability>,
     /// Clauses to skip, with the reason reported.
     pub skipped: BTreeMap<Clause, String>,
     /// Applied to every Service the suite makes up.
@@ -213,8 +226,10 @@ impl fmt::Debug for ConformanceFixture {
             .field("call_timeout", &self.call_timeout)
             .field("ready_timeout", &self.ready_timeout)
             .field("consistency_timeout", &self.consistency_timeout)
+            .field("poll_interval", &self.poll_interval)
             .field("clause_timeout", &self.clause_timeout)
             .field("expected_capabilities", &self.expected_capabilities)
+            .field("absent_capabilities", &self.absent_capabilities)
             .field("skipped", &self.skipped)
             .field("customize_service", &self.customize_service.is_some())
             .finish()
@@ -239,8 +254,10 @@ impl Default for ConformanceFixture {
             call_timeout: Duration::from_secs(120),
             ready_timeout: Duration::from_secs(600),
             consistency_timeout: Duration::ZERO,
+            poll_interval: None,
             clause_timeout: Duration::from_secs(1200),
             expected_capabilities: BTreeSet::new(),
+            absent_capabilities: BTreeSet::new(),
             skipped: BTreeMap::new(),
             customize_service: None,
         }
@@ -347,6 +364,23 @@ impl ConformanceFixture {
         self
     }
 
+    /// Set how often the consistency wait polls (overrides [`POLL_INTERVAL_ENV_VAR`]; zero is taken as one
+    /// millisecond).
+    pub fn with_poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = Some(interval);
+        self
+    }
+
+    /// The interval the consistency wait polls at: [`poll_interval`](Self::poll_interval), else
+    /// [`POLL_INTERVAL_ENV_VAR`], else one second.
+    ///
+    /// # Errors
+    /// If the environment variable is set to something that is not a Go duration.
+    pub fn effective_poll_interval(&self) -> Result<Duration, String> {
+        let from_env = std::env::var(POLL_INTERVAL_ENV_VAR).ok();
+        poll_interval(self.poll_interval, from_env.as_deref())
+    }
+
     /// Set the limit of one clause.
     pub fn with_clause_timeout(mut self, limit: Duration) -> Self {
         self.clause_timeout = limit;
@@ -355,11 +389,33 @@ impl ConformanceFixture {
 
     /// Require a capability: its clauses fail instead of being skipped when the provider lacks it.
     pub fn expect_capability(mut self, capability: Capability) -> Self {
+        self.absent_capabilities.remove(&capability);
         self.expected_capabilities.insert(capability);
         self
     }
 
-    /// Skip a clause, with the reason to report.
+    /// Declare a capability absent on purpose (a V2-only provider declares [`Capability::Instances`], ...):
+    /// its clauses are [not applicable](crate::Outcome::NotApplicable) instead of skipped, so
+    /// `CCM_CONFORMANCE_STRICT=1` accepts them, and they fail if the provider has the capability after all.
+    pub fn without(mut self, capability: Capability) -> Self {
+        self.expected_capabilities.remove(&capability);
+        self.absent_capabilities.insert(capability);
+        self
+    }
+
+    /// Declare several capabilities absent on purpose (see [`without`](Self::without)).
+    pub fn without_capabilities(
+        mut self,
+        capabilities: impl IntoIterator<Item = Capability>,
+    ) -> Self {
+        for capability in capabilities {
+            self = self.without(capability);
+        }
+        self
+    }
+
+    /// Skip a clause on purpose, with the reason to report: the clause is [not
+    /// applicable](crate::Outcome::NotApplicable), which strict mode accepts.
     pub fn skip(mut self, clause: Clause, reason: impl Into<String>) -> Self {
         self.skipped.insert(clause, reason.into());
         self
@@ -375,7 +431,7 @@ impl ConformanceFixture {
     }
 
     /// The node name of the instance whose providerID is `provider_id`, among the fixture's instances
-    /// (useful in a [`LoadBalancerInspector`] that sees instance IDs).
+    /// (useful in a [`LoadBalancerInspector`](crate::LoadBalancerInspector) that sees instance IDs).
     pub fn node_name_for_provider_id(&self, provider_id: &str) -> Option<&str> {
         self.instances()
             .find(|i| i.provider_id.as_deref() == Some(provider_id))
@@ -400,161 +456,26 @@ impl ConformanceFixture {
     }
 }
 
-/// Looks at a load balancer in the cloud, to check what the provider traits cannot report: its backends.
-///
-/// Optional: without one, the clauses about backends are skipped.
-///
-/// ```
-/// use async_trait::async_trait;
-/// use ccm_conformance::LoadBalancerInspector;
-/// use ccm_core::BoxError;
-/// use k8s_openapi::api::core::v1::Service;
-///
-/// struct AcmeInspector;
-///
-/// #[async_trait]
-/// impl LoadBalancerInspector for AcmeInspector {
-///     async fn backend_nodes(&self, _cluster: &str, _service: &Service) -> Result<Option<Vec<String>>, BoxError> {
-///         // Ask the cloud for the load balancer's pool and map its members back to node names.
-///         Ok(Some(vec!["worker-1".to_owned()]))
-///     }
-/// }
-/// ```
-#[async_trait]
-pub trait LoadBalancerInspector: Send + Sync + 'static {
-    /// The node names behind the Service's load balancer in any order, or `None` if it has no load balancer.
-    async fn backend_nodes(
-        &self,
-        cluster_name: &str,
-        service: &Service,
-    ) -> Result<Option<Vec<String>>, BoxError>;
-}
+/// The environment variable that sets how often the consistency wait polls, as a Go duration (`250ms`, `2s`),
+/// when the fixture does not set [`ConformanceFixture::poll_interval`]. Default: one second.
+pub const POLL_INTERVAL_ENV_VAR: &str = "CCM_CONFORMANCE_POLL_INTERVAL";
 
-/// The provider under test with what the suite needs to know about it; what a factory returns.
-///
-/// ```
-/// use std::sync::Arc;
-/// use ccm_conformance::{ConformanceFixture, ConformanceSubject, InstanceRef};
-/// use ccm_core::CloudProvider;
-///
-/// struct Acme;
-/// impl CloudProvider for Acme {
-///     fn provider_name(&self) -> &str { "acme" }
-/// }
-///
-/// let subject = ConformanceSubject::new(
-///     Arc::new(Acme),
-///     ConformanceFixture::new().with_running(InstanceRef::new("worker-1")),
-/// );
-/// assert!(subject.inspector.is_none());
-/// ```
-#[derive(Clone)]
-#[non_exhaustive]
-pub struct ConformanceSubject {
-    /// The provider.
-    pub provider: Arc<dyn CloudProvider>,
-    /// What the suite needs to know about its cloud.
-    pub fixture: ConformanceFixture,
-    /// How to see load-balancer backends, if the vendor provides it.
-    pub inspector: Option<Arc<dyn LoadBalancerInspector>>,
-}
-
-impl fmt::Debug for ConformanceSubject {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ConformanceSubject")
-            .field("provider", &self.provider.provider_name())
-            .field("fixture", &self.fixture)
-            .field("inspector", &self.inspector.is_some())
-            .finish()
-    }
-}
-
-impl ConformanceSubject {
-    /// A provider and its fixture, without inspector.
-    pub fn new(provider: Arc<dyn CloudProvider>, fixture: ConformanceFixture) -> Self {
-        ConformanceSubject {
-            provider,
-            fixture,
-            inspector: None,
-        }
-    }
-
-    /// Add a load-balancer inspector.
-    pub fn with_inspector(mut self, inspector: impl LoadBalancerInspector) -> Self {
-        self.inspector = Some(Arc::new(inspector));
-        self
-    }
-
-    /// Add a load-balancer inspector held elsewhere too.
-    pub fn with_shared_inspector(mut self, inspector: Arc<dyn LoadBalancerInspector>) -> Self {
-        self.inspector = Some(inspector);
-        self
-    }
-
-    /// Replace the provider, keeping fixture and inspector (for example to wrap it in an
-    /// [`InterceptedProvider`](ccm_core::intercept::InterceptedProvider)).
-    pub fn map_provider(
-        mut self,
-        wrap: impl FnOnce(Arc<dyn CloudProvider>) -> Arc<dyn CloudProvider>,
-    ) -> Self {
-        self.provider = wrap(self.provider);
-        self
-    }
-}
-
-/// What a factory may return: a [`ConformanceSubject`], or a `Result` of one (an error fails the clause with
-/// the message).
-pub trait IntoSubject {
-    /// The subject, or why it could not be created.
-    fn into_subject(self) -> Result<ConformanceSubject, BoxError>;
-}
-
-impl IntoSubject for ConformanceSubject {
-    fn into_subject(self) -> Result<ConformanceSubject, BoxError> {
-        Ok(self)
-    }
-}
-
-impl<E: Into<BoxError>> IntoSubject for Result<ConformanceSubject, E> {
-    fn into_subject(self) -> Result<ConformanceSubject, BoxError> {
-        self.map_err(Into::into)
-    }
-}
-
-/// A future that creates a subject.
-pub type SubjectFuture = Pin<Box<dyn Future<Output = Result<ConformanceSubject, BoxError>>>>;
-
-/// Creates a fresh provider under test for each clause: any `Fn() -> impl Future<Output = S>` where `S` is a
-/// [`ConformanceSubject`] or a `Result` of one, such as an `async fn`.
-///
-/// ```
-/// # use std::sync::Arc;
-/// use ccm_conformance::{ConformanceFixture, ConformanceSubject, SubjectFactory};
-/// # struct Acme;
-/// # impl ccm_core::CloudProvider for Acme { fn provider_name(&self) -> &str { "acme" } }
-///
-/// async fn acme() -> ConformanceSubject {
-///     ConformanceSubject::new(Arc::new(Acme), ConformanceFixture::new())
-/// }
-/// fn takes_factory(_: impl SubjectFactory) {}
-/// takes_factory(acme);
-/// takes_factory(|| async { Ok::<_, std::io::Error>(ConformanceSubject::new(Arc::new(Acme), ConformanceFixture::new())) });
-/// ```
-pub trait SubjectFactory {
-    /// Start creating a subject.
-    fn create(&self) -> SubjectFuture;
-}
-
-impl<F, Fut, S> SubjectFactory for F
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = S> + 'static,
-    S: IntoSubject,
-{
-    fn create(&self) -> SubjectFuture {
-        let future = self();
-        Box::pin(async move { future.await.into_subject() })
-    }
+/// The consistency wait's interval: the fixture's, else the environment variable's, else one second; never
+/// below a millisecond (a zero interval would spin).
+fn poll_interval(
+    from_fixture: Option<Duration>,
+    from_env: Option<&str>,
+) -> Result<Duration, String> {
+    let interval = match (from_fixture, from_env.map(str::trim)) {
+        (Some(interval), _) => interval,
+        (None, None | Some("")) => Duration::from_secs(1),
+        (None, Some(text)) => ccm_core::duration::parse_go_duration(text).map_err(|err| {
+            format!(
+                "{POLL_INTERVAL_ENV_VAR}={text:?} is not a duration ({err}); write it like 250ms or 2s, or unset it for the default of 1s"
+            )
+        })?,
+    };
+    Ok(interval.max(Duration::from_millis(1)))
 }
 
 #[cfg(test)]
@@ -602,5 +523,45 @@ mod tests {
         assert_eq!(f.effective_backends().len(), 1);
         assert_eq!(f.effective_backends()[0].node_name, "b");
         assert!(format!("{f:?}").contains("RoutesScopedToCluster"));
+    }
+
+    #[test]
+    fn poll_interval_precedence_and_errors() {
+        let second = Duration::from_secs(1);
+        assert_eq!(poll_interval(None, None), Ok(second));
+        assert_eq!(poll_interval(None, Some(" ")), Ok(second));
+        assert_eq!(
+            poll_interval(None, Some("250ms")),
+            Ok(Duration::from_millis(250))
+        );
+        assert_eq!(
+            poll_interval(Some(Duration::from_millis(20)), Some("5s")),
+            Ok(Duration::from_millis(20))
+        );
+        assert_eq!(
+            poll_interval(Some(Duration::ZERO), None),
+            Ok(Duration::from_millis(1))
+        );
+        let err = poll_interval(None, Some("fast")).unwrap_err();
+        assert!(
+            err.starts_with("CCM_CONFORMANCE_POLL_INTERVAL=\"fast\" is not a duration"),
+            "{err}"
+        );
+        assert!(err.contains("250ms"), "{err}");
+    }
+
+    #[test]
+    fn declared_capabilities_exclude_each_other() {
+        let f = ConformanceFixture::new()
+            .expect_capability(Capability::Routes)
+            .without_capabilities([Capability::Routes, Capability::Zones]);
+        assert!(f.expected_capabilities.is_empty());
+        assert_eq!(
+            f.absent_capabilities,
+            BTreeSet::from([Capability::Routes, Capability::Zones])
+        );
+        let f = f.expect_capability(Capability::Zones);
+        assert_eq!(f.absent_capabilities, BTreeSet::from([Capability::Routes]));
+        assert_eq!(f.expected_capabilities, BTreeSet::from([Capability::Zones]));
     }
 }

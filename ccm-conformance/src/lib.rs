@@ -8,11 +8,12 @@
 //!   is "does not exist" without error, providerIDs have the `<provider>://` form, routes round-trip, error
 //!   kinds survive wrapping, concurrent calls are safe, ...). A vendor runs them from a test file with
 //!   [`provider_conformance_tests!`] (one test per clause in `cargo test` output) or programmatically with
-//!   [`run_all`] (a [`Report`] of [`Outcome::Passed`] / [`Outcome::Failed`] / [`Outcome::Skipped`] per clause).
-//!   The provider comes from a factory returning a [`ConformanceSubject`]: the provider, a
-//!   [`ConformanceFixture`] naming instances of the vendor's cloud, and optionally a
-//!   [`LoadBalancerInspector`]. Clauses for capabilities the provider lacks are skipped with the reason, never
-//!   passed.
+//!   [`run_all`] (a [`Report`] of [`Outcome::Passed`] / [`Outcome::Failed`] / [`Outcome::Skipped`] /
+//!   [`Outcome::NotApplicable`] per clause). The provider comes from a factory returning a
+//!   [`ConformanceSubject`]: the provider, a [`ConformanceFixture`] naming instances of the vendor's cloud and
+//!   the capabilities it lacks on purpose, and optionally a [`LoadBalancerInspector`], an [`ErrorInjector`]
+//!   and a teardown. Clauses for capabilities the provider lacks are skipped with the reason, never passed;
+//!   declared absent, they are not applicable, which strict mode ([`STRICT_ENV_VAR`]) accepts.
 //! - **The fake** ([`fake`]): the subject for `ccm-provider-fake`, which passes every clause.
 //! - **Fault injection** ([`faults`]): a [`FaultInjector`](faults::FaultInjector) for
 //!   [`InterceptedProvider`](ccm_core::intercept::InterceptedProvider) that fails or delays chosen operations
@@ -25,6 +26,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use ccm_conformance::{ConformanceFixture, ConformanceSubject, InstanceRef};
+//! use ccm_core::intercept::Capability;
 //! # struct AcmeCloud;
 //! # impl ccm_core::CloudProvider for AcmeCloud { fn provider_name(&self) -> &str { "acme" } }
 //! # impl AcmeCloud { async fn connect() -> AcmeCloud { AcmeCloud } }
@@ -33,7 +35,10 @@
 //!     let cloud = AcmeCloud::connect().await;
 //!     let fixture = ConformanceFixture::new()
 //!         .with_running(InstanceRef::new("worker-1").with_provider_id("acme://i-0001"))
-//!         .with_stopped(InstanceRef::new("worker-2").with_provider_id("acme://i-0002"));
+//!         .with_stopped(InstanceRef::new("worker-2").with_provider_id("acme://i-0002"))
+//!         // An InstancesV2-only provider: these are absent on purpose.
+//!         .without_capabilities([Capability::Instances, Capability::Zones, Capability::LoadBalancer])
+//!         .without_capabilities([Capability::Routes, Capability::Clusters]);
 //!     ConformanceSubject::new(Arc::new(cloud), fixture)
 //! }
 //!
@@ -53,16 +58,20 @@ mod context;
 pub mod fake;
 pub mod faults;
 mod fixture;
+mod report;
 mod runner;
 pub mod scenarios;
+mod subject;
 mod validate;
 
-pub use clause::{Clause, ClauseResult, Outcome, Report};
-pub use fixture::{
-    ConformanceFixture, ConformanceSubject, InstanceRef, IntoSubject, LoadBalancerInspector,
-    ServiceCustomizer, SubjectFactory, SubjectFuture,
-};
+pub use clause::Clause;
+pub use fixture::{ConformanceFixture, InstanceRef, POLL_INTERVAL_ENV_VAR, ServiceCustomizer};
+pub use report::{ClauseResult, Outcome, Report};
 pub use runner::{STRICT_ENV_VAR, check_subject, run_all, run_clause, run_clauses};
+pub use subject::{
+    ClauseInfo, ConformanceSubject, ErrorInjector, IntoSubject, LoadBalancerInspector, PerClause,
+    SubjectFactory, SubjectFuture, Teardown, per_clause,
+};
 
 #[doc(hidden)]
 pub use runner::run_clause_test;
@@ -74,10 +83,14 @@ pub use runner::run_clause_test;
 /// [`ConformanceSubject`] (or a `Result` of one), or a closure returning such a future. Each test runs on its
 /// own multi-threaded tokio runtime; the calling crate needs no tokio dependency.
 ///
-/// A failed clause fails its test with what was observed and the contract. A skipped clause (a capability
-/// the provider lacks, a fixture without what the clause needs) passes in `cargo test` terms but prints
-/// `conformance clause <id> SKIPPED: <reason>`; with the environment variable [`STRICT_ENV_VAR`]
-/// (`CCM_CONFORMANCE_STRICT=1`) skips fail instead.
+/// A failed clause fails its test with the provider, the clause, the test (file and line of this macro's
+/// invocation), what was observed and the contract, without a backtrace of the suite's internals. A skipped
+/// clause (a capability the provider lacks without declaring it, a fixture without what the clause needs)
+/// passes in `cargo test` terms but prints one line to standard error,
+/// `conformance SKIPPED: provider "<name>", clause <id> (test <module>::<test> at <file>:<line>): <reason> ...`;
+/// with the environment variable [`STRICT_ENV_VAR`] (`CCM_CONFORMANCE_STRICT=1`) such skips fail instead.
+/// Clauses the fixture declares not applicable ([`ConformanceFixture::without`],
+/// [`ConformanceFixture::skip`]) pass quietly, also in strict mode.
 ///
 /// Invoke it once per module (put it in a `mod` to run the suite for several providers in one file):
 ///
@@ -101,7 +114,7 @@ macro_rules! __ccm_conformance_define_tests {
             $(#[$meta])*
             #[test]
             fn $name() {
-                $crate::run_clause_test($crate::Clause::$variant, $factory);
+                $crate::run_clause_test($crate::Clause::$variant, $factory, module_path!());
             }
         )*
     };

@@ -392,6 +392,11 @@ async fn failing_to_delete_an_absent_load_balancer() {
                 Clause::LoadBalancerDeleteIsIdempotent,
                 "the second ensure_load_balancer_deleted",
             ),
+            // The bug answers before asking the cloud, so the cloud's throttling error is lost too.
+            (
+                Clause::ErrorsLoadBalancerKindSurvivesWrapping,
+                "load balancer not found\" (kind other): CloudError::kind() must be throttled",
+            ),
         ],
     )
     .await;
@@ -414,6 +419,10 @@ async fn implemented_elsewhere_from_delete() {
                 Clause::LoadBalancerDeleteNeverImplementedElsewhere,
                 "(an absent load balancer) returned ImplementedElsewhere",
             ),
+            (
+                Clause::ErrorsLoadBalancerKindSurvivesWrapping,
+                "(kind implemented_elsewhere): CloudError::kind() must be throttled",
+            ),
         ],
     )
     .await;
@@ -423,10 +432,17 @@ async fn implemented_elsewhere_from_delete() {
 async fn an_update_that_ignores_the_hosts() {
     assert_breaks(
         Bug::UpdateIgnoresHosts,
-        &[(
-            Clause::LoadBalancerUpdateReplacesHosts,
-            "has backends [conformance-backend-1, conformance-running]; expected exactly [conformance-backend-1, conformance-backend-2]",
-        )],
+        &[
+            (
+                Clause::LoadBalancerUpdateReplacesHosts,
+                "has backends [conformance-backend-1, conformance-running]; expected exactly [conformance-backend-1, conformance-backend-2]",
+            ),
+            // An update that never reaches the cloud also swallows the cloud's errors.
+            (
+                Clause::ErrorsLoadBalancerKindSurvivesWrapping,
+                "succeeded although the cloud was armed to fail it with its throttled error",
+            ),
+        ],
     )
     .await;
 }
@@ -491,10 +507,16 @@ async fn a_provider_id_without_the_prefix() {
 async fn a_not_found_error_without_its_kind() {
     assert_breaks(
         Bug::UntypedNotFound,
-        &[(
-            Clause::ErrorsKindSurvivesWrapping,
-            "(kind other): CloudError::kind() must be InstanceNotFound",
-        )],
+        &[
+            (
+                Clause::InstancesUnknownInstanceNotFound,
+                "(kind other), not InstanceNotFound: the lifecycle controller acts on the kind",
+            ),
+            (
+                Clause::ErrorsInstancesKindSurvivesWrapping,
+                "(kind other): CloudError::kind() must be instance_not_found",
+            ),
+        ],
     )
     .await;
 }
@@ -503,10 +525,16 @@ async fn a_not_found_error_without_its_kind() {
 async fn routes_listed_for_every_cluster() {
     assert_breaks(
         Bug::RoutesOfAllClusters,
-        &[(
-            Clause::RoutesScopedToCluster,
-            "list_routes(\"ccm-conformance-other\") lists the route to 10.244.250.0/24 created for cluster \"kubernetes\"",
-        )],
+        &[
+            (
+                Clause::RoutesScopedToCluster,
+                "list_routes(\"ccm-conformance-other\") lists the route to 10.244.250.0/24 created for cluster \"kubernetes\"",
+            ),
+            (
+                Clause::ErrorsRoutesKindSurvivesWrapping,
+                "list_routes(\"kubernetes\") succeeded although the cloud was armed",
+            ),
+        ],
     )
     .await;
 }
@@ -515,10 +543,16 @@ async fn routes_listed_for_every_cluster() {
 async fn deleting_a_missing_route_fails() {
     assert_breaks(
         Bug::RouteDeleteMissingFails,
-        &[(
-            Clause::RoutesDeleteMissingSucceeds,
-            "route to 10.244.250.0/24 not found",
-        )],
+        &[
+            (
+                Clause::RoutesDeleteMissingSucceeds,
+                "route to 10.244.250.0/24 not found",
+            ),
+            (
+                Clause::ErrorsRoutesKindSurvivesWrapping,
+                "not found\" (kind other): CloudError::kind() must be throttled",
+            ),
+        ],
     )
     .await;
 }
@@ -604,4 +638,27 @@ async fn eventual_consistency_is_waited_for_up_to_the_limit() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_consistency_wait_polls_at_the_fixtures_interval() {
+    // A deleted route stays listed for 10 s; the wait notices it is gone within one poll interval.
+    let waited = |interval: Option<Duration>| async move {
+        let mut subject = Mutant::subject(Bug::DeletedRoutesLinger(Duration::from_secs(10)));
+        subject.fixture = subject
+            .fixture
+            .with_consistency_timeout(Duration::from_secs(30));
+        if let Some(interval) = interval {
+            subject.fixture = subject.fixture.with_poll_interval(interval);
+        }
+        let start = Instant::now();
+        let result = check_subject(Clause::RoutesCreateListDeleteRoundTrip, subject).await;
+        assert!(result.passed(), "{result}");
+        start.elapsed()
+    };
+    let fast = waited(Some(Duration::from_millis(250))).await;
+    assert!(fast >= Duration::from_secs(10), "{fast:?}");
+    assert!(fast <= Duration::from_millis(10_250), "{fast:?}");
+    let slow = waited(Some(Duration::from_secs(4))).await;
+    assert_eq!(slow, Duration::from_secs(12));
 }

@@ -50,13 +50,73 @@ async fn missing_capabilities_are_skipped_with_the_reason_never_passed() {
     assert_eq!(
         result.outcome,
         Outcome::Skipped {
-            reason: "the provider does not support load-balancer (CloudProvider::load_balancer() returned None)".into()
+            reason: "the provider does not support load-balancer (CloudProvider::load_balancer() returned None); if that is on purpose, declare it with ConformanceFixture::without(Capability::LoadBalancer)".into()
         }
     );
     let routes = report.result(Clause::RoutesScopedToCluster).expect("ran");
     assert!(
         matches!(&routes.outcome, Outcome::Skipped { reason } if reason.contains("CloudProvider::routes()")),
         "{routes}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capabilities_declared_absent_are_not_applicable_and_complete() {
+    let report = run_all(|| async {
+        let mut subject = fake_without(&[FakeCapability::LoadBalancer, FakeCapability::Routes]);
+        subject.fixture = subject
+            .fixture
+            .without_capabilities([Capability::LoadBalancer, Capability::Routes]);
+        subject
+    })
+    .await;
+    assert!(report.is_complete(), "{report}");
+    let not_applicable: BTreeSet<Clause> = report.not_applicable().into_iter().collect();
+    let expected: BTreeSet<Clause> = Clause::ALL
+        .iter()
+        .copied()
+        .filter(|c| {
+            matches!(
+                c.capability(),
+                Some(Capability::LoadBalancer | Capability::Routes)
+            )
+        })
+        .collect();
+    assert_eq!(not_applicable, expected, "{report}");
+    assert_eq!(
+        report.result(Clause::RoutesScopedToCluster).expect("ran").outcome,
+        Outcome::NotApplicable {
+            reason: "the provider declares routes absent on purpose (CloudProvider::routes() returns None)".into()
+        }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capability_declared_absent_that_is_present_fails() {
+    let report = run_all(|| async {
+        let mut subject = fake::subject();
+        subject.fixture = subject.fixture.without(Capability::Zones);
+        subject
+    })
+    .await;
+    let failed: BTreeSet<Clause> = report.failed().into_iter().collect();
+    assert_eq!(
+        failed,
+        BTreeSet::from([
+            Clause::ProviderCapabilitiesMatchDeclaration,
+            Clause::ZonesByProviderIdAndNameAgree,
+            Clause::ErrorsZonesKindSurvivesWrapping,
+        ]),
+        "{report}"
+    );
+    let zones = report
+        .result(Clause::ZonesByProviderIdAndNameAgree)
+        .expect("ran");
+    assert!(
+        zones.to_string().contains(
+            "the fixture declares zones absent (ConformanceFixture::without), but CloudProvider::zones() returned Some"
+        ),
+        "{zones}"
     );
 }
 
@@ -73,8 +133,18 @@ async fn an_expected_capability_that_is_missing_fails() {
         .iter()
         .copied()
         .filter(|c| c.capability() == Some(Capability::InstancesV2))
+        .chain([Clause::ProviderCapabilitiesMatchDeclaration])
         .collect();
     assert_eq!(failed, v2, "{report}");
+    let declaration = report
+        .result(Clause::ProviderCapabilitiesMatchDeclaration)
+        .expect("ran");
+    assert!(
+        declaration.to_string().contains(
+            "instances-v2 is expected (ConformanceFixture::expect_capability) but CloudProvider::instances_v2() returns None"
+        ),
+        "{declaration}"
+    );
     let result = report
         .result(Clause::InstancesV2RunningInstanceExists)
         .expect("ran");
@@ -107,9 +177,15 @@ async fn fixture_gaps_and_explicit_skips_are_reported() {
     assert!(reason(Clause::InstancesV2StoppedInstanceExists).contains("with_stopped"));
     assert!(reason(Clause::InstancesShutdownIsReported).contains("no stopped instance"));
     assert!(reason(Clause::LoadBalancerEnsureSetsHosts).contains("LoadBalancerInspector"));
+    // A clause the fixture skips with a reason is declared not applicable, which strict mode accepts.
     assert_eq!(
-        reason(Clause::RoutesScopedToCluster),
-        "skipped by the fixture: one cluster per route table"
+        report
+            .result(Clause::RoutesScopedToCluster)
+            .expect("ran")
+            .outcome,
+        Outcome::NotApplicable {
+            reason: "skipped by the fixture: one cluster per route table".into()
+        }
     );
     // With an inspector but a single backend, the host clauses need more nodes.
     let report = run_all(|| async {

@@ -6,12 +6,12 @@ use ccm_core::helpers::ProviderId;
 use ccm_core::{ErrorKind, InstanceLookup, InstanceMetadata};
 use k8s_openapi::api::core::v1::Node;
 
-use crate::context::{Check, Ctx, describe_error, fail, skip};
+use crate::context::{Check, Ctx, declared, describe_error, fail, skip};
 use crate::fixture::InstanceRef;
 use crate::validate;
 
 /// How a Node is presented: with its providerID (if the fixture knows it) or by name only.
-fn describe_node(node: &Node) -> String {
+pub(crate) fn describe_node(node: &Node) -> String {
     let name = ccm_core::helpers::node_name(node);
     match ccm_core::helpers::node_provider_id(node) {
         "" => format!("node {name} (no spec.providerID)"),
@@ -35,14 +35,33 @@ async fn exists(ctx: &Ctx, node: &Node) -> Check<bool> {
     ctx.ok(&what, v2.instance_exists(node)).await
 }
 
-/// The metadata of `node`, `None` for a deliberate skip ([`InstanceLookup::Skip`]).
-async fn metadata(ctx: &Ctx, node: &Node) -> Check<Option<InstanceMetadata>> {
+/// An `instance_metadata` answer as the node controller reads it: metadata to initialize the Node with, or a
+/// deliberate skip (described as the provider wrote it). The one place that knows the trait's return type.
+pub(crate) enum Lookup {
+    Found(InstanceMetadata),
+    Skip(String),
+}
+
+impl Lookup {
+    pub(crate) fn from_answer(answer: InstanceLookup) -> Lookup {
+        match answer {
+            InstanceLookup::Found(meta) => Lookup::Found(meta),
+            InstanceLookup::Skip { reason } => {
+                Lookup::Skip(format!("InstanceLookup::Skip {{ reason: {reason:?} }}"))
+            }
+        }
+    }
+}
+
+/// `instance_metadata` of an instance that exists, which must find it; `consequence` says what a skip
+/// would do.
+async fn metadata(ctx: &Ctx, node: &Node, consequence: &str) -> Check<InstanceMetadata> {
     let v2 = ctx.v2()?;
-    let what = format!("instance_metadata of {}", describe_node(node));
-    Ok(ctx
-        .ok(&what, v2.instance_metadata(node))
-        .await?
-        .into_found())
+    let what = format!("instance_metadata of the running {}", describe_node(node));
+    match Lookup::from_answer(ctx.ok(&what, v2.instance_metadata(node)).await?) {
+        Lookup::Found(meta) => Ok(meta),
+        Lookup::Skip(skip) => fail(format!("{what} answered {skip}; {consequence}")),
+    }
 }
 
 /// Check a providerID the cloud reported for `node` against the provider name and the fixture.
@@ -158,12 +177,12 @@ pub(crate) async fn shutdown_is_reported(ctx: &Ctx) -> Check {
 pub(crate) async fn metadata_provider_id(ctx: &Ctx) -> Check {
     let running = ctx.running()?;
     let node = running.node();
-    let Some(meta) = metadata(ctx, &node).await? else {
-        return fail(format!(
-            "instance_metadata of the running {} is InstanceLookup::Skip; the node controller would never initialize the Node",
-            describe_node(&node)
-        ));
-    };
+    let meta = metadata(
+        ctx,
+        &node,
+        "the node controller would never initialize the Node",
+    )
+    .await?;
     if meta.provider_id.is_empty() {
         if running.provider_id.is_some() {
             // The Node already has its providerID; the controller keeps it.
@@ -185,18 +204,18 @@ pub(crate) async fn metadata_provider_id(ctx: &Ctx) -> Check {
 /// [`Clause::InstancesV2MetadataByNodeName`](crate::Clause::InstancesV2MetadataByNodeName).
 pub(crate) async fn metadata_by_node_name(ctx: &Ctx) -> Check {
     if !ctx.fixture.lookup_by_name {
-        return skip(
+        return declared(
             "the fixture says the provider needs spec.providerID (ConformanceFixture::without_lookup_by_name)",
         );
     }
     let running = ctx.running()?;
     let node = running.node_without_provider_id();
-    let Some(meta) = metadata(ctx, &node).await? else {
-        return fail(format!(
-            "instance_metadata of the running {} is InstanceLookup::Skip; a Node whose kubelet was not given --provider-id must be found by name",
-            describe_node(&node)
-        ));
-    };
+    let meta = metadata(
+        ctx,
+        &node,
+        "a Node whose kubelet was not given --provider-id must be found by name",
+    )
+    .await?;
     if meta.provider_id.is_empty() {
         return fail(format!(
             "instance_metadata of the running {} has an empty providerID; the node controller needs one to initialize a Node without spec.providerID",
@@ -215,12 +234,12 @@ pub(crate) async fn metadata_by_node_name(ctx: &Ctx) -> Check {
 pub(crate) async fn metadata_is_valid(ctx: &Ctx) -> Check {
     let running = ctx.running()?;
     let node = running.node();
-    let Some(meta) = metadata(ctx, &node).await? else {
-        return fail(format!(
-            "instance_metadata of the running {} is InstanceLookup::Skip",
-            describe_node(&node)
-        ));
-    };
+    let meta = metadata(
+        ctx,
+        &node,
+        "the node controller would never initialize the Node",
+    )
+    .await?;
     let whose = format!("the metadata of {}", describe_node(&node));
     validate::node_addresses(&meta.node_addresses)
         .or_else(|why| fail(format!("{whose}: {why}")))?;
@@ -254,22 +273,45 @@ pub(crate) async fn metadata_is_valid(ctx: &Ctx) -> Check {
     Ok(())
 }
 
-/// [`Clause::InstancesV2UnknownInstanceHasNoMetadata`](crate::Clause::InstancesV2UnknownInstanceHasNoMetadata).
-pub(crate) async fn unknown_instance_has_no_metadata(ctx: &Ctx) -> Check {
+/// [`Clause::InstancesV2UnknownInstanceMetadataNotFound`](crate::Clause::InstancesV2UnknownInstanceMetadataNotFound).
+pub(crate) async fn unknown_instance_metadata_not_found(ctx: &Ctx) -> Check {
     let v2 = ctx.v2()?;
     let unknown = ctx.unknown();
     for node in node_forms(ctx, &unknown) {
         let what = format!("instance_metadata of the unknown {}", describe_node(&node));
-        if let Ok(InstanceLookup::Found(meta)) =
-            ctx.call(&what, v2.instance_metadata(&node)).await?
-        {
-            return fail(format!(
-                "{what} reports metadata (providerID {:?}) for an instance the cloud does not have; answer Err(CloudError::InstanceNotFound)",
-                meta.provider_id
-            ));
+        let answer = ctx
+            .call(&what, v2.instance_metadata(&node))
+            .await?
+            .map(Lookup::from_answer);
+        if let Err(problem) = judge_unknown_metadata(&what, answer) {
+            return fail(problem);
         }
     }
     Ok(())
+}
+
+/// The verdict on `instance_metadata` of an instance the cloud does not have: only `InstanceNotFound` is
+/// right.
+pub(crate) fn judge_unknown_metadata(
+    what: &str,
+    answer: Result<Lookup, ccm_core::CloudError>,
+) -> Result<(), String> {
+    const FIX: &str =
+        "return Err(CloudError::InstanceNotFound) (or an error whose kind() is InstanceNotFound)";
+    match answer {
+        Err(err) if err.kind() == ErrorKind::InstanceNotFound => Ok(()),
+        Err(err) => Err(format!(
+            "{what} failed with {}, not InstanceNotFound: the controllers act on the kind, so they would retry forever instead of knowing the instance is gone; {FIX}",
+            describe_error(&err)
+        )),
+        Ok(Lookup::Skip(skip)) => Err(format!(
+            "{what} answered {skip} for an instance the cloud does not have: the node controller would skip the Node forever, so it would never be initialized, and never learn that its instance is gone; {FIX}"
+        )),
+        Ok(Lookup::Found(meta)) => Err(format!(
+            "{what} reports metadata (providerID {:?}) for an instance the cloud does not have: the node controller would initialize a Node for a machine that is not there; {FIX}",
+            meta.provider_id
+        )),
+    }
 }
 
 /// One instance's answers: existence and the providerID of its metadata (errors as text).
@@ -283,7 +325,10 @@ async fn answers(v2: Arc<dyn ccm_core::InstancesV2>, node: Node) -> Answers {
     let meta = v2
         .instance_metadata(&node)
         .await
-        .map(|m| m.into_found().map(|m| m.provider_id))
+        .map(|answer| match Lookup::from_answer(answer) {
+            Lookup::Found(meta) => Some(meta.provider_id),
+            Lookup::Skip(_) => None,
+        })
         .map_err(|e| e.kind().as_str().to_owned());
     (exists, meta)
 }
@@ -341,4 +386,40 @@ pub(crate) async fn concurrent_lookups_agree(ctx: &Ctx) -> Check {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ccm_core::CloudError;
+
+    #[test]
+    fn only_instance_not_found_is_right_for_an_unknown_instance() {
+        let what = "instance_metadata of the unknown node ghost";
+        assert_eq!(
+            judge_unknown_metadata(what, Err(CloudError::InstanceNotFound.context("acme"))),
+            Ok(())
+        );
+        let skipped = judge_unknown_metadata(what, Ok(Lookup::Skip("a skip".into()))).unwrap_err();
+        assert!(
+            skipped.contains("would skip the Node forever, so it would never be initialized"),
+            "{skipped}"
+        );
+        assert!(
+            skipped.contains("return Err(CloudError::InstanceNotFound)"),
+            "{skipped}"
+        );
+        let text =
+            judge_unknown_metadata(what, Err(CloudError::message("no such instance"))).unwrap_err();
+        assert!(
+            text.contains("(kind other), not InstanceNotFound"),
+            "{text}"
+        );
+        let found = judge_unknown_metadata(
+            what,
+            Ok(Lookup::Found(InstanceMetadata::new("acme://ghost"))),
+        )
+        .unwrap_err();
+        assert!(found.contains("a machine that is not there"), "{found}");
+    }
 }

@@ -1,5 +1,6 @@
 //! The body of every clause, and the dispatch from [`Clause`] to it.
 
+mod errors;
 mod instances;
 mod instances_v2;
 mod load_balancer;
@@ -15,6 +16,7 @@ pub(crate) async fn run(clause: Clause, ctx: &Ctx) -> Check {
     match clause {
         ProviderNameIsValid => provider::name_is_valid(ctx).await,
         ProviderCapabilitiesAreStable => provider::capabilities_are_stable(ctx).await,
+        ProviderCapabilitiesMatchDeclaration => provider::capabilities_match_declaration(ctx).await,
         LoadBalancerEnsureReturnsStatus => load_balancer::ensure_returns_status(ctx).await,
         LoadBalancerEnsureIsIdempotent => load_balancer::ensure_is_idempotent(ctx).await,
         LoadBalancerGetReportsEnsured => load_balancer::get_reports_ensured(ctx).await,
@@ -40,8 +42,8 @@ pub(crate) async fn run(clause: Clause, ctx: &Ctx) -> Check {
         InstancesV2MetadataProviderId => instances_v2::metadata_provider_id(ctx).await,
         InstancesV2MetadataByNodeName => instances_v2::metadata_by_node_name(ctx).await,
         InstancesV2MetadataIsValid => instances_v2::metadata_is_valid(ctx).await,
-        InstancesV2UnknownInstanceHasNoMetadata => {
-            instances_v2::unknown_instance_has_no_metadata(ctx).await
+        InstancesV2UnknownInstanceMetadataNotFound => {
+            instances_v2::unknown_instance_metadata_not_found(ctx).await
         }
         InstancesV2ConcurrentLookupsAgree => instances_v2::concurrent_lookups_agree(ctx).await,
         InstancesRunningInstanceHasId => instances::running_instance_has_id(ctx).await,
@@ -56,6 +58,10 @@ pub(crate) async fn run(clause: Clause, ctx: &Ctx) -> Check {
         RoutesDeleteMissingSucceeds => routes::delete_missing_succeeds(ctx).await,
         RoutesScopedToCluster => routes::scoped_to_cluster(ctx).await,
         RoutesConcurrentCreates => routes::concurrent_creates(ctx).await,
-        ErrorsKindSurvivesWrapping => instances::kind_survives_wrapping(ctx).await,
+        ErrorsInstancesV2KindSurvivesWrapping => errors::instances_v2(ctx).await,
+        ErrorsInstancesKindSurvivesWrapping => errors::instances(ctx).await,
+        ErrorsLoadBalancerKindSurvivesWrapping => errors::load_balancer(ctx).await,
+        ErrorsRoutesKindSurvivesWrapping => errors::routes(ctx).await,
+        ErrorsZonesKindSurvivesWrapping => errors::zones(ctx).await,
     }
 }

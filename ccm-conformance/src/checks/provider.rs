@@ -68,3 +68,32 @@ pub(crate) async fn capabilities_are_stable(ctx: &Ctx) -> Check {
     }
     Ok(())
 }
+
+/// [`Clause::ProviderCapabilitiesMatchDeclaration`](crate::Clause::ProviderCapabilitiesMatchDeclaration).
+pub(crate) async fn capabilities_match_declaration(ctx: &Ctx) -> Check {
+    let mut problems = Vec::new();
+    for capability in Capability::ALL {
+        let present = capability.supported_by(&ctx.provider);
+        let accessor = format!("CloudProvider::{}()", capability.as_str().replace('-', "_"));
+        if present && ctx.fixture.absent_capabilities.contains(&capability) {
+            problems.push(format!(
+                "{} is declared absent (ConformanceFixture::without) but {accessor} returns Some",
+                capability.as_str()
+            ));
+        }
+        if !present && ctx.fixture.expected_capabilities.contains(&capability) {
+            problems.push(format!(
+                "{} is expected (ConformanceFixture::expect_capability) but {accessor} returns None",
+                capability.as_str()
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        fail(format!(
+            "the provider's capabilities differ from the fixture's declaration: {}",
+            problems.join("; ")
+        ))
+    }
+}

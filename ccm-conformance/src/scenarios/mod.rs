@@ -38,9 +38,10 @@ use ccm_core::intercept::Capability;
 use ccm_core::{CloudProvider, names};
 use tokio::time::Instant;
 
-use crate::clause::{Outcome, format_elapsed};
 use crate::context::Stop;
-use crate::fixture::{ConformanceFixture, ConformanceSubject, LoadBalancerInspector};
+use crate::fixture::ConformanceFixture;
+use crate::report::{Outcome, format_elapsed};
+use crate::subject::{ConformanceSubject, LoadBalancerInspector};
 
 use self::load_balancer::load_balancer;
 use self::node_initialization::node_initialization;
@@ -235,7 +236,9 @@ impl fmt::Display for ScenarioResult {
         match &self.outcome {
             Outcome::Passed => Ok(()),
             Outcome::Failed { message } => write!(f, ": {message}"),
-            Outcome::Skipped { reason } => write!(f, ": {reason}"),
+            Outcome::Skipped { reason } | Outcome::NotApplicable { reason } => {
+                write!(f, ": {reason}")
+            }
         }
     }
 }
@@ -287,7 +290,9 @@ impl fmt::Display for ScenarioReport {
             )?;
             match &r.outcome {
                 Outcome::Passed => {}
-                Outcome::Skipped { reason } => writeln!(f, "           {reason}")?,
+                Outcome::Skipped { reason } | Outcome::NotApplicable { reason } => {
+                    writeln!(f, "           {reason}")?;
+                }
                 Outcome::Failed { message } => {
                     for step in &r.steps {
                         writeln!(f, "           ok: {step}")?;
@@ -348,6 +353,7 @@ pub async fn run_scenario(
         Ok(()) => Outcome::Passed,
         Err(Stop::Fail(message)) => Outcome::Failed { message },
         Err(Stop::Skip(reason)) => Outcome::Skipped { reason },
+        Err(Stop::Declared(reason)) => Outcome::NotApplicable { reason },
     };
     tracing::info!(
         scenario = scenario.id(),

@@ -21,9 +21,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::node_initialization::expected_init;
 use super::{POLL, RUN_LABEL, Scenario, ScenarioOptions};
-use crate::clause::format_elapsed;
 use crate::context::{Check, fail};
 use crate::fixture::{ConformanceFixture, InstanceRef};
+use crate::report::format_elapsed;
 
 /// One scenario's world: its run id, the label its objects carry, the controllers it started.
 pub(super) struct World {

@@ -15,6 +15,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ccm_conformance::{ConformanceFixture, ConformanceSubject, InstanceRef, LoadBalancerInspector};
 use ccm_core::helpers::{node_name, node_provider_id, service_key};
+use ccm_core::intercept::Capability;
 use ccm_core::{
     BoxError, CloudError, CloudProvider, InstanceLookup, InstanceMetadata, InstancesV2,
     LoadBalancer, Route, Routes,
@@ -328,6 +329,11 @@ pub fn fixture() -> ConformanceFixture {
         .with_call_timeout(Duration::from_secs(10))
         .with_ready_timeout(Duration::from_secs(10))
         .with_clause_timeout(Duration::from_secs(60))
+        .without_capabilities([
+            Capability::Instances,
+            Capability::Zones,
+            Capability::Clusters,
+        ])
 }
 
 /// A fresh Acme cloud for one clause.
