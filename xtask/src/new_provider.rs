@@ -484,6 +484,35 @@ mod tests {
         );
     }
 
+    /// The Cargo.toml of `docs/vendor-guide.md` is what the template writes for a published release: each of its
+    /// lines is a line of the rendered template.
+    #[test]
+    fn the_guide_cargo_toml_is_the_templates() {
+        let guide =
+            std::fs::read_to_string(paths::workspace_root().join("docs/vendor-guide.md")).unwrap();
+        let block = guide
+            .split("```toml\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .expect("the guide has a toml block");
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("acme");
+        let mut published = args("acme", &dir);
+        published.sdk_version = Some("0.1.0".to_owned());
+        generate(&published).unwrap();
+        let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        let lines: Vec<&str> = manifest.lines().collect();
+        let mut checked = 0;
+        for line in block.lines().filter(|l| !l.trim().is_empty()) {
+            assert!(
+                lines.contains(&line),
+                "docs/vendor-guide.md's Cargo.toml line {line:?} is not in the template:\n{manifest}"
+            );
+            checked += 1;
+        }
+        assert!(checked >= 9, "{block}");
+    }
+
     fn args(name: &str, dir: &Path) -> NewProviderArgs {
         NewProviderArgs {
             name: name.to_owned(),

@@ -118,6 +118,13 @@ impl AcmeApi {
     }
 
     /// The next `call` fails with `error` (once).
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "only the conformance tests arm failures; the CCM binary does not"
+        )
+    )]
     pub fn fail_next(&self, call: Call, error: ApiError) {
         self.lock().faults.push((call, error));
     }
