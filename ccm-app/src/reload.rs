@@ -1,7 +1,7 @@
 //! Reloading the provider's configuration without a restart: the runtime polls `--cloud-config` and the files the
 //! provider declared ([`ProviderSettings::watch_file`](ccm_core::ProviderSettings::watch_file)) every
 //! `--cloud-config-reload-interval`, comparing their contents, and hands a change to
-//! [`CloudProvider::reload`](ccm_core::CloudProvider::reload).
+//! [`ccm_core::CloudProvider::reload`].
 //!
 //! Reading the contents (rather than watching inodes) sees every kind of update: an edited file, a replaced file,
 //! and the `..data` symlink swap of a Kubernetes Secret or ConfigMap volume. A file that cannot be read at the

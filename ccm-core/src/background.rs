@@ -5,7 +5,7 @@
 //! - in the **provider factory** ([`ProviderSettings::tasks`](crate::registry::ProviderSettings::tasks)): work
 //!   every replica needs to answer cloud calls (refreshing credentials, keeping a cache warm). The factory runs in
 //!   every replica, leader or not, and these tasks run until the process shuts down;
-//! - in [`CloudProvider::initialize`](crate::CloudProvider::initialize): work only the leader does (sweeping
+//! - in [`crate::CloudProvider::initialize`]: work only the leader does (sweeping
 //!   leaked cloud resources). It stops when `ctx.shutdown` is cancelled, which also happens when leadership is
 //!   lost.
 //!

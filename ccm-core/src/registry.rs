@@ -5,7 +5,7 @@
 //! contents, the vendor's own flags and config section ([`VendorSettings`]) and [`BackgroundTasks`] tied to the
 //! runtime's shutdown. The factory runs in **every replica**, before leader election (as in Go), so it is the place
 //! for work every replica needs (loading credentials, starting a refresher); work only the leader does belongs in
-//! [`CloudProvider::initialize`](crate::CloudProvider::initialize).
+//! [`CloudProvider::initialize`].
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -160,7 +160,7 @@ impl ProviderSettings {
     }
 
     /// Ask the runtime to watch `path` (a credentials file, for example) beside `--cloud-config`: when it changes,
-    /// [`CloudProvider::reload`](crate::CloudProvider::reload) receives its new contents.
+    /// [`CloudProvider::reload`] receives its new contents.
     pub fn watch_file(&self, path: impl Into<PathBuf>) {
         let path = path.into();
         let mut watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());

@@ -1,4 +1,4 @@
-//! What [`CloudProvider::reload`](crate::CloudProvider::reload) receives when a watched file changed.
+//! What [`crate::CloudProvider::reload`] receives when a watched file changed.
 //!
 //! The runtime watches `--cloud-config` and every file the provider factory declared with
 //! [`ProviderSettings::watch_file`](crate::registry::ProviderSettings::watch_file) (credentials, for example in a
@@ -7,7 +7,7 @@
 //! - `Ok(())`: the provider now uses the new contents (the runtime records a Normal `CloudConfigReloaded` Event);
 //! - an error: the new contents are rejected and the provider keeps its old configuration (a Warning
 //!   `CloudConfigReloadFailed` Event and an error log line); the runtime calls again only when a file changes again;
-//! - [`CloudError::NotImplemented`](crate::CloudError::NotImplemented), the default: reload is not supported and
+//! - [`crate::CloudError::NotImplemented`], the default: reload is not supported and
 //!   the CCM must be restarted to apply the change, as with Go's cloud-controller-manager.
 //!
 //! ```

@@ -715,7 +715,7 @@ impl FakeCloud {
     // ----- registry -----
 
     /// Register the `fake` provider: its factory reads the `--cloud-config` contents as an inventory
-    /// (see [`Inventory`](crate::Inventory)); without a config file the cloud is empty.
+    /// (see [`crate::Inventory`]); without a config file the cloud is empty.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -749,7 +749,7 @@ impl FakeCloud {
     ///
     /// # Errors
     ///
-    /// [`InventoryError`](crate::InventoryError) if the inventory is invalid, or an error if it is not text.
+    /// [`crate::InventoryError`] if the inventory is invalid, or an error if it is not text.
     pub fn from_settings(settings: &ProviderSettings) -> Result<FakeCloud, ccm_core::BoxError> {
         Ok(match settings.cloud_config_str()? {
             None => FakeCloud::new(),

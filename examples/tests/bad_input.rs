@@ -104,7 +104,33 @@ fn unreadable_and_invalid_config_files() {
     );
     std::fs::write(&path, "cloudProvider: fake\nkubeApiQPS: 5\n").expect("write");
     rejected(&[&flag], "unknown key \"kubeApiQPS\"");
+    // the vendor's section (`fake:`) is checked as strictly, and its errors name it
+    std::fs::write(
+        &path,
+        "cloudProvider: fake\nfake:\n  instanceLables: {a: b}\n",
+    )
+    .expect("write");
+    rejected(
+        &[&flag],
+        "unknown key \"instanceLables\" in section \"fake\"",
+    );
+    let (code, _, _) = run(&[&flag, "--kubeconfig=/nonexistent/kubeconfig"]);
+    assert_eq!(
+        code, 1,
+        "a bad config file exits 1, like the runtime's own keys"
+    );
     std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+#[test]
+fn bad_vendor_flags_are_usage_errors() {
+    let (code, stderr, _) = run(&["--cloud-provider=fake", "--fake-default-instance-type"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--fake-default-instance-type"), "{stderr}");
+    rejected(
+        &["--cloud-provider=fake", "--fake-no-such-flag=1"],
+        "unexpected argument '--fake-no-such-flag'",
+    );
 }
 
 #[test]
@@ -120,7 +146,19 @@ fn an_unreadable_cloud_config_fails_before_serving() {
 }
 
 #[test]
-fn help_exits_zero() {
-    let (code, _, _) = run(&["--help"]);
-    assert_eq!(code, 0);
+fn help_exits_zero_and_lists_the_vendor_flags_under_their_heading() {
+    let Output { status, stdout, .. } = Command::new(reference_ccm())
+        .arg("--help")
+        .output()
+        .expect("run reference-ccm");
+    assert_eq!(status.code(), Some(0));
+    let help = String::from_utf8_lossy(&stdout);
+    let heading = help
+        .find("Fake cloud (vendor flags):")
+        .unwrap_or_else(|| panic!("no vendor heading in:\n{help}"));
+    assert!(
+        help[heading..].contains("--fake-default-instance-type"),
+        "{help}"
+    );
+    assert!(help.contains("FAKE_DEFAULT_INSTANCE_TYPE"), "{help}");
 }

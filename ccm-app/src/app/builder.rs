@@ -146,7 +146,7 @@ impl CcmBuilder {
     }
 
     /// Add the vendor's own flags, the `clap::Args` type `A`, to the command line. They are listed in `--help`
-    /// under the heading of `A` (`#[command(next_help_heading = "Acme")]`) or else [`VENDOR_HELP_HEADING`], may
+    /// under the heading of `A` (`#[command(next_help_heading = "Acme")]`) or else [`crate::VENDOR_HELP_HEADING`], may
     /// read environment variables (`#[arg(env = "ACME_REGION")]`), and reach the provider factory as
     /// [`ProviderSettings::vendor_args`](ccm_core::ProviderSettings::vendor_args) and the controllers as
     /// `ctx.vendor.args::<A>()`. A bad value is a usage error (exit code 2) like a bad runtime flag; a flag named
