@@ -19,7 +19,7 @@
 //!
 //! Without a kubeconfig and outside a cluster, as in Go: a warning, no token or ConfigMap lookup, and only the
 //! always-allowed paths and `system:masters` are allowed. The ConfigMap is watched, as in Go: rotated CAs apply
-//! without a restart ([`trust`]).
+//! without a restart (the private `trust` module).
 
 pub mod cache;
 pub mod decide;
