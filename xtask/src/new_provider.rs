@@ -367,6 +367,20 @@ pub fn generate(args: &NewProviderArgs) -> anyhow::Result<Vec<PathBuf>> {
 pub fn run(args: &NewProviderArgs) -> anyhow::Result<()> {
     let written = generate(args)?;
     let dir = paths::absolute(&args.dir);
+    // The templates are formatted for a short name; rustfmt lays the long ones out (best effort: without rustfmt
+    // the crate is only less tidy).
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let formatted = std::process::Command::new(cargo)
+        .arg("fmt")
+        .arg("--manifest-path")
+        .arg(dir.join("Cargo.toml"))
+        .status();
+    if !formatted.is_ok_and(|status| status.success()) {
+        eprintln!(
+            "note: `cargo fmt` did not run on {}; the crate is complete but not formatted",
+            dir.display()
+        );
+    }
     println!(
         "wrote the {} provider crate in {}:",
         args.name,

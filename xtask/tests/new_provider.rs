@@ -47,6 +47,12 @@ fn a_generated_provider_passes_strict_conformance_out_of_the_box() {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let (ok, text) = output(
         Command::new(&cargo)
+            .args(["fmt", "--check"])
+            .current_dir(&dir),
+    );
+    assert!(ok, "the generated crate is not formatted:\n{text}");
+    let (ok, text) = output(
+        Command::new(&cargo)
             .args(["test", "--offline", "--quiet"])
             .current_dir(&dir)
             .env("CARGO_TARGET_DIR", target_dir())
