@@ -123,3 +123,20 @@ async fn the_factory_reads_the_region_flag_and_the_inventory() {
         "{err}"
     );
 }
+
+#[test]
+fn the_acme_ccm_lists_its_flag_under_its_own_heading() {
+    let builder = ccm_app::CloudControllerManager::builder(ccm_core::ProviderRegistry::new())
+        .with_vendor_args::<acme::AcmeArgs>()
+        .with_command_name("acme-ccm")
+        .with_about("The Acme cloud controller manager.");
+    let help = builder.command().render_long_help().to_string();
+    // The CCM's description, not the doc comment of AcmeArgs.
+    assert!(
+        help.starts_with("The Acme cloud controller manager."),
+        "{help}"
+    );
+    let heading = help.find("\nAcme:\n").expect("an Acme section");
+    assert!(help[heading..].contains("--acme-region <REGION>"), "{help}");
+    assert!(help[heading..].contains("ACME_REGION"), "{help}");
+}
