@@ -80,8 +80,9 @@ pub use runner::run_clause_test;
 /// factory, named after the clause ([`Clause::test_name`], e.g. `load_balancer_ensure_is_idempotent`).
 ///
 /// The factory is any expression usable as a [`SubjectFactory`]: an `async fn` returning a
-/// [`ConformanceSubject`] (or a `Result` of one), or a closure returning such a future. Each test runs on its
-/// own multi-threaded tokio runtime; the calling crate needs no tokio dependency.
+/// [`ConformanceSubject`] (or a `Result` of one), or a closure returning such a future, or [`per_clause`]`(f)`
+/// to be told which clause each subject serves. Each test runs on its own multi-threaded tokio runtime; the
+/// calling crate needs no tokio dependency.
 ///
 /// A failed clause fails its test with the provider, the clause, the test (file and line of this macro's
 /// invocation), what was observed and the contract, without a backtrace of the suite's internals. A skipped

@@ -194,6 +194,37 @@ impl<'a> Iterator for Causes<'a> {
     }
 }
 
+/// `err` and its causes on one line, joined with `: `, each text once: a cause whose text the line already
+/// contains (an error that includes its source in its own message, as Go-worded controller errors do for their
+/// Events) is skipped. THE way to print an error chain in the SDK (exit messages, the doctor's details).
+///
+/// ```
+/// use ccm_core::error::report;
+/// use ccm_core::{CloudError, ResultExt};
+///
+/// #[derive(Debug, thiserror::Error)]
+/// #[error("failed to ensure load balancer: {0}")]
+/// struct Ensure(#[source] CloudError);
+///
+/// let sdk: Result<(), std::io::Error> = Err(std::io::Error::other("quota exceeded"));
+/// let err = Ensure(sdk.cloud_context("creating lb-1").unwrap_err());
+/// assert_eq!(report(&err), "failed to ensure load balancer: creating lb-1: quota exceeded");
+/// ```
+pub fn report(err: &(dyn StdError + 'static)) -> String {
+    let mut line = String::new();
+    for cause in causes(err) {
+        let text = cause.to_string();
+        if text.is_empty() || line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
 /// The meaning of a [`CloudError`], independent of how deeply it is wrapped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]

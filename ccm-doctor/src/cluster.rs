@@ -99,20 +99,10 @@ pub enum DoctorError {
     Workload(#[from] WorkloadError),
 }
 
-/// An error and its causes, joined with `: ` (kube's errors keep the useful part, such as "connection
-/// refused", in their causes).
-pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
+/// An error and its causes, each once (kube's errors keep the useful part, such as "connection refused", in
+/// their causes).
+pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    ccm_core::error::report(error)
 }
 
 /// What to check after a failed request.

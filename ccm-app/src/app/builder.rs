@@ -406,7 +406,11 @@ impl CcmBuilder {
                 return ExitCode::from(code);
             }
             Err(err) => {
-                eprintln!("{}: error: {err}", self.command_name);
+                eprintln!(
+                    "{}: error: {}",
+                    self.command_name,
+                    ccm_core::error::report(&err)
+                );
                 return ExitCode::from(err.exit_code());
             }
         };
@@ -422,7 +426,8 @@ impl CcmBuilder {
                 ExitCode::SUCCESS
             }
             Err(err) => {
-                tracing::error!(command = %command, error = %err, "exiting with an error");
+                let error = ccm_core::error::report(&err);
+                tracing::error!(command = %command, %error, "exiting with an error");
                 ExitCode::FAILURE
             }
         }
