@@ -63,6 +63,7 @@ mod provider;
 mod quota;
 mod random;
 mod random_spec;
+mod registry;
 mod reload;
 mod snapshot;
 
