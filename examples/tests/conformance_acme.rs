@@ -111,6 +111,14 @@ async fn the_factory_reads_the_region_flag_and_the_inventory() {
     assert_eq!(err.kind(), ErrorKind::InstanceNotFound, "{err}");
     assert!(!v2.instance_exists(&ghost.node()).await.unwrap());
 
+    // The inventory the example's docs run it with.
+    let shipped = ProviderSettings::new(offline_client())
+        .with_cloud_config(include_bytes!("../acme-inventory.yaml").to_vec());
+    let cloud = acme::factory(shipped).await.unwrap();
+    let v2 = Arc::clone(&cloud).instances_v2().unwrap();
+    let worker = ccm_conformance::InstanceRef::new("worker-1").node_without_provider_id();
+    assert!(v2.instance_exists(&worker).await.unwrap());
+
     let defaults = Cli::try_parse_from(["acme-ccm"]).unwrap();
     assert_eq!(defaults.acme.region, "acme-1");
     let no_config = ProviderSettings::new(offline_client());
