@@ -9,6 +9,7 @@
 //! - `udeps`: dependencies that a workspace member declares but never uses.
 //! - `image`: the container image of the reference CCM as an OCI layout (docs/deployment.md).
 //! - `package`: `cargo package` of every library crate (docs/deployment.md).
+//! - `new-provider NAME --dir DIR`: a provider crate to start from (docs/vendor-guide.md).
 //! - `bench nodes|lbs`: benchmarks side by side with the Go reference CCM (docs/benchmarks.md).
 //! - `e2e --scale`: the steady state of N heartbeating nodes in the cluster in a box, Rust vs Go
 //!   (docs/benchmarks.md).
@@ -30,6 +31,7 @@ mod e2e;
 mod gobuild;
 mod image;
 mod manifests;
+mod new_provider;
 mod package;
 mod paths;
 mod process;
@@ -80,6 +82,9 @@ enum Command {
     Image(image::ImageArgs),
     /// Package every library crate (`cargo package`), as a release to the crate registry would.
     Package(package::PackageArgs),
+    /// Write a new provider crate (an in-memory cloud to replace, the CCM binary, the conformance suite wired)
+    /// to start a cloud provider from.
+    NewProvider(new_provider::NewProviderArgs),
     /// Benchmarks against a local control plane, printed side by side with the Go reference CCM
     /// (bench nodes, bench lbs); see docs/benchmarks.md.
     Bench(bench::BenchArgs),
@@ -105,6 +110,7 @@ async fn dispatch(command: Command, interrupt: &Interrupt) -> anyhow::Result<()>
         Command::Conformance(args) => conformance::run(&args, interrupt).await,
         Command::Image(args) => image::run(&args, interrupt).await,
         Command::Package(args) => package::run(&args, interrupt).await,
+        Command::NewProvider(args) => new_provider::run(&args),
         Command::Bench(args) => bench::run(args, interrupt).await,
         Command::Chaos(args) => chaos::run(&args, interrupt).await,
         Command::E2e(args) => e2e::run(&args, interrupt).await,
@@ -241,6 +247,15 @@ mod tests {
                 "2",
             ],
             &["xtask", "cluster", "down", "--dir", "x"],
+            &[
+                "xtask",
+                "new-provider",
+                "acme",
+                "--dir",
+                "x",
+                "--sdk-version",
+                "0.1.0",
+            ],
         ] {
             Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
         }

@@ -268,13 +268,17 @@ impl CcmBuilder {
 
     /// The clap command (flags, help text) of this CCM.
     pub fn command(&self) -> clap::Command {
-        self.vendor.augment(
-            Cli::command()
-                .name(self.command_name.clone())
-                .bin_name(self.command_name.clone())
-                .version(self.version.clone())
-                .about(self.about.clone()),
-        )
+        // After the vendor's flags: clap's derive gives the command the doc comment of the vendor's Args type as
+        // its description, which must not replace the CCM's own.
+        self.vendor
+            .augment(
+                Cli::command()
+                    .name(self.command_name.clone())
+                    .bin_name(self.command_name.clone())
+                    .version(self.version.clone()),
+            )
+            .about(self.about.clone())
+            .long_about(None::<&str>)
     }
 
     /// The controllers this binary knows under `options`, in start order.

@@ -1,43 +1,30 @@
-//! A custom provider checked by the conformance suite.
-//!
-//! `acme.rs` implements a small cloud from scratch; this program runs every conformance clause against it and
-//! prints the report, then runs it again through a fault-injecting wrapper (the first ensures answer "retry
-//! after", every call is slowed down) to show the same provider still conforms when its cloud is flaky.
-//! Its test twin, `examples/tests/conformance_acme.rs`, runs the same suite as one `cargo test` per clause.
+//! The Acme cloud controller manager: a provider written from scratch on the SDK's public API (`acme.rs`, on the
+//! in-memory stand-in of Acme's SDK in `api.rs`), run by the reference runtime with the standard controllers and
+//! Acme's own flag `--acme-region`. Its conformance tests are `examples/tests/conformance_acme.rs` (wiring in
+//! `suite.rs`); `docs/vendor-guide.md` walks through it.
 //!
 //! ```text
-//! cargo run -p examples --example custom-provider
+//! cargo run -p examples --example custom-provider -- \
+//!     --cloud-config=examples/acme-inventory.yaml --acme-region=acme-1 --kubeconfig=$KUBECONFIG
 //! ```
 
 mod acme;
+mod api;
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use ccm_conformance::faults::FaultInjector;
-use ccm_conformance::run_all;
-use ccm_core::intercept::InterceptedProvider;
-
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::main]
 async fn main() -> ExitCode {
-    let report = run_all(acme::factory).await;
-    println!("{report}\n");
-
-    let flaky = || async {
-        let faults = match FaultInjector::from_spec("create=retry:100ms*3; *=latency:5ms") {
-            Ok(faults) => faults,
-            Err(err) => return Err(err),
-        };
-        Ok(acme::factory()
-            .await
-            .map_provider(|p| Arc::new(InterceptedProvider::new(p).with_interceptor(faults))))
-    };
-    let flaky_report = run_all(flaky).await;
-    println!("with injected faults:\n{flaky_report}");
-
-    if report.is_success() && flaky_report.is_success() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+    let registry = ccm_core::ProviderRegistry::new();
+    if let Err(err) = registry.register(acme::PROVIDER, acme::factory) {
+        eprintln!("acme-ccm: cannot register the acme provider: {err}");
+        return ExitCode::FAILURE;
     }
+    ccm_app::CloudControllerManager::builder(registry)
+        .with_default_controllers()
+        .with_default_provider(acme::PROVIDER)
+        .with_vendor_args::<acme::AcmeArgs>()
+        .with_command_name("acme-ccm")
+        .run_from_args()
+        .await
 }
