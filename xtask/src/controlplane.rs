@@ -100,6 +100,20 @@ pub async fn build(args: &BuildArgs, interrupt: &Interrupt) -> anyhow::Result<()
     Ok(())
 }
 
+/// Builds (or confirms up to date) only etcd and kube-apiserver: what `cargo xtask demo` needs, so the quick
+/// start does not wait for the cluster-in-a-box binaries and helm.
+///
+/// # Errors
+/// If Go is missing or a build fails.
+pub async fn build_api_server(interrupt: &Interrupt) -> anyhow::Result<()> {
+    let module_dir = paths::go_module_dir();
+    let bin_dir = paths::controlplane_bin_dir();
+    for program in [&ETCD, &KUBE_APISERVER] {
+        gobuild::ensure_built(program, &module_dir, &bin_dir, false, interrupt).await?;
+    }
+    Ok(())
+}
+
 /// The binaries `build` produces, checked to exist.
 ///
 /// # Errors

@@ -11,7 +11,7 @@ use anyhow::{Context as _, bail};
 use ccm_testenv::controlplane::Supervision;
 use clap::Args;
 
-use crate::controlplane::{self, BuildArgs};
+use crate::controlplane;
 use crate::paths;
 use crate::process::{self, Interrupt, Interrupted};
 
@@ -52,7 +52,7 @@ fn example_binary(name: &str) -> PathBuf {
 /// If a build fails, the control plane does not start, or the CCM does not initialize the nodes and provision the
 /// load balancer in time.
 pub async fn run(args: &DemoArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
-    controlplane::build(&BuildArgs::default(), interrupt).await?;
+    controlplane::build_api_server(interrupt).await?;
     let mut build = process::cargo();
     build.args([
         "build",
