@@ -15,8 +15,12 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::DelegatedAuth;
+use crate::client::{KUBE_API_CLIENT_CONFIGZ, KubeApiLimits};
 use crate::health::{Endpoint, HealthChecks, parse_query};
-use crate::tls::{PeerCertificates, ServingCert, TlsListener};
+use crate::options::CcmOptions;
+use crate::tls::{
+    CertSource, PeerCertificates, ServingCert, TlsListener, TlsPolicy, bind_address_name,
+};
 
 /// The content type of `/metrics` (prometheus-client writes OpenMetrics text).
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -241,4 +245,74 @@ impl AdminServer {
             task.abort();
         }
     }
+}
+/// Serve the admin endpoints as the flags say (or on `listener`): TLS from `--tls-cert-file` or a self-signed
+/// certificate, delegated authentication and authorization, `/configz` with the settings and the Kubernetes API
+/// client `limits`; `None` with `--secure-port=0` and no listener.
+///
+/// # Errors
+/// If the TLS settings, the certificate, delegated auth or the listener cannot be set up.
+pub(crate) async fn start_from_options(
+    options: &CcmOptions,
+    limits: &KubeApiLimits,
+    listener: Option<std::net::TcpListener>,
+    checks: &HealthChecks,
+    metrics: &SharedRegistry,
+) -> Result<Option<AdminServer>, AdminError> {
+    if listener.is_none() && options.secure_port == 0 {
+        tracing::info!("--secure-port=0: not serving /healthz, /readyz, /livez, /metrics");
+        return Ok(None);
+    }
+    let source = match (&options.tls_cert_file, &options.tls_private_key_file) {
+        (Some(cert), Some(key)) => CertSource::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        },
+        _ => CertSource::SelfSigned {
+            dir: options.cert_dir.clone(),
+            extra_names: bind_address_name(options.bind_address)
+                .into_iter()
+                .collect(),
+        },
+    };
+    let policy = TlsPolicy::parse(
+        options.tls_min_version.as_deref(),
+        &options.tls_cipher_suites,
+    )
+    .map_err(AdminError::from)?;
+    let auth = DelegatedAuth::from_options(options, metrics)
+        .await
+        .map_err(AdminError::from)?;
+    let cert = ServingCert::load_with(&source, &policy, Some(auth.client_cert_verifier()))
+        .map_err(AdminError::from)?;
+    // The settings as given (`kubeApiQps: auto`), and beside them the Kubernetes API client limit in force.
+    let configz = serde_json::json!({
+        "cloudcontrollermanager.config.k8s.io": options.to_settings(),
+        KUBE_API_CLIENT_CONFIGZ: limits.to_json(),
+    });
+    let state = AdminState {
+        checks: checks.clone(),
+        metrics: metrics.clone(),
+        configz: Arc::new(configz.to_string()),
+        auth: Some(auth),
+    };
+    let server = match listener {
+        Some(listener) => {
+            listener
+                .set_nonblocking(true)
+                .map_err(AdminError::Listener)?;
+            let listener =
+                tokio::net::TcpListener::from_std(listener).map_err(AdminError::Listener)?;
+            AdminServer::start(listener, &cert, state)?
+        }
+        None => {
+            AdminServer::bind(
+                SocketAddr::new(options.bind_address, options.secure_port),
+                &cert,
+                state,
+            )
+            .await?
+        }
+    };
+    Ok(Some(server))
 }

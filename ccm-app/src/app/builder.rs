@@ -2,7 +2,6 @@
 //! and cache, health checks, the admin server, leader election.
 
 use std::ffi::OsString;
-use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 
@@ -28,17 +27,11 @@ use super::signals::handle_signals;
 use super::supervisor::{RunningCcm, Supervisor};
 use super::vendor::VendorSpec;
 use super::{CcmStatus, RunError, StartupError};
-use crate::admin::{AdminError, AdminServer, AdminState};
-use crate::auth::DelegatedAuth;
-use crate::client::{
-    ClientFactory, KUBE_API_CLIENT_CONFIGZ, KubeApiLimits, base_client, kube_config,
-    user_agent_prefix,
-};
+use crate::client::{ClientFactory, KubeApiLimits, base_client, kube_config, user_agent_prefix};
 use crate::controllers::ControllerCatalog;
 use crate::health::{Endpoint, HealthChecks};
 use crate::options::{CcmOptions, Settings, ValidationError};
 use crate::service_accounts::without_credentials;
-use crate::tls::{CertSource, ServingCert, TlsPolicy, bind_address_name};
 
 /// The command line: `--config` plus every [`Settings`] flag.
 #[derive(Debug, Parser)]
@@ -629,7 +622,7 @@ impl CcmBuilder {
             }),
         );
 
-        let admin = start_admin(
+        let admin = crate::admin::start_from_options(
             &options,
             factory.limits(),
             self.admin_listener,
@@ -721,71 +714,6 @@ fn note_compatibility_settings(options: &CcmOptions) {
             "--external-cloud-volume-plugin is accepted for compatibility and has no effect"
         );
     }
-}
-
-async fn start_admin(
-    options: &CcmOptions,
-    limits: &KubeApiLimits,
-    listener: Option<std::net::TcpListener>,
-    checks: &HealthChecks,
-    metrics: &SharedRegistry,
-) -> Result<Option<AdminServer>, RunError> {
-    if listener.is_none() && options.secure_port == 0 {
-        tracing::info!("--secure-port=0: not serving /healthz, /readyz, /livez, /metrics");
-        return Ok(None);
-    }
-    let source = match (&options.tls_cert_file, &options.tls_private_key_file) {
-        (Some(cert), Some(key)) => CertSource::Files {
-            cert: cert.clone(),
-            key: key.clone(),
-        },
-        _ => CertSource::SelfSigned {
-            dir: options.cert_dir.clone(),
-            extra_names: bind_address_name(options.bind_address)
-                .into_iter()
-                .collect(),
-        },
-    };
-    let policy = TlsPolicy::parse(
-        options.tls_min_version.as_deref(),
-        &options.tls_cipher_suites,
-    )
-    .map_err(AdminError::from)?;
-    let auth = DelegatedAuth::from_options(options, metrics)
-        .await
-        .map_err(AdminError::from)?;
-    let cert = ServingCert::load_with(&source, &policy, Some(auth.client_cert_verifier()))
-        .map_err(AdminError::from)?;
-    // The settings as given (`kubeApiQps: auto`), and beside them the Kubernetes API client limit in force.
-    let configz = serde_json::json!({
-        "cloudcontrollermanager.config.k8s.io": options.to_settings(),
-        KUBE_API_CLIENT_CONFIGZ: limits.to_json(),
-    });
-    let state = AdminState {
-        checks: checks.clone(),
-        metrics: metrics.clone(),
-        configz: Arc::new(configz.to_string()),
-        auth: Some(auth),
-    };
-    let server = match listener {
-        Some(listener) => {
-            listener
-                .set_nonblocking(true)
-                .map_err(AdminError::Listener)?;
-            let listener =
-                tokio::net::TcpListener::from_std(listener).map_err(AdminError::Listener)?;
-            AdminServer::start(listener, &cert, state)?
-        }
-        None => {
-            AdminServer::bind(
-                SocketAddr::new(options.bind_address, options.secure_port),
-                &cert,
-                state,
-            )
-            .await?
-        }
-    };
-    Ok(Some(server))
 }
 
 /// The replica's name for events: `$POD_NAME`, else the host name.
