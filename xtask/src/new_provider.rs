@@ -558,7 +558,8 @@ mod tests {
         );
         let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
         assert!(manifest.contains("name = \"acme-cloud\""), "{manifest}");
-        let sdk = paths::workspace_root().join("ccm-core");
+        // Relative when the temporary directory is next to the workspace (a checkout under /tmp), else absolute.
+        let sdk = sdk_path_from(&dir, &paths::workspace_root()).join("ccm-core");
         assert!(
             manifest.contains(&format!("ccm-core = {{ path = \"{}\" }}", sdk.display())),
             "{manifest}"
