@@ -267,7 +267,11 @@ pub fn decide(node: &Node, config: &Config, provider_name: &str, probe: &Probe) 
         return LifecycleAction::Skip(SkipReason::NotOwned);
     }
     if node_condition_status(node, names::conditions::READY) == ConditionStatus::True {
-        return if without_matching_taint(node, &shutdown_taint()).is_some() {
+        // every Ready node, every period: no allocation (`without_matching_taint` only when there is one)
+        let shut_down = patch::taints(node)
+            .iter()
+            .any(|t| t.key == names::taints::SHUTDOWN && t.effect == patch::NO_SCHEDULE);
+        return if shut_down {
             LifecycleAction::RemoveShutdownTaint
         } else {
             LifecycleAction::Nothing
@@ -359,7 +363,22 @@ impl CloudNodeLifecycleController {
     }
 
     async fn monitor_nodes_now(&self) {
-        let nodes = self.store.list();
+        // Most nodes are Ready and untainted: decided here, without a task or a probe for each.
+        let provider = self.cloud.provider_name();
+        let nodes: Vec<Arc<Node>> = self
+            .store
+            .list()
+            .into_iter()
+            .filter(|node| {
+                !matches!(
+                    decide(node, &self.config, provider, &Probe::default()),
+                    LifecycleAction::Nothing | LifecycleAction::Skip(_)
+                )
+            })
+            .collect();
+        if nodes.is_empty() {
+            return;
+        }
         let mut probes = vec![Probe::default(); nodes.len()];
         if self.cloud.supports_bulk() {
             self.check_exists_in_bulk(&nodes, &mut probes).await;

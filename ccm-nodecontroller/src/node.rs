@@ -39,7 +39,7 @@ use crate::addresses::{AddressUpdate, plan_address_update};
 use crate::cloud::{AddressLookup, CloudInstances};
 use crate::error::Error;
 use crate::metrics::NodeMetrics;
-use crate::plan::plan_initialization;
+use crate::plan::{plan_initialization, worth_syncing};
 use crate::write::{self, Target, guarded_update};
 use crate::{DEFAULT_CLOUD_CALL_TIMEOUT, reasons};
 
@@ -264,8 +264,11 @@ impl Controller for CloudNodeController {
             tokio::spawn(async move {
                 events
                     .for_each(&shutdown, |event| match event {
-                        InformerEvent::Added(node) | InformerEvent::Updated { new: node, .. } => {
-                            inner.queue.add(node.name_any());
+                        InformerEvent::Added(node) => inner.queue.add(node.name_any()),
+                        InformerEvent::Updated { old, new } => {
+                            if worth_syncing(&old, &new) {
+                                inner.queue.add(new.name_any());
+                            }
                         }
                         InformerEvent::Deleted(_) => {}
                         InformerEvent::Resync => {
@@ -447,8 +450,10 @@ impl Inner {
 
     /// Go: `reconcileNodeLabels`: copy beta topology labels to their GA names; one merge patch, no cloud call.
     async fn reconcile_labels(&self, node: &Node) -> Result<(), Error> {
-        let labels = node.metadata.labels.clone().unwrap_or_default();
-        let set = crate::labels::reconcile_beta_to_ga(&labels);
+        let set = match &node.metadata.labels {
+            Some(labels) => crate::labels::reconcile_beta_to_ga(labels),
+            None => return Ok(()),
+        };
         if set.is_empty() {
             return Ok(());
         }

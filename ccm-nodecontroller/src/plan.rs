@@ -25,6 +25,31 @@ use crate::addresses::{self, AddressUpdate, NodeIpError};
 use crate::labels::{self, LabelPlan};
 use crate::patch;
 
+/// Whether an update of a cached node (`old` → `new`) gives the cloud node controller anything to do, so that the
+/// update is worth queueing: the node is (or was) tainted uninitialized, or its labels changed (the beta → GA
+/// label copy reads them). Everything else a sync of an initialized node reads is in the labels, so an update
+/// that changes none of this (a kubelet's status heartbeat, a lease-driven condition refresh, a new pod CIDR)
+/// would only wake a worker to find nothing to do. Go queues every update; adds, resyncs and retries still queue
+/// the node regardless.
+///
+/// ```
+/// use ccm_nodecontroller::plan::worth_syncing;
+/// use k8s_openapi::api::core::v1::Node;
+///
+/// let old = Node::default();
+/// let mut heartbeat = old.clone();
+/// heartbeat.metadata.resource_version = Some("2".into());
+/// assert!(!worth_syncing(&old, &heartbeat));
+/// let mut relabelled = old.clone();
+/// relabelled.metadata.labels = Some([("failure-domain.beta.kubernetes.io/zone".to_string(), "z1".to_string())].into());
+/// assert!(worth_syncing(&old, &relabelled));
+/// ```
+pub fn worth_syncing(old: &Node, new: &Node) -> bool {
+    let tainted =
+        |node: &Node| ccm_core::helpers::node_has_taint(node, names::taints::UNINITIALIZED);
+    tainted(new) || tainted(old) || old.metadata.labels != new.metadata.labels
+}
+
 /// Everything initialization writes for one node.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InitPlan {
@@ -101,6 +126,58 @@ mod tests {
 
     fn uninit() -> k8s_openapi::api::core::v1::Taint {
         taint(names::taints::UNINITIALIZED, Some("true"), NO_SCHEDULE)
+    }
+
+    #[test]
+    fn only_updates_that_change_what_a_sync_reads_are_worth_syncing() {
+        let labelled = |labels: &[(&str, &str)]| Node {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let with_taints = |mut node: Node, taints: Vec<k8s_openapi::api::core::v1::Taint>| {
+            node.spec = Some(NodeSpec {
+                taints: Some(taints),
+                ..Default::default()
+            });
+            node
+        };
+        let initialized = labelled(&[(l::TOPOLOGY_ZONE, "z1")]);
+        // a heartbeat: status and resourceVersion change, nothing the controller reads
+        let mut heartbeat = initialized.clone();
+        heartbeat.metadata.resource_version = Some("7".into());
+        heartbeat.status = Some(NodeStatus {
+            addresses: Some(vec![a("InternalIP", "10.0.0.9")]),
+            ..Default::default()
+        });
+        assert!(!worth_syncing(&initialized, &heartbeat));
+        // another taint comes and goes: still nothing to do for an initialized node
+        let cordoned = with_taints(
+            initialized.clone(),
+            vec![taint("node.kubernetes.io/unschedulable", None, NO_SCHEDULE)],
+        );
+        assert!(!worth_syncing(&initialized, &cordoned));
+        // labels changed (a beta label may need its GA copy), added or removed
+        assert!(worth_syncing(
+            &initialized,
+            &labelled(&[(l::TOPOLOGY_ZONE, "z2")])
+        ));
+        assert!(worth_syncing(&initialized, &labelled(&[])));
+        assert!(worth_syncing(&Node::default(), &initialized));
+        // tainted uninitialized: every update counts, as in Go (a skipped node is retried when it changes)
+        let tainted = with_taints(initialized.clone(), vec![uninit()]);
+        let mut tainted_heartbeat = tainted.clone();
+        tainted_heartbeat.metadata.resource_version = Some("8".into());
+        assert!(worth_syncing(&tainted, &tainted_heartbeat));
+        // the taint just went (our own initialization, or someone else's)
+        assert!(worth_syncing(&tainted, &initialized));
     }
 
     /// A node as a kubelet with `--cloud-provider=external` registers it.

@@ -1,4 +1,5 @@
-//! How much memory the shared Node cache needs, whole and stripped (`strip_node`): the figures of
+//! How much memory the shared Node cache needs, and how long a Node takes to decode, whole and as the shared
+//! informer decodes it (`CachedNode`, which keeps what `strip_node` lists): the figures of
 //! docs/benchmarks.md, "Cached object size". A measurement, not a test:
 //!
 //! ```sh
@@ -8,14 +9,16 @@
 //! Each node is the realistic fixture `ccm-core/tests/fixtures/node.json` (50 images, the managedFields of seven
 //! managers, 16 labels, 6 annotations, volumes, nodeInfo) with its own name, uid, addresses, providerID and pod
 //! CIDR. It is serialized to JSON and deserialized again, as the watch delivers it, then held in an `Arc` as the
-//! store holds it; the stripped run strips each node right after deserializing it, as the informer does. Each
+//! store holds it; the stripped run decodes each node as a `CachedNode`, as the informer does. Each
 //! mode runs in a process of its own (this program started again with `--mode whole|stripped`), and reports the
-//! compact JSON size of what it holds and the growth of its resident set (VmRSS) after 1,000 and 5,000 nodes.
+//! compact JSON size of what it holds, the growth of its resident set (VmRSS) after 1,000 and 5,000 nodes, and
+//! the mean time one node's JSON took to decode.
 
 use std::process::{Command, ExitCode};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use ccm_core::runtime::informer::strip_node;
+use ccm_core::runtime::informer::CachedNode;
 use k8s_openapi::api::core::v1::Node;
 
 const NODE: &str = include_str!("../../ccm-core/tests/fixtures/node.json");
@@ -68,26 +71,30 @@ fn node_json(template: &Node, i: usize) -> String {
 /// How many nodes the measurement holds, and after how many it reports.
 const COUNTS: [usize; 2] = [1_000, 5_000];
 
-/// Build `COUNTS` nodes, whole or stripped, reporting per step: the compact JSON of the cached nodes and the
-/// growth of the resident set since the start (bytes).
-fn build(strip: bool) -> Vec<(usize, usize, usize)> {
+/// Build `COUNTS` nodes, whole or stripped, reporting per step: the compact JSON of the cached nodes, the
+/// growth of the resident set since the start (bytes) and the time spent decoding.
+fn build(strip: bool) -> Vec<(usize, usize, usize, Duration)> {
     let template: Node = serde_json::from_str(NODE).unwrap();
     let rss_before = rss();
     let mut json = 0;
     let mut nodes: Vec<Arc<Node>> = Vec::with_capacity(COUNTS[COUNTS.len() - 1]);
     let mut report = Vec::new();
+    let mut decoding = Duration::ZERO;
     for count in COUNTS {
         while nodes.len() < count {
             let text = node_json(&template, nodes.len());
-            let mut node: Node = serde_json::from_str(&text).unwrap();
+            let started = Instant::now();
+            let node: Node = if strip {
+                serde_json::from_str::<CachedNode>(&text).unwrap().into()
+            } else {
+                serde_json::from_str(&text).unwrap()
+            };
+            decoding += started.elapsed();
             drop(text);
-            if strip {
-                strip_node(&mut node);
-            }
             json += serde_json::to_string(&node).unwrap().len();
             nodes.push(Arc::new(node));
         }
-        report.push((count, json, rss().saturating_sub(rss_before)));
+        report.push((count, json, rss().saturating_sub(rss_before), decoding));
     }
     report
 }
@@ -105,8 +112,8 @@ fn main() -> ExitCode {
     if let [_, flag, mode] = args.as_slice()
         && flag == "--mode"
     {
-        for (count, json, rss) in build(mode == "stripped") {
-            println!("RESULT {mode} {count} {json} {rss}");
+        for (count, json, rss, decoding) in build(mode == "stripped") {
+            println!("RESULT {mode} {count} {json} {rss} {}", decoding.as_nanos());
         }
         return ExitCode::SUCCESS;
     }
@@ -131,19 +138,22 @@ fn main() -> ExitCode {
             if let Some(result) = line.strip_prefix("RESULT ") {
                 let f: Vec<&str> = result.split(' ').collect();
                 let n = |i: usize| f[i].parse::<usize>().unwrap_or(0);
-                rows.push((f[0].to_owned(), n(1), n(2), n(3)));
+                rows.push((f[0].to_owned(), n(1), n(2), n(3), n(4)));
             }
         }
     }
     rows.sort_by_key(|r| r.1);
-    println!("| nodes | cache | JSON per node (KiB) | RSS growth (MiB) | RSS per node (KiB) |");
-    println!("|---|---|---|---|---|");
-    for (mode, count, json, rss) in &rows {
+    println!(
+        "| nodes | cache | JSON per node (KiB) | RSS growth (MiB) | RSS per node (KiB) | decode per node (µs) |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (mode, count, json, rss, nanos) in &rows {
         println!(
-            "| {count} | {mode} | {} | {} | {} |",
+            "| {count} | {mode} | {} | {} | {} | {:.1} |",
             per_node_kib(*json, *count),
             mib(*rss),
-            per_node_kib(*rss, *count)
+            per_node_kib(*rss, *count),
+            *nanos as f64 / *count as f64 / 1000.0
         );
     }
     ExitCode::SUCCESS

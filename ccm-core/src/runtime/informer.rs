@@ -7,10 +7,10 @@
 //! A subscriber that falls behind the broadcast buffer receives [`InformerEvent::Resync`]: it must then re-read
 //! the [`Store`] instead of relying on the events it missed.
 //!
-//! The [`SharedInformers`] do not cache whole objects: each Node goes through [`strip_node`] and each Service
-//! through [`strip_service`] before it is stored or broadcast, which drops what no controller reads
-//! (`managedFields`, the last-applied JSON, a node's image list, volumes, capacity, ...). Their docs list what
-//! the cache keeps; read an object from the API for anything else.
+//! The [`SharedInformers`] do not cache whole objects: they decode each Node as a [`CachedNode`] and each Service
+//! as a [`CachedService`], which leaves out what no controller reads (`managedFields`, the last-applied JSON, a
+//! node's image list, volumes, capacity, ...) while the JSON is parsed, so it is never built. [`strip_node`] and
+//! [`strip_service`] list what the cache keeps; read an object from the API for anything else.
 //!
 //! ```no_run
 //! use ccm_core::runtime::informer::{Informer, InformerEvent};
@@ -38,6 +38,7 @@ use std::fmt::Debug;
 use std::sync::{Arc, RwLock};
 
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
@@ -49,7 +50,7 @@ use crate::helpers::object_key;
 
 mod strip;
 
-pub use strip::{STRIPPED_VALUE_PREFIX, strip_node, strip_service};
+pub use strip::{CachedNode, CachedService, STRIPPED_VALUE_PREFIX, strip_node, strip_service};
 
 /// How many events a slow subscriber may fall behind before it gets [`InformerEvent::Resync`] (and re-reads
 /// the [`Store`], which is cheap). Allocated up front for each informer, so kept small: 4,096 events take
@@ -57,8 +58,7 @@ pub use strip::{STRIPPED_VALUE_PREFIX, strip_node, strip_service};
 pub const EVENT_BUFFER: usize = 4 * 1024;
 
 /// Objects per page of an informer's initial list. kube's default is 500; a page is held twice while it is
-/// decoded (the response body and the objects, before [`strip_node`] shrinks them), and 500 real Nodes with
-/// their image lists are ~30 MiB of JSON, so the SharedInformers list 100 at a time. 5,000 Nodes are then 50
+/// decoded (the response body and the objects), and 500 real Nodes with their image lists are ~30 MiB of JSON, so the SharedInformers list 100 at a time. 5,000 Nodes are then 50
 /// list requests instead of 10.
 pub const LIST_PAGE_SIZE: u32 = 100;
 
@@ -316,14 +316,16 @@ impl<K: Clone> Subscription<K> {
     }
 }
 
+/// A list-watch of one kind from its start: kube's `watcher` with backoff, its objects decoded as the
+/// informer caches them.
+type Source<K> =
+    Box<dyn Fn() -> BoxStream<'static, watcher::Result<watcher::Event<K>>> + Send + Sync>;
+
 struct Inner<K: Resource + Clone> {
-    api: Api<K>,
-    config: watcher::Config,
+    source: Source<K>,
     store: StoreWriter<K>,
     events: broadcast::Sender<InformerEvent<K>>,
     synced: watch::Sender<bool>,
-    /// Applied to every object from the watch before it is stored or broadcast.
-    transform: fn(&mut K),
 }
 
 /// A shared list-watch cache of one resource kind. Cheap to clone; clones share the cache.
@@ -355,23 +357,40 @@ where
     /// An informer over `api` with the watch settings `config` (label or field selectors) that caches whole
     /// objects. Not started.
     pub fn new(api: Api<K>, config: watcher::Config) -> Self {
-        Self::with_transform(api, config, |_| {})
+        Self::decoded_as::<K>(api, config)
     }
 
-    /// An informer that applies `transform` to every object from the watch before it is stored or broadcast
-    /// (the old and the new object of an update are both transformed), as client-go's `SetTransform`: the
-    /// [`SharedInformers`] pass [`strip_node`] and [`strip_service`]. Not started.
-    pub fn with_transform(api: Api<K>, config: watcher::Config, transform: fn(&mut K)) -> Self {
+    /// An informer that decodes the objects of `api` as `W` and caches them as `W` converts into `K`: the way to
+    /// cache less than whole objects without building what is dropped (client-go's `SetTransform` runs after
+    /// decoding). The [`SharedInformers`] watch [`CachedNode`] and [`CachedService`]. Not started.
+    ///
+    /// ```no_run
+    /// use ccm_core::runtime::informer::{CachedNode, Informer};
+    /// use k8s_openapi::api::core::v1::Node;
+    /// use kube::{Api, runtime::watcher};
+    ///
+    /// # fn demo(client: kube::Client) {
+    /// let nodes: Informer<Node> = Informer::decoded_as::<CachedNode>(Api::all(client), watcher::Config::default());
+    /// # }
+    /// ```
+    pub fn decoded_as<W>(api: Api<W>, config: watcher::Config) -> Self
+    where
+        W: Resource + Clone + DeserializeOwned + Debug + Send + 'static + Into<K>,
+    {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let (synced, _) = watch::channel(false);
+        let source: Source<K> = Box::new(move || {
+            watcher(api.clone(), config.clone())
+                .default_backoff()
+                .map(|event| event.map(convert_event))
+                .boxed()
+        });
         Informer {
             inner: Arc::new(Inner {
-                api,
-                config,
+                source,
                 store: StoreWriter::new(),
                 events,
                 synced,
-                transform,
             }),
         }
     }
@@ -416,8 +435,7 @@ where
 
     /// List and watch until `shutdown` is cancelled, re-listing with backoff after errors.
     pub async fn run(self, shutdown: CancellationToken) {
-        let stream = watcher(self.inner.api.clone(), self.inner.config.clone()).default_backoff();
-        futures::pin_mut!(stream);
+        let mut stream = (self.inner.source)();
         let mut init_keys: Option<HashSet<String>> = None;
         loop {
             let next = tokio::select! {
@@ -458,8 +476,7 @@ where
                 self.inner.synced.send_replace(true);
             }
             watcher::Event::Apply(obj) => self.upsert(key_of(&obj), obj),
-            watcher::Event::Delete(mut obj) => {
-                (self.inner.transform)(&mut obj);
+            watcher::Event::Delete(obj) => {
                 let key = key_of(&obj);
                 let last = self
                     .inner
@@ -471,8 +488,7 @@ where
         }
     }
 
-    fn upsert(&self, key: String, mut obj: K) {
-        (self.inner.transform)(&mut obj);
+    fn upsert(&self, key: String, obj: K) {
         let new = Arc::new(obj);
         match self.inner.store.insert(key, new.clone()) {
             None => {
@@ -484,6 +500,17 @@ where
                 }
             }
         }
+    }
+}
+
+/// A watcher event of the decoded type as one of the cached type.
+fn convert_event<W: Into<K>, K>(event: watcher::Event<W>) -> watcher::Event<K> {
+    match event {
+        watcher::Event::Apply(obj) => watcher::Event::Apply(obj.into()),
+        watcher::Event::Delete(obj) => watcher::Event::Delete(obj.into()),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(obj) => watcher::Event::InitApply(obj.into()),
+        watcher::Event::InitDone => watcher::Event::InitDone,
     }
 }
 
@@ -533,7 +560,8 @@ impl InformerScope {
 
 /// The informers every controller shares: one for Nodes and one for Services.
 ///
-/// They cache stripped objects: [`strip_node`] and [`strip_service`] say what is kept.
+/// They cache stripped objects, decoded as [`CachedNode`] and [`CachedService`]: [`strip_node`] and
+/// [`strip_service`] say what is kept.
 #[derive(Clone, Debug)]
 pub struct SharedInformers {
     nodes: Informer<Node>,
@@ -566,8 +594,8 @@ impl SharedInformers {
             None => Api::all(client.clone()),
         };
         SharedInformers {
-            nodes: Informer::with_transform(Api::all(client), node_cfg, strip_node),
-            services: Informer::with_transform(services_api, svc_cfg, strip_service),
+            nodes: Informer::decoded_as::<CachedNode>(Api::all(client), node_cfg),
+            services: Informer::decoded_as::<CachedService>(services_api, svc_cfg),
         }
     }
 
@@ -642,21 +670,28 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_transform_applies_to_the_store_and_every_event() {
-        let inf = Informer::with_transform(
-            Api::all(offline_client()),
-            watcher::Config::default(),
-            strip_node,
-        );
+    async fn a_decoded_shape_reaches_the_store_and_every_event() {
+        // the shared Node informer's events, as its source converts them from `CachedNode`
+        let cached = |name: &str, rv: &str| -> CachedNode {
+            serde_json::from_value(serde_json::to_value(bulky(name, rv)).unwrap()).unwrap()
+        };
+        let inf = informer();
         let mut sub = inf.subscribe();
         let mut init = None;
-        inf.apply(watcher::Event::Init, &mut init);
-        inf.apply(watcher::Event::InitApply(bulky("a", "1")), &mut init);
-        inf.apply(watcher::Event::InitDone, &mut init);
-        inf.apply(watcher::Event::Apply(bulky("a", "2")), &mut init);
-        assert!(is_stripped(&inf.store().get("a").unwrap()));
-        inf.apply(watcher::Event::Delete(bulky("a", "3")), &mut init);
-        inf.apply(watcher::Event::Delete(bulky("never-seen", "1")), &mut init);
+        let events = [
+            watcher::Event::Init,
+            watcher::Event::InitApply(cached("a", "1")),
+            watcher::Event::InitDone,
+            watcher::Event::Apply(cached("a", "2")),
+            watcher::Event::Delete(cached("a", "3")),
+            watcher::Event::Delete(cached("never-seen", "1")),
+        ];
+        for event in events {
+            inf.apply(convert_event(event), &mut init);
+            if let Some(node) = inf.store().get("a") {
+                assert!(is_stripped(&node));
+            }
+        }
         let mut seen = 0;
         while let Ok(ev) = sub.rx.try_recv() {
             seen += 1;

@@ -1,10 +1,20 @@
 //! What the shared informers keep of each Node and Service: everything a controller of the SDK reads, and nothing
 //! large that none reads (see [`strip_node`] and [`strip_service`]).
+//!
+//! The shape is defined once, by the serde types below: the informers decode the API's JSON into [`CachedNode`]
+//! and [`CachedService`], which skip what is not kept while parsing (serde passes over an unknown field without
+//! building it), and [`strip_node`] / [`strip_service`] reduce an object already in memory by the same types.
 
+use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 
-use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, NodeSystemInfo, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::{
+    Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Service, ServiceSpec,
+    ServiceStatus, Taint,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use kube::Resource;
+use serde::{Deserialize, Deserializer};
 
 use crate::names::annotations::LAST_APPLIED_CONFIGURATION;
 
@@ -12,8 +22,10 @@ use crate::names::annotations::LAST_APPLIED_CONFIGURATION;
 /// applied JSON with `stripped, <length> bytes, fingerprint <16 hex digits>`.
 pub const STRIPPED_VALUE_PREFIX: &str = "stripped, ";
 
-/// Reduce a Node to what the shared cache holds; the informer applies it to every Node before it is stored or
-/// broadcast (so `old` and `new` of an update are both stripped).
+/// Reduce a Node to what the shared cache holds. The informer never holds more: it decodes every Node of its
+/// list and watch straight into this shape ([`CachedNode`]), so what is stripped is never allocated (the
+/// `managedFields` of a heartbeating node are half its JSON). This function applies the same reduction to a
+/// Node already in memory, for tests and tools that compare a cached Node with a whole one.
 ///
 /// | part | kept | stripped |
 /// |---|---|---|
@@ -60,32 +72,7 @@ pub const STRIPPED_VALUE_PREFIX: &str = "stripped, ";
 /// assert_eq!(status.images, None);
 /// ```
 pub fn strip_node(node: &mut Node) {
-    strip_metadata(&mut node.metadata);
-    if let Some(spec) = node.spec.take() {
-        node.spec = Some(NodeSpec {
-            pod_cidr: spec.pod_cidr,
-            pod_cidrs: spec.pod_cidrs,
-            provider_id: spec.provider_id,
-            taints: spec.taints,
-            unschedulable: spec.unschedulable,
-            ..Default::default()
-        });
-    }
-    if let Some(status) = node.status.take() {
-        node.status = Some(NodeStatus {
-            addresses: status.addresses,
-            conditions: status.conditions,
-            node_info: status.node_info.map(|info| NodeSystemInfo {
-                architecture: info.architecture,
-                boot_id: info.boot_id,
-                machine_id: info.machine_id,
-                operating_system: info.operating_system,
-                system_uuid: info.system_uuid,
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
-    }
+    *node = reduce::<CachedNode, _>(node).0;
 }
 
 /// Reduce a Service to what the shared cache holds: everything but `metadata.managedFields`, with the value of
@@ -95,20 +82,237 @@ pub fn strip_node(node: &mut Node) {
 /// most of them (Go's `needsUpdate`), and the provider gets the cached Service in every LoadBalancer call and may
 /// read any of its own annotations.
 pub fn strip_service(service: &mut Service) {
-    strip_metadata(&mut service.metadata);
+    *service = reduce::<CachedService, _>(service).0;
 }
 
-fn strip_metadata(meta: &mut ObjectMeta) {
-    meta.managed_fields = None;
-    if let Some(value) = meta
-        .annotations
-        .as_mut()
-        .and_then(|a| a.get_mut(LAST_APPLIED_CONFIGURATION))
-        && !value.starts_with(STRIPPED_VALUE_PREFIX)
-    {
-        *value = fingerprint(value);
+/// `object` decoded as the cache decodes it. Serializing a k8s-openapi object gives JSON of its own schema, which
+/// the cached shapes read without fail (they require nothing); should that ever fail, the object is only cleared of
+/// its managed fields rather than lost.
+fn reduce<C, K>(object: &K) -> C
+where
+    C: for<'de> Deserialize<'de> + From<K>,
+    K: serde::Serialize + Clone + Resource,
+{
+    match serde_json::to_value(object).and_then(serde_json::from_value::<C>) {
+        Ok(cached) => cached,
+        Err(err) => {
+            tracing::error!(error = %err, "could not reduce an object to its cached shape; dropping its managed fields only");
+            let mut copy = object.clone();
+            copy.meta_mut().managed_fields = None;
+            C::from(copy)
+        }
     }
 }
+
+/// A Node as the shared cache holds it ([`strip_node`] lists the fields), decoded straight from the API's JSON:
+/// what the Node informer lists and watches.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CachedNode(pub Node);
+
+/// A Service as the shared cache holds it ([`strip_service`]), decoded straight from the API's JSON.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CachedService(pub Service);
+
+impl From<CachedNode> for Node {
+    fn from(cached: CachedNode) -> Node {
+        cached.0
+    }
+}
+
+impl From<CachedService> for Service {
+    fn from(cached: CachedService) -> Service {
+        cached.0
+    }
+}
+
+impl From<Node> for CachedNode {
+    fn from(node: Node) -> CachedNode {
+        CachedNode(node)
+    }
+}
+
+impl From<Service> for CachedService {
+    fn from(service: Service) -> CachedService {
+        CachedService(service)
+    }
+}
+
+/// The API metadata of the cached shapes: every field of `ObjectMeta` but `managedFields`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireMeta {
+    annotations: Option<BTreeMap<String, String>>,
+    creation_timestamp: Option<Time>,
+    deletion_grace_period_seconds: Option<i64>,
+    deletion_timestamp: Option<Time>,
+    finalizers: Option<Vec<String>>,
+    generate_name: Option<String>,
+    generation: Option<i64>,
+    labels: Option<BTreeMap<String, String>>,
+    name: Option<String>,
+    namespace: Option<String>,
+    owner_references: Option<Vec<OwnerReference>>,
+    resource_version: Option<String>,
+    self_link: Option<String>,
+    uid: Option<String>,
+}
+
+impl From<WireMeta> for ObjectMeta {
+    fn from(wire: WireMeta) -> ObjectMeta {
+        let mut annotations = wire.annotations;
+        if let Some(value) = annotations
+            .as_mut()
+            .and_then(|a| a.get_mut(LAST_APPLIED_CONFIGURATION))
+            && !value.starts_with(STRIPPED_VALUE_PREFIX)
+        {
+            *value = fingerprint(value);
+        }
+        ObjectMeta {
+            annotations,
+            creation_timestamp: wire.creation_timestamp,
+            deletion_grace_period_seconds: wire.deletion_grace_period_seconds,
+            deletion_timestamp: wire.deletion_timestamp,
+            finalizers: wire.finalizers,
+            generate_name: wire.generate_name,
+            generation: wire.generation,
+            labels: wire.labels,
+            managed_fields: None,
+            name: wire.name,
+            namespace: wire.namespace,
+            owner_references: wire.owner_references,
+            resource_version: wire.resource_version,
+            self_link: wire.self_link,
+            uid: wire.uid,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireNodeSpec {
+    #[serde(rename = "podCIDR")]
+    pod_cidr: Option<String>,
+    #[serde(rename = "podCIDRs")]
+    pod_cidrs: Option<Vec<String>>,
+    #[serde(rename = "providerID")]
+    provider_id: Option<String>,
+    taints: Option<Vec<Taint>>,
+    unschedulable: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct WireNodeStatus {
+    addresses: Option<Vec<NodeAddress>>,
+    conditions: Option<Vec<NodeCondition>>,
+    #[serde(rename = "nodeInfo")]
+    node_info: Option<WireNodeInfo>,
+}
+
+#[derive(Deserialize)]
+struct WireNodeInfo {
+    #[serde(default)]
+    architecture: String,
+    #[serde(default, rename = "bootID")]
+    boot_id: String,
+    #[serde(default, rename = "machineID")]
+    machine_id: String,
+    #[serde(default, rename = "operatingSystem")]
+    operating_system: String,
+    #[serde(default, rename = "systemUUID")]
+    system_uuid: String,
+}
+
+#[derive(Deserialize)]
+struct WireNode {
+    #[serde(default)]
+    metadata: Option<WireMeta>,
+    spec: Option<WireNodeSpec>,
+    status: Option<WireNodeStatus>,
+}
+
+#[derive(Deserialize)]
+struct WireService {
+    #[serde(default)]
+    metadata: Option<WireMeta>,
+    spec: Option<ServiceSpec>,
+    status: Option<ServiceStatus>,
+}
+
+impl<'de> Deserialize<'de> for CachedNode {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = WireNode::deserialize(deserializer)?;
+        Ok(CachedNode(Node {
+            metadata: wire.metadata.map(ObjectMeta::from).unwrap_or_default(),
+            spec: wire.spec.map(|spec| NodeSpec {
+                pod_cidr: spec.pod_cidr,
+                pod_cidrs: spec.pod_cidrs,
+                provider_id: spec.provider_id,
+                taints: spec.taints,
+                unschedulable: spec.unschedulable,
+                ..Default::default()
+            }),
+            status: wire.status.map(|status| NodeStatus {
+                addresses: status.addresses,
+                conditions: status.conditions,
+                node_info: status.node_info.map(|info| NodeSystemInfo {
+                    architecture: info.architecture,
+                    boot_id: info.boot_id,
+                    machine_id: info.machine_id,
+                    operating_system: info.operating_system,
+                    system_uuid: info.system_uuid,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+        }))
+    }
+}
+
+impl<'de> Deserialize<'de> for CachedService {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = WireService::deserialize(deserializer)?;
+        Ok(CachedService(Service {
+            metadata: wire.metadata.map(ObjectMeta::from).unwrap_or_default(),
+            spec: wire.spec,
+            status: wire.status,
+        }))
+    }
+}
+
+/// The cached shapes are watched under their kinds' names: the API is that of `Node` and `Service`.
+macro_rules! resource_as {
+    ($cached:ty, $kind:ty) => {
+        impl Resource for $cached {
+            type DynamicType = ();
+            type Scope = <$kind as Resource>::Scope;
+
+            fn kind(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$kind as Resource>::kind(dt)
+            }
+            fn group(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$kind as Resource>::group(dt)
+            }
+            fn version(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$kind as Resource>::version(dt)
+            }
+            fn api_version(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$kind as Resource>::api_version(dt)
+            }
+            fn plural(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$kind as Resource>::plural(dt)
+            }
+            fn meta(&self) -> &ObjectMeta {
+                &self.0.metadata
+            }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.0.metadata
+            }
+        }
+    };
+}
+
+resource_as!(CachedNode, Node);
+resource_as!(CachedService, Service);
 
 /// `stripped, <length> bytes, fingerprint <hash>`: equal for equal values and, but for a 64-bit hash collision,
 /// different for different ones (the hash only has to agree within one process: the cache is never persisted).
@@ -268,6 +472,45 @@ mod tests {
 
         let (full, small) = (before.to_string().len(), after.to_string().len());
         assert!(small * 5 < full, "{full} bytes stripped to {small}");
+    }
+
+    #[test]
+    fn the_informers_decode_the_same_shape_from_the_wire() {
+        // straight from the API's JSON, as the informers decode a list or a watch event
+        let from_wire: CachedNode = serde_json::from_str(NODE).unwrap();
+        assert_eq!(from_wire.0, stripped(&node(), strip_node));
+        let from_wire: CachedService = serde_json::from_str(SERVICE).unwrap();
+        assert_eq!(from_wire.0, stripped(&service(), strip_service));
+
+        let line = format!(r#"{{"type":"MODIFIED","object":{NODE}}}"#);
+        let event: kube::core::WatchEvent<CachedNode> = serde_json::from_str(&line).unwrap();
+        let kube::core::WatchEvent::Modified(cached) = event else {
+            panic!("a MODIFIED event");
+        };
+        assert_eq!(
+            cached.meta().name.as_deref(),
+            node().metadata.name.as_deref()
+        );
+        assert_eq!(cached.0.metadata.managed_fields, None);
+        assert_eq!(<CachedNode as Resource>::plural(&()), "nodes");
+        assert_eq!(<CachedService as Resource>::kind(&()), "Service");
+    }
+
+    #[test]
+    fn odd_but_valid_json_decodes_without_loss_of_what_is_kept() {
+        // nulls, missing nodeInfo fields and no metadata at all
+        let cached: CachedNode = serde_json::from_value(json!({
+            "spec": {"providerID": null, "taints": null},
+            "status": {"nodeInfo": {"systemUUID": "u"}, "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}]}
+        }))
+        .unwrap();
+        assert_eq!(cached.0.metadata, ObjectMeta::default());
+        assert_eq!(cached.0.spec, Some(NodeSpec::default()));
+        let status = cached.0.status.unwrap();
+        assert_eq!(status.node_info.unwrap().system_uuid, "u");
+        assert_eq!(status.addresses.unwrap()[0].address, "10.0.0.1");
+        // a wrong type in a kept field is an error, as it is for the whole object
+        assert!(serde_json::from_value::<CachedNode>(json!({"spec": {"taints": "x"}})).is_err());
     }
 
     #[test]
