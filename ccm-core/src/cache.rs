@@ -265,26 +265,27 @@ impl InstanceCache {
     }
 
     /// Invalidate from Node events until `shutdown`: a deleted node, a changed providerID, a change of the
-    /// node's `Ready` condition status (a restarted instance may have other addresses), or missed events
+    /// node's `Ready` condition status (a restarted instance may have other addresses), or a resync
     /// (everything).
     pub async fn run_invalidator(
         self: Arc<Self>,
         nodes: Informer<Node>,
         shutdown: CancellationToken,
     ) {
-        nodes
-            .subscribe()
-            .for_each(&shutdown, |event| match event {
-                InformerEvent::Deleted(node) => self.invalidate(node_name(&node)),
-                InformerEvent::Updated { old, new } => {
-                    if invalidates(&old, &new) {
-                        self.invalidate(node_name(&new));
-                    }
+        // inline in the informer's task: a heartbeat costs a comparison, not a task wake-up
+        let cache = self.clone();
+        let registration = nodes.on_event(move |event| match event {
+            InformerEvent::Deleted(node) => cache.invalidate(node_name(node)),
+            InformerEvent::Updated { old, new } => {
+                if invalidates(old, new) {
+                    cache.invalidate(node_name(new));
                 }
-                InformerEvent::Resync => self.clear(),
-                InformerEvent::Added(_) => {}
-            })
-            .await;
+            }
+            InformerEvent::Resync => cache.clear(),
+            InformerEvent::Added(_) => {}
+        });
+        shutdown.cancelled().await;
+        drop(registration);
     }
 
     async fn ask<F>(&self, question: Question, node: &Node, call: F) -> Result<Answer, CloudError>

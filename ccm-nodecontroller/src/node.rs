@@ -25,7 +25,7 @@ use ccm_core::helpers::{node_has_taint, node_name};
 use ccm_core::names;
 use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
 use ccm_core::runtime::events::{EventRecorder, EventType};
-use ccm_core::runtime::informer::{InformerEvent, Store, Subscription};
+use ccm_core::runtime::informer::{HandlerRegistration, InformerEvent, Store};
 use ccm_core::runtime::workers::{Action, run_workers};
 use ccm_core::runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
 use ccm_core::{BoxError, InstanceLookup};
@@ -185,7 +185,8 @@ struct Inner {
 pub struct CloudNodeController {
     inner: Arc<Inner>,
     informer: ccm_core::runtime::informer::Informer<Node>,
-    events: Subscription<Node>,
+    /// Queues nodes from the informer's events, inline in the informer's task, from construction on.
+    registration: HandlerRegistration,
 }
 
 impl std::fmt::Debug for CloudNodeController {
@@ -199,18 +200,35 @@ impl std::fmt::Debug for CloudNodeController {
 
 impl CloudNodeController {
     /// Build the controller from the process context: validates `config`, needs InstancesV2 or Instances,
-    /// subscribes to the shared Node informer and registers the metrics into `ctx.metrics`.
+    /// queues nodes from the shared Node informer's events from now on and registers the metrics into
+    /// `ctx.metrics`.
     pub fn new(ctx: &ControllerContext, config: Config) -> Result<Self, Error> {
         config.validate()?;
         let cloud =
             CloudInstances::for_controller(&ctx.provider, config.cloud_call_timeout, CONTROLLER)?;
         let informer = ctx.informers.nodes().clone();
-        let events = informer.subscribe();
         let queue = WorkQueue::with_metrics(
             QUEUE_NAME,
             default_controller_rate_limiter(),
             &ctx.workqueue_metrics,
         );
+        let registration = {
+            let (queue, store) = (queue.clone(), informer.store());
+            informer.on_event(move |event| match event {
+                InformerEvent::Added(node) => queue.add(node.name_any()),
+                InformerEvent::Updated { old, new } => {
+                    if worth_syncing(old, new) {
+                        queue.add(new.name_any());
+                    }
+                }
+                InformerEvent::Deleted(_) => {}
+                InformerEvent::Resync => {
+                    for key in store.keys() {
+                        queue.add(key);
+                    }
+                }
+            })
+        };
         Ok(CloudNodeController {
             inner: Arc::new(Inner {
                 nodes: Api::all(ctx.client.clone()),
@@ -223,7 +241,7 @@ impl CloudNodeController {
                 superseded: Mutex::new(HashMap::new()),
             }),
             informer,
-            events,
+            registration,
         })
     }
 
@@ -241,7 +259,7 @@ impl Controller for CloudNodeController {
         let CloudNodeController {
             inner,
             informer,
-            events,
+            registration,
         } = *self;
         tracing::info!(
             controller = CONTROLLER,
@@ -257,29 +275,6 @@ impl Controller for CloudNodeController {
         for key in inner.store.keys() {
             inner.queue.add(key);
         }
-
-        let pump = {
-            let inner = inner.clone();
-            let shutdown = shutdown.clone();
-            tokio::spawn(async move {
-                events
-                    .for_each(&shutdown, |event| match event {
-                        InformerEvent::Added(node) => inner.queue.add(node.name_any()),
-                        InformerEvent::Updated { old, new } => {
-                            if worth_syncing(&old, &new) {
-                                inner.queue.add(new.name_any());
-                            }
-                        }
-                        InformerEvent::Deleted(_) => {}
-                        InformerEvent::Resync => {
-                            for key in inner.store.keys() {
-                                inner.queue.add(key);
-                            }
-                        }
-                    })
-                    .await;
-            })
-        };
 
         let status_loop = {
             let inner = inner.clone();
@@ -312,7 +307,7 @@ impl Controller for CloudNodeController {
             )
         };
         workers.await;
-        let _ = pump.await;
+        drop(registration);
         let _ = status_loop.await;
         tracing::info!(controller = CONTROLLER, "stopped");
         Ok(())

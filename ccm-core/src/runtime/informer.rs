@@ -48,7 +48,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::helpers::object_key;
 
+mod handlers;
 mod strip;
+
+pub use handlers::HandlerRegistration;
 
 pub use strip::{CachedNode, CachedService, STRIPPED_VALUE_PREFIX, strip_node, strip_service};
 
@@ -323,6 +326,7 @@ type Source<K> =
 
 struct Inner<K: Resource + Clone> {
     source: Source<K>,
+    handlers: Arc<handlers::Handlers<K>>,
     store: StoreWriter<K>,
     events: broadcast::Sender<InformerEvent<K>>,
     synced: watch::Sender<bool>,
@@ -388,6 +392,7 @@ where
         Informer {
             inner: Arc::new(Inner {
                 source,
+                handlers: Arc::default(),
                 store: StoreWriter::new(),
                 events,
                 synced,
@@ -411,6 +416,41 @@ where
     /// crate's tests of code that consumes informer events.
     #[cfg(test)]
     pub(crate) fn inject_for_test(&self, event: InformerEvent<K>) {
+        self.emit(event);
+    }
+
+    /// Run `handler` on every event from now on, inside the informer's task, before the event is broadcast to
+    /// the subscriptions; until the returned registration is dropped. For reactions that are quick and never wait
+    /// or panic (queue a key, drop a cache entry): it saves the task wake-up per event that a [`Subscription`]
+    /// costs. A handler never lags, so it sees [`InformerEvent::Resync`] only from [`resync`](Self::resync).
+    ///
+    /// ```no_run
+    /// use ccm_core::runtime::informer::{Informer, InformerEvent};
+    /// use ccm_core::runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
+    /// use k8s_openapi::api::core::v1::Node;
+    /// use kube::ResourceExt;
+    ///
+    /// # fn demo(nodes: Informer<Node>) {
+    /// let queue: WorkQueue<String> = WorkQueue::new("Nodes", default_controller_rate_limiter());
+    /// let store = nodes.store();
+    /// let registration = nodes.on_event(move |event| match event {
+    ///     InformerEvent::Added(node) | InformerEvent::Updated { new: node, .. } => queue.add(node.name_any()),
+    ///     InformerEvent::Deleted(_) => {}
+    ///     InformerEvent::Resync => store.keys().into_iter().for_each(|k| queue.add(k)),
+    /// });
+    /// // ... keep `registration` for as long as the handler must run
+    /// drop(registration);
+    /// # }
+    /// ```
+    pub fn on_event(
+        &self,
+        handler: impl Fn(&InformerEvent<K>) + Send + Sync + 'static,
+    ) -> HandlerRegistration {
+        self.inner.handlers.add(handler)
+    }
+
+    fn emit(&self, event: InformerEvent<K>) {
+        self.inner.handlers.call(&event);
         let _ = self.inner.events.send(event);
     }
 
@@ -423,7 +463,7 @@ where
     /// periodic resync re-delivers every cached object. The runtime calls it every `--min-resync-period`
     /// (jittered).
     pub fn resync(&self) {
-        let _ = self.inner.events.send(InformerEvent::Resync);
+        self.emit(InformerEvent::Resync);
     }
 
     /// Wait until the first full list has been cached.
@@ -469,7 +509,7 @@ where
                             continue;
                         }
                         if let Some(old) = self.inner.store.remove(&key) {
-                            let _ = self.inner.events.send(InformerEvent::Deleted(old));
+                            self.emit(InformerEvent::Deleted(old));
                         }
                     }
                 }
@@ -483,7 +523,7 @@ where
                     .store
                     .remove(&key)
                     .unwrap_or_else(|| Arc::new(obj));
-                let _ = self.inner.events.send(InformerEvent::Deleted(last));
+                self.emit(InformerEvent::Deleted(last));
             }
         }
     }
@@ -492,11 +532,11 @@ where
         let new = Arc::new(obj);
         match self.inner.store.insert(key, new.clone()) {
             None => {
-                let _ = self.inner.events.send(InformerEvent::Added(new));
+                self.emit(InformerEvent::Added(new));
             }
             Some(old) => {
                 if old.meta().resource_version != new.meta().resource_version {
-                    let _ = self.inner.events.send(InformerEvent::Updated { old, new });
+                    self.emit(InformerEvent::Updated { old, new });
                 }
             }
         }
@@ -773,6 +813,67 @@ mod tests {
             inf.apply(watcher::Event::Apply(node("a", &i.to_string())), &mut init);
         }
         assert!(matches!(sub.recv().await, Some(InformerEvent::Resync)));
+    }
+
+    #[tokio::test]
+    async fn handlers_run_inline_in_order_until_their_registration_is_dropped() {
+        let inf = informer();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = |tag: &'static str| {
+            let seen = seen.clone();
+            move |event: &InformerEvent<Node>| {
+                let what = match event {
+                    InformerEvent::Added(n) => {
+                        format!("{tag} add {}", n.metadata.name.as_deref().unwrap())
+                    }
+                    InformerEvent::Updated { new, .. } => {
+                        format!("{tag} update {}", new.metadata.name.as_deref().unwrap())
+                    }
+                    InformerEvent::Deleted(n) => {
+                        format!("{tag} delete {}", n.metadata.name.as_deref().unwrap())
+                    }
+                    InformerEvent::Resync => format!("{tag} resync"),
+                };
+                seen.lock().unwrap().push(what);
+            }
+        };
+        let first = inf.on_event(record("first"));
+        let second = inf.on_event(record("second"));
+        let mut sub = inf.subscribe();
+        let mut init = None;
+        inf.apply(watcher::Event::Apply(node("a", "1")), &mut init);
+        inf.resync();
+        drop(first);
+        inf.apply(watcher::Event::Apply(node("a", "2")), &mut init);
+        drop(second);
+        inf.apply(watcher::Event::Delete(node("a", "3")), &mut init);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                "first add a",
+                "second add a",
+                "first resync",
+                "second resync",
+                "second update a"
+            ]
+        );
+        assert_eq!(inf.inner.handlers.len(), 0);
+        // the subscriptions still get every event
+        let mut broadcast = 0;
+        while sub.rx.try_recv().is_ok() {
+            broadcast += 1;
+        }
+        assert_eq!(broadcast, 4);
+        // a handler may register another (no lock is held while handlers run)
+        let nested = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let inner_inf = inf.clone();
+        let keep = nested.clone();
+        let _outer = inf.on_event(move |_| {
+            keep.lock().unwrap().push(inner_inf.on_event(|_| {}));
+        });
+        inf.resync();
+        assert_eq!(nested.lock().unwrap().len(), 1);
+        assert_eq!(inf.inner.handlers.len(), 2);
     }
 
     #[test]

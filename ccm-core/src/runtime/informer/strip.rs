@@ -113,30 +113,6 @@ pub struct CachedNode(pub Node);
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CachedService(pub Service);
 
-impl From<CachedNode> for Node {
-    fn from(cached: CachedNode) -> Node {
-        cached.0
-    }
-}
-
-impl From<CachedService> for Service {
-    fn from(cached: CachedService) -> Service {
-        cached.0
-    }
-}
-
-impl From<Node> for CachedNode {
-    fn from(node: Node) -> CachedNode {
-        CachedNode(node)
-    }
-}
-
-impl From<Service> for CachedService {
-    fn from(service: Service) -> CachedService {
-        CachedService(service)
-    }
-}
-
 /// The API metadata of the cached shapes: every field of `ObjectMeta` but `managedFields`.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -279,9 +255,22 @@ impl<'de> Deserialize<'de> for CachedService {
     }
 }
 
-/// The cached shapes are watched under their kinds' names: the API is that of `Node` and `Service`.
+/// The cached shapes are watched under their kinds' names (the API is that of `Node` and `Service`), and convert
+/// to and from the objects they wrap.
 macro_rules! resource_as {
-    ($cached:ty, $kind:ty) => {
+    ($cached:ident, $kind:ty) => {
+        impl From<$cached> for $kind {
+            fn from(cached: $cached) -> $kind {
+                cached.0
+            }
+        }
+
+        impl From<$kind> for $cached {
+            fn from(object: $kind) -> $cached {
+                $cached(object)
+            }
+        }
+
         impl Resource for $cached {
             type DynamicType = ();
             type Scope = <$kind as Resource>::Scope;
