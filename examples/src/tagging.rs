@@ -5,15 +5,16 @@
 //! `ccm.example/node-name=<node name>`, as AWS's tagging controller does. Here the cloud is the in-memory
 //! [`FakeCloud`] and the tags are its instances' labels.
 //!
-//! A kit controller is two things:
+//! A kit controller is three things:
 //! - a **pure plan**, [`plan_tags`]: what to change, decided from the cached Node and the cloud's answer;
-//! - a **reconcile function** for one key (a Node name): read, plan, write, emit an Event, and say when to look
-//!   again ([`Action`]).
+//! - a **reconcile function** for one key (a Node name) and its context: read, plan, write, emit an Event, and
+//!   say when to look again ([`Action`]);
+//! - a few **builder lines** ([`Controller`]): which informer events queue which keys, and how many workers.
 //!
-//! The kit does the rest: the shared Node informer and its cache, the event pump
-//! ([`Subscription::for_each`]), the work queue with Go's `workqueue_*` metrics, the workers and the retry
-//! decision ([`run_workers`]), Events that never block ([`EventRecorder`]), and, in the runtime, `--controllers`,
-//! leader election, `running_managed_controllers` and shutdown.
+//! The kit does the rest: the shared Node informer and its cache, waiting for it, the initial enqueue and
+//! resyncs, the work queue with Go's `workqueue_*` metrics, the workers and the retry decision, Events that
+//! never block ([`EventRecorder`]), and, in the runtime, `--controllers`, leader election,
+//! `running_managed_controllers` and shutdown.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -36,18 +37,17 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
+use ccm_core::CloudError;
 use ccm_core::helpers::{node_name, node_provider_id};
-use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
+use ccm_core::runtime::Controller;
+use ccm_core::runtime::controller::{self, ControllerContext, ControllerDescriptor};
 use ccm_core::runtime::events::EventRecorder;
-use ccm_core::runtime::informer::{Informer, InformerEvent, Store, Subscription};
-use ccm_core::runtime::workers::{Action, run_workers};
+use ccm_core::runtime::informer::{InformerEvent, Store};
+use ccm_core::runtime::workers::Action;
 use ccm_core::runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
-use ccm_core::{BoxError, CloudError};
 use ccm_provider_fake::FakeCloud;
 use k8s_openapi::api::core::v1::Node;
 use kube::{Resource, ResourceExt};
-use tokio_util::sync::CancellationToken;
 
 /// The controller's name in `--controllers`.
 pub const NAME: &str = "tagging-controller";
@@ -61,8 +61,6 @@ pub const COMPONENT: &str = "tagging-controller";
 pub const TAGGED_INSTANCE: &str = "TaggedInstance";
 /// The tag naming the Node an instance serves.
 pub const NODE_NAME_TAG: &str = "ccm.example/node-name";
-/// Concurrent reconciles.
-const WORKERS: usize = 2;
 
 /// The tag marking an instance as owned by the cluster: `kubernetes.io/cluster/<cluster>`, value `owned`.
 pub fn cluster_tag(cluster: &str) -> String {
@@ -95,9 +93,7 @@ pub fn plan_tags(
 /// tagged Node is checked again every `resync` (someone may remove the tags).
 pub fn descriptor(cloud: FakeCloud, resync: Duration) -> ControllerDescriptor {
     ControllerDescriptor::new(NAME, move |ctx: &ControllerContext| {
-        Ok(Some(
-            Box::new(TaggingController::new(ctx, cloud.clone(), resync)) as Box<dyn Controller>,
-        ))
+        Ok(Some(controller(ctx, cloud.clone(), resync)))
     })
     .with_aliases(&[ALIAS])
     .disabled_by_default()
@@ -109,23 +105,50 @@ pub fn descriptor(cloud: FakeCloud, resync: Duration) -> ControllerDescriptor {
 /// the runtime logs.
 pub fn descriptor_from_factory(resync: Duration) -> ControllerDescriptor {
     ControllerDescriptor::new(NAME, move |ctx: &ControllerContext| {
-        Ok(ctx.vendor.shared::<FakeCloud>().map(|cloud| {
-            Box::new(TaggingController::new(ctx, cloud, resync)) as Box<dyn Controller>
-        }))
+        Ok(ctx
+            .vendor
+            .shared::<FakeCloud>()
+            .map(|cloud| controller(ctx, cloud, resync)))
     })
     .with_aliases(&[ALIAS])
     .disabled_by_default()
 }
 
-/// The tagging controller; build it with [`descriptor`] (or [`TaggingController::new`] to run it alone).
-pub struct TaggingController {
-    tagger: Arc<Tagger>,
-    informer: Informer<Node>,
-    events: Subscription<Node>,
-    queue: WorkQueue<String>,
+/// The builder lines: every added or changed Node is queued, two workers reconcile.
+fn controller(
+    ctx: &ControllerContext,
+    cloud: FakeCloud,
+    resync: Duration,
+) -> Box<dyn controller::Controller> {
+    let nodes = ctx.informers.nodes();
+    let tagger = Tagger {
+        cloud,
+        cluster: ctx.cluster_name.clone(),
+        resync,
+        nodes: nodes.store(),
+        recorder: ctx.recorder(COMPONENT),
+    };
+    let queue = WorkQueue::with_metrics(
+        QUEUE_NAME,
+        default_controller_rate_limiter(),
+        &ctx.workqueue_metrics,
+    );
+    Controller::new(NAME)
+        .queue(queue)
+        .watches(nodes, |event| match event {
+            InformerEvent::Added(node) | InformerEvent::Updated { new: node, .. } => {
+                Some(node.name_any())
+            }
+            // The instance is gone or someone else's: nothing to do.
+            _ => None,
+        })
+        .workers(2)
+        .boxed(Arc::new(tagger), |name, tagger: Arc<Tagger>| async move {
+            tagger.reconcile(&name).await
+        })
 }
 
-/// What a reconcile needs.
+/// What a reconcile needs: its context.
 struct Tagger {
     cloud: FakeCloud,
     cluster: String,
@@ -134,68 +157,9 @@ struct Tagger {
     recorder: EventRecorder,
 }
 
-impl TaggingController {
-    /// Subscribe to the shared Node informer (now, so no change is missed before [`Controller::run`]) and create
-    /// the queue with its metrics.
-    pub fn new(ctx: &ControllerContext, cloud: FakeCloud, resync: Duration) -> Self {
-        let informer = ctx.informers.nodes().clone();
-        TaggingController {
-            tagger: Arc::new(Tagger {
-                cloud,
-                cluster: ctx.cluster_name.clone(),
-                resync,
-                nodes: informer.store(),
-                recorder: ctx.recorder(COMPONENT),
-            }),
-            events: informer.subscribe(),
-            informer,
-            queue: WorkQueue::with_metrics(
-                QUEUE_NAME,
-                default_controller_rate_limiter(),
-                &ctx.workqueue_metrics,
-            ),
-        }
-    }
-}
-
-#[async_trait]
-impl Controller for TaggingController {
-    async fn run(self: Box<Self>, shutdown: CancellationToken) -> Result<(), BoxError> {
-        let TaggingController {
-            tagger,
-            informer,
-            events,
-            queue,
-        } = *self;
-        tokio::select! {
-            () = shutdown.cancelled() => return Ok(()),
-            () = informer.wait_synced() => {}
-        }
-        let store = informer.store();
-        let queue_all = || store.keys().into_iter().for_each(|key| queue.add(key));
-        queue_all();
-        let pump = events.for_each(&shutdown, |event| match event {
-            InformerEvent::Added(node) | InformerEvent::Updated { new: node, .. } => {
-                queue.add(node.name_any());
-            }
-            // The instance is gone or someone else's: nothing to do.
-            InformerEvent::Deleted(_) => {}
-            InformerEvent::Resync => queue_all(),
-        });
-        let reconcile = move |name: String| {
-            let tagger = tagger.clone();
-            async move { tagger.reconcile(&name).await }
-        };
-        let workers = run_workers(NAME, queue.clone(), WORKERS, shutdown.clone(), reconcile);
-        tokio::join!(pump, workers);
-        Ok(())
-    }
-}
-
 impl Tagger {
     /// Tag the instance of the Node `name` if it lacks a tag. The fake cloud cannot fail; a real cloud's
-    /// [`CloudError`] is returned from here, and `run_workers` retries after the delay it asks for, or with
-    /// backoff.
+    /// [`CloudError`] is returned from here, and the kit retries after the delay it asks for, or with backoff.
     async fn reconcile(&self, name: &str) -> Result<Action, CloudError> {
         let Some(node) = self.nodes.get(name) else {
             return Ok(Action::Done); // deleted: nothing to do
