@@ -28,8 +28,8 @@ use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDes
 use ccm_core::runtime::events::{EventRecorder, EventType};
 use ccm_core::runtime::every::{Timing, every};
 use ccm_core::runtime::informer::{InformerEvent, Store};
+use ccm_core::runtime::metrics::WorkqueueMetrics;
 use ccm_core::runtime::workers::Action;
-use ccm_core::runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
 use ccm_core::{BoxError, InstanceLookup};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
@@ -173,7 +173,6 @@ struct Inner {
     nodes: Api<Node>,
     store: Store<Node>,
     cloud: CloudInstances,
-    queue: WorkQueue<String>,
     recorder: EventRecorder,
     metrics: NodeMetrics,
     config: Config,
@@ -187,6 +186,7 @@ struct Inner {
 pub struct CloudNodeController {
     inner: Arc<Inner>,
     informer: ccm_core::runtime::informer::Informer<Node>,
+    queue_metrics: WorkqueueMetrics,
 }
 
 impl std::fmt::Debug for CloudNodeController {
@@ -206,23 +206,18 @@ impl CloudNodeController {
         let cloud =
             CloudInstances::for_controller(&ctx.provider, config.cloud_call_timeout, CONTROLLER)?;
         let informer = ctx.informers.nodes().clone();
-        let queue = WorkQueue::with_metrics(
-            QUEUE_NAME,
-            default_controller_rate_limiter(),
-            &ctx.workqueue_metrics,
-        );
         Ok(CloudNodeController {
             inner: Arc::new(Inner {
                 nodes: Api::all(ctx.client.clone()),
                 store: informer.store(),
                 cloud,
-                queue,
                 recorder: ctx.recorder(names::components::CLOUD_NODE_CONTROLLER),
                 metrics: NodeMetrics::register(&ctx.metrics),
                 config,
                 superseded: Mutex::new(HashMap::new()),
             }),
             informer,
+            queue_metrics: ctx.workqueue_metrics.clone(),
         })
     }
 
@@ -237,7 +232,11 @@ impl CloudNodeController {
 #[async_trait]
 impl Controller for CloudNodeController {
     async fn run(self: Box<Self>, shutdown: CancellationToken) -> Result<(), BoxError> {
-        let CloudNodeController { inner, informer } = *self;
+        let CloudNodeController {
+            inner,
+            informer,
+            queue_metrics,
+        } = *self;
         tracing::info!(
             controller = CONTROLLER,
             instances_v2 = inner.cloud.is_v2(),
@@ -250,7 +249,7 @@ impl Controller for CloudNodeController {
         );
         let status_inner = inner.clone();
         Kit::new(CONTROLLER)
-            .queue(inner.queue.clone())
+            .queue_with_metrics(QUEUE_NAME, &queue_metrics)
             .watches(&informer, |event| match event {
                 InformerEvent::Added(node) => Some(node.name_any()),
                 InformerEvent::Updated { old, new } => {

@@ -23,21 +23,15 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //! use ccm_core::runtime::Controller;
+//! use ccm_core::runtime::builder::added_or_updated;
 //! use ccm_core::runtime::controller::ControllerContext;
-//! use ccm_core::runtime::informer::InformerEvent;
 //! use ccm_core::runtime::workers::Action;
-//! use ccm_core::runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
-//! use kube::ResourceExt;
 //! use tokio_util::sync::CancellationToken;
 //!
 //! # async fn demo(ctx: ControllerContext, shutdown: CancellationToken) {
-//! let queue = WorkQueue::with_metrics("tagging", default_controller_rate_limiter(), &ctx.workqueue_metrics);
 //! Controller::new("tagging-controller")
-//!     .queue(queue)
-//!     .watches(ctx.informers.nodes(), |event| match event {
-//!         InformerEvent::Added(node) | InformerEvent::Updated { new: node, .. } => Some(node.name_any()),
-//!         _ => None,
-//!     })
+//!     .queue_with_metrics("tagging", &ctx.workqueue_metrics)
+//!     .watches(ctx.informers.nodes(), added_or_updated)
 //!     .workers(2)
 //!     .run(shutdown, Arc::new(ctx.cluster_name.clone()), |node: String, cluster: Arc<String>| async move {
 //!         println!("tagging {node} for {cluster}");
@@ -60,7 +54,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::BoxError;
 use crate::runtime::controller::Controller as RunnableController;
-use crate::runtime::informer::{HandlerRegistration, Informer, InformerEvent};
+use crate::runtime::informer::{HandlerRegistration, Informer, InformerEvent, key_of};
+use crate::runtime::metrics::WorkqueueMetrics;
 use crate::runtime::workers::{Action, run_workers};
 use crate::runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
 
@@ -113,6 +108,13 @@ impl Controller {
     pub fn queue(mut self, queue: WorkQueue<String>) -> Self {
         self.queue = queue;
         self
+    }
+
+    /// Use a queue named `queue_name` (Go's queue name, the `name` label of the `workqueue_*` metrics) with Go's
+    /// default controller rate limiter, reporting into `metrics` (`ControllerContext::workqueue_metrics`).
+    pub fn queue_with_metrics(self, queue_name: &str, metrics: &WorkqueueMetrics) -> Self {
+        let queue = WorkQueue::with_metrics(queue_name, default_controller_rate_limiter(), metrics);
+        self.queue(queue)
     }
 
     /// Run `workers` reconciles at once (at least one).
@@ -278,6 +280,30 @@ impl Controller {
         }
         drop(registrations);
         tracing::info!(controller = %name, "stopped");
+    }
+}
+
+/// The mapping of a controller that reconciles every added or changed object: the cache key (`name`, or
+/// `namespace/name`) of the object of an [`InformerEvent::Added`] or [`InformerEvent::Updated`], `None` for the
+/// other events.
+///
+/// ```
+/// use std::sync::Arc;
+/// use ccm_core::runtime::builder::added_or_updated;
+/// use ccm_core::runtime::informer::InformerEvent;
+/// use k8s_openapi::api::core::v1::Node;
+/// use kube::api::ObjectMeta;
+///
+/// let node = Arc::new(Node { metadata: ObjectMeta { name: Some("n1".into()), ..Default::default() }, ..Default::default() });
+/// assert_eq!(added_or_updated(&InformerEvent::Added(node.clone())), Some("n1".to_owned()));
+/// assert_eq!(added_or_updated(&InformerEvent::Deleted(node)), None);
+/// ```
+pub fn added_or_updated<K: Resource>(event: &InformerEvent<K>) -> Option<String> {
+    match event {
+        InformerEvent::Added(object) | InformerEvent::Updated { new: object, .. } => {
+            Some(key_of(object.as_ref()))
+        }
+        InformerEvent::Deleted(_) | InformerEvent::Resync => None,
     }
 }
 

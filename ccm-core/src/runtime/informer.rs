@@ -564,7 +564,7 @@ fn convert_event<W: Into<K>, K>(event: watcher::Event<W>) -> watcher::Event<K> {
     }
 }
 
-fn key_of<K: Resource>(obj: &K) -> String {
+pub(crate) fn key_of<K: Resource>(obj: &K) -> String {
     let meta = obj.meta();
     object_key(
         meta.namespace.as_deref(),

@@ -3,7 +3,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
-use kube::ResourceExt;
 use kube::runtime::watcher;
 
 use super::*;
@@ -20,16 +19,6 @@ fn list(informer: &Informer<Node>, names: &[&str]) {
     );
     events.push(watcher::Event::InitDone);
     informer.apply_for_test(events);
-}
-
-/// Added and updated nodes need a reconcile; deleted ones do not.
-fn added_or_updated(event: &InformerEvent<Node>) -> Option<String> {
-    match event {
-        InformerEvent::Added(node) | InformerEvent::Updated { new: node, .. } => {
-            Some(node.name_any())
-        }
-        _ => None,
-    }
 }
 
 /// Run a controller over `informer` that records each reconciled key; returns the record, the shutdown token
