@@ -2,10 +2,11 @@
 //! line per public item, its signature without docs or bodies, prefixed with the module it is declared in.
 //!
 //! What counts as public: a `pub` item in a module reachable through `pub mod` from the crate root, or one a
-//! `pub use` of such a module re-exports (by name, or by a glob over its module); the `pub use` lines
-//! themselves; the `pub` methods and constants of inherent impls of those types; the headers of trait impls for
+//! `pub use` of such a module re-exports (by name, or by a glob over its module), listed at the path it is
+//! public at (so moving an item to another file behind a re-export changes nothing); other crates' items
+//! re-exported; the `pub` methods and constants of inherent impls of those types; the headers of trait impls for
 //! them or of their traits. Items under `#[cfg(test)]` or `#[doc(hidden)]` are left out. Comments and
-//! formatting do not change a line; a changed signature, field, variant, derive or re-export does.
+//! formatting do not change a line; a changed signature, field, variant, derive or path does.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -177,11 +178,15 @@ fn name_of(item: &Item) -> Option<(String, &Visibility)> {
     Some((ident.to_string(), vis))
 }
 
-/// A `pub use` target: the module path it names and the item (None: a glob over the module).
+/// A `pub use` of a crate-local module or item: what it names and where it makes it public.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Reexport {
+    /// The module the target lives in.
     module: Vec<String>,
+    /// The item (None: everything public in `module`, a glob or a re-exported module).
     item: Option<String>,
+    /// The public path the target is reachable at.
+    at: Vec<String>,
 }
 
 fn flatten_use(tree: &UseTree, prefix: &mut Vec<String>, out: &mut Vec<(Vec<String>, bool)>) {
@@ -210,10 +215,12 @@ fn flatten_use(tree: &UseTree, prefix: &mut Vec<String>, out: &mut Vec<(Vec<Stri
     }
 }
 
-/// The crate-local targets of the `pub use` items of public modules, as absolute module paths.
-fn reexports(modules: &[Module]) -> BTreeSet<Reexport> {
+/// The `pub use` items of public modules, split into crate-local re-exports and the rendered lines of other
+/// crates' items re-exported (those are API in their own right).
+fn reexports(modules: &[Module]) -> (Vec<Reexport>, Vec<(Vec<String>, String)>) {
     let module_paths: BTreeSet<&[String]> = modules.iter().map(|m| m.path.as_slice()).collect();
-    let mut out = BTreeSet::new();
+    let mut local = Vec::new();
+    let mut foreign = Vec::new();
     for module in modules.iter().filter(|m| m.public) {
         for item in &module.items {
             let Item::Use(use_item) = item else { continue };
@@ -224,29 +231,38 @@ fn reexports(modules: &[Module]) -> BTreeSet<Reexport> {
             flatten_use(&use_item.tree, &mut Vec::new(), &mut paths);
             for (path, glob) in paths {
                 let Some(absolute) = absolute_path(&module.path, &path, &module_paths) else {
+                    let mut text = path.join("::");
+                    if glob {
+                        text.push_str("::*");
+                    }
+                    foreign.push((module.path.clone(), format!("pub use {text}")));
                     continue;
                 };
                 if glob {
-                    out.insert(Reexport {
+                    local.push(Reexport {
                         module: absolute,
                         item: None,
+                        at: module.path.clone(),
                     });
                 } else if module_paths.contains(absolute.as_slice()) {
-                    // A re-exported module: everything public in it.
-                    out.insert(Reexport {
+                    let mut at = module.path.clone();
+                    at.extend(absolute.last().cloned());
+                    local.push(Reexport {
                         module: absolute,
                         item: None,
+                        at,
                     });
                 } else if let Some((item, parent)) = absolute.split_last() {
-                    out.insert(Reexport {
+                    local.push(Reexport {
                         module: parent.to_vec(),
                         item: Some(item.clone()),
+                        at: module.path.clone(),
                     });
                 }
             }
         }
     }
-    out
+    (local, foreign)
 }
 
 /// `path` as used in module `current`, from the crate root; `None` for another crate's path.
@@ -281,53 +297,56 @@ fn absolute_path(
     Some(base)
 }
 
+fn module_label(path: &[String]) -> String {
+    if path.is_empty() {
+        "crate".to_owned()
+    } else {
+        format!("crate::{}", path.join("::"))
+    }
+}
+
 fn api_of(modules: &[Module]) -> Vec<String> {
-    let reexported = reexports(modules);
-    let exported = |module: &Module, name: &str| {
-        module.public
-            || reexported.iter().any(|r| {
-                r.module == module.path && r.item.as_deref().is_none_or(|item| item == name)
-            })
+    let (reexported, foreign) = reexports(modules);
+    // The public path of an item of `module` named `name`, if it has one.
+    let public_at = |module: &Module, name: &str| -> Option<Vec<String>> {
+        if module.public {
+            return Some(module.path.clone());
+        }
+        reexported
+            .iter()
+            .find(|r| r.module == module.path && r.item.as_deref().is_none_or(|item| item == name))
+            .map(|r| r.at.clone())
     };
-    // Names of the exported types and traits: their impls are API too.
+    // Names of the public types and traits: their impls are API too.
     let mut names = BTreeSet::new();
     for module in modules {
         for item in &module.items {
             if let Some((name, vis)) = name_of(item)
                 && is_pub(vis)
-                && exported(module, &name)
+                && public_at(module, &name).is_some()
             {
                 names.insert(name);
             }
         }
     }
-    let mut lines = BTreeSet::new();
+    let mut lines: BTreeSet<String> = foreign
+        .into_iter()
+        .map(|(at, line)| format!("{}: {line}", module_label(&at)))
+        .collect();
     for module in modules {
-        let at = if module.path.is_empty() {
-            "crate".to_owned()
-        } else {
-            format!("crate::{}", module.path.join("::"))
-        };
         for item in &module.items {
             match item {
-                Item::Use(use_item) if is_pub(&use_item.vis) && module.public => {
-                    lines.insert(format!("{at}: {}", render(&strip_use(use_item))));
-                }
-                Item::Impl(impl_item) => {
-                    for line in impl_lines(impl_item, &names) {
-                        lines.insert(format!("{at}: {line}"));
-                    }
-                }
+                Item::Impl(impl_item) => lines.extend(impl_lines(impl_item, &names)),
                 Item::Macro(mac) if exported_macro(mac) => {
                     let name = mac.ident.as_ref().map(ToString::to_string).unwrap_or_default();
-                    lines.insert(format!("{at}: macro_rules! {name}"));
+                    lines.insert(format!("crate: macro_rules! {name}"));
                 }
                 other => {
                     if let Some((name, vis)) = name_of(other)
                         && is_pub(vis)
-                        && exported(module, &name)
+                        && let Some(at) = public_at(module, &name)
                     {
-                        lines.insert(format!("{at}: {}", render_item(other)));
+                        lines.insert(format!("{}: {}", module_label(&at), render_item(other)));
                     }
                 }
             }
@@ -367,12 +386,6 @@ fn keep_api_attrs(attrs: &mut Vec<Attribute>) {
             || path.is_ident("repr")
             || path.is_ident("cfg")
     });
-}
-
-fn strip_use(item: &syn::ItemUse) -> syn::ItemUse {
-    let mut item = item.clone();
-    keep_api_attrs(&mut item.attrs);
-    item
 }
 
 fn strip_fields(fields: &mut Fields, only_pub: bool) {
@@ -557,10 +570,19 @@ mod tests {
             pub use self::globbed::*;
             pub use std::time::Duration;
         "#);
-        assert!(lines.contains(&"crate::inner: pub struct Named;".to_owned()), "{lines:#?}");
-        assert!(lines.contains(&"crate::globbed: pub enum Kind { A, B (u8) }".to_owned()), "{lines:#?}");
-        assert!(lines.contains(&"crate: pub use inner::Named;".to_owned()), "{lines:#?}");
-        assert!(lines.contains(&"crate: pub use std::time::Duration;".to_owned()), "{lines:#?}");
+        assert!(lines.contains(&"crate: pub struct Named;".to_owned()), "{lines:#?}");
+        assert!(lines.contains(&"crate: pub enum Kind { A, B (u8) }".to_owned()), "{lines:#?}");
+        assert!(lines.contains(&"crate: pub use std::time::Duration".to_owned()), "{lines:#?}");
+        assert_eq!(lines.len(), 3, "{lines:#?}");
+        // Moving an item behind its re-export changes nothing.
+        let moved = api(r#"
+            mod elsewhere { pub struct Named; }
+            mod globbed { pub enum Kind { A, B(u8) } }
+            pub use elsewhere::Named;
+            pub use globbed::*;
+            pub use std::time::Duration;
+        "#);
+        assert_eq!(lines, moved);
         assert!(!lines.iter().any(|l| l.contains("Other") || l.contains("helper")), "{lines:#?}");
     }
 
@@ -583,10 +605,10 @@ mod tests {
             }
             impl Provider for Private { fn required(&self) -> u32 { 0 } }
         "#);
-        assert!(lines.contains(&"crate: impl Budget: pub fn new() -> Self".to_owned()), "{lines:#?}");
-        assert!(lines.contains(&"crate: impl Budget: pub const MAX: u32".to_owned()), "{lines:#?}");
-        assert!(lines.contains(&"crate: impl Default for Budget".to_owned()), "{lines:#?}");
-        assert!(lines.contains(&"crate: impl Provider for Private".to_owned()), "{lines:#?}");
+        assert!(lines.contains(&"impl Budget: pub fn new() -> Self".to_owned()), "{lines:#?}");
+        assert!(lines.contains(&"impl Budget: pub const MAX: u32".to_owned()), "{lines:#?}");
+        assert!(lines.contains(&"impl Default for Budget".to_owned()), "{lines:#?}");
+        assert!(lines.contains(&"impl Provider for Private".to_owned()), "{lines:#?}");
         assert!(
             lines.contains(
                 &"crate: pub trait Provider : Send { fn required(&self) -> u32; fn provided(&self) -> u32 { } }"
