@@ -32,7 +32,6 @@
 //! # }
 //! ```
 
-
 pub mod adaptive;
 mod config;
 mod interceptor;

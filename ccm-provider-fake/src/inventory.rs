@@ -14,8 +14,9 @@ mod schema;
 mod yaml;
 
 pub(crate) use check::Checker;
+use check::{label_key_problem, label_value_problem};
 pub use schema::{
-    AddressSpec, AddressType, CapabilitiesSpec, FaultKind, FaultSpec, InstanceSpec, Inventory, IpModeSpec,
-    QuotaSpec, RouteSpec, ZoneSpec,
+    AddressSpec, AddressType, CapabilitiesSpec, FaultKind, FaultSpec, InstanceSpec, Inventory,
+    IpModeSpec, QuotaSpec, RouteSpec, ZoneSpec,
 };
 pub use yaml::{InventoryError, Position};

@@ -5,24 +5,16 @@
 //! `<target dir>/controlplane/bin`. `cargo xtask controlplane start` and `cargo xtask test` use
 //! this module, and [`TestEnv::shared`](crate::TestEnv::shared) uses it to start a private
 //! control plane when no `CCM_TESTENV` is set.
-
-use std::fs::File;
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::time::{Duration, Instant};
-
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-
-use crate::audit;
-use crate::envfile::{self, EnvFile, EnvFileError, Pids};
-use crate::kubeconfig::{self, KubeconfigSpec};
-use crate::pki::{self, CertificateAuthority, PkiError};
-
 //!
 //! One concern per file: `binaries` (where the servers are), `args` (their command lines and files),
 //! `certs` (the PKI written for them), `lifecycle` (launch, restart, stop), `watchdog` (cleanup when the owner
 //! dies) and `probes` (readiness, logs).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::envfile::EnvFileError;
+use crate::pki::PkiError;
 
 mod args;
 mod binaries;
@@ -31,18 +23,17 @@ mod lifecycle;
 mod probes;
 mod watchdog;
 
+use args::Layout;
 pub use args::{apiserver_args, etcd_args};
 pub use binaries::Binaries;
+use certs::{WrittenPki, write_pki};
 pub use lifecycle::{ControlPlane, LaunchOptions, Supervision, stop_detached};
 pub(crate) use lifecycle::{
-    client_config, kill_and_reap, process_belongs_to, remove_dir, spawn_server, wait_gone, write_file,
+    client_config, kill_and_reap, process_belongs_to, spawn_server, wait_gone, write_file,
 };
 pub(crate) use probes::log_tail;
-use args::Layout;
-use certs::{WrittenPki, write_pki};
-use lifecycle::prepare_dir;
-use probes::{apiserver_ready, etcd_health_ok, etcd_healthy, is_port_conflict};
-use watchdog::{WATCHDOG_SCRIPT, spawn_watchdog};
+use probes::{apiserver_ready, etcd_healthy, is_port_conflict};
+use watchdog::spawn_watchdog;
 
 /// Environment variable naming the directory holding the `etcd` and `kube-apiserver` binaries;
 /// overrides the search in [`Binaries::find`].

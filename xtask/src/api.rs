@@ -64,7 +64,8 @@ pub fn library_crates(metadata: &Value) -> anyhow::Result<Vec<LibraryCrate>> {
         .context("cargo metadata printed no packages")?;
     let mut crates = Vec::new();
     for package in packages {
-        let published = !matches!(&package["publish"], Value::Array(registries) if registries.is_empty());
+        let published =
+            !matches!(&package["publish"], Value::Array(registries) if registries.is_empty());
         if !published {
             continue;
         }
@@ -216,7 +217,8 @@ pub async fn run(args: &ApiArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
         if args.write {
             let path = root.join(&relative);
             if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
             }
             std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
             eprintln!("wrote {relative}");
@@ -230,7 +232,10 @@ pub async fn run(args: &ApiArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
             stale.join(", ")
         );
     }
-    eprintln!("api: the snapshots of {} crates are current", snapshots.len());
+    eprintln!(
+        "api: the snapshots of {} crates are current",
+        snapshots.len()
+    );
     Ok(())
 }
 
@@ -352,17 +357,19 @@ mod tests {
     fn an_api_change_needs_an_unreleased_entry() {
         let mut findings = Findings::default();
         assert_eq!(findings.failure(), None);
-        findings
-            .changed
-            .insert("ccm-core".to_owned(), vec!["+ crate: pub fn new()".to_owned()]);
+        findings.changed.insert(
+            "ccm-core".to_owned(),
+            vec!["+ crate: pub fn new()".to_owned()],
+        );
         let message = findings.failure().expect("fails without an entry");
         assert!(message.contains("ccm-core"), "{message}");
         assert!(message.contains("[Unreleased]"), "{message}");
         findings.changelog_changed = true;
         assert_eq!(findings.failure(), None, "an entry was added");
-        findings
-            .stale
-            .insert("ccm-app".to_owned(), vec!["- crate: pub fn old()".to_owned()]);
+        findings.stale.insert(
+            "ccm-app".to_owned(),
+            vec!["- crate: pub fn old()".to_owned()],
+        );
         let message = findings.failure().expect("a stale snapshot fails anyway");
         assert!(message.contains("cargo xtask api --write"), "{message}");
         assert!(message.contains("docs/api/ccm-app.txt"), "{message}");

@@ -81,7 +81,9 @@ impl Step {
         match self {
             Step::Fmt => "cargo fmt --all -- --check",
             Step::Shear => "cargo xtask shear (unused dependencies, cargo-shear)",
-            Step::Changelog => "cargo xtask changelog-check (public API snapshots, CHANGELOG entry)",
+            Step::Changelog => {
+                "cargo xtask changelog-check (public API snapshots, CHANGELOG entry)"
+            }
             Step::Clippy => "cargo clippy --workspace --all-targets -- -D warnings",
             Step::Doc => "cargo doc --workspace --no-deps (RUSTDOCFLAGS=-D warnings)",
             Step::Package => "cargo xtask package (every library crate, verified)",

@@ -310,7 +310,8 @@ async fn check_image(layer: &Path, version: &str, interrupt: &Interrupt) -> anyh
     }
     std::fs::create_dir_all(&root)?;
     interrupt.check()?;
-    let file = std::fs::File::open(layer).with_context(|| format!("opening {}", layer.display()))?;
+    let file =
+        std::fs::File::open(layer).with_context(|| format!("opening {}", layer.display()))?;
     let mut archive = tar::Archive::new(std::io::BufReader::new(file));
     // Owners are not kept (the check may run unprivileged); permission bits are.
     archive.set_preserve_permissions(true);

@@ -26,7 +26,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use clap::Args;
 
 use crate::paths;
@@ -142,7 +142,10 @@ mod tests {
 
     #[test]
     fn the_tool_lives_with_the_other_tools() {
-        assert_eq!(cargo_shear_path(), tools_root().join("bin").join("cargo-shear"));
+        assert_eq!(
+            cargo_shear_path(),
+            tools_root().join("bin").join("cargo-shear")
+        );
         assert!(cargo_shear_path().starts_with(paths::target_dir()));
     }
 }

@@ -2,7 +2,7 @@
 //! [`adaptive`](super::adaptive)) that makes a call wait for budget, learns from each answer, and gives waiting
 //! calls up at shutdown ([`Abandoned`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::error::Error as StdError;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -12,8 +12,7 @@ use async_trait::async_trait;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use serde::{Deserialize, Serialize};
+use prometheus_client::metrics::histogram::Histogram;
 use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -21,6 +20,12 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{CloudError, ErrorKind};
 use crate::intercept::{CallInfo, Operation, ProviderInterceptor};
 use crate::runtime::metrics::SharedRegistry;
+
+use super::adaptive::AimdConfig;
+use super::config::{BudgetError, CloudBudget};
+use super::metrics::{OpLabels, labels, latency_histogram};
+use super::priority::CallPriority;
+use super::scheduler::{self, Outcome, Scheduler};
 
 /// The error a call gets when it is abandoned while waiting for budget because the CCM is stopping (see
 /// [`is_abandoned`]).
@@ -409,12 +414,10 @@ impl ProviderInterceptor for RateLimitInterceptor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::budget::CloudCallMetrics;
 
     fn call(op: Operation) -> CallInfo<'static> {
         CallInfo::new(op, "n1")
     }
-
 
     #[tokio::test(start_paused = true)]
     async fn calls_wait_for_budget_instead_of_failing() {

@@ -65,7 +65,7 @@ impl CloudCallMetrics {
     }
 }
 
-fn latency_histogram() -> Histogram {
+pub(super) fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 17))
 }
 
@@ -102,7 +102,6 @@ mod tests {
         CallInfo::new(op, "n1")
     }
 
-
     #[test]
     fn metrics_by_operation_result_and_kind() {
         let registry = SharedRegistry::new();
@@ -128,4 +127,5 @@ mod tests {
             assert!(text.contains(&line), "{line} in\n{text}");
         }
         assert_eq!(m.requests(Operation::EnsureLoadBalancer, "success"), 1);
+    }
 }

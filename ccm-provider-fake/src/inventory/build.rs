@@ -1,26 +1,18 @@
 //! Building the fake cloud an inventory describes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io::Read;
-use std::net::IpAddr;
 use std::path::Path;
-use std::time::Duration;
 
-use ccm_core::duration::GoDuration;
-use ccm_core::helpers::ProviderId;
-use ccm_core::intercept::{Capability, Operation};
+use ccm_core::intercept::Capability;
 use ccm_core::{Route, Zone};
-use ipnet::IpNet;
 use k8s_openapi::api::core::v1::NodeAddress;
-use schemars::JsonSchema;
-use serde::Deserialize;
 
+use super::*;
 use crate::cloud::{DEFAULT_CLUSTER, FakeCloud, PROVIDER_NAME};
-use crate::fault::{Fault, InjectedError, Times};
+use crate::fault::{Fault, Times};
 use crate::instance::FakeInstance;
 use crate::quota::QuotaError;
-use crate::random_spec::RandomFaultsSpec;
-use super::*;
 
 impl FakeCloud {
     /// Build a cloud from a parsed inventory, checking every value; `origin` names the file in errors.
@@ -285,4 +277,3 @@ impl FakeCloud {
         FakeCloud::from_inventory_str(&text, origin)
     }
 }
-

@@ -1,27 +1,16 @@
 //! Validation of an inventory's values (IPs, CIDRs, providerIDs, operation names, labels) while the cloud is
 //! built, naming the file and the field path in errors.
 
-use std::collections::{BTreeMap, HashMap};
-use std::io::Read;
+use std::collections::HashMap;
 use std::net::IpAddr;
-use std::path::Path;
 use std::time::Duration;
 
-use ccm_core::duration::GoDuration;
 use ccm_core::helpers::ProviderId;
-use ccm_core::intercept::{Capability, Operation};
-use ccm_core::{Route, Zone};
+use ccm_core::intercept::Operation;
 use ipnet::IpNet;
-use k8s_openapi::api::core::v1::NodeAddress;
-use schemars::JsonSchema;
-use serde::Deserialize;
 
-use crate::cloud::{DEFAULT_CLUSTER, FakeCloud, PROVIDER_NAME};
-use crate::fault::{Fault, InjectedError, Times};
-use crate::instance::FakeInstance;
-use crate::quota::QuotaError;
-use crate::random_spec::RandomFaultsSpec;
 use super::*;
+use crate::fault::InjectedError;
 
 /// Checks values while building the cloud, naming `file` and the field path in errors.
 pub(crate) struct Checker<'a> {
@@ -29,7 +18,7 @@ pub(crate) struct Checker<'a> {
 }
 
 impl Checker<'_> {
-    fn ip(&self, path: String, value: &str) -> Result<IpAddr, InventoryError> {
+    pub(super) fn ip(&self, path: String, value: &str) -> Result<IpAddr, InventoryError> {
         value.parse().map_err(|_| InventoryError::InvalidIp {
             file: self.file.to_owned(),
             path,
@@ -37,7 +26,7 @@ impl Checker<'_> {
         })
     }
 
-    fn cidr(&self, path: String, value: &str) -> Result<IpNet, InventoryError> {
+    pub(super) fn cidr(&self, path: String, value: &str) -> Result<IpNet, InventoryError> {
         let invalid = |reason: String| InventoryError::InvalidCidr {
             file: self.file.to_owned(),
             path: path.clone(),
@@ -56,7 +45,7 @@ impl Checker<'_> {
         Ok(net)
     }
 
-    fn provider_id(
+    pub(super) fn provider_id(
         &self,
         path: String,
         value: &str,
@@ -146,14 +135,19 @@ impl Checker<'_> {
         }
     }
 
-    fn non_empty(&self, path: String, value: &str, what: &str) -> Result<(), InventoryError> {
+    pub(super) fn non_empty(
+        &self,
+        path: String,
+        value: &str,
+        what: &str,
+    ) -> Result<(), InventoryError> {
         if value.trim().is_empty() {
             return Err(self.invalid(path, format!("{what} must not be empty")));
         }
         Ok(())
     }
 
-    fn unique(
+    pub(super) fn unique(
         &self,
         seen: &mut HashMap<String, String>,
         path: String,
@@ -175,7 +169,7 @@ impl Checker<'_> {
 }
 
 /// Whether `key` is a valid Kubernetes label key (`[prefix/]name`).
-fn label_key_problem(key: &str) -> Option<String> {
+pub(super) fn label_key_problem(key: &str) -> Option<String> {
     let (prefix, name) = match key.rsplit_once('/') {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key),
@@ -205,7 +199,7 @@ fn label_key_problem(key: &str) -> Option<String> {
 }
 
 /// Why `value` is not a valid label value (`""` is valid).
-fn label_value_problem(value: &str) -> Option<String> {
+pub(super) fn label_value_problem(value: &str) -> Option<String> {
     if value.is_empty() {
         return None;
     }
@@ -224,4 +218,3 @@ fn label_value_problem(value: &str) -> Option<String> {
     }
     None
 }
-

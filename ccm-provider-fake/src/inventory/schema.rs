@@ -1,26 +1,13 @@
 //! The inventory's schema: the YAML document's types (their docs are the JSON schema's descriptions).
 
-use std::collections::{BTreeMap, HashMap};
-use std::io::Read;
-use std::net::IpAddr;
-use std::path::Path;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ccm_core::duration::GoDuration;
-use ccm_core::helpers::ProviderId;
-use ccm_core::intercept::{Capability, Operation};
-use ccm_core::{Route, Zone};
-use ipnet::IpNet;
-use k8s_openapi::api::core::v1::NodeAddress;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::cloud::{DEFAULT_CLUSTER, FakeCloud, PROVIDER_NAME};
-use crate::fault::{Fault, InjectedError, Times};
-use crate::instance::FakeInstance;
-use crate::quota::QuotaError;
 use crate::random_spec::RandomFaultsSpec;
-use super::*;
 
 fn yes() -> bool {
     true
@@ -206,7 +193,7 @@ pub enum IpModeSpec {
 }
 
 impl IpModeSpec {
-    fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             IpModeSpec::Vip => "VIP",
             IpModeSpec::Proxy => "Proxy",
@@ -305,7 +292,7 @@ impl AddressType {
         }
     }
 
-    fn is_ip(self) -> bool {
+    pub(super) fn is_ip(self) -> bool {
         matches!(self, AddressType::InternalIp | AddressType::ExternalIp)
     }
 }
@@ -376,7 +363,6 @@ pub enum FaultKind {
     /// The call timed out.
     Timeout,
 }
-
 
 impl Inventory {
     /// The JSON schema of the inventory format (draft 2020-12), pretty-printed with a final newline: the

@@ -1,26 +1,6 @@
 //! Reading an inventory's YAML, and the wording of its errors: every error names the file, the field path and,
 //! where the parser knows it, the line and column.
 
-use std::collections::{BTreeMap, HashMap};
-use std::io::Read;
-use std::net::IpAddr;
-use std::path::Path;
-use std::time::Duration;
-
-use ccm_core::duration::GoDuration;
-use ccm_core::helpers::ProviderId;
-use ccm_core::intercept::{Capability, Operation};
-use ccm_core::{Route, Zone};
-use ipnet::IpNet;
-use k8s_openapi::api::core::v1::NodeAddress;
-use schemars::JsonSchema;
-use serde::Deserialize;
-
-use crate::cloud::{DEFAULT_CLUSTER, FakeCloud, PROVIDER_NAME};
-use crate::fault::{Fault, InjectedError, Times};
-use crate::instance::FakeInstance;
-use crate::quota::QuotaError;
-use crate::random_spec::RandomFaultsSpec;
 use super::*;
 
 /// A bad inventory. Every variant names the file (`file`) and, where there is one, the field path (`path`,
@@ -322,7 +302,6 @@ fn classify(file: &str, path: String, err: &serde_saphyr::Error) -> InventoryErr
         },
     }
 }
-
 
 impl Inventory {
     /// Parse an inventory from YAML; `origin` (usually the file name) prefixes every error. Unknown keys and

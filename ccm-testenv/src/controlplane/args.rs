@@ -1,46 +1,38 @@
 //! The servers' command lines and the files they use (the layout of a control plane's directory).
 
-use std::fs::File;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::time::{Duration, Instant};
-
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::audit;
-use crate::envfile::{self, EnvFile, EnvFileError, Pids};
-use crate::kubeconfig::{self, KubeconfigSpec};
-use crate::pki::{self, CertificateAuthority, PkiError};
+use crate::envfile::{self};
 
 use super::*;
 
 /// Files of a control plane's directory.
 #[derive(Debug, Clone)]
 pub(super) struct Layout {
-    dir: PathBuf,
+    pub(super) dir: PathBuf,
 }
 
 impl Layout {
-    fn pki(&self, name: &str) -> PathBuf {
+    pub(super) fn pki(&self, name: &str) -> PathBuf {
         self.dir.join("pki").join(name)
     }
-    fn etcd_data(&self) -> PathBuf {
+    pub(super) fn etcd_data(&self) -> PathBuf {
         self.dir.join("etcd-data")
     }
-    fn log(&self, server: &str) -> PathBuf {
+    pub(super) fn log(&self, server: &str) -> PathBuf {
         self.dir.join("logs").join(format!("{server}.log"))
     }
-    fn kubeconfig(&self) -> PathBuf {
+    pub(super) fn kubeconfig(&self) -> PathBuf {
         self.dir.join("admin.kubeconfig")
     }
-    fn env_file(&self) -> PathBuf {
+    pub(super) fn env_file(&self) -> PathBuf {
         self.dir.join(envfile::FILE_NAME)
     }
-    fn audit_policy(&self) -> PathBuf {
+    pub(super) fn audit_policy(&self) -> PathBuf {
         self.dir.join(audit::POLICY_FILE)
     }
-    fn audit_log(&self) -> PathBuf {
+    pub(super) fn audit_log(&self) -> PathBuf {
         self.dir.join("logs").join(audit::LOG_FILE)
     }
 }

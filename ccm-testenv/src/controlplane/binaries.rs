@@ -1,17 +1,6 @@
 //! Where the server binaries are: `<target dir>/controlplane/bin`, or `$CCM_CONTROLPLANE_BIN`.
 
-use std::fs::File;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::time::{Duration, Instant};
-
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-
-use crate::audit;
-use crate::envfile::{self, EnvFile, EnvFileError, Pids};
-use crate::kubeconfig::{self, KubeconfigSpec};
-use crate::pki::{self, CertificateAuthority, PkiError};
 
 use super::*;
 

@@ -1,24 +1,13 @@
 //! The certificates and keys a control plane's servers and clients use, written into its directory.
 
-use std::fs::File;
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::time::{Duration, Instant};
-
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-
-use crate::audit;
-use crate::envfile::{self, EnvFile, EnvFileError, Pids};
-use crate::kubeconfig::{self, KubeconfigSpec};
-use crate::pki::{self, CertificateAuthority, PkiError};
+use crate::pki::{self, CertificateAuthority};
 
 use super::*;
 
 /// Key material written to `<dir>/pki`.
 pub(super) struct WrittenPki {
-    ca: CertificateAuthority,
-    admin: pki::CertifiedKey,
+    pub(super) ca: CertificateAuthority,
+    pub(super) admin: pki::CertifiedKey,
 }
 
 pub(super) fn write_pki(layout: &Layout) -> Result<WrittenPki, ControlPlaneError> {

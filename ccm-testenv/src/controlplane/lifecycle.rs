@@ -6,12 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-
 use crate::audit;
-use crate::envfile::{self, EnvFile, EnvFileError, Pids};
+use crate::envfile::{self, EnvFile, Pids};
 use crate::kubeconfig::{self, KubeconfigSpec};
-use crate::pki::{self, CertificateAuthority, PkiError};
+use crate::pki;
 
 use super::*;
 

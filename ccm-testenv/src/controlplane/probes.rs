@@ -1,17 +1,9 @@
 //! Readiness probes of the servers, and reading their logs when they fail.
 
-use std::fs::File;
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-
-use crate::audit;
-use crate::envfile::{self, EnvFile, EnvFileError, Pids};
-use crate::kubeconfig::{self, KubeconfigSpec};
-use crate::pki::{self, CertificateAuthority, PkiError};
 
 use super::*;
 

@@ -1,5 +1,11 @@
 //! Tests of the control plane's pieces (arguments, probes, watchdog, lifecycle helpers).
 
+use std::io::Write as _;
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+
+use super::lifecycle::prepare_dir;
+use super::probes::etcd_health_ok;
 use super::*;
 
 #[test]

@@ -1,18 +1,8 @@
 //! The watchdog: a small `sh` that kills the servers and removes the directory once the launching process is
 //! gone.
 
-use std::fs::File;
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::time::{Duration, Instant};
-
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-
-use crate::audit;
-use crate::envfile::{self, EnvFile, EnvFileError, Pids};
-use crate::kubeconfig::{self, KubeconfigSpec};
-use crate::pki::{self, CertificateAuthority, PkiError};
 
 use super::*;
 
@@ -52,7 +42,10 @@ done
 cleanup
 "#;
 
-pub(super) fn spawn_watchdog(dir: &Path, stdout: Stdio) -> Result<(Child, ChildStdin), ControlPlaneError> {
+pub(super) fn spawn_watchdog(
+    dir: &Path,
+    stdout: Stdio,
+) -> Result<(Child, ChildStdin), ControlPlaneError> {
     use std::os::unix::process::CommandExt as _;
     let mut child = Command::new("sh")
         // Own process group: killing the test run's group (Ctrl-C, a CI timeout) must not take

@@ -75,7 +75,13 @@ fn load(
                     if flat.is_file() {
                         load(&flat, false, child, child_public, modules)?;
                     } else {
-                        load(&dir.join(&name).join("mod.rs"), true, child, child_public, modules)?;
+                        load(
+                            &dir.join(&name).join("mod.rs"),
+                            true,
+                            child,
+                            child_public,
+                            modules,
+                        )?;
                     }
                 }
             }
@@ -215,10 +221,16 @@ fn flatten_use(tree: &UseTree, prefix: &mut Vec<String>, out: &mut Vec<(Vec<Stri
     }
 }
 
-/// The `pub use` items of public modules, split into crate-local re-exports and the rendered lines of other
-/// crates' items re-exported (those are API in their own right).
+/// The `pub use` items of public modules, split into re-exports of items of private modules (listed at the path
+/// they are public at) and the rendered lines of the other re-exports: other crates' items, and second paths to
+/// items of public modules (both are API in their own right).
 fn reexports(modules: &[Module]) -> (Vec<Reexport>, Vec<(Vec<String>, String)>) {
     let module_paths: BTreeSet<&[String]> = modules.iter().map(|m| m.path.as_slice()).collect();
+    let public_modules: BTreeSet<&[String]> = modules
+        .iter()
+        .filter(|m| m.public)
+        .map(|m| m.path.as_slice())
+        .collect();
     let mut local = Vec::new();
     let mut foreign = Vec::new();
     for module in modules.iter().filter(|m| m.public) {
@@ -238,6 +250,20 @@ fn reexports(modules: &[Module]) -> (Vec<Reexport>, Vec<(Vec<String>, String)>) 
                     foreign.push((module.path.clone(), format!("pub use {text}")));
                     continue;
                 };
+                // A second path to what a public module already exports (a prelude) is API of its own.
+                let target_module = if glob || module_paths.contains(absolute.as_slice()) {
+                    absolute.as_slice()
+                } else {
+                    &absolute[..absolute.len().saturating_sub(1)]
+                };
+                if public_modules.contains(target_module) {
+                    let mut text = format!("crate::{}", absolute.join("::"));
+                    if glob {
+                        text.push_str("::*");
+                    }
+                    foreign.push((module.path.clone(), format!("pub use {text}")));
+                    continue;
+                }
                 if glob {
                     local.push(Reexport {
                         module: absolute,
@@ -338,7 +364,11 @@ fn api_of(modules: &[Module]) -> Vec<String> {
             match item {
                 Item::Impl(impl_item) => lines.extend(impl_lines(impl_item, &names)),
                 Item::Macro(mac) if exported_macro(mac) => {
-                    let name = mac.ident.as_ref().map(ToString::to_string).unwrap_or_default();
+                    let name = mac
+                        .ident
+                        .as_ref()
+                        .map(ToString::to_string)
+                        .unwrap_or_default();
                     lines.insert(format!("crate: macro_rules! {name}"));
                 }
                 other => {
@@ -363,18 +393,35 @@ fn exported_macro(mac: &syn::ItemMacro) -> bool {
             .any(|attr| attr.path().is_ident("macro_export"))
 }
 
-/// Tokens as one line, without the spaces `proc_macro2` puts around punctuation that reads badly.
+/// Tokens as one line, without the spaces `proc_macro2` puts around punctuation (and without trailing commas),
+/// so a line reads like the source rustfmt writes.
 fn render(tokens: &impl quote::ToTokens) -> String {
-    tokens
-        .to_token_stream()
-        .to_string()
-        .replace(" :: ", "::")
-        .replace(" ,", ",")
-        .replace(" ;", ";")
-        .replace("& ", "&")
-        .replace(" < ", "<")
-        .replace(" >", ">")
-        .replace("< ", "<")
+    let mut text = tokens.to_token_stream().to_string();
+    for (from, to) in [
+        (" :: ", "::"),
+        (":: ", "::"),
+        (" : ", ": "),
+        (" ,", ","),
+        (" ;", ";"),
+        ("& ", "&"),
+        (" < ", "<"),
+        ("< ", "<"),
+        (" >", ">"),
+        (" (", "("),
+        ("( ", "("),
+        (" )", ")"),
+        ("# [", "#["),
+        (" [", "["),
+        ("[ ", "["),
+        (" ]", "]"),
+        (",)", ")"),
+        (",]", "]"),
+        (",>", ">"),
+        (", }", " }"),
+    ] {
+        text = text.replace(from, to);
+    }
+    text
 }
 
 /// Only the attributes that are API: derives, `non_exhaustive`, `repr`, `cfg`.
@@ -551,7 +598,7 @@ mod tests {
             lines,
             [
                 "crate: pub fn add(a: u32, b: u32) -> u32",
-                "crate::outer: # [derive (Debug, Clone)] # [non_exhaustive] pub struct Thing { pub name: String, _private: _ }",
+                "crate::outer: #[derive(Debug, Clone)] #[non_exhaustive] pub struct Thing { pub name: String, _private: _ }",
                 "crate::outer: pub const LIMIT: usize",
             ]
         );
@@ -570,9 +617,18 @@ mod tests {
             pub use self::globbed::*;
             pub use std::time::Duration;
         "#);
-        assert!(lines.contains(&"crate: pub struct Named;".to_owned()), "{lines:#?}");
-        assert!(lines.contains(&"crate: pub enum Kind { A, B (u8) }".to_owned()), "{lines:#?}");
-        assert!(lines.contains(&"crate: pub use std::time::Duration".to_owned()), "{lines:#?}");
+        assert!(
+            lines.contains(&"crate: pub struct Named;".to_owned()),
+            "{lines:#?}"
+        );
+        assert!(
+            lines.contains(&"crate: pub enum Kind { A, B(u8) }".to_owned()),
+            "{lines:#?}"
+        );
+        assert!(
+            lines.contains(&"crate: pub use std::time::Duration".to_owned()),
+            "{lines:#?}"
+        );
         assert_eq!(lines.len(), 3, "{lines:#?}");
         // Moving an item behind its re-export changes nothing.
         let moved = api(r#"
@@ -583,7 +639,12 @@ mod tests {
             pub use std::time::Duration;
         "#);
         assert_eq!(lines, moved);
-        assert!(!lines.iter().any(|l| l.contains("Other") || l.contains("helper")), "{lines:#?}");
+        assert!(
+            !lines
+                .iter()
+                .any(|l| l.contains("Other") || l.contains("helper")),
+            "{lines:#?}"
+        );
     }
 
     #[test]
@@ -605,24 +666,42 @@ mod tests {
             }
             impl Provider for Private { fn required(&self) -> u32 { 0 } }
         "#);
-        assert!(lines.contains(&"impl Budget: pub fn new() -> Self".to_owned()), "{lines:#?}");
-        assert!(lines.contains(&"impl Budget: pub const MAX: u32".to_owned()), "{lines:#?}");
-        assert!(lines.contains(&"impl Default for Budget".to_owned()), "{lines:#?}");
-        assert!(lines.contains(&"impl Provider for Private".to_owned()), "{lines:#?}");
+        assert!(
+            lines.contains(&"impl Budget: pub fn new() -> Self".to_owned()),
+            "{lines:#?}"
+        );
+        assert!(
+            lines.contains(&"impl Budget: pub const MAX: u32".to_owned()),
+            "{lines:#?}"
+        );
+        assert!(
+            lines.contains(&"impl Default for Budget".to_owned()),
+            "{lines:#?}"
+        );
+        assert!(
+            lines.contains(&"impl Provider for Private".to_owned()),
+            "{lines:#?}"
+        );
         assert!(
             lines.contains(
-                &"crate: pub trait Provider : Send { fn required(&self) -> u32; fn provided(&self) -> u32 { } }"
+                &"crate: pub trait Provider: Send { fn required(&self) -> u32; fn provided(&self) -> u32 { } }"
                     .to_owned()
             ),
             "{lines:#?}"
         );
-        assert!(!lines.iter().any(|l| l.contains("internal") || l.contains("hidden") || l.contains("Clone for Private")), "{lines:#?}");
+        assert!(
+            !lines.iter().any(|l| l.contains("internal")
+                || l.contains("hidden")
+                || l.contains("Clone for Private")),
+            "{lines:#?}"
+        );
     }
 
     #[test]
     fn formatting_and_comments_do_not_change_the_api_but_signatures_do() {
         let before = api("pub fn f(a: u32) -> u32 { a }");
-        let reformatted = api("// a comment\n/// docs\npub fn f(\n    a: u32,\n) -> u32 {\n    a + 0\n}");
+        let reformatted =
+            api("// a comment\n/// docs\npub fn f(\n    a: u32,\n) -> u32 {\n    a + 0\n}");
         assert_eq!(before, reformatted);
         let changed = api("pub fn f(a: u64) -> u32 { 0 }");
         assert_ne!(before, changed);

@@ -113,11 +113,7 @@ impl Run<'_> {
     pub fn start_ccm(&self, ccm_spec: &CcmSpec) -> anyhow::Result<(CcmProcess, Instant)> {
         let log = self.out.join(format!("{}.log", self.spec.label()));
         let started = Instant::now();
-        let ccm = CcmProcess::start(
-            self.binaries.of(self.spec.implementation),
-            ccm_spec,
-            &log,
-        )?;
+        let ccm = CcmProcess::start(self.binaries.of(self.spec.implementation), ccm_spec, &log)?;
         Ok((ccm, started))
     }
 }

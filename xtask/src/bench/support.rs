@@ -1,5 +1,6 @@
 //! What the benchmarks (and `e2e`, `chaos`) share, one concern per module; the items are re-exported here, so
-//! `support::CcmProcess` and `support::ccm::CcmProcess` name the same thing.
+//! `support::CcmProcess` and `support::ccm::CcmProcess` name the same thing (the less used items only by their
+//! module path, e.g. `support::procfs::status_kib`).
 //!
 //! - [`matrix`]: the CCMs under test, the API limits, the common options and the matrix of runs;
 //! - [`binaries`]: the binaries (built unless `--no-build`), the output directory, the environment line;
@@ -18,9 +19,9 @@ pub mod procfs;
 pub mod table;
 
 pub use binaries::{BenchBinaries, environment_summary, output_dir, prepare};
-pub use ccm::{CcmProcess, CcmSpec, MetricsEndpoint, Watchdog, free_port, log_tail};
+pub use ccm::{CcmProcess, CcmSpec, free_port};
 pub use cluster::Cluster;
-pub use matrix::{ApiLimits, CommonArgs, DEFAULT_LIMITS, Implementation, LimitMode, RunSpec, run_matrix};
-pub use objects::{Progress, Tracker, create_all, pause};
-pub use procfs::{ProcStats, cpu_ticks, load_average, parse_load_average, status_kib};
+pub use matrix::{CommonArgs, DEFAULT_LIMITS, Implementation, LimitMode, RunSpec, run_matrix};
+pub use objects::{Tracker, create_all, pause};
+pub use procfs::{ProcStats, load_average};
 pub use table::{Table, cpu, mib, ratio, secs};

@@ -307,7 +307,15 @@ mod tests {
         assert_eq!(
             read,
             [
-                ("etc".to_owned(), tar::EntryType::Directory, 0o755, 0, 0, 1, Vec::new()),
+                (
+                    "etc".to_owned(),
+                    tar::EntryType::Directory,
+                    0o755,
+                    0,
+                    0,
+                    1,
+                    Vec::new()
+                ),
                 (
                     "etc/passwd".to_owned(),
                     tar::EntryType::Regular,
@@ -372,7 +380,10 @@ mod tests {
             env: vec!["PATH=/usr/local/bin".into()],
             labels: vec![
                 ("org.opencontainers.image.version".into(), "0.1.0".into()),
-                ("org.opencontainers.image.title".into(), "reference-ccm".into()),
+                (
+                    "org.opencontainers.image.title".into(),
+                    "reference-ccm".into(),
+                ),
             ],
         }
     }

@@ -12,7 +12,6 @@ use super::procfs::ProcStats;
 use crate::bench::prom::{self, Sample};
 use crate::process;
 
-
 /// How long a CCM may take to exit after SIGTERM before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
@@ -277,7 +276,6 @@ pub fn log_tail(path: &Path, lines: usize) -> String {
     }
 }
 
-
 /// An HTTPS `/metrics` endpoint with a self-signed certificate on loopback (a CCM's).
 #[derive(Clone)]
 pub struct MetricsEndpoint {
@@ -339,8 +337,8 @@ pub fn free_port() -> anyhow::Result<u16> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use super::super::matrix::DEFAULT_LIMITS;
+    use super::*;
 
     fn spec(implementation: Implementation) -> CcmSpec {
         CcmSpec {
@@ -416,7 +414,6 @@ mod tests {
         assert!(s.args().contains(&"--kube-api-qps=7.5".to_owned()));
     }
 
-
     #[test]
     fn shipped_runs_pass_no_limits_and_act_as_the_given_identity() {
         for implementation in [Implementation::Rust, Implementation::Go] {
@@ -437,7 +434,6 @@ mod tests {
             }
         }
     }
-
 
     async fn exits_within(child: &mut tokio::process::Child, limit: Duration) -> bool {
         tokio::time::timeout(limit, child.wait()).await.is_ok()

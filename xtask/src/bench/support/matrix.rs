@@ -11,6 +11,7 @@ use clap::{Args, ValueEnum};
 pub const DEFAULT_LIMITS: ApiLimits = ApiLimits {
     qps: 20.0,
     burst: 30,
+};
 
 /// The CCM under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -301,7 +302,6 @@ mod tests {
             })
         );
     }
-
 
     #[test]
     fn the_matrix_runs_both_ccms_of_a_configuration_back_to_back() {

@@ -59,7 +59,6 @@ fn clock_ticks_per_second() -> f64 {
     })
 }
 
-
 pub fn load_average() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
