@@ -166,7 +166,8 @@ pub trait CloudProvider: Send + Sync + 'static {
     /// Apply changed configuration without a restart (opt-in): called in every replica, leader or not, when the
     /// runtime's periodic check of `--cloud-config` and of the files the factory declared with
     /// [`ProviderSettings::watch_file`](crate::registry::ProviderSettings::watch_file) finds new contents (one
-    /// reload at a time; contents it rejected are not offered again until they change). Return an error to reject the new contents and keep the old configuration. The default,
+    /// reload at a time; contents it rejected are not offered again until they change). Return an error to reject
+    /// the new contents and keep the old configuration. The default,
     /// [`CloudError::NotImplemented`], means a restart is needed (as in Go). See [`crate::reload`].
     async fn reload(&self, ctx: ReloadContext) -> Result<(), CloudError> {
         let _ = ctx;

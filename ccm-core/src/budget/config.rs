@@ -10,9 +10,9 @@ use crate::intercept::Operation;
 /// How fast the CCM may call the cloud.
 ///
 /// The default is adaptive with no hard cap: calls go at once while the cloud accepts them, and the rate adapts
-/// when the cloud throttles ([`adaptive`]). `qps` > 0 adds a hard cap (a token bucket of `qps` and `burst` for
-/// the whole provider), `operations` caps single operations, and `adaptive: false` turns the adaptation off
-/// (leaving only the caps, if any: [`unlimited`](CloudBudget::unlimited) is no budget at all).
+/// when the cloud throttles ([`adaptive`](super::adaptive)). `qps` > 0 adds a hard cap (a token bucket of `qps`
+/// and `burst` for the whole provider), `operations` caps single operations, and `adaptive: false` turns the
+/// adaptation off (leaving only the caps, if any: [`unlimited`](CloudBudget::unlimited) is no budget at all).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[non_exhaustive]

@@ -64,12 +64,12 @@ fn abandoned(call: &CallInfo<'_>) -> CloudError {
 }
 
 /// Waits for budget before each provider call, and learns from each answer (see the [module
-/// documentation](self) and [`adaptive`]).
+/// documentation](super) and [`adaptive`](super::adaptive)).
 ///
-/// The state machine is pure (`budget/scheduler.rs` and [`adaptive`], unit-tested with explicit times); this
-/// type is the thin async layer: a call that may go returns at once, a call that must wait parks on a channel,
-/// and one dispatcher task (started when the first call has to wait, gone when none waits) wakes the waiting
-/// calls at the times the state machine says.
+/// The state machine is pure (`budget/scheduler.rs` and [`adaptive`](super::adaptive), unit-tested with explicit
+/// times); this type is the thin async layer: a call that may go returns at once, a call that must wait parks on a
+/// channel, and one dispatcher task (started when the first call has to wait, gone when none waits) wakes the
+/// waiting calls at the times the state machine says.
 #[derive(Debug)]
 pub struct RateLimitInterceptor {
     shared: Arc<Shared>,
