@@ -2,7 +2,7 @@
 //!
 //! - the provider traits: [`CloudProvider`] (the root, with its capability accessors) and the capabilities
 //!   [`InstancesV2`] (or the legacy [`Instances`] with [`Zones`]), [`LoadBalancer`], [`Routes`], [`Clusters`];
-//!   [`async_trait`] to implement them;
+//!   [`async_trait`](macro@async_trait) to implement them;
 //! - what they answer and receive: [`InstanceMetadata`], [`InstanceLookup`], [`Zone`], [`Route`],
 //!   [`InitializeContext`], [`ReloadContext`];
 //! - errors: [`CloudError`] (with the kinds the controllers act on: instance not found, not implemented,

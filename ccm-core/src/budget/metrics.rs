@@ -19,8 +19,9 @@ pub(super) type OpLabels = Vec<(String, String)>;
 /// - `cloudprovider_api_request_errors_total{operation, kind}` (`kind` from [`ErrorKind::as_str`](crate::ErrorKind::as_str));
 /// - `cloudprovider_api_request_duration_seconds{operation}` (histogram, 1 ms to about 65 s), measured from the
 ///   start of the call through every interceptor before it (so including any wait for budget when the
-///   [`RateLimitInterceptor`] comes first; that wait alone is
-///   [`RateLimitInterceptor::with_metrics`]' `cloudprovider_api_budget_wait_seconds`).
+///   [`RateLimitInterceptor`](super::RateLimitInterceptor) comes first; that wait alone is
+///   [`RateLimitInterceptor::with_metrics`](super::RateLimitInterceptor::with_metrics)'
+///   `cloudprovider_api_budget_wait_seconds`).
 #[derive(Debug, Clone)]
 pub struct CloudCallMetrics {
     requests: Family<OpLabels, Counter>,

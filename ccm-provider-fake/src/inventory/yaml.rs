@@ -306,7 +306,7 @@ fn classify(file: &str, path: String, err: &serde_saphyr::Error) -> InventoryErr
 impl Inventory {
     /// Parse an inventory from YAML; `origin` (usually the file name) prefixes every error. Unknown keys and
     /// wrong types are errors; values (IPs, CIDRs, providerIDs, operation names) are checked by
-    /// [`FakeCloud::from_inventory`].
+    /// [`FakeCloud::from_inventory`](crate::FakeCloud::from_inventory).
     pub fn from_yaml_str(yaml: &str, origin: &str) -> Result<Inventory, InventoryError> {
         if is_blank(yaml) {
             return Ok(Inventory::default());
