@@ -2,6 +2,8 @@
 //!
 //! The foundation of the SDK for Kubernetes cloud controller managers (CCMs):
 //!
+//! - [`prelude`]: **start here as a provider author** — `use ccm_core::prelude::*;` brings the provider traits,
+//!   their value types, [`CloudError`] and the registry;
 //! - [`provider`]: the traits a cloud vendor implements ([`CloudProvider`], [`InstancesV2`], [`Instances`],
 //!   [`Zones`], [`LoadBalancer`], [`Routes`], [`Clusters`]); with the `mock` feature, mockall mocks of each;
 //! - [`error`]: [`CloudError`], whose kinds (instance not found, not implemented, implemented elsewhere,
@@ -43,6 +45,7 @@ pub mod fence;
 pub mod helpers;
 pub mod intercept;
 pub mod names;
+pub mod prelude;
 pub mod provider;
 pub mod registry;
 pub mod reload;

@@ -13,6 +13,7 @@ pub(crate) mod lbs;
 pub(crate) mod nodes;
 mod probe;
 mod prom;
+mod skeleton;
 pub(crate) mod support;
 
 use clap::{Args, Subcommand};

@@ -4,14 +4,15 @@ use std::time::Duration;
 
 use clap::Args;
 
+use crate::api::{self, ChangelogCheckArgs};
 use crate::chaos::{self, ChaosArgs};
 use crate::conformance::{self, ConformanceArgs};
 use crate::controlplane::{self, BuildArgs};
 use crate::image::{self, ImageArgs};
 use crate::package::{self, PackageArgs};
 use crate::process::{self, Interrupt, Interrupted, Stopwatch};
+use crate::shear::{self, ShearArgs};
 use crate::test::{self, TestArgs};
-use crate::udeps::{self, UdepsArgs};
 
 /// Arguments of `cargo xtask ci`.
 #[derive(Debug, Args)]
@@ -31,8 +32,12 @@ pub struct CiArgs {
 pub enum Step {
     /// `cargo fmt --all -- --check`
     Fmt,
-    /// `cargo xtask udeps`: every declared dependency is used (reads the sources, builds nothing).
-    Udeps,
+    /// `cargo xtask shear`: every declared dependency is used, and in the right table (cargo-shear reads
+    /// the sources, builds nothing).
+    Shear,
+    /// `cargo xtask changelog-check`: the public API snapshots are current, and a public API change since the
+    /// merge base with main comes with a CHANGELOG.md entry.
+    Changelog,
     /// `cargo clippy --workspace --all-targets -- -D warnings`
     Clippy,
     /// `cargo doc --workspace --no-deps` with `RUSTDOCFLAGS=-D warnings`
@@ -57,9 +62,10 @@ pub enum Step {
 
 impl Step {
     /// All steps in execution order.
-    pub const ALL: [Step; 10] = [
+    pub const ALL: [Step; 11] = [
         Step::Fmt,
-        Step::Udeps,
+        Step::Shear,
+        Step::Changelog,
         Step::Clippy,
         Step::Doc,
         Step::Package,
@@ -74,7 +80,10 @@ impl Step {
     pub fn title(self) -> &'static str {
         match self {
             Step::Fmt => "cargo fmt --all -- --check",
-            Step::Udeps => "cargo xtask udeps (unused dependencies)",
+            Step::Shear => "cargo xtask shear (unused dependencies, cargo-shear)",
+            Step::Changelog => {
+                "cargo xtask changelog-check (public API snapshots, CHANGELOG entry)"
+            }
             Step::Clippy => "cargo clippy --workspace --all-targets -- -D warnings",
             Step::Doc => "cargo doc --workspace --no-deps (RUSTDOCFLAGS=-D warnings)",
             Step::Package => "cargo xtask package (every library crate, verified)",
@@ -115,7 +124,8 @@ async fn run_step(step: Step, interrupt: &Interrupt) -> anyhow::Result<()> {
             command.args(["fmt", "--all", "--", "--check"]);
             process::run(command, interrupt, "").await
         }
-        Step::Udeps => udeps::run(&UdepsArgs::default(), interrupt).await,
+        Step::Shear => shear::run(&ShearArgs::default(), interrupt).await,
+        Step::Changelog => api::check(&ChangelogCheckArgs::default(), interrupt).await,
         Step::Clippy => {
             let mut command = process::cargo();
             command.args([
@@ -272,7 +282,8 @@ mod tests {
     #[test]
     fn steps_run_in_the_documented_order() {
         assert_eq!(Step::ALL[0], Step::Fmt);
-        assert_eq!(Step::ALL[1], Step::Udeps);
+        assert_eq!(Step::ALL[1], Step::Shear);
+        assert_eq!(Step::ALL[2], Step::Changelog);
         assert_eq!(Step::ALL[Step::ALL.len() - 2], Step::Chaos);
         assert_eq!(Step::ALL[Step::ALL.len() - 1], Step::Image);
     }

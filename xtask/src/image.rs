@@ -4,9 +4,11 @@
 //! The image is "FROM scratch": one layer holding the binary (a static release build:
 //! `-C target-feature=+crt-static` on the host's `*-linux-gnu` target), the host's CA certificates and
 //! `/etc/passwd` + `/etc/group` entries for the non-root user 65532, which it runs as. The layout (tar layer,
-//! config, manifest, index) is written directly ([`oci`]); the same binary gives the same digest.
+//! config, manifest, index) is built with the `tar` and `oci-spec` crates ([`oci`]); the same binary gives the
+//! same digest.
 //!
-//! Then the image is checked: its layer is unpacked into an empty directory and the binary run there
+//! Then the image is checked: its layer is unpacked (with the `tar` crate) into an empty directory and the binary
+//! run there
 //! (`chroot` as user 65532 when xtask runs as root, else `unshare --map-root-user --root`) with `--version`
 //! and with `doctor --manifest -` on `deploy/deployment.yaml`, which must find nothing.
 
@@ -225,7 +227,7 @@ fn write_layout(dir: &Path, layout: &oci::Layout) -> anyhow::Result<()> {
         let path = blobs.join(blob.file_name());
         std::fs::write(&path, &blob.data).with_context(|| format!("writing {}", path.display()))?;
     }
-    std::fs::write(dir.join("oci-layout"), oci::OCI_LAYOUT_FILE)?;
+    std::fs::write(dir.join("oci-layout"), &layout.oci_layout)?;
     std::fs::write(dir.join("index.json"), &layout.index)?;
     Ok(())
 }
@@ -307,14 +309,15 @@ async fn check_image(layer: &Path, version: &str, interrupt: &Interrupt) -> anyh
         std::fs::remove_dir_all(&root).with_context(|| format!("removing {}", root.display()))?;
     }
     std::fs::create_dir_all(&root)?;
-    let mut untar = tokio::process::Command::new("tar");
-    untar
-        .arg("-xf")
-        .arg(layer)
-        .arg("-C")
-        .arg(&root)
-        .arg("--no-same-owner");
-    process::run(untar, interrupt, "tar comes with every Linux distribution").await?;
+    interrupt.check()?;
+    let file =
+        std::fs::File::open(layer).with_context(|| format!("opening {}", layer.display()))?;
+    let mut archive = tar::Archive::new(std::io::BufReader::new(file));
+    // Owners are not kept (the check may run unprivileged); permission bits are.
+    archive.set_preserve_permissions(true);
+    archive
+        .unpack(&root)
+        .with_context(|| format!("unpacking {} into {}", layer.display(), root.display()))?;
 
     let (code, output) = run_in_root(&root, &[ENTRYPOINT, "--version"], b"", interrupt).await?;
     if code != Some(0) || !output.contains(version) {
@@ -362,7 +365,7 @@ pub async fn run(args: &ImageArgs, interrupt: &Interrupt) -> anyhow::Result<()> 
     let version = env!("CARGO_PKG_VERSION");
     let binary_size = binary.len();
     let layer = oci::tar(&layer_entries(binary, read_ca_bundle()?), 0)?;
-    let layout = oci::layout(layer, &image_config(architecture, version), version);
+    let layout = oci::layout(layer, &image_config(architecture, version), version)?;
     let dir = image_dir().join("oci");
     write_layout(&dir, &layout)?;
     let layer_path = dir

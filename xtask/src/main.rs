@@ -4,9 +4,11 @@
 //!   (docs/control-plane.md).
 //! - `cluster up|down`: the cluster in a box (scheduler, controller-manager, kwok nodes, reference CCM).
 //! - `test`: the workspace's tests against one shared control plane.
-//! - `ci`: everything CI checks (fmt, unused dependencies, clippy, docs, packaging, control-plane build,
-//!   tests, conformance, image).
-//! - `udeps`: dependencies that a workspace member declares but never uses.
+//! - `ci`: everything CI checks (fmt, unused dependencies, the CHANGELOG check, clippy, docs, packaging,
+//!   control-plane build, tests, conformance, image).
+//! - `api --write`, `changelog-check`: the public API snapshots (`docs/api`) and the check that a public API
+//!   change comes with a CHANGELOG entry.
+//! - `shear`: dependencies that a workspace member declares but never uses (cargo-shear, pinned).
 //! - `image`: the container image of the reference CCM as an OCI layout (docs/deployment.md).
 //! - `package`: `cargo package` of every library crate (docs/deployment.md).
 //! - `new-provider NAME --dir DIR`: a provider crate to start from (docs/vendor-guide.md).
@@ -19,6 +21,7 @@
 //! Each command lives in its own module; add new ones (benchmarks, manifests, ...) the same way:
 //! an `Args` struct, an async `run`, and a variant in [`Command`].
 
+mod api;
 mod bench;
 mod bench_budget;
 mod chaos;
@@ -35,8 +38,8 @@ mod new_provider;
 mod package;
 mod paths;
 mod process;
+mod shear;
 mod test;
-mod udeps;
 
 use std::process::ExitCode;
 
@@ -62,11 +65,17 @@ enum Command {
     /// Start (`up`) or stop (`down`) the cluster in a box: the control plane plus kube-scheduler,
     /// kube-controller-manager, kwok-simulated nodes and the reference CCM.
     Cluster(cluster::ClusterArgs),
-    /// Run every CI check: fmt, unused dependencies, clippy, docs, packaging, control-plane build, tests,
-    /// conformance, image.
+    /// Run every CI check: fmt, unused dependencies, the CHANGELOG check, clippy, docs, packaging, control-plane
+    /// build, tests, conformance, image.
     Ci(ci::CiArgs),
-    /// Find dependencies that a workspace member declares but never uses (no build, no extra tool).
-    Udeps(udeps::UdepsArgs),
+    /// Find dependencies that a workspace member declares but never uses, or declares in the wrong table
+    /// (cargo-shear at the pinned version, installed into target/tools when missing).
+    Shear(shear::ShearArgs),
+    /// Write (--write) or check the public API snapshots of the library crates (docs/api/<crate>.txt).
+    Api(api::ApiArgs),
+    /// Fail when a public API changed without a CHANGELOG.md entry (## [Unreleased]), or a snapshot in docs/api
+    /// is out of date.
+    ChangelogCheck(api::ChangelogCheckArgs),
     /// Run the reference CCM against a local control plane and watch it initialize nodes and provision a load
     /// balancer.
     Demo(demo::DemoArgs),
@@ -104,7 +113,9 @@ async fn dispatch(command: Command, interrupt: &Interrupt) -> anyhow::Result<()>
         Command::Test(args) => test::run(&args, interrupt).await,
         Command::Cluster(args) => cluster::run(args, interrupt).await,
         Command::Ci(args) => ci::run(&args, interrupt).await,
-        Command::Udeps(args) => udeps::run(&args, interrupt).await,
+        Command::Shear(args) => shear::run(&args, interrupt).await,
+        Command::Api(args) => api::run(&args, interrupt).await,
+        Command::ChangelogCheck(args) => api::check(&args, interrupt).await,
         Command::Demo(args) => demo::run(&args, interrupt).await,
         Command::Manifests(args) => manifests::run(&args, interrupt).await,
         Command::Conformance(args) => conformance::run(&args, interrupt).await,
@@ -236,7 +247,10 @@ mod tests {
             &["xtask", "controlplane", "start", "--dir", "x"],
             &["xtask", "controlplane", "stop"],
             &["xtask", "ci", "--fail-fast"],
-            &["xtask", "udeps"],
+            &["xtask", "shear"],
+            &["xtask", "shear", "--fix"],
+            &["xtask", "api", "--write"],
+            &["xtask", "changelog-check", "--base", "main"],
             &[
                 "xtask",
                 "cluster",

@@ -14,6 +14,7 @@
 //! plus the CCM's peak RSS and CPU time. The Go reference's documented model for the burst is one
 //! host update per load balancer per node event (M × S calls) when every event gets its own pass.
 
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
@@ -21,11 +22,10 @@ use clap::Args;
 use k8s_openapi::api::core::v1::{Namespace, Node, NodeSpec, Service, ServicePort, ServiceSpec};
 use kube::api::{Api, PostParams};
 
-use super::identity;
 use super::prom::{self, RequestCounts, Sample};
+use super::skeleton::{self, Benchmark, Run, first_line};
 use super::support::{
-    self, BenchBinaries, CcmProcess, CcmSpec, Cluster, CommonArgs, Implementation, ProcStats,
-    RunSpec, Table, Tracker,
+    self, CcmProcess, Cluster, CommonArgs, Implementation, ProcStats, RunSpec, Table, Tracker,
 };
 use crate::process::{self, Interrupt, Interrupted};
 
@@ -215,108 +215,102 @@ pub fn burst_description(interval_ms: u64) -> String {
     }
 }
 
+/// The load-balancer benchmark on the [`skeleton`].
+struct LbsBench<'a> {
+    args: &'a LbsArgs,
+}
+
+impl Benchmark for LbsBench<'_> {
+    type Measured = Measured;
+    const NAME: &'static str = "lbs";
+    const CONTROLLERS: &'static str = "service";
+    const WORKERS_FLAG: &'static str = "--concurrent-service-syncs";
+
+    fn common(&self) -> &CommonArgs {
+        &self.args.common
+    }
+
+    fn workers(&self) -> &[u64] {
+        &self.args.workers
+    }
+
+    fn write_inventory(&self, out: &Path) -> anyhow::Result<PathBuf> {
+        let inventory = out.join("inventory.yaml");
+        std::fs::write(&inventory, inventory_yaml())
+            .with_context(|| format!("writing {}", inventory.display()))?;
+        Ok(inventory)
+    }
+
+    fn describe_run(&self, spec: &RunSpec) -> String {
+        format!(
+            "{} CCM, {} Services, {} node changes, {}={}, limits {}",
+            spec.implementation.label(),
+            self.args.services,
+            self.args.node_changes,
+            Self::WORKERS_FLAG,
+            spec.workers,
+            self.args.common.limits_label(spec.mode)
+        )
+    }
+
+    fn describe_result(&self, measured: &Measured) -> String {
+        format!(
+            "every Service had an ingress after {} s; {} UpdateLoadBalancer calls after the burst",
+            support::secs(measured.to_ingress),
+            measured.updates
+        )
+    }
+
+    async fn measure(
+        &self,
+        run: &Run<'_>,
+        cluster: &Cluster,
+        interrupt: &Interrupt,
+    ) -> anyhow::Result<Measured> {
+        measure(self.args, run, cluster, interrupt).await
+    }
+
+    fn report(&self, environment: &str, results: &[(RunSpec, anyhow::Result<Measured>)]) {
+        let args = self.args;
+        println!(
+            "\nService controller: {services} LoadBalancer Services and {nodes} Nodes, then one CCM \
+             (--controllers=service) started; once every Service had an ingress, {changes} Nodes were \
+             added {how}; fresh control plane per run\n{environment}\n",
+            services = args.services,
+            nodes = args.initial_nodes,
+            changes = args.node_changes,
+            how = burst_description(args.burst_interval_ms),
+        );
+        println!("{}", table(args, results).render());
+        println!(
+            "\nReference model (one UpdateLoadBalancer per load balancer per node event): {} × {} = {} calls",
+            args.node_changes,
+            args.services,
+            args.node_changes * args.services
+        );
+        println!("\nAPI writes counted by the API server (per run):");
+        for (spec, result) in results {
+            println!("{}", details(args, spec, result));
+        }
+    }
+}
+
 /// Runs `cargo xtask bench lbs`.
 ///
 /// # Errors
 /// Bad options, a failed build, a missing Go binary, or a failed run (after the table of the
 /// runs that worked was printed).
 pub async fn run(args: &LbsArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
-    args.common.validate()?;
-    let binaries = support::prepare(&args.common, interrupt).await?;
-    let out = support::output_dir("lbs")?;
-    let inventory = out.join("inventory.yaml");
-    std::fs::write(&inventory, inventory_yaml())
-        .with_context(|| format!("writing {}", inventory.display()))?;
-    let environment = support::environment_summary(&binaries, &args.common).await;
-    eprintln!("{environment}");
-
-    let runs = support::run_matrix(&args.common, &args.workers);
-    let context = RunContext {
-        args,
-        binaries: &binaries,
-        inventory: &inventory,
-        out: &out,
-    };
-    let mut results: Vec<(RunSpec, anyhow::Result<Measured>)> = Vec::new();
-    for (index, spec) in runs.iter().enumerate() {
-        eprintln!(
-            "\n== run {}/{}: {} CCM, {} Services, {} node changes, --concurrent-service-syncs={}, limits {}",
-            index + 1,
-            runs.len(),
-            spec.implementation.label(),
-            args.services,
-            args.node_changes,
-            spec.workers,
-            args.common.limits_label(spec.mode)
-        );
-        let result = run_once(&context, spec, interrupt).await;
-        match &result {
-            Err(err) if err.is::<Interrupted>() => return result.map(|_| ()),
-            Err(err) => eprintln!("run failed: {err:#}"),
-            Ok(m) => eprintln!(
-                "every Service had an ingress after {} s; {} UpdateLoadBalancer calls after the burst",
-                support::secs(m.to_ingress),
-                m.updates
-            ),
-        }
-        results.push((*spec, result));
-    }
-
-    println!(
-        "\nService controller: {services} LoadBalancer Services and {nodes} Nodes, then one CCM \
-         (--controllers=service) started; once every Service had an ingress, {changes} Nodes were \
-         added {how}; fresh control plane per run\n{environment}\n",
-        services = args.services,
-        nodes = args.initial_nodes,
-        changes = args.node_changes,
-        how = burst_description(args.burst_interval_ms),
-    );
-    println!("{}", table(args, &results).render());
-    println!(
-        "\nReference model (one UpdateLoadBalancer per load balancer per node event): {} × {} = {} calls",
-        args.node_changes,
-        args.services,
-        args.node_changes * args.services
-    );
-    println!("\nAPI writes counted by the API server (per run):");
-    for (spec, result) in &results {
-        println!("{}", details(args, spec, result));
-    }
-    println!("\nCCM logs: {}", out.display());
-    let failed = results.iter().filter(|(_, r)| r.is_err()).count();
-    if failed > 0 {
-        bail!("{failed} of {} runs failed (see above)", results.len());
-    }
-    Ok(())
-}
-
-struct RunContext<'a> {
-    args: &'a LbsArgs,
-    binaries: &'a BenchBinaries,
-    inventory: &'a std::path::Path,
-    out: &'a std::path::Path,
-}
-
-async fn run_once(
-    context: &RunContext<'_>,
-    spec: &RunSpec,
-    interrupt: &Interrupt,
-) -> anyhow::Result<Measured> {
-    let cluster = Cluster::start(interrupt).await?;
-    let measured = measure(context, spec, &cluster, interrupt).await;
-    let stopped = cluster.stop();
-    let measured = measured?;
-    stopped?;
-    Ok(measured)
+    skeleton::run(&LbsBench { args }, interrupt).await
 }
 
 async fn measure(
-    context: &RunContext<'_>,
-    spec: &RunSpec,
+    args: &LbsArgs,
+    run: &Run<'_>,
     cluster: &Cluster,
     interrupt: &Interrupt,
 ) -> anyhow::Result<Measured> {
-    let args = context.args;
+    let spec = &run.spec;
     let concurrency = usize::try_from(args.create_concurrency).unwrap_or(16);
     let services_wanted = usize::try_from(args.services).context("--services is too large")?;
     let nodes: Api<Node> = Api::all(cluster.client.clone());
@@ -365,25 +359,11 @@ async fn measure(
         .await?;
 
     let load = support::load_average();
-    let kubeconfig =
-        identity::kubeconfig_for(cluster, spec.implementation, spec.mode, context.out).await?;
+    let ccm_spec = run
+        .ccm_spec(cluster, LbsBench::CONTROLLERS, LbsBench::WORKERS_FLAG)
+        .await?;
     let before = cluster.request_counts().await?;
-    let ccm_spec = CcmSpec {
-        implementation: spec.implementation,
-        controllers: "service".to_owned(),
-        kubeconfig,
-        admin_kubeconfig: cluster.kubeconfig.clone(),
-        inventory: Some(context.inventory.to_owned()),
-        admin_port: support::free_port()?,
-        limits: args.common.api_limits(spec.mode),
-        extra: std::iter::once(format!("--concurrent-service-syncs={}", spec.workers))
-            .chain(args.common.extra_args(spec.implementation).iter().cloned())
-            .collect(),
-        leader_elect: false,
-    };
-    let log = context.out.join(format!("{}.log", spec.label()));
-    let started = Instant::now();
-    let mut ccm = CcmProcess::start(context.binaries.of(spec.implementation), &ccm_spec, &log)?;
+    let (mut ccm, started) = run.start_ccm(&ccm_spec)?;
     let observed = observe(
         args,
         spec,
@@ -536,11 +516,7 @@ fn table(args: &LbsArgs, results: &[(RunSpec, anyhow::Result<Measured>)]) -> Tab
         "load (1 min)",
     ]);
     for (spec, result) in results {
-        let mut row = vec![
-            args.common.row_label(spec),
-            spec.workers.to_string(),
-            args.common.limits_label(spec.mode),
-        ];
+        let mut row = skeleton::row_start(&args.common, spec);
         match result {
             Ok(m) => row.extend([
                 support::secs(m.to_ingress),
@@ -565,10 +541,7 @@ fn table(args: &LbsArgs, results: &[(RunSpec, anyhow::Result<Measured>)]) -> Tab
                 m.load
                     .map_or_else(|| "n/a".to_owned(), |l| format!("{l:.1}")),
             ]),
-            Err(err) => row.push(format!(
-                "failed: {}",
-                format!("{err:#}").lines().next().unwrap_or_default()
-            )),
+            Err(err) => row.push(format!("failed: {}", first_line(err))),
         }
         table.push(row);
     }

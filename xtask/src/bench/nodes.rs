@@ -22,12 +22,11 @@ use clap::Args;
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
 use kube::api::{Api, Patch, PatchParams};
 
-use super::identity;
 use super::probe::{Probe, ProbeStats};
 use super::prom::{self, Answers, RequestCounts};
+use super::skeleton::{self, Benchmark, Run, first_line};
 use super::support::{
-    self, BenchBinaries, CcmProcess, CcmSpec, Cluster, CommonArgs, Implementation, ProcStats,
-    RunSpec, Table, Tracker,
+    self, CcmProcess, Cluster, CommonArgs, Implementation, ProcStats, RunSpec, Table, Tracker,
 };
 use crate::process::{Interrupt, Interrupted};
 
@@ -138,119 +137,116 @@ pub fn node_initialized(node: &Node) -> bool {
     !tainted && has_provider_id
 }
 
+/// The node-initialization benchmark on the [`skeleton`].
+struct NodesBench<'a> {
+    args: &'a NodesArgs,
+    names: Vec<String>,
+}
+
+impl Benchmark for NodesBench<'_> {
+    type Measured = Measured;
+    const NAME: &'static str = "nodes";
+    const CONTROLLERS: &'static str = "cloud-node";
+    const WORKERS_FLAG: &'static str = "--concurrent-node-syncs";
+
+    fn common(&self) -> &CommonArgs {
+        &self.args.common
+    }
+
+    fn workers(&self) -> &[u64] {
+        &self.args.workers
+    }
+
+    fn write_inventory(&self, out: &Path) -> anyhow::Result<PathBuf> {
+        let inventory = out.join(format!("inventory-{}.yaml", self.names.len()));
+        std::fs::write(&inventory, inventory_yaml(&self.names))
+            .with_context(|| format!("writing {}", inventory.display()))?;
+        Ok(inventory)
+    }
+
+    fn describe_run(&self, spec: &RunSpec) -> String {
+        format!(
+            "{} CCM, {} nodes, {}={}, limits {}",
+            spec.implementation.label(),
+            self.names.len(),
+            Self::WORKERS_FLAG,
+            spec.workers,
+            self.args.common.limits_label(spec.mode)
+        )
+    }
+
+    fn describe_result(&self, measured: &Measured) -> String {
+        format!(
+            "all {} nodes initialized after {} s",
+            self.names.len(),
+            support::secs(measured.all)
+        )
+    }
+
+    async fn measure(
+        &self,
+        run: &Run<'_>,
+        cluster: &Cluster,
+        interrupt: &Interrupt,
+    ) -> anyhow::Result<Measured> {
+        measure(self, run, cluster, interrupt).await
+    }
+
+    fn report(&self, environment: &str, results: &[(RunSpec, anyhow::Result<Measured>)]) {
+        let count = self.names.len();
+        println!(
+            "\nNode initialization: {count} Nodes registered with the uninitialized taint, then one CCM \
+             (--controllers=cloud-node) started; fresh control plane per run\n{environment}\n"
+        );
+        println!("{}", table(self.args, count, results).render());
+        println!(
+            "\nThe API server and a second client meanwhile (429: rejected by API Priority and \
+             Fairness; probe: a ServiceAccount in another flow schema reading one ConfigMap every \
+             {} ms until every node was initialized):\n",
+            super::probe::PROBE_INTERVAL.as_millis()
+        );
+        println!("{}", health_table(self.args, results).render());
+        println!("\nAPI writes counted by the API server (per run, whole run):");
+        for (spec, result) in results {
+            println!("{}", details(self.args, spec, result));
+        }
+    }
+}
+
 /// Runs `cargo xtask bench nodes`.
 ///
 /// # Errors
 /// Bad options, a failed build, a missing Go binary, or a failed run (after the table of the
 /// runs that worked was printed).
 pub async fn run(args: &NodesArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
-    args.common.validate()?;
     let count = usize::try_from(args.nodes).context("--nodes is too large")?;
-    let binaries = support::prepare(&args.common, interrupt).await?;
-    let out = support::output_dir("nodes")?;
-    let names = node_names(count);
-    let inventory = out.join(format!("inventory-{count}.yaml"));
-    std::fs::write(&inventory, inventory_yaml(&names))
-        .with_context(|| format!("writing {}", inventory.display()))?;
-    let environment = support::environment_summary(&binaries, &args.common).await;
-    eprintln!("{environment}");
-
-    let runs = support::run_matrix(&args.common, &args.workers);
-    let mut results: Vec<(RunSpec, anyhow::Result<Measured>)> = Vec::new();
-    for (index, spec) in runs.iter().enumerate() {
-        eprintln!(
-            "\n== run {}/{}: {} CCM, {} nodes, --concurrent-node-syncs={}, limits {}",
-            index + 1,
-            runs.len(),
-            spec.implementation.label(),
-            count,
-            spec.workers,
-            args.common.limits_label(spec.mode)
-        );
-        let context = RunContext {
-            args,
-            binaries: &binaries,
-            names: &names,
-            inventory: &inventory,
-            out: &out,
-        };
-        let result = run_once(&context, spec, interrupt).await;
-        match &result {
-            Err(err) if err.is::<Interrupted>() => return result.map(|_| ()),
-            Err(err) => eprintln!("run failed: {err:#}"),
-            Ok(m) => eprintln!(
-                "all {count} nodes initialized after {} s",
-                support::secs(m.all)
-            ),
-        }
-        results.push((*spec, result));
-    }
-
-    println!(
-        "\nNode initialization: {count} Nodes registered with the uninitialized taint, then one CCM \
-         (--controllers=cloud-node) started; fresh control plane per run\n{environment}\n"
-    );
-    println!("{}", table(args, count, &results).render());
-    println!(
-        "\nThe API server and a second client meanwhile (429: rejected by API Priority and \
-         Fairness; probe: a ServiceAccount in another flow schema reading one ConfigMap every \
-         {} ms until every node was initialized):\n",
-        super::probe::PROBE_INTERVAL.as_millis()
-    );
-    println!("{}", health_table(args, &results).render());
-    println!("\nAPI writes counted by the API server (per run, whole run):");
-    for (spec, result) in &results {
-        println!("{}", details(args, spec, result));
-    }
-    println!("\nCCM logs: {}", out.display());
-    let failed = results.iter().filter(|(_, r)| r.is_err()).count();
-    if failed > 0 {
-        bail!("{failed} of {} runs failed (see above)", results.len());
-    }
-    Ok(())
-}
-
-struct RunContext<'a> {
-    args: &'a NodesArgs,
-    binaries: &'a BenchBinaries,
-    names: &'a [String],
-    inventory: &'a Path,
-    out: &'a Path,
-}
-
-async fn run_once(
-    context: &RunContext<'_>,
-    spec: &RunSpec,
-    interrupt: &Interrupt,
-) -> anyhow::Result<Measured> {
-    let cluster = Cluster::start(interrupt).await?;
-    let measured = measure(context, spec, &cluster, interrupt).await;
-    let stopped = cluster.stop();
-    let measured = measured?;
-    stopped?;
-    Ok(measured)
+    let bench = NodesBench {
+        args,
+        names: node_names(count),
+    };
+    skeleton::run(&bench, interrupt).await
 }
 
 async fn measure(
-    context: &RunContext<'_>,
-    spec: &RunSpec,
+    bench: &NodesBench<'_>,
+    run: &Run<'_>,
     cluster: &Cluster,
     interrupt: &Interrupt,
 ) -> anyhow::Result<Measured> {
-    let common = &context.args.common;
-    let count = context.names.len();
-    let concurrency = usize::try_from(context.args.create_concurrency).unwrap_or(32);
+    let common = &bench.args.common;
+    let count = bench.names.len();
+    let concurrency = usize::try_from(bench.args.create_concurrency).unwrap_or(32);
     let nodes: Api<Node> = Api::all(cluster.client.clone());
 
     let registering = Instant::now();
     support::create_all(
         &nodes,
-        context.names.iter().map(|n| tainted_node(n)).collect(),
+        bench.names.iter().map(|n| tainted_node(n)).collect(),
         concurrency,
         interrupt,
     )
     .await?;
-    add_hostname_addresses(&nodes, context.names, concurrency, interrupt).await?;
+    add_hostname_addresses(&nodes, &bench.names, concurrency, interrupt).await?;
     eprintln!(
         "registered {count} tainted nodes in {} s",
         support::secs(registering.elapsed())
@@ -270,28 +266,14 @@ async fn measure(
     }
 
     let load = support::load_average();
-    let kubeconfig =
-        identity::kubeconfig_for(cluster, spec.implementation, spec.mode, context.out).await?;
+    let ccm_spec = run
+        .ccm_spec(cluster, NodesBench::CONTROLLERS, NodesBench::WORKERS_FLAG)
+        .await?;
     let probe = Probe::start(cluster).await?;
     let samples = cluster.apiserver_samples().await?;
     let before = RequestCounts::from_samples(&samples);
     let answers_before = Answers::from_samples(&samples);
-    let ccm_spec = CcmSpec {
-        implementation: spec.implementation,
-        controllers: "cloud-node".to_owned(),
-        kubeconfig,
-        admin_kubeconfig: cluster.kubeconfig.clone(),
-        inventory: Some(context.inventory.to_owned()),
-        admin_port: support::free_port()?,
-        limits: common.api_limits(spec.mode),
-        extra: std::iter::once(format!("--concurrent-node-syncs={}", spec.workers))
-            .chain(common.extra_args(spec.implementation).iter().cloned())
-            .collect(),
-        leader_elect: false,
-    };
-    let log: PathBuf = context.out.join(format!("{}.log", spec.label()));
-    let started = Instant::now();
-    let mut ccm = CcmProcess::start(context.binaries.of(spec.implementation), &ccm_spec, &log)?;
+    let (mut ccm, started) = run.start_ccm(&ccm_spec)?;
     let observed = observe(
         &mut tracker,
         &mut ccm,
@@ -315,7 +297,7 @@ async fn measure(
         all,
         requests,
         settled,
-        cloud_calls: match spec.implementation {
+        cloud_calls: match run.spec.implementation {
             Implementation::Rust => Some(cloud_calls),
             Implementation::Go => None,
         },
@@ -444,11 +426,7 @@ fn table(args: &NodesArgs, count: usize, results: &[(RunSpec, anyhow::Result<Mea
         "load (1 min)",
     ]);
     for (spec, result) in results {
-        let mut row = vec![
-            args.common.row_label(spec),
-            spec.workers.to_string(),
-            args.common.limits_label(spec.mode),
-        ];
+        let mut row = skeleton::row_start(&args.common, spec);
         match result {
             Ok(m) => {
                 let writes = m.requests.writes() as f64;
@@ -491,11 +469,7 @@ fn health_table(args: &NodesArgs, results: &[(RunSpec, anyhow::Result<Measured>)
         "probe 429s",
     ]);
     for (spec, result) in results {
-        let mut row = vec![
-            args.common.row_label(spec),
-            spec.workers.to_string(),
-            args.common.limits_label(spec.mode),
-        ];
+        let mut row = skeleton::row_start(&args.common, spec);
         match result {
             Ok(m) => row.extend([
                 m.answers.rejected.to_string(),
@@ -537,14 +511,6 @@ fn details(args: &NodesArgs, spec: &RunSpec, result: &anyhow::Result<Measured>) 
         }
         Err(err) => format!("{head} failed: {err:#}"),
     }
-}
-
-fn first_line(err: &anyhow::Error) -> String {
-    format!("{err:#}")
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_owned()
 }
 
 #[cfg(test)]
