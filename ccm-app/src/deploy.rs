@@ -241,10 +241,9 @@ pub fn cluster_role_rules() -> Vec<PolicyRule> {
         rule(&[""], &["services"], &["get", "list", "watch"]),
         // service controller: finalizer and load-balancer status (both through the status subresource)
         rule(&[""], &["services/status"], &["patch"]),
-        // events of every controller (core/v1, as Go writes them; repeats are patched into one object's count)
+        // events of every controller and leader election's on the Lease (core/v1, as Go writes them; repeats are
+        // patched into one object's count)
         rule(&[""], &["events"], &["create", "patch"]),
-        // the LeaderElection event on the Lease (events.k8s.io/v1; repeats are patched into a series)
-        rule(&["events.k8s.io"], &["events"], &["create", "patch"]),
         // the secure port: bearer tokens (TokenReview) and authorization (SubjectAccessReview)
         rule(&["authentication.k8s.io"], &["tokenreviews"], &["create"]),
         rule(
@@ -260,9 +259,15 @@ pub fn lease_role_rules(lease_name: &str) -> Vec<PolicyRule> {
     vec![
         // create cannot be restricted by name
         rule(&["coordination.k8s.io"], &["leases"], &["create"]),
+        // list and watch: the candidates' watch on this one Lease (by field selector `metadata.name`, which the
+        // API server authorizes against resourceNames)
         PolicyRule {
             resource_names: Some(vec![lease_name.to_owned()]),
-            ..rule(&["coordination.k8s.io"], &["leases"], &["get", "update"])
+            ..rule(
+                &["coordination.k8s.io"],
+                &["leases"],
+                &["get", "list", "update", "watch"],
+            )
         },
     ]
 }
@@ -708,7 +713,10 @@ mod tests {
             .collect();
         assert!(!flat.iter().any(|r| r.contains('*')), "{flat:?}");
         assert!(flat.contains(&"/nodes:delete".to_owned()));
-        assert!(flat.contains(&"events.k8s.io/events:create".to_owned()));
+        assert!(
+            !flat.iter().any(|r| r.starts_with("events.k8s.io")),
+            "one event API (core/v1): {flat:?}"
+        );
         assert!(flat.contains(&"/events:create".to_owned()));
         assert!(flat.contains(&"/events:patch".to_owned()));
         assert!(!flat.iter().any(|r| r.contains("secrets")), "{flat:?}");
@@ -732,6 +740,7 @@ mod tests {
             lease[1].resource_names.as_deref(),
             Some(&["cloud-controller-manager".to_owned()][..])
         );
+        assert_eq!(lease[1].verbs, ["get", "list", "update", "watch"]);
     }
 
     #[test]

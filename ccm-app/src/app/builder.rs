@@ -588,27 +588,39 @@ impl CcmBuilder {
             }),
         );
 
-        let leader = if options.leader_elect {
-            let le_metrics = metrics.with(LeaderElectionMetrics::register);
-            let elector = LeaderElector::builder(
-                factory.client("leader-election"),
-                options.leader_elect_resource_namespace.clone(),
-                options.leader_elect_resource_name.clone(),
-            )
-            .lease_duration(options.leader_elect_lease_duration)
-            .renew_deadline(options.leader_elect_renew_deadline)
-            .retry_period(options.leader_elect_retry_period)
-            .release_on_cancel(options.leader_elect_release_on_cancel)
-            .metrics(le_metrics)
-            .fence(fence.clone())
-            .build()
-            .map_err(RunError::LeaderElection)?;
-            Some(elector)
-        } else {
-            None
+        // Made before the fence is installed: the Lease requests are never fenced.
+        let lease_client = options
+            .leader_elect
+            .then(|| factory.client("leader-election"));
+        factory = factory.with_fence(fence.clone());
+        let leader = match lease_client {
+            Some(lease_client) => {
+                let le_metrics = metrics.with(LeaderElectionMetrics::register);
+                // The LeaderElection Events go through the kit's pipeline on a fenced client, in a sink of their own:
+                // the elector writes "stopped leading" after the controllers' sink has closed, before the release.
+                let le_events = EventSink::new().sharing_metrics(&events).recorder(
+                    factory.client("leader-election-events"),
+                    names::components::CLOUD_CONTROLLER_MANAGER,
+                    Some(identity.clone()),
+                );
+                let elector = LeaderElector::builder(
+                    lease_client,
+                    options.leader_elect_resource_namespace.clone(),
+                    options.leader_elect_resource_name.clone(),
+                )
+                .lease_duration(options.leader_elect_lease_duration)
+                .renew_deadline(options.leader_elect_renew_deadline)
+                .retry_period(options.leader_elect_retry_period)
+                .release_on_cancel(options.leader_elect_release_on_cancel)
+                .metrics(le_metrics)
+                .fence(fence)
+                .event_recorder(le_events)
+                .build()
+                .map_err(RunError::LeaderElection)?;
+                Some(elector)
+            }
+            None => None,
         };
-        // After the leader-election client: the Lease requests are never fenced.
-        factory = factory.with_fence(fence);
 
         let informers_slot: Arc<OnceLock<SharedInformers>> = Arc::default();
         let slot = informers_slot.clone();
