@@ -61,7 +61,9 @@ pub mod ratelimit;
 pub mod reload;
 pub mod retry;
 pub mod service_accounts;
+pub mod serving;
 pub mod tls;
+pub mod webhook;
 
 pub use app::{
     APISERVER_WAIT, CcmBuilder, CcmStatus, CloudControllerManager, RunError, RunningCcm,
