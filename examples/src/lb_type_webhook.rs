@@ -13,6 +13,9 @@ use k8s_openapi::api::core::v1::Service;
 /// The webhook's name in `--webhooks` and in the metrics.
 pub const NAME: &str = "load-balancer-type";
 
+/// Its name in a `ValidatingWebhookConfiguration`.
+pub const CONFIGURATION_NAME: &str = "load-balancer-type.fake.ccm-rs.io";
+
 /// The path it is served on.
 pub const PATH: &str = "/validate-load-balancer-type";
 
@@ -25,6 +28,17 @@ pub const LOAD_BALANCER_TYPES: &[&str] = &["network", "application"];
 /// The webhook, for [`ccm_app::CcmBuilder::register_webhook`].
 pub fn descriptor() -> WebhookDescriptor {
     WebhookDescriptor::new(NAME, PATH, review)
+}
+
+/// Its entry in the sample `ValidatingWebhookConfiguration` of `deploy/webhook/webhook.yaml`: Service creates and updates.
+pub fn manifest() -> ccm_app::deploy::WebhookManifest {
+    ccm_app::deploy::WebhookManifest::new(
+        CONFIGURATION_NAME,
+        PATH,
+        "",
+        &["services"],
+        &["CREATE", "UPDATE"],
+    )
 }
 
 /// Allow or deny one admission request.

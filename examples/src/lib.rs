@@ -151,6 +151,7 @@ pub fn manifest_options() -> ManifestOptions {
             "--cluster-cidr=10.244.0.0/16".to_owned(),
         ])
         .with_cloud_config(CLOUD_CONFIG_MAP, CLOUD_CONFIG_DIR)
+        .with_webhook(lb_type_webhook::manifest())
 }
 
 /// The ConfigMap with the sample inventory.

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use ccm_app::CcmStatus;
 use ccm_testenv::{TestEnv, wait_for};
-use examples::lb_type_webhook::{LOAD_BALANCER_TYPE_ANNOTATION, NAME, PATH};
+use examples::lb_type_webhook::{CONFIGURATION_NAME, LOAD_BALANCER_TYPE_ANNOTATION, NAME, PATH};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     RuleWithOperations, ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
@@ -66,7 +66,7 @@ fn configuration(
             ..ObjectMeta::default()
         },
         webhooks: Some(vec![ValidatingWebhook {
-            name: "load-balancer-type.fake.ccm-rs.io".to_owned(),
+            name: CONFIGURATION_NAME.to_owned(),
             admission_review_versions: vec!["v1".to_owned()],
             side_effects: "None".to_owned(),
             failure_policy: Some("Fail".to_owned()),
@@ -196,8 +196,8 @@ async fn the_apiserver_calls_the_webhook_and_honours_its_failure_policy() {
     .unwrap_err();
     assert!(
         rejected.contains(&format!(
-            "admission webhook \"load-balancer-type.fake.ccm-rs.io\" denied the request: the fake cloud has no \
-             load-balancer type \"gateway\" ({LOAD_BALANCER_TYPE_ANNOTATION}); use one of: network, application"
+            "admission webhook \"{CONFIGURATION_NAME}\" denied the request: the fake cloud has no load-balancer \
+             type \"gateway\" ({LOAD_BALANCER_TYPE_ANNOTATION}); use one of: network, application"
         )),
         "{rejected}"
     );
