@@ -405,6 +405,89 @@ mod tests {
         assert!(cert.cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
     }
 
+    #[test]
+    fn go_defaults_and_a_go_command_line() {
+        let defaults = CcmOptions::default();
+        let webhook = PortFlags::webhook(&defaults);
+        assert_eq!(
+            (
+                webhook.bind_address.to_string(),
+                webhook.port,
+                webhook.pair_name
+            ),
+            (
+                "0.0.0.0".to_owned(),
+                10260,
+                "cloud-controller-manager-webhook"
+            )
+        );
+        assert!(
+            defaults.webhooks.is_empty(),
+            "no webhook by default, as in Go"
+        );
+        assert!(!defaults.disable_http2_serving && !defaults.permit_port_sharing);
+        assert_eq!(defaults.http2_max_streams_per_connection, 0);
+        assert_eq!(defaults.log_json_info_buffer_size, "0");
+        assert!(!defaults.enable_leader_migration);
+
+        let registry = ccm_core::ProviderRegistry::new();
+        registry
+            .register("fake", |_settings| async move {
+                Err::<std::sync::Arc<dyn ccm_core::provider::CloudProvider>, ccm_core::BoxError>(
+                    "never created".into(),
+                )
+            })
+            .unwrap();
+        let hook =
+            crate::webhook::WebhookDescriptor::new("hook", "/hook", |_ctx, request| async move {
+                Ok(crate::webhook::AdmissionResponse::from(&request))
+            });
+        let builder = crate::CloudControllerManager::builder(registry).register_webhook(hook);
+        let o = builder
+            .parse_args([
+                "ccm",
+                "--cloud-provider=fake",
+                "--webhooks=*,-hook,hook",
+                "--webhook-bind-address=127.0.0.1",
+                "--webhook-secure-port=9443",
+                "--webhook-cert-dir=/var/run/webhook",
+                "--webhook-tls-cert-file=/etc/w.crt",
+                "--webhook-tls-private-key-file=/etc/w.key",
+                "--webhook-tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+                "--webhook-tls-min-version=VersionTLS13",
+                "--webhook-tls-curve-preferences=29,23",
+                "--webhook-tls-sni-cert-key=a.crt,a.key:a.example",
+                "--webhook-tls-sni-cert-key=b.crt,b.key",
+                "--webhook-disable-http2-serving",
+                "--tls-curve-preferences=24",
+                "--tls-sni-cert-key=c.crt,c.key:*.c.example",
+                "--disable-http2-serving=true",
+                "--http2-max-streams-per-connection=100",
+                "--permit-port-sharing",
+                "--permit-address-sharing=true",
+                "--log-json-split-stream",
+                "--log-json-info-buffer-size=64Ki",
+                "--log-text-split-stream=false",
+                "--log-text-info-buffer-size=1M",
+                "--enable-leader-migration=false",
+                "--leader-migration-config=/etc/unread-when-disabled.yaml",
+            ])
+            .unwrap();
+        assert_eq!(o.webhooks, ["*", "-hook", "hook"]);
+        let webhook = PortFlags::webhook(&o);
+        assert_eq!(webhook.port, 9443);
+        assert_eq!(webhook.sni_cert_keys.len(), 2);
+        assert_eq!(webhook.curve_preferences, ["29", "23"]);
+        assert!(o.webhook_disable_http2_serving && o.disable_http2_serving);
+        assert!(o.permit_port_sharing && o.permit_address_sharing);
+        assert_eq!(o.http2_max_streams_per_connection, 100);
+        assert!(o.log_json_split_stream && !o.log_text_split_stream);
+        assert_eq!(
+            PortFlags::secure(&o).sni_cert_keys,
+            ["c.crt,c.key:*.c.example"]
+        );
+    }
+
     #[tokio::test]
     async fn port_sharing_needs_the_flag() {
         let first = bind("127.0.0.1:0".parse().unwrap(), true).unwrap();

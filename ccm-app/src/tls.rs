@@ -30,7 +30,8 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum TlsError {
     /// A certificate or key file cannot be read or parsed.
     #[error(
-        "cannot load {what} from {path}: {reason}; check --tls-cert-file, --tls-private-key-file and --cert-dir"
+        "cannot load {what} from {path}: {reason}; check the certificate flags of that port (--tls-cert-file, \
+         --tls-private-key-file, --cert-dir, --tls-sni-cert-key, or their --webhook- forms)"
     )]
     Load {
         /// `certificate` or `private key`.
