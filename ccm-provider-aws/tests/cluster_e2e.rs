@@ -19,7 +19,7 @@ use ccm_testenv::wait_for;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use support::faults::FaultQueue;
-use support::{Machine, routes_of, run_instances, tag_for_cluster};
+use support::{Machine, routes_of, run_instances};
 
 const STEP: Duration = Duration::from_secs(90);
 const CLUSTER: &str = "e2e";
@@ -97,7 +97,7 @@ async fn aws_ccm_runs_the_cluster_in_a_box_against_the_emulator() {
     let aws = support::clients(&FaultQueue::default()).await;
     let world = support::world().await;
     let machines = run_instances(&aws.ec2, &world.subnet, 3, &[]).await;
-    tag_for_cluster(&aws.ec2, &world.subnet, CLUSTER).await;
+    support::cluster_subnet(&aws.ec2, &world.vpc, CLUSTER).await;
     let table = support::cluster_route_table(&aws.ec2, &world.vpc, CLUSTER).await;
     for m in &machines {
         register_node(&client, &m.dns, NodeRole::Worker).await.expect("register node");

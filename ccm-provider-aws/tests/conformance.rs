@@ -18,7 +18,7 @@ use ccm_provider_aws::AwsCloud;
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Service};
 
 use support::faults::{Fault, FaultQueue, Injector};
-use support::{Machine, cluster_route_table, registered_targets, tag_for_cluster, world};
+use support::{Machine, cluster_route_table, cluster_subnet, registered_targets, world};
 
 fn instance_ref(machine: &Machine) -> InstanceRef {
     InstanceRef::new(&machine.dns)
@@ -55,7 +55,7 @@ async fn subject_with(faults: FaultQueue) -> (ConformanceSubject, Arc<AwsCloud>)
     let world = world().await;
     let clients = support::clients(&faults).await;
     let cluster = format!("conf-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-    tag_for_cluster(&clients.ec2, &world.subnet, &cluster).await;
+    cluster_subnet(&clients.ec2, &world.vpc, &cluster).await;
     cluster_route_table(&clients.ec2, &world.vpc, &cluster).await;
     let m = &world.machines;
     let fixture = ConformanceFixture::new()

@@ -32,7 +32,7 @@ async fn a_refused_load_balancer_is_a_warning_with_the_aws_code_and_nothing_leak
     let aws = support::clients(&FaultQueue::default()).await;
     let world = support::world().await;
     let cluster = format!("ev-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-    support::tag_for_cluster(&aws.ec2, &world.subnet, &cluster).await;
+    support::cluster_subnet(&aws.ec2, &world.vpc, &cluster).await;
 
     // The Service exists first as a NodePort Service, so its UID and NodePort (hence its target group's name)
     // are known before the CCM sees it as a LoadBalancer.

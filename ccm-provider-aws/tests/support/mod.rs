@@ -182,6 +182,28 @@ pub async fn tag_for_cluster(ec2: &aws_sdk_ec2::Client, resource: &str, cluster_
         .expect("create tags");
 }
 
+/// A subnet of its own in `vpc` tagged for `cluster_id` (a /28 of `10.0.64.0/18`, one per call in this process):
+/// AWS allows 50 tags per resource, so clusters cannot all tag one subnet.
+pub async fn cluster_subnet(ec2: &aws_sdk_ec2::Client, vpc: &str, cluster_id: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let cidr = format!("10.0.{}.{}/28", 64 + n / 16, (n % 16) * 16);
+    let subnet = ec2
+        .create_subnet()
+        .vpc_id(vpc)
+        .cidr_block(cidr)
+        .availability_zone("us-east-1a")
+        .send()
+        .await
+        .expect("create subnet")
+        .subnet()
+        .and_then(|s| s.subnet_id())
+        .expect("subnet id")
+        .to_owned();
+    tag_for_cluster(ec2, &subnet, cluster_id).await;
+    subnet
+}
+
 /// A route table in `vpc` tagged for `cluster_id`.
 pub async fn cluster_route_table(ec2: &aws_sdk_ec2::Client, vpc: &str, cluster_id: &str) -> String {
     let table = ec2
