@@ -34,7 +34,11 @@ pub struct AwsArgs {
     )]
     pub bulk_lookups: bool,
     /// The time limit of one AWS request attempt (a Go duration is not needed: whole seconds).
-    #[arg(long = "aws-request-timeout-seconds", env = "AWS_REQUEST_TIMEOUT_SECONDS", default_value_t = 30)]
+    #[arg(
+        long = "aws-request-timeout-seconds",
+        env = "AWS_REQUEST_TIMEOUT_SECONDS",
+        default_value_t = 30
+    )]
     pub request_timeout_seconds: u64,
 }
 
@@ -53,7 +57,9 @@ impl Default for AwsArgs {
 #[non_exhaustive]
 pub enum StartupError {
     /// No region in the AWS configuration.
-    #[error("no AWS region is configured: set AWS_REGION (or the region of the AWS profile in use)")]
+    #[error(
+        "no AWS region is configured: set AWS_REGION (or the region of the AWS profile in use)"
+    )]
     NoRegion,
     /// The cluster ID is empty.
     #[error("the AWS cluster ID is empty: set --aws-cluster-id (or --cluster-name)")]
@@ -145,10 +151,7 @@ pub async fn check(clients: &AwsClients) -> Result<(), StartupError> {
         .await
         .map_err(|err| StartupError::Check {
             service: "EC2",
-            source: to_cloud_error(
-                "describing availability zones",
-                AwsFailure::from_sdk(&err),
-            ),
+            source: to_cloud_error("describing availability zones", AwsFailure::from_sdk(&err)),
         })?;
     clients
         .elbv2

@@ -223,14 +223,19 @@ mod tests {
 
     #[test]
     fn the_text_keeps_the_code_and_the_request_id() {
-        let text = to_cloud_error("creating load balancer a1", api("TooManyLoadBalancers")).to_string();
+        let text =
+            to_cloud_error("creating load balancer a1", api("TooManyLoadBalancers")).to_string();
         assert_eq!(
             text,
             "creating load balancer a1: AWS error TooManyLoadBalancers: m (request ID r-1)"
         );
         let text = to_cloud_error("describing", api("AuthFailure")).to_string();
-        assert!(text.contains("AuthFailure") && text.contains("credentials"), "{text}");
-        let text = to_cloud_error("describing", AwsFailure::Transport("refused".into())).to_string();
+        assert!(
+            text.contains("AuthFailure") && text.contains("credentials"),
+            "{text}"
+        );
+        let text =
+            to_cloud_error("describing", AwsFailure::Transport("refused".into())).to_string();
         assert!(text.contains("AWS_ENDPOINT_URL"), "{text}");
     }
 }

@@ -111,11 +111,19 @@ pub fn metadata(instance: &Instance) -> InstanceMetadata {
     push("InternalDNS", instance.private_dns_name());
     push("ExternalDNS", instance.public_dns_name());
     push("Hostname", instance.private_dns_name());
-    InstanceMetadata::new(provider_id(zone, instance.instance_id().unwrap_or_default()))
-        .with_instance_type(instance.instance_type().map(|t| t.as_str()).unwrap_or_default())
-        .with_zone(zone)
-        .with_region(region_of_zone(zone))
-        .with_addresses(addresses)
+    InstanceMetadata::new(provider_id(
+        zone,
+        instance.instance_id().unwrap_or_default(),
+    ))
+    .with_instance_type(
+        instance
+            .instance_type()
+            .map(|t| t.as_str())
+            .unwrap_or_default(),
+    )
+    .with_zone(zone)
+    .with_region(region_of_zone(zone))
+    .with_addresses(addresses)
 }
 
 /// How a Node is looked up.
@@ -130,7 +138,9 @@ fn key_of(node: &Node) -> Result<Key, CloudError> {
     if provider_id.is_empty() {
         let name = node_name(node);
         if name.is_empty() {
-            return Err(CloudError::message("the node has neither a providerID nor a name"));
+            return Err(CloudError::message(
+                "the node has neither a providerID nor a name",
+            ));
         }
         return Ok(Key::DnsName(name.to_owned()));
     }
@@ -173,7 +183,10 @@ impl AwsCloud {
                 for reservation in answer.reservations() {
                     found.extend(reservation.instances().iter().cloned());
                 }
-                token = answer.next_token().filter(|t| !t.is_empty()).map(str::to_owned);
+                token = answer
+                    .next_token()
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_owned);
                 if token.is_none() {
                     break;
                 }
@@ -233,10 +246,7 @@ impl AwsCloud {
                 .flat_map(|r| r.instances())
                 .find(|i| i.instance_id() == Some(id.as_str()))
                 .cloned(),
-            Key::DnsName(_) => self
-                .lookup(std::slice::from_ref(node))
-                .await?
-                .remove(&key),
+            Key::DnsName(_) => self.lookup(std::slice::from_ref(node)).await?.remove(&key),
         };
         match instance {
             Some(instance) if presence(&instance) != Presence::Gone => Ok(instance),
@@ -278,8 +288,10 @@ impl InstancesV2 for AwsCloud {
                 let key = key_of(node)?;
                 match found.get(&key) {
                     Some(i) if presence(i) != Presence::Gone => Ok(metadata(i).into()),
-                    _ => Err(CloudError::InstanceNotFound
-                        .context(format!("node {}", node_name(node)))),
+                    _ => {
+                        Err(CloudError::InstanceNotFound
+                            .context(format!("node {}", node_name(node))))
+                    }
                 }
             })
             .collect())
@@ -294,7 +306,9 @@ impl InstancesV2 for AwsCloud {
             .iter()
             .map(|node| {
                 let key = key_of(node)?;
-                Ok(found.get(&key).is_some_and(|i| presence(i) != Presence::Gone))
+                Ok(found
+                    .get(&key)
+                    .is_some_and(|i| presence(i) != Presence::Gone))
             })
             .collect())
     }
@@ -328,10 +342,20 @@ mod tests {
         assert_eq!(meta.instance_type, "m5.large");
         assert_eq!(meta.zone, "eu-west-1b");
         assert_eq!(meta.region, "eu-west-1");
-        let types: Vec<&str> = meta.node_addresses.iter().map(|a| a.type_.as_str()).collect();
+        let types: Vec<&str> = meta
+            .node_addresses
+            .iter()
+            .map(|a| a.type_.as_str())
+            .collect();
         assert_eq!(
             types,
-            ["InternalIP", "ExternalIP", "InternalDNS", "ExternalDNS", "Hostname"]
+            [
+                "InternalIP",
+                "ExternalIP",
+                "InternalDNS",
+                "ExternalDNS",
+                "Hostname"
+            ]
         );
         let private_only = metadata(&instance(InstanceStateName::Running, false));
         assert_eq!(private_only.node_addresses.len(), 3);

@@ -37,9 +37,7 @@ pub mod routes;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ccm_core::{
-    BoxError, CloudProvider, InstancesV2, LoadBalancer, ProviderSettings, Routes,
-};
+use ccm_core::{BoxError, CloudProvider, InstancesV2, LoadBalancer, ProviderSettings, Routes};
 
 pub use config::{AwsArgs, AwsClients, StartupError};
 pub use errors::{AwsApiError, translate};
@@ -157,7 +155,8 @@ pub async fn factory(settings: ProviderSettings) -> Result<Arc<dyn CloudProvider
     if cluster_id.trim().is_empty() {
         return Err(StartupError::NoClusterId.into());
     }
-    let sdk = config::load_sdk_config(Duration::from_secs(args.request_timeout_seconds.max(1))).await?;
+    let sdk =
+        config::load_sdk_config(Duration::from_secs(args.request_timeout_seconds.max(1))).await?;
     let clients = config::clients(&sdk, &[]);
     config::check(&clients).await?;
     tracing::info!(

@@ -19,11 +19,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use async_trait::async_trait;
+use aws_sdk_elasticloadbalancingv2::types::LoadBalancer as ElbLoadBalancer;
 use aws_sdk_elasticloadbalancingv2::types::{
     Action, ActionTypeEnum, LoadBalancerSchemeEnum, LoadBalancerTypeEnum, ProtocolEnum, Tag,
     TargetDescription, TargetGroup, TargetTypeEnum,
 };
-use aws_sdk_elasticloadbalancingv2::types::LoadBalancer as ElbLoadBalancer;
 use ccm_core::helpers::{default_load_balancer_name, node_name, node_provider_id, service_key};
 use ccm_core::{CloudError, LoadBalancer};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
@@ -65,8 +65,18 @@ pub fn target_group_prefix(lb_name: &str) -> String {
 pub fn plan_ports(service: &Service, lb_name: &str) -> Result<Vec<PortPlan>, CloudError> {
     let prefix = target_group_prefix(lb_name);
     let mut plans = Vec::new();
-    for port in service.spec.as_ref().and_then(|s| s.ports.as_ref()).into_iter().flatten() {
-        let protocol = port.protocol.as_deref().unwrap_or("TCP").to_ascii_uppercase();
+    for port in service
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        let protocol = port
+            .protocol
+            .as_deref()
+            .unwrap_or("TCP")
+            .to_ascii_uppercase();
         let letter = match protocol.as_str() {
             "TCP" => 't',
             "UDP" => 'u',
@@ -104,7 +114,10 @@ pub fn target_instances(nodes: &[Node]) -> BTreeSet<String> {
         .filter_map(|node| {
             let id = instance_id_of(node_provider_id(node));
             if id.is_none() {
-                tracing::debug!(node = node_name(node), "node without an AWS providerID is not a target");
+                tracing::debug!(
+                    node = node_name(node),
+                    "node without an AWS providerID is not a target"
+                );
             }
             id.map(str::to_owned)
         })
@@ -175,11 +188,16 @@ impl AwsCloud {
             return Ok(None);
         };
         let arn = lb.load_balancer_arn().unwrap_or_default().to_owned();
-        let owned = self.owned_arns(std::slice::from_ref(&arn), &self.cluster_tag(cluster_name)).await?;
+        let owned = self
+            .owned_arns(std::slice::from_ref(&arn), &self.cluster_tag(cluster_name))
+            .await?;
         if owned.contains(&arn) {
             Ok(Some(lb))
         } else {
-            tracing::warn!(load_balancer = name, "load balancer exists without this cluster's tag; leaving it alone");
+            tracing::warn!(
+                load_balancer = name,
+                "load balancer exists without this cluster's tag; leaving it alone"
+            );
             Ok(None)
         }
     }
@@ -206,10 +224,16 @@ impl AwsCloud {
                 answer
                     .target_groups()
                     .iter()
-                    .filter(|tg| tg.target_group_name().is_some_and(|n| n.starts_with(prefix)))
+                    .filter(|tg| {
+                        tg.target_group_name()
+                            .is_some_and(|n| n.starts_with(prefix))
+                    })
                     .cloned(),
             );
-            marker = answer.next_marker().filter(|m| !m.is_empty()).map(str::to_owned);
+            marker = answer
+                .next_marker()
+                .filter(|m| !m.is_empty())
+                .map(str::to_owned);
             if marker.is_none() {
                 break;
             }
@@ -218,7 +242,9 @@ impl AwsCloud {
             .iter()
             .filter_map(|tg| tg.target_group_arn().map(str::to_owned))
             .collect();
-        let owned = self.owned_arns(&arns, &self.cluster_tag(cluster_name)).await?;
+        let owned = self
+            .owned_arns(&arns, &self.cluster_tag(cluster_name))
+            .await?;
         Ok(named
             .into_iter()
             .filter(|tg| tg.target_group_arn().is_some_and(|a| owned.contains(a)))
@@ -257,7 +283,12 @@ impl AwsCloud {
     }
 
     /// Register exactly `wanted` (instance IDs on `port`) in the target group `arn`.
-    async fn set_targets(&self, arn: &str, port: i32, wanted: &BTreeSet<String>) -> Result<(), CloudError> {
+    async fn set_targets(
+        &self,
+        arn: &str,
+        port: i32,
+        wanted: &BTreeSet<String>,
+    ) -> Result<(), CloudError> {
         let health = self
             .clients()
             .elbv2
@@ -272,8 +303,10 @@ impl AwsCloud {
             .filter_map(|d| d.target())
             .filter_map(|t| Some((t.id()?.to_owned(), t.port().unwrap_or(port))))
             .collect();
-        let wanted_pairs: BTreeSet<(String, i32)> = wanted.iter().map(|id| (id.clone(), port)).collect();
-        let target = |(id, port): &(String, i32)| TargetDescription::builder().id(id).port(*port).build();
+        let wanted_pairs: BTreeSet<(String, i32)> =
+            wanted.iter().map(|id| (id.clone(), port)).collect();
+        let target =
+            |(id, port): &(String, i32)| TargetDescription::builder().id(id).port(*port).build();
         let add: Vec<_> = wanted_pairs.difference(&current).map(target).collect();
         let remove: Vec<_> = current.difference(&wanted_pairs).map(target).collect();
         if !add.is_empty() {
@@ -319,11 +352,9 @@ impl AwsCloud {
             .send()
             .await
             .map_err(|err| translate(&format!("creating load balancer {name}"), err))?;
-        answer
-            .load_balancers()
-            .first()
-            .cloned()
-            .ok_or_else(|| CloudError::message(format!("creating load balancer {name}: AWS returned none")))
+        answer.load_balancers().first().cloned().ok_or_else(|| {
+            CloudError::message(format!("creating load balancer {name}: AWS returned none"))
+        })
     }
 
     async fn create_target_group(
@@ -346,9 +377,14 @@ impl AwsCloud {
             .tags(elb_tag(SERVICE_NAME_TAG, &service_key(service)))
             .send()
             .await
-            .map_err(|err| translate(&format!("creating target group {}", plan.target_group), err))?;
+            .map_err(|err| {
+                translate(&format!("creating target group {}", plan.target_group), err)
+            })?;
         answer.target_groups().first().cloned().ok_or_else(|| {
-            CloudError::message(format!("creating target group {}: AWS returned none", plan.target_group))
+            CloudError::message(format!(
+                "creating target group {}: AWS returned none",
+                plan.target_group
+            ))
         })
     }
 
@@ -387,7 +423,10 @@ impl AwsCloud {
                     .map_err(|err| translate("deleting a listener", err))?;
                 continue;
             };
-            let tg_arn = arns.get(&plan.target_group).map(String::as_str).unwrap_or_default();
+            let tg_arn = arns
+                .get(&plan.target_group)
+                .map(String::as_str)
+                .unwrap_or_default();
             let points_right = listener
                 .default_actions()
                 .iter()
@@ -407,7 +446,10 @@ impl AwsCloud {
             }
         }
         for plan in plans.iter().filter(|p| !seen.contains(&p.port)) {
-            let tg_arn = arns.get(&plan.target_group).map(String::as_str).unwrap_or_default();
+            let tg_arn = arns
+                .get(&plan.target_group)
+                .map(String::as_str)
+                .unwrap_or_default();
             self.clients()
                 .elbv2
                 .create_listener()
@@ -417,7 +459,9 @@ impl AwsCloud {
                 .default_actions(forward(tg_arn))
                 .send()
                 .await
-                .map_err(|err| translate(&format!("creating the listener of port {}", plan.port), err))?;
+                .map_err(|err| {
+                    translate(&format!("creating the listener of port {}", plan.port), err)
+                })?;
         }
         Ok(())
     }
@@ -446,7 +490,11 @@ impl LoadBalancer for AwsCloud {
         service: &Service,
     ) -> Result<Option<LoadBalancerStatus>, CloudError> {
         let name = default_load_balancer_name(service);
-        Ok(self.owned_load_balancer(cluster_name, &name).await?.as_ref().map(status))
+        Ok(self
+            .owned_load_balancer(cluster_name, &name)
+            .await?
+            .as_ref()
+            .map(status))
     }
 
     async fn ensure_load_balancer(
@@ -461,14 +509,21 @@ impl LoadBalancer for AwsCloud {
             Some(lb) => {
                 let arn = lb.load_balancer_arn().unwrap_or_default().to_owned();
                 let key = self.cluster_tag(cluster_name);
-                if !self.owned_arns(std::slice::from_ref(&arn), &key).await?.contains(&arn) {
+                if !self
+                    .owned_arns(std::slice::from_ref(&arn), &key)
+                    .await?
+                    .contains(&arn)
+                {
                     return Err(CloudError::message(format!(
                         "load balancer {name} exists without the tag {key}; refusing to manage it"
                     )));
                 }
                 lb
             }
-            None => self.create_load_balancer(cluster_name, service, &name).await?,
+            None => {
+                self.create_load_balancer(cluster_name, service, &name)
+                    .await?
+            }
         };
         let lb_arn = lb.load_balancer_arn().unwrap_or_default().to_owned();
         let vpc = lb.vpc_id().unwrap_or_default().to_owned();
@@ -480,7 +535,10 @@ impl LoadBalancer for AwsCloud {
         for plan in &plans {
             let group = match groups.remove(&plan.target_group) {
                 Some(group) => group,
-                None => self.create_target_group(cluster_name, service, &vpc, plan).await?,
+                None => {
+                    self.create_target_group(cluster_name, service, &vpc, plan)
+                        .await?
+                }
             };
             let arn = group.target_group_arn().unwrap_or_default().to_owned();
             self.set_targets(&arn, plan.node_port, &targets).await?;
@@ -502,7 +560,11 @@ impl LoadBalancer for AwsCloud {
         nodes: &[Node],
     ) -> Result<(), CloudError> {
         let name = default_load_balancer_name(service);
-        if self.owned_load_balancer(cluster_name, &name).await?.is_none() {
+        if self
+            .owned_load_balancer(cluster_name, &name)
+            .await?
+            .is_none()
+        {
             return Err(CloudError::message(format!(
                 "load balancer {name} of service {} does not exist; it is created by the next ensure",
                 service_key(service)
@@ -514,7 +576,10 @@ impl LoadBalancer for AwsCloud {
             .await?;
         let targets = target_instances(nodes);
         for plan in &plans {
-            if let Some(arn) = groups.get(&plan.target_group).and_then(|g| g.target_group_arn()) {
+            if let Some(arn) = groups
+                .get(&plan.target_group)
+                .and_then(|g| g.target_group_arn())
+            {
                 self.set_targets(arn, plan.node_port, &targets).await?;
             }
         }
@@ -592,9 +657,19 @@ mod tests {
     #[test]
     fn unsupported_ports_are_errors_not_panics() {
         let svc = service(&[(80, "SCTP", 30080)]);
-        assert!(plan_ports(&svc, "a1").unwrap_err().to_string().contains("SCTP"));
+        assert!(
+            plan_ports(&svc, "a1")
+                .unwrap_err()
+                .to_string()
+                .contains("SCTP")
+        );
         let svc = service(&[(80, "TCP", 0)]);
-        assert!(plan_ports(&svc, "a1").unwrap_err().to_string().contains("nodePort"));
+        assert!(
+            plan_ports(&svc, "a1")
+                .unwrap_err()
+                .to_string()
+                .contains("nodePort")
+        );
     }
 
     #[test]
@@ -606,7 +681,11 @@ mod tests {
             }),
             ..Default::default()
         };
-        let nodes = [node("aws:///us-east-1a/i-1"), node("gce://x/y/z"), node("aws:///us-east-1b/i-2")];
+        let nodes = [
+            node("aws:///us-east-1a/i-1"),
+            node("gce://x/y/z"),
+            node("aws:///us-east-1b/i-2"),
+        ];
         assert_eq!(
             target_instances(&nodes).into_iter().collect::<Vec<_>>(),
             ["i-1", "i-2"]

@@ -58,7 +58,8 @@ impl AwsCloud {
             .filter(|i| presence(i) != Presence::Gone)
             .find_map(|i| i.instance_id().map(str::to_owned))
             .ok_or_else(|| {
-                CloudError::InstanceNotFound.context(format!("finding the instance of node {node_name}"))
+                CloudError::InstanceNotFound
+                    .context(format!("finding the instance of node {node_name}"))
             })
     }
 }
@@ -85,7 +86,12 @@ impl Routes for AwsCloud {
                 .await?
                 .iter()
                 .filter(|i| presence(i) != Presence::Gone)
-                .filter_map(|i| Some((i.instance_id()?.to_owned(), i.private_dns_name()?.to_owned())))
+                .filter_map(|i| {
+                    Some((
+                        i.instance_id()?.to_owned(),
+                        i.private_dns_name()?.to_owned(),
+                    ))
+                })
                 .collect()
         };
         let table_id = table.route_table_id().unwrap_or_default();
@@ -122,7 +128,12 @@ impl Routes for AwsCloud {
             .source_dest_check(AttributeBooleanValue::builder().value(false).build())
             .send()
             .await
-            .map_err(|err| translate(&format!("turning off source/destination check of {instance}"), err))?;
+            .map_err(|err| {
+                translate(
+                    &format!("turning off source/destination check of {instance}"),
+                    err,
+                )
+            })?;
         let created = self
             .clients()
             .ec2
@@ -145,8 +156,16 @@ impl Routes for AwsCloud {
                 .send()
                 .await
                 .map(|_| ())
-                .map_err(|err| translate(&format!("replacing the route of {}", route.destination_cidr), err)),
-            Err(err) => Err(translate(&format!("creating the route of {}", route.destination_cidr), err)),
+                .map_err(|err| {
+                    translate(
+                        &format!("replacing the route of {}", route.destination_cidr),
+                        err,
+                    )
+                }),
+            Err(err) => Err(translate(
+                &format!("creating the route of {}", route.destination_cidr),
+                err,
+            )),
         }
     }
 
@@ -165,7 +184,10 @@ impl Routes for AwsCloud {
         match deleted {
             Ok(_) => Ok(()),
             Err(err) if code_of(&err).as_deref() == Some("InvalidRoute.NotFound") => Ok(()),
-            Err(err) => Err(translate(&format!("deleting the route of {}", route.destination_cidr), err)),
+            Err(err) => Err(translate(
+                &format!("deleting the route of {}", route.destination_cidr),
+                err,
+            )),
         }
     }
 }

@@ -52,13 +52,29 @@ fn initialized_as(node: &Node, machine: &Machine) -> bool {
         .status
         .as_ref()
         .and_then(|s| s.addresses.as_ref())
-        .map(|a| a.iter().map(|a| (a.type_.clone(), a.address.clone())).collect())
+        .map(|a| {
+            a.iter()
+                .map(|a| (a.type_.clone(), a.address.clone()))
+                .collect()
+        })
         .unwrap_or_default();
-    node.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(machine.provider_id().as_str())
-        && !taint_keys(node).iter().any(|k| k == ccm_testenv::cluster::UNINITIALIZED_TAINT)
-        && labels.get("topology.kubernetes.io/zone").map(String::as_str) == Some("us-east-1a")
-        && labels.get("topology.kubernetes.io/region").map(String::as_str) == Some("us-east-1")
-        && labels.get("node.kubernetes.io/instance-type").map(String::as_str) == Some("m5.large")
+    node.spec.as_ref().and_then(|s| s.provider_id.as_deref())
+        == Some(machine.provider_id().as_str())
+        && !taint_keys(node)
+            .iter()
+            .any(|k| k == ccm_testenv::cluster::UNINITIALIZED_TAINT)
+        && labels
+            .get("topology.kubernetes.io/zone")
+            .map(String::as_str)
+            == Some("us-east-1a")
+        && labels
+            .get("topology.kubernetes.io/region")
+            .map(String::as_str)
+            == Some("us-east-1")
+        && labels
+            .get("node.kubernetes.io/instance-type")
+            .map(String::as_str)
+            == Some("m5.large")
         && addresses.contains(&("InternalIP".to_owned(), machine.ip.clone()))
         && addresses.contains(&("InternalDNS".to_owned(), machine.dns.clone()))
         && addresses.contains(&("Hostname".to_owned(), machine.dns.clone()))
@@ -100,7 +116,9 @@ async fn aws_ccm_runs_the_cluster_in_a_box_against_the_emulator() {
     support::cluster_subnet(&aws.ec2, &world.vpc, CLUSTER).await;
     let table = support::cluster_route_table(&aws.ec2, &world.vpc, CLUSTER).await;
     for m in &machines {
-        register_node(&client, &m.dns, NodeRole::Worker).await.expect("register node");
+        register_node(&client, &m.dns, NodeRole::Worker)
+            .await
+            .expect("register node");
     }
 
     let log = dir.path().join("aws-ccm.log");
@@ -129,24 +147,34 @@ async fn aws_ccm_runs_the_cluster_in_a_box_against_the_emulator() {
         let list = nodes.list(&ListParams::default()).await.ok()?;
         machines
             .iter()
-            .all(|m| list.items.iter().any(|n| n.metadata.name.as_deref() == Some(&m.dns) && initialized_as(n, m)))
+            .all(|m| {
+                list.items
+                    .iter()
+                    .any(|n| n.metadata.name.as_deref() == Some(&m.dns) && initialized_as(n, m))
+            })
             .then_some(())
     })
     .await
     .unwrap_or_else(|err| panic!("{err}\naws-ccm log:\n{}", ccm_log()));
 
     // 2. Routes: one per pod CIDR, to the Node's instance.
-    wait_for("a route per pod CIDR in the cluster's route table", STEP, || async {
-        let list = nodes.list(&ListParams::default()).await.ok()?;
-        let mut want: Vec<(String, String)> = Vec::new();
-        for node in &list.items {
-            let cidr = node.spec.as_ref()?.pod_cidr.clone()?;
-            let m = machines.iter().find(|m| node.metadata.name.as_deref() == Some(&m.dns))?;
-            want.push((cidr, m.id.clone()));
-        }
-        want.sort();
-        (routes_of(&aws.ec2, &table).await == want).then_some(())
-    })
+    wait_for(
+        "a route per pod CIDR in the cluster's route table",
+        STEP,
+        || async {
+            let list = nodes.list(&ListParams::default()).await.ok()?;
+            let mut want: Vec<(String, String)> = Vec::new();
+            for node in &list.items {
+                let cidr = node.spec.as_ref()?.pod_cidr.clone()?;
+                let m = machines
+                    .iter()
+                    .find(|m| node.metadata.name.as_deref() == Some(&m.dns))?;
+                want.push((cidr, m.id.clone()));
+            }
+            want.sort();
+            (routes_of(&aws.ec2, &table).await == want).then_some(())
+        },
+    )
     .await
     .unwrap_or_else(|err| panic!("{err}\naws-ccm log:\n{}", ccm_log()));
 
@@ -158,7 +186,10 @@ async fn aws_ccm_runs_the_cluster_in_a_box_against_the_emulator() {
                  "ports": [{"port": 80, "protocol": "TCP", "targetPort": 8080}]}
     }))
     .unwrap();
-    let service = services.create(&PostParams::default(), &service).await.expect("service");
+    let service = services
+        .create(&PostParams::default(), &service)
+        .await
+        .expect("service");
     let lb_name = ccm_core::helpers::default_load_balancer_name(&service);
     let hostname = wait_for("the Service's load balancer hostname", STEP, || async {
         services
@@ -184,11 +215,21 @@ async fn aws_ccm_runs_the_cluster_in_a_box_against_the_emulator() {
     let lb = &lb.load_balancers()[0];
     assert_eq!(lb.dns_name(), Some(hostname.as_str()));
     assert_eq!(lb.r#type().map(|t| t.as_str()), Some("network"));
-    wait_targets(&aws.elbv2, &lb_name, &machines.iter().collect::<Vec<_>>(), "the Nodes as targets").await;
+    wait_targets(
+        &aws.elbv2,
+        &lb_name,
+        &machines.iter().collect::<Vec<_>>(),
+        "the Nodes as targets",
+    )
+    .await;
 
     // 4. A Node added joins the targets; a Node excluded leaves them.
-    let added = run_instances(&aws.ec2, &world.subnet, 1, &[]).await.remove(0);
-    register_node(&client, &added.dns, NodeRole::Worker).await.expect("register node");
+    let added = run_instances(&aws.ec2, &world.subnet, 1, &[])
+        .await
+        .remove(0);
+    register_node(&client, &added.dns, NodeRole::Worker)
+        .await
+        .expect("register node");
     let mut all: Vec<&Machine> = machines.iter().collect();
     all.push(&added);
     wait_targets(&aws.elbv2, &lb_name, &all, "the added Node as a target").await;
@@ -196,17 +237,36 @@ async fn aws_ccm_runs_the_cluster_in_a_box_against_the_emulator() {
         .patch(
             &machines[0].dns,
             &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"metadata": {"labels": {EXCLUDE_FROM_LOAD_BALANCERS: ""}}})),
+            &Patch::Merge(
+                serde_json::json!({"metadata": {"labels": {EXCLUDE_FROM_LOAD_BALANCERS: ""}}}),
+            ),
         )
         .await
         .expect("exclude a node");
-    let kept: Vec<&Machine> = all.iter().copied().filter(|m| m.id != machines[0].id).collect();
-    wait_targets(&aws.elbv2, &lb_name, &kept, "the excluded Node gone from the targets").await;
+    let kept: Vec<&Machine> = all
+        .iter()
+        .copied()
+        .filter(|m| m.id != machines[0].id)
+        .collect();
+    wait_targets(
+        &aws.elbv2,
+        &lb_name,
+        &kept,
+        "the excluded Node gone from the targets",
+    )
+    .await;
 
     // 5. Terminated → the Node is deleted within one monitor period (plus latency) of its kubelet going silent.
     let gone = &machines[1];
-    aws.ec2.terminate_instances().instance_ids(&gone.id).send().await.expect("terminate");
-    stop_heartbeats(&client, &gone.dns).await.expect("stop heartbeats");
+    aws.ec2
+        .terminate_instances()
+        .instance_ids(&gone.id)
+        .send()
+        .await
+        .expect("terminate");
+    stop_heartbeats(&client, &gone.dns)
+        .await
+        .expect("stop heartbeats");
     let silent_at = wait_for("the terminated instance's Node not Ready", STEP, || async {
         let node = nodes.get_opt(&gone.dns).await.ok()?;
         match node {
@@ -231,28 +291,48 @@ async fn aws_ccm_runs_the_cluster_in_a_box_against_the_emulator() {
 
     // 6. Stopped → the shutdown taint.
     let stopped = &machines[2];
-    aws.ec2.stop_instances().instance_ids(&stopped.id).send().await.expect("stop");
-    stop_heartbeats(&client, &stopped.dns).await.expect("stop heartbeats");
-    wait_for("the shutdown taint on the stopped instance's Node", STEP, || async {
-        let node = nodes.get_opt(&stopped.dns).await.ok()??;
-        taint_keys(&node)
-            .iter()
-            .any(|k| k == ccm_core::names::taints::SHUTDOWN)
-            .then_some(())
-    })
+    aws.ec2
+        .stop_instances()
+        .instance_ids(&stopped.id)
+        .send()
+        .await
+        .expect("stop");
+    stop_heartbeats(&client, &stopped.dns)
+        .await
+        .expect("stop heartbeats");
+    wait_for(
+        "the shutdown taint on the stopped instance's Node",
+        STEP,
+        || async {
+            let node = nodes.get_opt(&stopped.dns).await.ok()??;
+            taint_keys(&node)
+                .iter()
+                .any(|k| k == ccm_core::names::taints::SHUTDOWN)
+                .then_some(())
+        },
+    )
     .await
     .unwrap_or_else(|err| panic!("{err}\naws-ccm log:\n{}", ccm_log()));
-    assert!(nodes.get_opt(&stopped.dns).await.expect("get").is_some(), "a stopped instance's Node stays");
+    assert!(
+        nodes.get_opt(&stopped.dns).await.expect("get").is_some(),
+        "a stopped instance's Node stays"
+    );
 
     // 7. The Service deleted → nothing tagged for the cluster is left in ELBv2.
-    services.delete("web", &DeleteParams::default()).await.expect("delete the Service");
+    services
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("delete the Service");
     wait_for("the Service gone", STEP, || async {
         services.get_opt("web").await.ok()?.is_none().then_some(())
     })
     .await
     .unwrap_or_else(|err| panic!("{err}\naws-ccm log:\n{}", ccm_log()));
     let left = support::tagged_elb_resources(&aws.elbv2, CLUSTER).await;
-    assert!(left.is_empty(), "tagged for the cluster after the Service was deleted: {left:?}");
+    assert!(
+        left.is_empty(),
+        "tagged for the cluster after the Service was deleted: {left:?}"
+    );
     let by_id: BTreeMap<_, _> = routes_of(&aws.ec2, &table).await.into_iter().collect();
     assert!(
         !by_id.values().any(|id| id == &gone.id),

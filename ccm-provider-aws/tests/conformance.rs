@@ -67,11 +67,19 @@ async fn subject_with(faults: FaultQueue) -> (ConformanceSubject, Arc<AwsCloud>)
             InstanceRef::new("ip-10-0-63-254.ec2.internal")
                 .with_provider_id("aws:///us-east-1a/i-0000000000deadbee"),
         )
-        .with_backend_nodes(vec![instance_ref(&m[0]), instance_ref(&m[2]), instance_ref(&m[3])])
+        .with_backend_nodes(vec![
+            instance_ref(&m[0]),
+            instance_ref(&m[2]),
+            instance_ref(&m[3]),
+        ])
         .with_call_timeout(Duration::from_secs(30))
         .with_ready_timeout(Duration::from_secs(30))
         .with_clause_timeout(Duration::from_secs(300))
-        .without_capabilities([Capability::Instances, Capability::Zones, Capability::Clusters]);
+        .without_capabilities([
+            Capability::Instances,
+            Capability::Zones,
+            Capability::Clusters,
+        ]);
     let cloud = Arc::new(AwsCloud::new(clients.clone(), cluster.clone(), cluster));
     let subject = ConformanceSubject::new(Arc::clone(&cloud) as Arc<dyn CloudProvider>, fixture)
         .with_inspector(Inspector {
@@ -124,7 +132,10 @@ async fn throttling_is_one_request_and_kind_throttled_with_a_retry_after() {
     faults.arm(Fault::Throttling);
     let err = cloud.instance_metadata(&node).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Throttled, "{err}");
-    assert_eq!(err.retry_after(), Some(ccm_provider_aws::errors::THROTTLE_RETRY_AFTER));
+    assert_eq!(
+        err.retry_after(),
+        Some(ccm_provider_aws::errors::THROTTLE_RETRY_AFTER)
+    );
     assert!(err.to_string().contains("RequestLimitExceeded"), "{err}");
     // The SDK did not retry: exactly one answer for the call.
     assert_eq!(*faults.answers.lock().unwrap() - before, 1);

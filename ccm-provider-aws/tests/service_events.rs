@@ -58,9 +58,15 @@ async fn a_refused_load_balancer_is_a_warning_with_the_aws_code_and_nothing_leak
         }]),
         ..Default::default()
     });
-    let service = services.create(&PostParams::default(), &service).await.expect("service");
+    let service = services
+        .create(&PostParams::default(), &service)
+        .await
+        .expect("service");
     let lb_name = ccm_core::helpers::default_load_balancer_name(&service);
-    let in_the_way = format!("{}t31080", ccm_provider_aws::load_balancer::target_group_prefix(&lb_name));
+    let in_the_way = format!(
+        "{}t31080",
+        ccm_provider_aws::load_balancer::target_group_prefix(&lb_name)
+    );
     // A target group of that name, not the cluster's, with other settings: AWS refuses to create ours.
     aws.elbv2
         .create_target_group()
@@ -106,7 +112,9 @@ async fn a_refused_load_balancer_is_a_warning_with_the_aws_code_and_nothing_leak
             .into_iter()
             .find(|e| {
                 e.type_.as_deref() == Some("Warning")
-                    && e.message.as_deref().is_some_and(|m| m.contains("DuplicateTargetGroupName"))
+                    && e.message
+                        .as_deref()
+                        .is_some_and(|m| m.contains("DuplicateTargetGroupName"))
             })
     })
     .await
@@ -119,21 +127,39 @@ async fn a_refused_load_balancer_is_a_warning_with_the_aws_code_and_nothing_leak
     assert_eq!(warning.reason.as_deref(), Some("SyncLoadBalancerFailed"));
     // The load balancer itself was created (and tagged) before the refusal: a partial failure.
     assert!(
-        support::tagged_elb_resources(&aws.elbv2, &cluster).await.contains(&lb_name),
+        support::tagged_elb_resources(&aws.elbv2, &cluster)
+            .await
+            .contains(&lb_name),
         "the load balancer was created before the target group failed"
     );
 
-    services.delete("web", &DeleteParams::default()).await.expect("delete");
-    wait_for("the Service to be gone (finalizer removed)", STEP, || async {
-        services.get_opt("web").await.ok()?.is_none().then_some(())
-    })
+    services
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_for(
+        "the Service to be gone (finalizer removed)",
+        STEP,
+        || async { services.get_opt("web").await.ok()?.is_none().then_some(()) },
+    )
     .await
     .unwrap_or_else(|err| panic!("{err}"));
     let left = support::tagged_elb_resources(&aws.elbv2, &cluster).await;
-    assert!(left.is_empty(), "tagged for the cluster after the delete: {left:?}");
+    assert!(
+        left.is_empty(),
+        "tagged for the cluster after the delete: {left:?}"
+    );
     // The target group that was not the cluster's is still there.
-    let all = aws.elbv2.describe_target_groups().names(&in_the_way).send().await;
-    assert!(all.is_ok(), "the untagged target group was deleted: {all:?}");
+    let all = aws
+        .elbv2
+        .describe_target_groups()
+        .names(&in_the_way)
+        .send()
+        .await;
+    assert!(
+        all.is_ok(),
+        "the untagged target group was deleted: {all:?}"
+    );
 
     ccm.start_kill().expect("stop aws-ccm");
     let _ = ccm.wait().await;

@@ -17,7 +17,11 @@ fn run(kubeconfig: &std::path::Path, args: &[&str], env: &[(&str, String)]) -> (
     let mut command = Command::new(env!("CARGO_BIN_EXE_aws-ccm"));
     command
         .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .args(["--leader-elect=false", "--secure-port=0", "--cluster-name=startup"])
+        .args([
+            "--leader-elect=false",
+            "--secure-port=0",
+            "--cluster-name=startup",
+        ])
         .args(args);
     for (key, _) in std::env::vars() {
         if key.starts_with("AWS_") {
@@ -26,7 +30,10 @@ fn run(kubeconfig: &std::path::Path, args: &[&str], env: &[(&str, String)]) -> (
     }
     command
         .env("AWS_CONFIG_FILE", "/nonexistent/aws-config")
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials")
+        .env(
+            "AWS_SHARED_CREDENTIALS_FILE",
+            "/nonexistent/aws-credentials",
+        )
         .env("AWS_EC2_METADATA_DISABLED", "true");
     for (key, value) in env {
         command.env(key, value);
@@ -64,7 +71,10 @@ async fn a_missing_region_is_named() {
     let env = TestEnv::shared().await;
     let mut vars = emulator_env(support::moto().endpoint_url());
     vars.retain(|(k, _)| *k != "AWS_REGION");
-    fails_with(run(env.kubeconfig_path(), &[], &vars), &["no AWS region is configured", "AWS_REGION"]);
+    fails_with(
+        run(env.kubeconfig_path(), &[], &vars),
+        &["no AWS region is configured", "AWS_REGION"],
+    );
 }
 
 #[tokio::test]
@@ -82,7 +92,11 @@ async fn a_bad_flag_value_is_named() {
     let env = TestEnv::shared().await;
     let vars = emulator_env(support::moto().endpoint_url());
     fails_with(
-        run(env.kubeconfig_path(), &["--aws-bulk-lookups=sometimes"], &vars),
+        run(
+            env.kubeconfig_path(),
+            &["--aws-bulk-lookups=sometimes"],
+            &vars,
+        ),
         &["--aws-bulk-lookups"],
     );
 }
@@ -92,7 +106,11 @@ async fn a_missing_cloud_config_file_is_named() {
     let env = TestEnv::shared().await;
     let vars = emulator_env(support::moto().endpoint_url());
     fails_with(
-        run(env.kubeconfig_path(), &["--cloud-config=/nonexistent/aws.conf"], &vars),
+        run(
+            env.kubeconfig_path(),
+            &["--cloud-config=/nonexistent/aws.conf"],
+            &vars,
+        ),
         &["/nonexistent/aws.conf"],
     );
 }
@@ -104,7 +122,11 @@ async fn an_unreachable_endpoint_is_named() {
     let vars = emulator_env(format!("http://127.0.0.1:{port}"));
     fails_with(
         run(env.kubeconfig_path(), &[], &vars),
-        &["cannot use the AWS EC2 API", "no answer from AWS", "AWS_ENDPOINT_URL"],
+        &[
+            "cannot use the AWS EC2 API",
+            "no answer from AWS",
+            "AWS_ENDPOINT_URL",
+        ],
     );
 }
 
@@ -121,6 +143,10 @@ async fn rejected_credentials_are_named_with_the_aws_code() {
     let vars = emulator_env(strict.endpoint_url());
     fails_with(
         run(env.kubeconfig_path(), &[], &vars),
-        &["cannot use the AWS EC2 API", "AuthFailure", "AWS_ACCESS_KEY_ID"],
+        &[
+            "cannot use the AWS EC2 API",
+            "AuthFailure",
+            "AWS_ACCESS_KEY_ID",
+        ],
     );
 }

@@ -771,7 +771,10 @@ fn prepare_dir(dir: &Path) -> Result<(), ControlPlaneError> {
     Ok(())
 }
 
-pub(crate) fn spawn_watchdog(dir: &Path, stdout: Stdio) -> Result<(Child, ChildStdin), ControlPlaneError> {
+pub(crate) fn spawn_watchdog(
+    dir: &Path,
+    stdout: Stdio,
+) -> Result<(Child, ChildStdin), ControlPlaneError> {
     use std::os::unix::process::CommandExt as _;
     let mut child = Command::new("sh")
         // Own process group: killing the test run's group (Ctrl-C, a CI timeout) must not take

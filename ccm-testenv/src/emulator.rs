@@ -79,7 +79,9 @@ pub enum EmulatorError {
         source: std::io::Error,
     },
     /// The emulator did not answer in time.
-    #[error("the emulator did not answer on {endpoint} within {after:?}; its log ends with:\n{log}")]
+    #[error(
+        "the emulator did not answer on {endpoint} within {after:?}; its log ends with:\n{log}"
+    )]
     NotReady {
         /// Where it was asked.
         endpoint: String,
@@ -244,7 +246,11 @@ impl Emulator {
     /// control requests are not counted).
     pub fn requests(&self) -> usize {
         std::fs::read_to_string(self.dir.join("moto.log"))
-            .map(|log| log.lines().filter(|l| l.contains("POST / HTTP/1.1")).count())
+            .map(|log| {
+                log.lines()
+                    .filter(|l| l.contains("POST / HTTP/1.1"))
+                    .count()
+            })
             .unwrap_or(0)
     }
 
@@ -312,7 +318,10 @@ pub fn ensure_installed() -> Result<PathBuf, EmulatorError> {
         return Ok(venv);
     }
     std::fs::create_dir_all(&root).map_err(io_err(format!("create {}", root.display())))?;
-    let partial = root.join(format!("moto-{MOTO_VERSION}.partial-{}", std::process::id()));
+    let partial = root.join(format!(
+        "moto-{MOTO_VERSION}.partial-{}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&partial);
     tracing::info!(dir = %venv.display(), version = MOTO_VERSION, "installing the cloud emulator");
     run(
@@ -339,8 +348,10 @@ pub fn ensure_installed() -> Result<PathBuf, EmulatorError> {
             detail,
         },
     )?;
-    std::fs::write(partial.join("installed"), MOTO_VERSION)
-        .map_err(io_err(format!("write {}", partial.join("installed").display())))?;
+    std::fs::write(partial.join("installed"), MOTO_VERSION).map_err(io_err(format!(
+        "write {}",
+        partial.join("installed").display()
+    )))?;
     if std::fs::rename(&partial, &venv).is_err() {
         // Another process finished first (or an unfinished copy is in the way): keep the complete one.
         if venv.join("installed").is_file() {

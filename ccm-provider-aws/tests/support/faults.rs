@@ -84,10 +84,20 @@ pub fn document(api: Api, fault: Fault) -> (u16, &'static str, &'static str) {
             "LoadBalancerNotFound",
             "One or more load balancers not found",
         ),
-        (Api::Ec2, Fault::InUse) => (400, "DependencyViolation", "resource has a dependent object"),
-        (Api::Elbv2, Fault::InUse) => (400, "ResourceInUse", "Target group is currently in use by a listener"),
+        (Api::Ec2, Fault::InUse) => (
+            400,
+            "DependencyViolation",
+            "resource has a dependent object",
+        ),
+        (Api::Elbv2, Fault::InUse) => (
+            400,
+            "ResourceInUse",
+            "Target group is currently in use by a listener",
+        ),
         (Api::Ec2, Fault::Internal) => (500, "InternalError", "An internal error has occurred"),
-        (Api::Elbv2, Fault::Internal) => (500, "InternalFailure", "The request processing has failed"),
+        (Api::Elbv2, Fault::Internal) => {
+            (500, "InternalFailure", "The request processing has failed")
+        }
     }
 }
 
@@ -141,12 +151,14 @@ impl ErrorInjector for Injector {
         use Operation as O;
         let fault = match (operation, kind) {
             (_, ErrorKind::Throttled) => Fault::Throttling,
-            (O::InstanceMetadata | O::InstanceExists | O::InstanceShutdown, ErrorKind::InstanceNotFound) => {
-                Fault::NotFound
-            }
-            (O::EnsureLoadBalancer | O::UpdateLoadBalancer | O::EnsureLoadBalancerDeleted, ErrorKind::Retry) => {
-                Fault::InUse
-            }
+            (
+                O::InstanceMetadata | O::InstanceExists | O::InstanceShutdown,
+                ErrorKind::InstanceNotFound,
+            ) => Fault::NotFound,
+            (
+                O::EnsureLoadBalancer | O::UpdateLoadBalancer | O::EnsureLoadBalancerDeleted,
+                ErrorKind::Retry,
+            ) => Fault::InUse,
             // AWS has no "not implemented" answer for these calls.
             _ => return Ok(false),
         };

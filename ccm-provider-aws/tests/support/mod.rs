@@ -38,7 +38,9 @@ pub async fn clients(faults: &FaultQueue) -> AwsClients {
     // Each client gets the interceptor writing its own API's error format.
     AwsClients {
         ec2: aws_sdk_ec2::Client::from_conf(
-            aws_sdk_ec2::config::Builder::from(&sdk).interceptor(ec2).build(),
+            aws_sdk_ec2::config::Builder::from(&sdk)
+                .interceptor(ec2)
+                .build(),
         ),
         elbv2: aws_sdk_elasticloadbalancingv2::Client::from_conf(
             aws_sdk_elasticloadbalancingv2::config::Builder::from(&sdk)
@@ -227,14 +229,22 @@ pub async fn tagged_elb_resources(
 ) -> Vec<String> {
     let key = format!("{CLUSTER_TAG_PREFIX}{cluster_id}");
     let mut arns: Vec<(String, String)> = Vec::new();
-    let lbs = elbv2.describe_load_balancers().send().await.expect("describe lbs");
+    let lbs = elbv2
+        .describe_load_balancers()
+        .send()
+        .await
+        .expect("describe lbs");
     for lb in lbs.load_balancers() {
         arns.push((
             lb.load_balancer_arn().unwrap_or_default().to_owned(),
             lb.load_balancer_name().unwrap_or_default().to_owned(),
         ));
     }
-    let tgs = elbv2.describe_target_groups().send().await.expect("describe tgs");
+    let tgs = elbv2
+        .describe_target_groups()
+        .send()
+        .await
+        .expect("describe tgs");
     for tg in tgs.target_groups() {
         arns.push((
             tg.target_group_arn().unwrap_or_default().to_owned(),
@@ -250,7 +260,10 @@ pub async fn tagged_elb_resources(
             .await
             .expect("describe tags");
         for description in answer.tag_descriptions() {
-            if description.tags().iter().any(|t| t.key() == Some(key.as_str()))
+            if description
+                .tags()
+                .iter()
+                .any(|t| t.key() == Some(key.as_str()))
                 && let Some((_, name)) = chunk
                     .iter()
                     .find(|(a, _)| Some(a.as_str()) == description.resource_arn())
@@ -272,13 +285,16 @@ pub async fn registered_targets(
         Ok(_) => {}
         Err(_) => return None,
     }
-    let tgs = elbv2.describe_target_groups().send().await.expect("describe tgs");
+    let tgs = elbv2
+        .describe_target_groups()
+        .send()
+        .await
+        .expect("describe tgs");
     let mut ids = Vec::new();
-    for tg in tgs
-        .target_groups()
-        .iter()
-        .filter(|tg| tg.target_group_name().is_some_and(|n| n.starts_with(&prefix)))
-    {
+    for tg in tgs.target_groups().iter().filter(|tg| {
+        tg.target_group_name()
+            .is_some_and(|n| n.starts_with(&prefix))
+    }) {
         let health = elbv2
             .describe_target_health()
             .target_group_arn(tg.target_group_arn().unwrap_or_default())
@@ -301,7 +317,12 @@ pub async fn registered_targets(
 pub async fn routes_of(ec2: &aws_sdk_ec2::Client, table: &str) -> Vec<(String, String)> {
     let answer = ec2
         .describe_route_tables()
-        .filters(Filter::builder().name("route-table-id").values(table).build())
+        .filters(
+            Filter::builder()
+                .name("route-table-id")
+                .values(table)
+                .build(),
+        )
         .send()
         .await
         .expect("describe route tables");

@@ -68,7 +68,10 @@ impl Ec2<'_> {
             .await
             .context("joining the emulator request")??;
         if !answer.starts_with("HTTP/1.1 200") && !answer.starts_with("HTTP/1.0 200") {
-            bail!("the emulator refused {params:?}: {}", answer.lines().next().unwrap_or_default());
+            bail!(
+                "the emulator refused {params:?}: {}",
+                answer.lines().next().unwrap_or_default()
+            );
         }
         Ok(answer)
     }
@@ -76,7 +79,8 @@ impl Ec2<'_> {
 
 fn post(port: u16, body: &str) -> anyhow::Result<String> {
     use std::io::{Read as _, Write as _};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).context("connecting to the emulator")?;
+    let mut stream =
+        std::net::TcpStream::connect(("127.0.0.1", port)).context("connecting to the emulator")?;
     write!(
         stream,
         "POST / HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/x-www-form-urlencoded\r\n\
@@ -107,8 +111,16 @@ fn elements<'a>(xml: &'a str, tag: &str) -> Vec<&'a str> {
 /// A VPC, a subnet and `count` instances; their private DNS names.
 async fn seed(emulator: &Emulator, count: usize) -> anyhow::Result<Vec<String>> {
     let ec2 = Ec2 { emulator };
-    let vpc = ec2.call(&[("Action", "CreateVpc".into()), ("CidrBlock", "10.0.0.0/16".into())]).await?;
-    let vpc = elements(&vpc, "vpcId").first().context("no vpcId")?.to_string();
+    let vpc = ec2
+        .call(&[
+            ("Action", "CreateVpc".into()),
+            ("CidrBlock", "10.0.0.0/16".into()),
+        ])
+        .await?;
+    let vpc = elements(&vpc, "vpcId")
+        .first()
+        .context("no vpcId")?
+        .to_string();
     let subnet = ec2
         .call(&[
             ("Action", "CreateSubnet".into()),
@@ -117,7 +129,10 @@ async fn seed(emulator: &Emulator, count: usize) -> anyhow::Result<Vec<String>> 
             ("AvailabilityZone", "us-east-1a".into()),
         ])
         .await?;
-    let subnet = elements(&subnet, "subnetId").first().context("no subnetId")?.to_string();
+    let subnet = elements(&subnet, "subnetId")
+        .first()
+        .context("no subnetId")?
+        .to_string();
     let mut names = Vec::with_capacity(count);
     while names.len() < count {
         let batch = (count - names.len()).min(100);
@@ -131,7 +146,11 @@ async fn seed(emulator: &Emulator, count: usize) -> anyhow::Result<Vec<String>> 
                 ("MaxCount", batch.to_string()),
             ])
             .await?;
-        names.extend(elements(&answer, "privateDnsName").into_iter().map(str::to_owned));
+        names.extend(
+            elements(&answer, "privateDnsName")
+                .into_iter()
+                .map(str::to_owned),
+        );
     }
     names.truncate(count);
     Ok(names)
@@ -164,11 +183,18 @@ pub async fn run(args: &AwsArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
         .context("starting the cloud emulator")?;
     let mut results = Vec::new();
     for bulk in [true, false] {
-        eprintln!("\n== {} Nodes, bulk lookups {}", args.nodes, if bulk { "on" } else { "off" });
+        eprintln!(
+            "\n== {} Nodes, bulk lookups {}",
+            args.nodes,
+            if bulk { "on" } else { "off" }
+        );
         emulator.reset().context("resetting the emulator")?;
         let names = seed(&emulator, args.nodes).await?;
         let cluster = Cluster::start(interrupt).await?;
-        let measured = measure(args, &binary, &emulator, &cluster, &names, bulk, &out, interrupt).await;
+        let measured = measure(
+            args, &binary, &emulator, &cluster, &names, bulk, &out, interrupt,
+        )
+        .await;
         let stopped = cluster.stop();
         results.push(measured?);
         stopped?;
@@ -183,9 +209,16 @@ pub async fn run(args: &AwsArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
         "load average",
     ]);
     for m in &results {
-        let calls: Vec<String> = m.sdk_calls.iter().map(|(op, n)| format!("{op} {n}")).collect();
+        let calls: Vec<String> = m
+            .sdk_calls
+            .iter()
+            .map(|(op, n)| format!("{op} {n}"))
+            .collect();
         table.push(vec![
-            format!("{profile}, bulk lookups {}", if m.bulk { "on" } else { "off" }),
+            format!(
+                "{profile}, bulk lookups {}",
+                if m.bulk { "on" } else { "off" }
+            ),
             args.nodes.to_string(),
             process::seconds(m.all),
             m.aws_requests.to_string(),
@@ -218,15 +251,28 @@ async fn measure(
 ) -> anyhow::Result<Measured> {
     let timeout = Duration::from_secs(args.timeout_seconds);
     let nodes: Api<Node> = Api::all(cluster.client.clone());
-    support::create_all(&nodes, names.iter().map(|n| tainted_node(n)).collect(), 32, interrupt).await?;
+    support::create_all(
+        &nodes,
+        names.iter().map(|n| tainted_node(n)).collect(),
+        32,
+        interrupt,
+    )
+    .await?;
     let mut tracker = Tracker::start(nodes.clone(), node_initialized);
     tracker
-        .wait_until("the watch to list every node", |p| p.seen >= names.len(), timeout, None, interrupt)
+        .wait_until(
+            "the watch to list every node",
+            |p| p.seen >= names.len(),
+            timeout,
+            None,
+            interrupt,
+        )
         .await?;
     let load = support::load_average();
     let port = support::free_port()?;
     let log = out.join(format!("aws-ccm-bulk-{bulk}.log"));
-    let file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+    let file =
+        std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
     let admin = cluster.kubeconfig.display().to_string();
     let before = emulator.requests();
     let started = Instant::now();
@@ -253,21 +299,34 @@ async fn measure(
         .with_context(|| format!("starting {}", binary.display()))?;
     let watchdog = child.id().map(Watchdog::watch).transpose()?;
     let done = tracker
-        .wait_until("every node to be initialized", |p| p.done >= names.len(), timeout, None, interrupt)
+        .wait_until(
+            "every node to be initialized",
+            |p| p.done >= names.len(),
+            timeout,
+            None,
+            interrupt,
+        )
         .await;
     let all = match &done {
         Ok(at) => at.saturating_duration_since(started),
         Err(_) => started.elapsed(),
     };
     let aws_requests = emulator.requests().saturating_sub(before);
-    let samples = MetricsEndpoint::loopback(port)?.scrape().await.unwrap_or_default();
+    let samples = MetricsEndpoint::loopback(port)?
+        .scrape()
+        .await
+        .unwrap_or_default();
     let sdk_calls = super::nodes::cloud_calls_by_operation(&samples);
     let _ = child.kill().await;
     if let Some(watchdog) = watchdog {
         watchdog.dismiss().await;
     }
     done.map_err(|err| anyhow::anyhow!("{err:#} (log: {})", log.display()))?;
-    eprintln!("all {} nodes initialized after {}", names.len(), process::seconds(all));
+    eprintln!(
+        "all {} nodes initialized after {}",
+        names.len(),
+        process::seconds(all)
+    );
     Ok(Measured {
         bulk,
         all,
