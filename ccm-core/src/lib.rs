@@ -42,6 +42,7 @@ pub mod error;
 pub mod fence;
 pub mod helpers;
 pub mod intercept;
+pub mod listing;
 pub mod names;
 pub mod provider;
 pub mod registry;

@@ -67,6 +67,10 @@ pub struct Inventory {
     /// Default false: one call per node, like Go.
     #[serde(default)]
     pub supports_bulk: bool,
+    /// Whether `list_load_balancers` answers natively, with pages of this many load balancers (at least 1).
+    /// Default: no listing, like Go's providers (a starting service controller then ensures every Service).
+    #[serde(default)]
+    pub load_balancer_listing_page_size: Option<u32>,
     /// The clusters `ListClusters` reports.
     #[serde(default)]
     pub clusters: Vec<String>,
@@ -101,6 +105,10 @@ pub struct Inventory {
     /// change, so that a test can check the cloud of a CCM running in another process. Default: none.
     #[serde(default)]
     pub state_file: Option<String>,
+    /// Start with the load balancers of `stateFile`, if it exists (written by an earlier CCM process: a cloud
+    /// outlives the CCMs that use it). Default false: the cloud starts with none and overwrites the file.
+    #[serde(default)]
+    pub restore_state_file: bool,
 }
 
 /// An API quota, enforced as a token bucket (see `FakeCloud::set_quota`).
@@ -140,6 +148,7 @@ impl Default for Inventory {
             load_balancer_ip_mode: None,
             has_cluster_id: true,
             supports_bulk: false,
+            load_balancer_listing_page_size: None,
             clusters: Vec::new(),
             local_zone: None,
             instances: Vec::new(),
@@ -150,6 +159,7 @@ impl Default for Inventory {
             quota: None,
             random_faults: None,
             state_file: None,
+            restore_state_file: false,
         }
     }
 }
@@ -961,6 +971,17 @@ impl FakeCloud {
         cloud.set_ip_mode(inventory.load_balancer_ip_mode.map(IpModeSpec::as_str));
         cloud.set_has_cluster_id(inventory.has_cluster_id);
         cloud.set_bulk(inventory.supports_bulk);
+        if inventory.load_balancer_listing_page_size == Some(0) {
+            return Err(check.invalid(
+                "loadBalancerListingPageSize".into(),
+                "a page must hold at least one load balancer; use 1 or more, or leave it out for no listing",
+            ));
+        }
+        cloud.set_listing(
+            inventory
+                .load_balancer_listing_page_size
+                .and_then(|n| usize::try_from(n).ok()),
+        );
 
         let mut cluster_names = HashMap::new();
         for (i, cluster) in inventory.clusters.iter().enumerate() {
@@ -1119,7 +1140,13 @@ impl FakeCloud {
         }
         if let Some(path) = &inventory.state_file {
             check.non_empty("stateFile".into(), path, "the state file path")?;
-            cloud.set_state_file(Path::new(path));
+            if inventory.restore_state_file {
+                cloud
+                    .restore_state_file(Path::new(path))
+                    .map_err(|err| check.invalid("stateFile".into(), err.to_string()))?;
+            } else {
+                cloud.set_state_file(Path::new(path));
+            }
         }
         Ok(cloud)
     }

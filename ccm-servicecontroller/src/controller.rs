@@ -1,6 +1,7 @@
 //! The running controller: Service workers, the node-sync loop, the event routing and the optional periodic
 //! re-ensure. Decisions come from [`crate::predicates`]; this module does the I/O.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,7 +24,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
+use crate::config::{Config, Takeover};
 use crate::error::Error;
 use crate::metrics::ServiceMetrics;
 use crate::patches;
@@ -32,6 +33,7 @@ use crate::predicates::{
     should_enqueue_added, stable_nodes, update_reason, wants_deletion,
 };
 use crate::state::Tracker;
+use crate::takeover;
 
 mod nodesync;
 
@@ -203,7 +205,8 @@ impl ServiceController {
             nodes = skipped_nodes,
             "dropped the events of the initial lists"
         );
-        inner.enqueue_all();
+        let steady = inner.take_over().await;
+        inner.enqueue_all(&steady);
 
         let mut tasks = JoinSet::new();
         {
@@ -301,12 +304,13 @@ impl Inner {
 
     // ---- event routing ----
 
-    /// Queue every Service the add handler would queue, and every remembered Service that is gone.
-    fn enqueue_all(&self) {
+    /// Queue every Service the add handler would queue (but those in `steady`), and every remembered Service that
+    /// is gone.
+    fn enqueue_all(&self, steady: &HashSet<String>) {
         let store = self.services.store();
         let mut queued = 0usize;
         for svc in store.list() {
-            if should_enqueue_added(&self.selector, &svc) {
+            if should_enqueue_added(&self.selector, &svc) && !steady.contains(&service_key(&svc)) {
                 self.queue.add(service_key(&svc));
                 queued += 1;
             }
@@ -353,7 +357,7 @@ impl Inner {
                         self.queue.add(key);
                     }
                 }
-                InformerEvent::Resync => self.enqueue_all(),
+                InformerEvent::Resync => self.enqueue_all(&HashSet::new()),
             })
             .await;
     }
@@ -382,6 +386,55 @@ impl Inner {
                 self.node_queue.add(key);
             })
             .await;
+    }
+
+    /// The start-up takeover ([`crate::takeover`]): with [`Takeover::Compare`] and a provider that lists its load
+    /// balancers, remember every Service whose load balancer matches as synced, and return their keys (the caller
+    /// does not queue them). Any failure of the listing returns none: every Service is ensured, as in Go.
+    async fn take_over(&self) -> HashSet<String> {
+        if self.config.takeover != Takeover::Compare || !self.balancer.supports_listing() {
+            return HashSet::new();
+        }
+        let started = Instant::now();
+        let (observed, pages) = match takeover::list_all(self.balancer.as_ref(), &self.cluster_name)
+            .await
+        {
+            Ok(listed) => listed,
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot list the load balancers at start; ensuring every Service");
+                return HashSet::new();
+            }
+        };
+        let services = self.services.store().list();
+        let hosts = stable_nodes(&self.nodes.store().list());
+        let host_refs: Vec<&Node> = hosts.iter().map(AsRef::as_ref).collect();
+        let name_of = |svc: &Service| {
+            self.balancer
+                .get_load_balancer_name(&self.cluster_name, svc)
+        };
+        let plan = takeover::plan(&self.selector, &services, &observed, &name_of, &host_refs);
+        let names: HashSet<String> = services.iter().map(|s| name_of(s)).collect();
+        let without_service = observed.keys().filter(|n| !names.contains(*n)).count();
+        let node_set = NodeSet::from_nodes(host_refs.iter().copied());
+        let by_key: HashMap<String, &Arc<Service>> =
+            services.iter().map(|s| (service_key(s), s)).collect();
+        for key in &plan.steady {
+            if let Some(svc) = by_key.get(key) {
+                self.tracker.set_cached(key, Arc::clone(svc));
+                self.tracker.set_synced(key, node_set.clone());
+            }
+        }
+        tracing::info!(
+            load_balancers = observed.len(),
+            pages,
+            without_service,
+            steady = plan.steady.len(),
+            to_ensure = plan.ensure.len(),
+            drift = ?plan.drift_counts(),
+            took = ?started.elapsed(),
+            "took over the existing load balancers"
+        );
+        plan.steady.into_iter().collect()
     }
 
     // ---- service worker ----

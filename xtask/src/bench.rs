@@ -5,6 +5,7 @@
 //!
 //! - `bench nodes`: node initialization (time, API writes, cloud calls, memory, CPU).
 //! - `bench lbs`: load balancers (time to ingress, `UpdateLoadBalancer` calls after a node burst).
+//! - `bench takeover`: a second CCM process taking over existing load balancers (cloud calls, time until steady).
 //! - `bench budget` (in `bench_budget.rs`): cloud calls per period and per node, for sizing the cloud-call
 //!   budget (Rust only: the Go reference has no budget, bulk calls or cache).
 
@@ -14,6 +15,7 @@ pub(crate) mod nodes;
 mod probe;
 mod prom;
 pub(crate) mod support;
+mod takeover;
 
 use clap::{Args, Subcommand};
 
@@ -37,6 +39,9 @@ enum BenchCommand {
     /// The cloud-call budget: cloud calls per node initialization, address-sync period and lifecycle
     /// period, with and without native bulk calls and the instance cache (docs/cloud-budget.md).
     Budget(crate::bench_budget::BudgetArgs),
+    /// Takeover: S LoadBalancer Services provisioned by one CCM process, which is killed; the cloud calls and
+    /// the time until a second process is steady, Rust (listing, compare) vs Go (ensure every Service).
+    Takeover(takeover::TakeoverArgs),
 }
 
 /// Runs `cargo xtask bench ...`.
@@ -48,6 +53,7 @@ pub async fn run(args: BenchArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
         BenchCommand::Nodes(args) => nodes::run(&args, interrupt).await,
         BenchCommand::Lbs(args) => lbs::run(&args, interrupt).await,
         BenchCommand::Budget(args) => crate::bench_budget::run(&args, interrupt).await,
+        BenchCommand::Takeover(args) => takeover::run(&args, interrupt).await,
     }
 }
 
