@@ -16,7 +16,9 @@ use ccm_core::runtime::controller::ControllerDescriptor;
 use ccm_nodecontroller::{CloudNodeConfig, CloudNodeLifecycleConfig, NodeOwnership};
 use ccm_routecontroller::RouteSyncMode;
 
-use crate::options::{CcmOptions, NodeOwnershipOption, RouteSyncModeOption, ValidationError};
+use crate::options::{
+    CcmOptions, NodeOwnershipOption, RouteSyncModeOption, ServiceTakeoverOption, ValidationError,
+};
 
 fn count(value: i32) -> usize {
     usize::try_from(value).unwrap_or(0)
@@ -64,6 +66,10 @@ pub fn service_config(options: &CcmOptions) -> ccm_servicecontroller::Config {
         .with_load_balancer_class(options.load_balancer_class.clone())
         .with_class_less_services(options.class_less_services)
         .with_extended_update_fields(options.service_extended_update_fields)
+        .with_takeover(match options.service_takeover {
+            ServiceTakeoverOption::Compare => ccm_servicecontroller::Takeover::Compare,
+            ServiceTakeoverOption::EnsureAll => ccm_servicecontroller::Takeover::EnsureAll,
+        })
 }
 
 /// The route controller's settings: `--configure-cloud-routes`, `--cluster-cidr`,

@@ -69,6 +69,12 @@ macro_rules! __ccm_conformance_for_each_clause {
             /// `load-balancer/concurrent-services`: concurrent ensures for different Services all succeed and
             /// exist; concurrent deletes then remove every one of them.
             LoadBalancerConcurrentServices => load_balancer_concurrent_services,
+            /// `load-balancer/listing-reports-ensured`: a provider that lists its load balancers
+            /// (`supports_listing`) reports, across every page of `list_load_balancers`, each ensured load balancer
+            /// exactly once under its `get_load_balancer_name`, with the ensured status, the Service's ports, the
+            /// nodes passed as backends and the Service's fingerprint (`ObservedLoadBalancer::drift` finds nothing),
+            /// and stops reporting a deleted one. Not applicable to a provider without a listing.
+            LoadBalancerListingReportsEnsured => load_balancer_listing_reports_ensured,
 
             /// `instances-v2/running-instance-exists`: `instance_exists` is true for a running instance.
             InstancesV2RunningInstanceExists => instances_v2_running_instance_exists,
@@ -228,6 +234,7 @@ impl Clause {
             LoadBalancerServicesAreIsolated => "load-balancer/services-are-isolated",
             LoadBalancerNameIsStable => "load-balancer/name-is-stable",
             LoadBalancerConcurrentServices => "load-balancer/concurrent-services",
+            LoadBalancerListingReportsEnsured => "load-balancer/listing-reports-ensured",
             InstancesV2RunningInstanceExists => "instances-v2/running-instance-exists",
             InstancesV2StoppedInstanceExists => "instances-v2/stopped-instance-exists",
             InstancesV2UnknownInstanceDoesNotExist => {
@@ -292,6 +299,7 @@ impl Clause {
             | LoadBalancerServicesAreIsolated
             | LoadBalancerNameIsStable
             | LoadBalancerConcurrentServices
+            | LoadBalancerListingReportsEnsured
             | ErrorsLoadBalancerKindSurvivesWrapping => Some(Capability::LoadBalancer),
             InstancesV2RunningInstanceExists
             | InstancesV2StoppedInstanceExists
@@ -376,6 +384,9 @@ impl Clause {
             }
             LoadBalancerConcurrentServices => {
                 "concurrent ensures for different Services all succeed; concurrent deletes then remove them all"
+            }
+            LoadBalancerListingReportsEnsured => {
+                "list_load_balancers reports each ensured load balancer once, as ensured, and no deleted one (no listing: N/A)"
             }
             InstancesV2RunningInstanceExists => "instance_exists is true for a running instance",
             InstancesV2StoppedInstanceExists => "instance_exists is true for a stopped instance",

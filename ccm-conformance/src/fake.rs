@@ -43,7 +43,8 @@ fn provider_id(name: &str) -> String {
     format!("{}://{name}", ccm_provider_fake::PROVIDER_NAME)
 }
 
-/// A fake cloud holding the instances [`fixture`] names: every capability on, [`STOPPED`] shut down.
+/// A fake cloud holding the instances [`fixture`] names: every capability on (load-balancer listings one per
+/// page, so that every listing is paginated), [`STOPPED`] shut down.
 pub fn cloud() -> FakeCloud {
     cloud_with_prefix(DEFAULT_PREFIX)
 }
@@ -65,6 +66,7 @@ pub fn cloud_with_prefix(prefix: &str) -> FakeCloud {
                 .with_shutdown(suffix == "stopped"),
         );
     }
+    cloud.set_listing(Some(1));
     cloud
 }
 

@@ -144,6 +144,7 @@ impl Capability {
 /// | [`ListRoutes`](Operation::ListRoutes) | `list-routes` | the cluster name |
 /// | [`CreateRoute`](Operation::CreateRoute) | `create-route` | the destination CIDR |
 /// | [`DeleteRoute`](Operation::DeleteRoute) | `delete-route` | the destination CIDR |
+/// | [`ListLoadBalancers`](Operation::ListLoadBalancers) | `list-load-balancers` | the cluster name |
 ///
 /// [`CloudProvider::initialize`] runs once at startup and is not intercepted ([`is_intercepted`] is false):
 /// [`InterceptedProvider`] passes it straight through, so it has no metrics, no budget and no call timeout, and
@@ -212,11 +213,13 @@ pub enum Operation {
     CreateRoute,
     /// [`Routes::delete_route`].
     DeleteRoute,
+    /// [`LoadBalancer::list_load_balancers`] (native listings only), one call per page.
+    ListLoadBalancers,
 }
 
 impl Operation {
     /// Every operation, in the order of the table above.
-    pub const ALL: [Operation; 25] = [
+    pub const ALL: [Operation; 26] = [
         Operation::Initialize,
         Operation::GetLoadBalancer,
         Operation::EnsureLoadBalancer,
@@ -242,6 +245,7 @@ impl Operation {
         Operation::ListRoutes,
         Operation::CreateRoute,
         Operation::DeleteRoute,
+        Operation::ListLoadBalancers,
     ];
 
     /// The stable name (see the table above).
@@ -272,6 +276,7 @@ impl Operation {
             Operation::ListRoutes => "list-routes",
             Operation::CreateRoute => "create-route",
             Operation::DeleteRoute => "delete-route",
+            Operation::ListLoadBalancers => "list-load-balancers",
         }
     }
 
@@ -311,7 +316,8 @@ impl Operation {
             GetLoadBalancer
             | EnsureLoadBalancer
             | UpdateLoadBalancer
-            | EnsureLoadBalancerDeleted => Capability::LoadBalancer,
+            | EnsureLoadBalancerDeleted
+            | ListLoadBalancers => Capability::LoadBalancer,
             NodeAddresses
             | NodeAddressesByProviderId
             | InstanceId
@@ -681,6 +687,7 @@ mod tests {
                 "list-routes",
                 "create-route",
                 "delete-route",
+                "list-load-balancers",
             ]
         );
         let unique: std::collections::BTreeSet<&str> = names.iter().copied().collect();
@@ -690,8 +697,8 @@ mod tests {
             assert_eq!(op.to_string(), op.as_str());
         }
         assert_eq!(Operation::from_name("instance-metadata"), None);
-        assert_eq!(Operation::names().split(", ").count(), 25);
-        assert_eq!(Operation::intercepted_names().split(", ").count(), 24);
+        assert_eq!(Operation::names().split(", ").count(), 26);
+        assert_eq!(Operation::intercepted_names().split(", ").count(), 25);
         assert!(!Operation::intercepted_names().contains("initialize"));
     }
 

@@ -44,6 +44,7 @@ pub mod error;
 pub mod fence;
 pub mod helpers;
 pub mod intercept;
+pub mod listing;
 pub mod names;
 pub mod prelude;
 pub mod provider;

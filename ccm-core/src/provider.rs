@@ -107,6 +107,7 @@ use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service}
 use tokio_util::sync::CancellationToken;
 
 use crate::error::CloudError;
+use crate::listing::LoadBalancerPage;
 use crate::reload::ReloadContext;
 use crate::types::{InstanceLookup, Route, Zone};
 
@@ -297,6 +298,30 @@ pub trait LoadBalancer: Send + Sync + 'static {
         cluster_name: &str,
         service: &Service,
     ) -> Result<(), CloudError>;
+
+    /// Whether [`list_load_balancers`](Self::list_load_balancers) is implemented. The service controller asks once
+    /// when it starts; `false` (the default) keeps Go's takeover: one `ensure_load_balancer` per Service.
+    fn supports_listing(&self) -> bool {
+        false
+    }
+
+    /// One page of the load balancers this provider created for `cluster_name`, with their ports, backends and
+    /// the [fingerprint](crate::listing::load_balancer_fingerprint) of the Service each was last ensured for.
+    ///
+    /// The service controller calls it when it starts (a new leader, a restarted CCM), page after page from
+    /// `page_token: None` until a page has no `next_page`, and skips the ensure of every Service whose load
+    /// balancer is listed and matches it ([`ObservedLoadBalancer::drift`](crate::listing::ObservedLoadBalancer::drift)).
+    /// List only load balancers of this cluster; a load balancer missing from the listing is ensured. Called only
+    /// when [`supports_listing`](Self::supports_listing) is true; an error makes the controller ensure every
+    /// Service, as Go does.
+    async fn list_load_balancers(
+        &self,
+        cluster_name: &str,
+        page_token: Option<String>,
+    ) -> Result<LoadBalancerPage, CloudError> {
+        let _ = (cluster_name, page_token);
+        Err(CloudError::NotImplemented)
+    }
 }
 
 /// The legacy V1 instance API (Go: `cloudprovider.Instances`).

@@ -63,6 +63,9 @@ pub struct FakeLoadBalancer {
     pub source_ranges: Vec<String>,
     /// The health check `(path, node port)` for `externalTrafficPolicy: Local` Services.
     pub health_check: Option<(String, i32)>,
+    /// The [fingerprint](ccm_core::listing::load_balancer_fingerprint) of the Service as last ensured, reported by
+    /// [`list_load_balancers`](ccm_core::LoadBalancer::list_load_balancers).
+    pub fingerprint: String,
 }
 
 impl FakeLoadBalancer {
@@ -96,6 +99,8 @@ pub(crate) struct State {
     pub(crate) capabilities: BTreeSet<Capability>,
     pub(crate) has_cluster_id: bool,
     pub(crate) bulk: bool,
+    /// Whether `list_load_balancers` answers natively, and how many load balancers a page holds.
+    pub(crate) listing: Option<usize>,
     pub(crate) instances: BTreeMap<String, FakeInstance>,
     pub(crate) local_zone: Option<Zone>,
     pub(crate) lb_pool: IpNet,
@@ -124,6 +129,7 @@ impl State {
             capabilities: Capability::ALL.into_iter().collect(),
             has_cluster_id: true,
             bulk: false,
+            listing: None,
             instances: BTreeMap::new(),
             local_zone: None,
             lb_pool: default_pool(),
@@ -318,6 +324,14 @@ impl FakeCloud {
     /// node ([`inject_for`](Self::inject_for)) fails that node's item of a bulk answer.
     pub fn set_bulk(&self, enabled: bool) {
         self.lock().bulk = enabled;
+    }
+
+    /// Answer [`list_load_balancers`](ccm_core::LoadBalancer::list_load_balancers) natively (`supports_listing` =
+    /// true) with pages of `page_size` load balancers (at least 1), or not at all (`None`, the default, like Go's
+    /// providers: a new leader then ensures every load balancer). Each page is one `list-load-balancers` call with
+    /// its own latency, fault check and quota token.
+    pub fn set_listing(&self, page_size: Option<usize>) {
+        self.lock().listing = page_size.map(|n| n.max(1));
     }
 
     // ----- instances -----

@@ -85,4 +85,4 @@ pub use inventory::{
 pub use quota::QuotaError;
 pub use random_spec::{RandomFaultSpec, RandomFaultsSpec};
 pub use reload::InstanceDefaults;
-pub use snapshot::{CloudSnapshot, LoadBalancerSnapshot};
+pub use snapshot::{CloudSnapshot, LoadBalancerSnapshot, PortSnapshot, RestoreError};

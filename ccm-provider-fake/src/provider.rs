@@ -9,6 +9,9 @@ use ccm_core::helpers::{
     service_health_check_path_port, service_key,
 };
 use ccm_core::intercept::{Capability, Operation};
+use ccm_core::listing::{
+    LoadBalancerPage, ObservedLoadBalancer, ObservedPort, load_balancer_fingerprint,
+};
 use ccm_core::{
     CloudError, CloudProvider, Clusters, InitializeContext, InstanceLookup, Instances, InstancesV2,
     LoadBalancer, ReloadContext, Route, Routes, Zone, Zones,
@@ -468,6 +471,7 @@ impl FakeCloud {
             ip_mode: st.ip_mode.clone(),
             source_ranges,
             health_check: service_health_check_path_port(service),
+            fingerprint: load_balancer_fingerprint(service),
         };
         let status = lb.status();
         tracing::debug!(service = %key, ip = %lb.ingress_ip, hosts = ?lb.hosts, "fake load balancer ensured");
@@ -548,6 +552,55 @@ impl LoadBalancer for FakeCloud {
         }
         Ok(())
     }
+    fn supports_listing(&self) -> bool {
+        self.lock().listing.is_some()
+    }
+
+    async fn list_load_balancers(
+        &self,
+        cluster_name: &str,
+        page_token: Option<String>,
+    ) -> Result<LoadBalancerPage, CloudError> {
+        self.begin(Operation::ListLoadBalancers, cluster_name)
+            .await?;
+        let st = self.lock();
+        let Some(page_size) = st.listing else {
+            return Err(CloudError::NotImplemented);
+        };
+        // The token is the service key of the last load balancer of the previous page.
+        let after = page_token.unwrap_or_default();
+        let mut page: Vec<&FakeLoadBalancer> = st
+            .load_balancers
+            .range::<String, _>((
+                std::ops::Bound::Excluded(&after),
+                std::ops::Bound::Unbounded,
+            ))
+            .map(|(_, lb)| lb)
+            .filter(|lb| lb.cluster == cluster_name)
+            .take(page_size + 1)
+            .collect();
+        let next_page = (page.len() > page_size).then(|| {
+            page.truncate(page_size);
+            page.last().map(|lb| lb.service.clone()).unwrap_or_default()
+        });
+        let items = page.into_iter().map(observed).collect();
+        Ok(LoadBalancerPage::new(items, next_page))
+    }
+}
+
+/// A fake load balancer as a listing reports it.
+fn observed(lb: &FakeLoadBalancer) -> ObservedLoadBalancer {
+    ObservedLoadBalancer::new(lb.name.clone(), lb.status())
+        .with_ports(
+            lb.ports
+                .iter()
+                .map(|p| {
+                    ObservedPort::new(p.protocol.clone(), p.port, p.node_port.filter(|n| *n != 0))
+                })
+                .collect(),
+        )
+        .with_backends(lb.hosts.iter().cloned())
+        .with_fingerprint(lb.fingerprint.clone())
 }
 
 #[async_trait]

@@ -5,7 +5,29 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cloud::{FakeCloud, State};
+use crate::cloud::{FakeCloud, FakeLoadBalancer, FakePort, State};
+
+/// Why [`FakeCloud::restore_state_file`] could not restore.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RestoreError {
+    /// The file exists but could not be read.
+    #[error("cannot read the fake cloud's state file {}: {source}; check its permissions or remove it", path.display())]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The read error.
+        source: std::io::Error,
+    },
+    /// The file is not a state file.
+    #[error("the fake cloud's state file {} is not a state file ({source}); remove it or point stateFile elsewhere", path.display())]
+    Parse {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The parse error.
+        source: serde_json::Error,
+    },
+}
 
 /// What the fake cloud holds, as written to the inventory's `stateFile`.
 ///
@@ -43,6 +65,97 @@ pub struct LoadBalancerSnapshot {
     pub ingress_ip: String,
     /// How many backend hosts it has.
     pub hosts: usize,
+    /// The cluster name it was ensured for.
+    #[serde(default)]
+    pub cluster: String,
+    /// The backend node names, sorted.
+    #[serde(default)]
+    pub backends: Vec<String>,
+    /// The ports.
+    #[serde(default)]
+    pub ports: Vec<PortSnapshot>,
+    /// The `ipMode` of its status, if set.
+    #[serde(default)]
+    pub ip_mode: Option<String>,
+    /// The allowed source CIDRs.
+    #[serde(default)]
+    pub source_ranges: Vec<String>,
+    /// The health check `(path, node port)`, if any.
+    #[serde(default)]
+    pub health_check: Option<(String, i32)>,
+    /// The fingerprint of the Service as last ensured.
+    #[serde(default)]
+    pub fingerprint: String,
+}
+
+/// A port of a [`LoadBalancerSnapshot`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct PortSnapshot {
+    /// The port name.
+    #[serde(default)]
+    pub name: String,
+    /// The protocol.
+    pub protocol: String,
+    /// The load balancer's port.
+    pub port: i32,
+    /// The node port, if allocated.
+    #[serde(default)]
+    pub node_port: Option<i32>,
+}
+
+impl From<&FakeLoadBalancer> for LoadBalancerSnapshot {
+    fn from(lb: &FakeLoadBalancer) -> Self {
+        LoadBalancerSnapshot {
+            name: lb.name.clone(),
+            service: lb.service.clone(),
+            ingress_ip: lb.ingress_ip.clone(),
+            hosts: lb.hosts.len(),
+            cluster: lb.cluster.clone(),
+            backends: lb.hosts.clone(),
+            ports: lb
+                .ports
+                .iter()
+                .map(|p| PortSnapshot {
+                    name: p.name.clone(),
+                    protocol: p.protocol.clone(),
+                    port: p.port,
+                    node_port: p.node_port,
+                })
+                .collect(),
+            ip_mode: lb.ip_mode.clone(),
+            source_ranges: lb.source_ranges.clone(),
+            health_check: lb.health_check.clone(),
+            fingerprint: lb.fingerprint.clone(),
+        }
+    }
+}
+
+impl From<&LoadBalancerSnapshot> for FakeLoadBalancer {
+    fn from(lb: &LoadBalancerSnapshot) -> Self {
+        FakeLoadBalancer {
+            name: lb.name.clone(),
+            service: lb.service.clone(),
+            cluster: lb.cluster.clone(),
+            hosts: lb.backends.clone(),
+            ports: lb
+                .ports
+                .iter()
+                .map(|p| FakePort {
+                    name: p.name.clone(),
+                    protocol: p.protocol.clone(),
+                    port: p.port,
+                    node_port: p.node_port,
+                })
+                .collect(),
+            ingress_ip: lb.ingress_ip.clone(),
+            ip_mode: lb.ip_mode.clone(),
+            source_ranges: lb.source_ranges.clone(),
+            health_check: lb.health_check.clone(),
+            fingerprint: lb.fingerprint.clone(),
+        }
+    }
 }
 
 impl CloudSnapshot {
@@ -60,12 +173,7 @@ impl CloudSnapshot {
             load_balancers: st
                 .load_balancers
                 .values()
-                .map(|lb| LoadBalancerSnapshot {
-                    name: lb.name.clone(),
-                    service: lb.service.clone(),
-                    ingress_ip: lb.ingress_ip.clone(),
-                    hosts: lb.hosts.len(),
-                })
+                .map(LoadBalancerSnapshot::from)
                 .collect(),
         }
     }
@@ -82,6 +190,40 @@ impl FakeCloud {
     pub fn set_state_file(&self, path: &Path) {
         self.lock().state_file = Some(path.to_owned());
         self.persist();
+    }
+
+    /// Take the load balancers of a state file written earlier (by this or another process: a cloud outlives
+    /// the CCMs that use it), replacing those the cloud holds, then write the state to `path` as
+    /// [`set_state_file`](Self::set_state_file) does. A missing file restores nothing.
+    ///
+    /// # Errors
+    /// If the file exists but cannot be read or is not a state file.
+    pub fn restore_state_file(&self, path: &Path) -> Result<usize, RestoreError> {
+        let restored = match std::fs::read_to_string(path) {
+            Ok(text) => {
+                let snapshot =
+                    CloudSnapshot::from_json(&text).map_err(|source| RestoreError::Parse {
+                        path: path.to_owned(),
+                        source,
+                    })?;
+                let mut st = self.lock();
+                st.load_balancers = snapshot
+                    .load_balancers
+                    .iter()
+                    .map(|lb| (lb.service.clone(), FakeLoadBalancer::from(lb)))
+                    .collect();
+                st.load_balancers.len()
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(source) => {
+                return Err(RestoreError::Read {
+                    path: path.to_owned(),
+                    source,
+                });
+            }
+        };
+        self.set_state_file(path);
+        Ok(restored)
     }
 
     /// Write the state file, if there is one.

@@ -62,6 +62,25 @@ pub struct Config {
     /// Also re-ensure when `spec.allocateLoadBalancerNodePorts` or the values (not only the count) of
     /// `spec.ipFamilies` change. Default `false` (the Go field list).
     pub extended_update_fields: bool,
+    /// What a starting controller (a new leader, a restarted CCM) does with the load balancers that exist.
+    /// **Default [`Takeover::Compare`]**: with a provider that lists its load balancers, only Services whose load
+    /// balancer is missing or differs are ensured. [`Takeover::EnsureAll`] is Go's behaviour.
+    pub takeover: Takeover,
+}
+
+/// What a starting service controller does with the load balancers that already exist
+/// ([`Config::takeover`]; docs/service-controller.md, "Takeover").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Takeover {
+    /// If the provider [lists](ccm_core::LoadBalancer::supports_listing) its load balancers: list them (a few
+    /// paginated calls), and ensure only the Services whose load balancer is missing or differs in its ports,
+    /// backends, status or the Service's settings since the last ensure. A provider without a listing, or a
+    /// listing that fails, gets [`EnsureAll`](Takeover::EnsureAll).
+    #[default]
+    Compare,
+    /// Ensure every Service's load balancer, as Go does (one `EnsureLoadBalancer` per Service).
+    EnsureAll,
 }
 
 impl Default for Config {
@@ -77,6 +96,7 @@ impl Default for Config {
             load_balancer_class: None,
             class_less_services: true,
             extended_update_fields: false,
+            takeover: Takeover::Compare,
         }
     }
 }
@@ -144,6 +164,13 @@ impl Config {
     #[must_use]
     pub fn with_extended_update_fields(mut self, extended: bool) -> Self {
         self.extended_update_fields = extended;
+        self
+    }
+
+    /// Set [`takeover`](Self::takeover).
+    #[must_use]
+    pub fn with_takeover(mut self, takeover: Takeover) -> Self {
+        self.takeover = takeover;
         self
     }
 
@@ -222,6 +249,7 @@ mod tests {
         assert!(c.class_less_services);
         assert_eq!(c.load_balancer_class, None);
         assert!(!c.extended_update_fields);
+        assert_eq!(c.takeover, Takeover::Compare);
         c.validate().unwrap();
     }
 

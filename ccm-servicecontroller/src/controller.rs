@@ -1,6 +1,7 @@
 //! The running controller: Service workers, the node-sync loop, the event routing and the optional periodic
 //! re-ensure. Decisions come from [`crate::predicates`]; this module does the I/O.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -23,7 +24,7 @@ use kube::{Resource, ResourceExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
+use crate::config::{Config, Takeover};
 use crate::error::Error;
 use crate::metrics::ServiceMetrics;
 use crate::patches;
@@ -32,6 +33,7 @@ use crate::predicates::{
     should_enqueue_added, stable_nodes, update_reason, wants_deletion,
 };
 use crate::state::Tracker;
+use crate::takeover;
 
 mod nodesync;
 
@@ -176,8 +178,13 @@ impl ServiceController {
     pub async fn run(self, shutdown: CancellationToken) {
         let inner = self.inner;
         tracing::info!(provider = %inner.provider, "starting service controller");
-        let (all, services, nodes, node_sync) =
-            (inner.clone(), inner.clone(), inner.clone(), inner.clone());
+        let (all, initial, services, nodes, node_sync) = (
+            inner.clone(),
+            inner.clone(),
+            inner.clone(),
+            inner.clone(),
+            inner.clone(),
+        );
         let mut kit = Kit::new("service-controller")
             .queue(inner.queue.clone())
             .workers(inner.config.concurrent_service_syncs)
@@ -185,6 +192,7 @@ impl ServiceController {
                 services.service_event_key(event)
             })
             .enqueue_all(move || all.all_keys())
+            .initial_keys(move || async move { initial.initial_keys().await })
             .on_events(&inner.nodes, move |event| nodes.node_changed(event))
             .with_loop(move |shutdown| node_sync.node_sync_loop(shutdown));
         if let Some(period) = inner.config.periodic_reensure {
@@ -257,16 +265,27 @@ impl Inner {
 
     // ---- event routing ----
 
-    /// Queue every Service the add handler would queue, and every remembered Service that is gone.
-    /// The keys queued at start and on a resync: every Service that wants a load balancer, and every
-    /// remembered Service that is gone from the cache.
+    /// The keys queued on a resync (and at start, without a takeover): every Service the add handler would queue,
+    /// and every remembered Service that is gone from the cache.
     fn all_keys(&self) -> Vec<String> {
+        self.keys_except(&HashSet::new())
+    }
+
+    /// The keys queued at start: [`all_keys`](Self::all_keys) but the Services the takeover found steady.
+    async fn initial_keys(&self) -> Vec<String> {
+        let steady = self.take_over().await;
+        self.keys_except(&steady)
+    }
+
+    /// Every Service that wants a load balancer (but those in `skip`), and every remembered Service that is gone.
+    fn keys_except(&self, skip: &HashSet<String>) -> Vec<String> {
         let store = self.services.store();
         let mut keys: Vec<String> = store
             .list()
             .iter()
             .filter(|svc| should_enqueue_added(&self.selector, svc))
             .map(|svc| service_key(svc))
+            .filter(|key| !skip.contains(key))
             .collect();
         let gone = self.tracker.services().into_iter().map(|(key, _)| key);
         keys.extend(gone.filter(|key| store.get(key).is_none()));
@@ -313,6 +332,55 @@ impl Inner {
         // The node cache already holds the change: a pass in progress sees it from its next load balancer.
         self.hosts.generation.fetch_add(1, Ordering::AcqRel);
         self.node_queue.add(key);
+    }
+
+    /// The start-up takeover ([`crate::takeover`]): with [`Takeover::Compare`] and a provider that lists its load
+    /// balancers, remember every Service whose load balancer matches as synced, and return their keys (the caller
+    /// does not queue them). Any failure of the listing returns none: every Service is ensured, as in Go.
+    async fn take_over(&self) -> HashSet<String> {
+        if self.config.takeover != Takeover::Compare || !self.balancer.supports_listing() {
+            return HashSet::new();
+        }
+        let started = Instant::now();
+        let (observed, pages) = match takeover::list_all(self.balancer.as_ref(), &self.cluster_name)
+            .await
+        {
+            Ok(listed) => listed,
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot list the load balancers at start; ensuring every Service");
+                return HashSet::new();
+            }
+        };
+        let services = self.services.store().list();
+        let hosts = stable_nodes(&self.nodes.store().list());
+        let host_refs: Vec<&Node> = hosts.iter().map(AsRef::as_ref).collect();
+        let name_of = |svc: &Service| {
+            self.balancer
+                .get_load_balancer_name(&self.cluster_name, svc)
+        };
+        let plan = takeover::plan(&self.selector, &services, &observed, &name_of, &host_refs);
+        let names: HashSet<String> = services.iter().map(|s| name_of(s)).collect();
+        let without_service = observed.keys().filter(|n| !names.contains(*n)).count();
+        let node_set = NodeSet::from_nodes(host_refs.iter().copied());
+        let by_key: HashMap<String, &Arc<Service>> =
+            services.iter().map(|s| (service_key(s), s)).collect();
+        for key in &plan.steady {
+            if let Some(svc) = by_key.get(key) {
+                self.tracker.set_cached(key, Arc::clone(svc));
+                self.tracker.set_synced(key, node_set.clone());
+            }
+        }
+        tracing::info!(
+            load_balancers = observed.len(),
+            pages,
+            without_service,
+            steady = plan.steady.len(),
+            to_ensure = plan.ensure.len(),
+            drift = ?plan.drift_counts(),
+            took = ?started.elapsed(),
+            "took over the existing load balancers"
+        );
+        plan.steady.into_iter().collect()
     }
 
     // ---- service worker ----

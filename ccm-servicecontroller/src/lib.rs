@@ -43,11 +43,12 @@ pub mod predicates;
 #[cfg(test)]
 mod retry;
 mod state;
+pub mod takeover;
 
 use ccm_core::names;
 use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
 
-pub use config::Config;
+pub use config::{Config, Takeover};
 pub use controller::ServiceController;
 pub use error::Error;
 

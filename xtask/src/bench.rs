@@ -6,6 +6,7 @@
 //! - `bench nodes`: node initialization (time, API writes, cloud calls, memory, CPU).
 //! - `bench lbs`: load balancers (time to ingress, `UpdateLoadBalancer` calls after a node burst).
 //! - `bench aws`: node initialization through the EC2 emulator with `aws-ccm`, bulk lookups on and off.
+//! - `bench takeover`: a second CCM process taking over existing load balancers (cloud calls, time until steady).
 //! - `bench budget` (in `bench_budget.rs`): cloud calls per period and per node, for sizing the cloud-call
 //!   budget (Rust only: the Go reference has no budget, bulk calls or cache).
 
@@ -17,6 +18,7 @@ mod probe;
 mod prom;
 mod skeleton;
 pub(crate) mod support;
+mod takeover;
 
 use clap::{Args, Subcommand};
 
@@ -43,6 +45,9 @@ enum BenchCommand {
     /// Node initialization through a real cloud API: N EC2 emulator instances and tainted Nodes, aws-ccm
     /// (--controllers=cloud-node), with the provider's bulk lookups on and off.
     Aws(aws::AwsArgs),
+    /// Takeover: S LoadBalancer Services provisioned by one CCM process, which is killed; the cloud calls and
+    /// the time until a second process is steady, Rust (listing, compare) vs Go (ensure every Service).
+    Takeover(takeover::TakeoverArgs),
 }
 
 /// Runs `cargo xtask bench ...`.
@@ -55,6 +60,7 @@ pub async fn run(args: BenchArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
         BenchCommand::Lbs(args) => lbs::run(&args, interrupt).await,
         BenchCommand::Budget(args) => crate::bench_budget::run(&args, interrupt).await,
         BenchCommand::Aws(args) => aws::run(&args, interrupt).await,
+        BenchCommand::Takeover(args) => takeover::run(&args, interrupt).await,
     }
 }
 

@@ -10,7 +10,9 @@ use std::time::Duration;
 use ccm_core::budget::OperationBudget;
 use ccm_core::duration::GoDuration;
 
-use super::{KubeApiLimit, LogFormat, NodeOwnershipOption, RouteSyncModeOption};
+use super::{
+    KubeApiLimit, LogFormat, NodeOwnershipOption, RouteSyncModeOption, ServiceTakeoverOption,
+};
 
 /// How a resolved setting (a field of `CcmOptions`) is read from its flag or config-file value `Raw` (a field of
 /// `Settings`), and written back for `/configz`. `from_raw(&to_raw(v)) == v` for every value `v`.
@@ -48,6 +50,7 @@ as_given!(
     LogFormat,
     NodeOwnershipOption,
     RouteSyncModeOption,
+    ServiceTakeoverOption,
     KubeApiLimit<f32>,
     KubeApiLimit<i32>,
     BTreeMap<String, OperationBudget>,
@@ -292,6 +295,7 @@ mod samples {
         LogFormat => |n| LogFormat::value_variants()[n % 2];
         NodeOwnershipOption => |n| NodeOwnershipOption::value_variants()[n % 2];
         RouteSyncModeOption => |n| RouteSyncModeOption::value_variants()[n % 2];
+        ServiceTakeoverOption => |n| ServiceTakeoverOption::value_variants()[n % 2];
         KubeApiLimit<f32> => |n| if n == 0 { KubeApiLimit::Auto } else { KubeApiLimit::Value(1.5) };
         KubeApiLimit<i32> => |n| if n == 0 { KubeApiLimit::Value(8) } else { KubeApiLimit::Auto };
         BTreeMap<String, OperationBudget> => |n| BTreeMap::from([(

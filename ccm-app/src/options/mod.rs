@@ -41,12 +41,12 @@ use ccm_core::duration::GoDuration;
 use ccm_core::names;
 use ccm_nodecontroller::{CloudNodeConfig, CloudNodeLifecycleConfig};
 use ccm_routecontroller::{Config as RouteConfig, RouteSyncMode};
-use ccm_servicecontroller::Config as ServiceConfig;
+use ccm_servicecontroller::{Config as ServiceConfig, Takeover as ServiceTakeover};
 
 use define::settings;
 pub use parse::{
     KubeApiLimit, LogFormat, NodeOwnershipOption, OperationLimit, RouteSyncModeOption,
-    parse_go_bool, parse_operation_limit,
+    ServiceTakeoverOption, parse_go_bool, parse_operation_limit,
 };
 use parse::{parse_duration_flag, parse_kube_api_burst, parse_kube_api_qps};
 pub use validate::ValidationError;
@@ -261,6 +261,15 @@ settings! {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
           value_parser = parse_go_bool, help_heading = "Controllers (SDK additions)")]
     service_extended_update_fields: bool = ServiceConfig::default().extended_update_fields,
+
+    /// SDK addition: what a starting service controller (a new leader, a restarted CCM) does with existing load
+    /// balancers: compare (list them and ensure only those missing or different; providers without a listing get
+    /// ensure-all) or ensure-all (Go). Default: compare.
+    #[arg(long, value_name = "MODE", help_heading = "Controllers (SDK additions)")]
+    service_takeover: ServiceTakeoverOption = match ServiceConfig::default().takeover {
+        ServiceTakeover::EnsureAll => ServiceTakeoverOption::EnsureAll,
+        _ => ServiceTakeoverOption::Compare,
+    },
 
     /// SDK addition: how the route controller is triggered: periodic (Go) or event-driven. Default:
     /// event-driven.

@@ -257,6 +257,20 @@ pub enum RouteSyncModeOption {
     EventDriven,
 }
 
+/// What a starting service controller does with existing load balancers (`--service-takeover`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum ServiceTakeoverOption {
+    /// List the provider's load balancers and ensure only the Services whose load balancer is missing or differs.
+    #[default]
+    Compare,
+    /// Ensure every Service's load balancer (the Go behaviour).
+    EnsureAll,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -251,6 +251,17 @@ pub(crate) async fn load_balancer(ctx: &Ctx) -> Check {
         || lb.ensure_load_balancer_deleted(cluster, &service),
     )
     .await?;
+    if lb.supports_listing() {
+        let list = format!("list_load_balancers for cluster {cluster}");
+        checked |= probe(
+            ctx,
+            Operation::ListLoadBalancers,
+            ErrorKind::Throttled,
+            &list,
+            || lb.list_load_balancers(cluster, None),
+        )
+        .await?;
+    }
     if !checked {
         return nothing_injected(ctx, "get, ensure, update and delete");
     }

@@ -3,6 +3,7 @@
 mod errors;
 mod instances;
 mod instances_v2;
+mod listing;
 mod load_balancer;
 mod provider;
 mod routes;
@@ -33,6 +34,7 @@ pub(crate) async fn run(clause: Clause, ctx: &Ctx) -> Check {
         LoadBalancerServicesAreIsolated => load_balancer::services_are_isolated(ctx).await,
         LoadBalancerNameIsStable => load_balancer::name_is_stable(ctx).await,
         LoadBalancerConcurrentServices => load_balancer::concurrent_services(ctx).await,
+        LoadBalancerListingReportsEnsured => listing::reports_ensured(ctx).await,
         InstancesV2RunningInstanceExists => instances_v2::running_instance_exists(ctx).await,
         InstancesV2StoppedInstanceExists => instances_v2::stopped_instance_exists(ctx).await,
         InstancesV2UnknownInstanceDoesNotExist => {

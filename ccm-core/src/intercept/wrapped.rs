@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service}
 use super::{Chain, Operation};
 use crate::error::CloudError;
 use crate::helpers::{node_name, node_provider_id, service_key};
+use crate::listing::LoadBalancerPage;
 use crate::provider::{Clusters, Instances, InstancesV2, LoadBalancer, Routes, Zones};
 use crate::types::{InstanceLookup, Route, Zone};
 
@@ -85,6 +86,22 @@ impl LoadBalancer for Wrapped<dyn LoadBalancer> {
                 &key,
                 self.inner
                     .ensure_load_balancer_deleted(cluster_name, service),
+            )
+            .await
+    }
+    fn supports_listing(&self) -> bool {
+        self.inner.supports_listing()
+    }
+    async fn list_load_balancers(
+        &self,
+        cluster_name: &str,
+        page_token: Option<String>,
+    ) -> Result<LoadBalancerPage, CloudError> {
+        self.chain
+            .call(
+                Operation::ListLoadBalancers,
+                cluster_name,
+                self.inner.list_load_balancers(cluster_name, page_token),
             )
             .await
     }

@@ -63,6 +63,7 @@ type KeysFn = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
 type Register = Box<dyn FnOnce(&WorkQueue<String>, &KeysFn) -> HandlerRegistration + Send>;
 type WaitSynced = BoxFuture<'static, ()>;
 type SideLoop = Box<dyn FnOnce(CancellationToken) -> BoxFuture<'static, ()> + Send>;
+type InitialKeys = Box<dyn FnOnce() -> BoxFuture<'static, Vec<String>> + Send>;
 
 /// A controller being assembled; see the [module documentation](self).
 #[must_use = "a controller does nothing until it is run"]
@@ -73,6 +74,7 @@ pub struct Controller {
     synced: Vec<WaitSynced>,
     handlers: Vec<Register>,
     enqueue_all: Option<KeysFn>,
+    initial_keys: Option<InitialKeys>,
     loops: Vec<SideLoop>,
 }
 
@@ -100,6 +102,7 @@ impl Controller {
             synced: Vec::new(),
             handlers: Vec::new(),
             enqueue_all: None,
+            initial_keys: None,
             loops: Vec::new(),
         }
     }
@@ -186,6 +189,18 @@ impl Controller {
         self
     }
 
+    /// The keys queued at start only, computed once the caches have synced (for example after asking the cloud
+    /// what already exists, as the service controller's takeover does); [`enqueue_all`](Self::enqueue_all) still
+    /// gives the keys of every [`InformerEvent::Resync`]. Default: the keys of `enqueue_all`.
+    pub fn initial_keys<F, Fut>(mut self, keys: F) -> Self
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Vec<String>> + Send + 'static,
+    {
+        self.initial_keys = Some(Box::new(move || keys().boxed()));
+        self
+    }
+
     /// Run `side_loop` next to the workers once the caches have synced; it must return soon after its
     /// shutdown token is cancelled, and shutdown waits for it.
     pub fn with_loop<F, Fut>(mut self, side_loop: F) -> Self
@@ -249,6 +264,7 @@ impl Controller {
             synced,
             handlers,
             enqueue_all,
+            initial_keys,
             loops,
         } = self;
         tracing::info!(controller = %name, workers = count, "waiting for the caches to sync");
@@ -265,7 +281,17 @@ impl Controller {
             .into_iter()
             .map(|register| register(&queue, &enqueue_all))
             .collect();
-        let keys = enqueue_all();
+        let keys = match initial_keys {
+            None => enqueue_all(),
+            Some(initial) => tokio::select! {
+                biased;
+                () = shutdown.cancelled() => {
+                    tracing::info!(controller = %name, "stopped before its initial keys were known");
+                    return;
+                }
+                keys = initial() => keys,
+            },
+        };
         tracing::debug!(controller = %name, keys = keys.len(), "queued every key from the caches");
         keys.into_iter().for_each(|key| queue.add(key));
         let loops: Vec<_> = loops

@@ -60,6 +60,17 @@ impl FakeCloud {
         cloud.set_ip_mode(inventory.load_balancer_ip_mode.map(IpModeSpec::as_str));
         cloud.set_has_cluster_id(inventory.has_cluster_id);
         cloud.set_bulk(inventory.supports_bulk);
+        if inventory.load_balancer_listing_page_size == Some(0) {
+            return Err(check.invalid(
+                "loadBalancerListingPageSize".into(),
+                "a page must hold at least one load balancer; use 1 or more, or leave it out for no listing",
+            ));
+        }
+        cloud.set_listing(
+            inventory
+                .load_balancer_listing_page_size
+                .and_then(|n| usize::try_from(n).ok()),
+        );
 
         let mut cluster_names = HashMap::new();
         for (i, cluster) in inventory.clusters.iter().enumerate() {
@@ -218,7 +229,13 @@ impl FakeCloud {
         }
         if let Some(path) = &inventory.state_file {
             check.non_empty("stateFile".into(), path, "the state file path")?;
-            cloud.set_state_file(Path::new(path));
+            if inventory.restore_state_file {
+                cloud
+                    .restore_state_file(Path::new(path))
+                    .map_err(|err| check.invalid("stateFile".into(), err.to_string()))?;
+            } else {
+                cloud.set_state_file(Path::new(path));
+            }
         }
         Ok(cloud)
     }

@@ -50,6 +50,10 @@ pub struct Inventory {
     /// Default false: one call per node, like Go.
     #[serde(default)]
     pub supports_bulk: bool,
+    /// Whether `list_load_balancers` answers natively, with pages of this many load balancers (at least 1).
+    /// Default: no listing, like Go's providers (a starting service controller then ensures every Service).
+    #[serde(default)]
+    pub load_balancer_listing_page_size: Option<u32>,
     /// The clusters `ListClusters` reports.
     #[serde(default)]
     pub clusters: Vec<String>,
@@ -84,6 +88,10 @@ pub struct Inventory {
     /// change, so that a test can check the cloud of a CCM running in another process. Default: none.
     #[serde(default)]
     pub state_file: Option<String>,
+    /// Start with the load balancers of `stateFile`, if it exists (written by an earlier CCM process: a cloud
+    /// outlives the CCMs that use it). Default false: the cloud starts with none and overwrites the file.
+    #[serde(default)]
+    pub restore_state_file: bool,
 }
 
 /// An API quota, enforced as a token bucket (see `FakeCloud::set_quota`).
@@ -123,6 +131,7 @@ impl Default for Inventory {
             load_balancer_ip_mode: None,
             has_cluster_id: true,
             supports_bulk: false,
+            load_balancer_listing_page_size: None,
             clusters: Vec::new(),
             local_zone: None,
             instances: Vec::new(),
@@ -133,6 +142,7 @@ impl Default for Inventory {
             quota: None,
             random_faults: None,
             state_file: None,
+            restore_state_file: false,
         }
     }
 }

@@ -95,7 +95,7 @@ pub fn inventory_yaml() -> &'static str {
 }
 
 /// A Node that was initialized earlier (it has a providerID, no taints).
-fn ready_node(name: &str) -> Node {
+pub fn ready_node(name: &str) -> Node {
     let mut node = Node {
         spec: Some(NodeSpec {
             provider_id: Some(format!("fake://{name}")),

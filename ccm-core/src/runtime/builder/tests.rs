@@ -120,6 +120,42 @@ async fn enqueue_all_and_on_events_see_only_what_follows_the_sync() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn initial_keys_replace_the_first_enqueue_only() {
+    let informer = offline_informer();
+    let controller = Controller::new("test")
+        .watches(&informer, added_or_updated)
+        .initial_keys(|| async {
+            // Something slow to ask first (a cloud listing): the workers wait for it.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            vec!["b".to_owned()]
+        });
+    list(&informer, &["a", "b"]);
+    let (seen, shutdown, task) = spawn(controller);
+    settle().await;
+    assert!(seen.lock().unwrap().is_empty(), "nothing before the initial keys are known");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(sorted(&seen), ["b"], "only the initial keys at start");
+    seen.lock().unwrap().clear();
+    informer.resync();
+    settle().await;
+    assert_eq!(sorted(&seen), ["a", "b"], "a resync queues every cached key");
+    shutdown.cancel();
+    task.await.unwrap();
+
+    // Shutdown while the initial keys are being computed returns at once.
+    let informer = offline_informer();
+    list(&informer, &["a"]);
+    let controller = Controller::new("test")
+        .watches(&informer, added_or_updated)
+        .initial_keys(std::future::pending::<Vec<String>>);
+    let (seen, shutdown, task) = spawn(controller);
+    settle().await;
+    shutdown.cancel();
+    task.await.unwrap();
+    assert!(seen.lock().unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
 async fn shutdown_before_the_sync_returns_at_once() {
     let informer = offline_informer();
     let ran = Arc::new(AtomicUsize::new(0));

@@ -9,14 +9,14 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 )
 
-// cloudCalls counts the calls the controllers make to the cloud's InstancesV2 interface, under the
+// cloudCalls counts the calls the controllers make to the cloud's InstancesV2 and LoadBalancer interfaces, under the
 // name and labels the Rust SDK uses for its own count (cloudprovider_api_requests_total{operation,
 // result}), so that `cargo xtask e2e --scale` reads both CCMs' cloud calls the same way. The Go
 // framework has no such metric; the fake's own call log is unexported.
 var cloudCalls = metrics.NewCounterVec(
 	&metrics.CounterOpts{
 		Name:           "cloudprovider_api_requests_total",
-		Help:           "Calls to the fake cloud's InstancesV2 methods, by operation and result (success or error).",
+		Help:           "Calls to the fake cloud's InstancesV2 and LoadBalancer methods, by operation and result (success or error).",
 		StabilityLevel: metrics.ALPHA,
 	},
 	[]string{"operation", "result"},
@@ -69,4 +69,47 @@ func (i countingInstances) InstanceMetadata(ctx context.Context, node *v1.Node) 
 	metadata, err := i.inner.InstanceMetadata(ctx, node)
 	countCall("instance-metadata-by-provider-id", err)
 	return metadata, err
+}
+
+// LoadBalancer returns the fake's LoadBalancer, counted (`cargo xtask bench takeover` reads how many calls a
+// starting controller makes).
+func (c countingCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
+	inner, ok := c.Interface.LoadBalancer()
+	if !ok {
+		return nil, false
+	}
+	return countingBalancer{inner: inner}, true
+}
+
+// countingBalancer counts each call but GetLoadBalancerName (a local computation), with the SDK's operation names.
+type countingBalancer struct {
+	inner cloudprovider.LoadBalancer
+}
+
+func (b countingBalancer) GetLoadBalancer(ctx context.Context, clusterName string, service *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
+	status, exists, err := b.inner.GetLoadBalancer(ctx, clusterName, service)
+	countCall("get-load-balancer", err)
+	return status, exists, err
+}
+
+func (b countingBalancer) GetLoadBalancerName(ctx context.Context, clusterName string, service *v1.Service) string {
+	return b.inner.GetLoadBalancerName(ctx, clusterName, service)
+}
+
+func (b countingBalancer) EnsureLoadBalancer(ctx context.Context, clusterName string, service *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
+	status, err := b.inner.EnsureLoadBalancer(ctx, clusterName, service, nodes)
+	countCall("create", err)
+	return status, err
+}
+
+func (b countingBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, service *v1.Service, nodes []*v1.Node) error {
+	err := b.inner.UpdateLoadBalancer(ctx, clusterName, service, nodes)
+	countCall("update", err)
+	return err
+}
+
+func (b countingBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *v1.Service) error {
+	err := b.inner.EnsureLoadBalancerDeleted(ctx, clusterName, service)
+	countCall("delete", err)
+	return err
 }

@@ -1,0 +1,293 @@
+//! Takeover: what a starting controller (a new leader, a restarted CCM) learns from the provider's listing of its
+//! load balancers, so that only the Services whose load balancer is missing or differs are ensured
+//! (docs/service-controller.md, "Takeover"). Go ensures every Service at start.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use ccm_core::helpers::{has_load_balancer_finalizer, service_key};
+use ccm_core::listing::{Drift, ObservedLoadBalancer};
+use ccm_core::{CloudError, LoadBalancer};
+use k8s_openapi::api::core::v1::{Node, Service};
+
+use crate::predicates::{ServiceSelector, needs_cleanup};
+
+/// More pages than any cloud returns for one cluster: a provider whose tokens never end is cut off here.
+const MAX_PAGES: usize = 100_000;
+
+/// What the controller does with each Service at start.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct TakeoverPlan {
+    /// Services whose load balancer exists and matches: not ensured, remembered as synced with the current nodes.
+    pub steady: Vec<String>,
+    /// Services that want a load balancer but must be ensured, with the first difference found.
+    pub ensure: Vec<(String, Drift)>,
+}
+
+impl TakeoverPlan {
+    /// How many Services each difference sent to an ensure, for the log.
+    pub fn drift_counts(&self) -> BTreeMap<&'static str, usize> {
+        let mut counts = BTreeMap::new();
+        for (_, drift) in &self.ensure {
+            *counts.entry(drift.as_str()).or_default() += 1;
+        }
+        counts
+    }
+}
+
+/// Decide, for each Service the controller owns, whether its listed load balancer lets it skip the start-up ensure.
+///
+/// A Service is steady only if it wants a load balancer, is not being cleaned up, already carries the cleanup
+/// finalizer (an ensure would add it), and its load balancer (found by `name_of`) is listed without
+/// [`drift`](ObservedLoadBalancer::drift) against `hosts`. Services that want no load balancer are left out: the
+/// caller queues them as before.
+pub fn plan(
+    selector: &ServiceSelector,
+    services: &[Arc<Service>],
+    observed: &HashMap<String, ObservedLoadBalancer>,
+    name_of: &dyn Fn(&Service) -> String,
+    hosts: &[&Node],
+) -> TakeoverPlan {
+    let mut out = TakeoverPlan::default();
+    for svc in services {
+        if !selector.wants_load_balancer(svc) || needs_cleanup(svc) {
+            continue;
+        }
+        let key = service_key(svc);
+        let verdict = match observed.get(&name_of(svc)) {
+            None => Some(Drift::Missing),
+            // Without the finalizer the sync has an API write to do anyway; a configuration drift says "ensure".
+            Some(_) if !has_load_balancer_finalizer(svc) => Some(Drift::Configuration),
+            Some(lb) => lb.drift(svc, hosts),
+        };
+        match verdict {
+            None => out.steady.push(key),
+            Some(drift) => out.ensure.push((key, drift)),
+        }
+    }
+    out
+}
+
+/// Why the listing could not be used (the controller then ensures every Service, as Go does).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ListingError {
+    #[error("listing load balancers failed: {0}")]
+    Cloud(#[from] CloudError),
+    #[error(
+        "the provider returned page token {0:?} twice; it must return a new token or none on the last page"
+    )]
+    RepeatedToken(String),
+    #[error("the provider returned more than {MAX_PAGES} pages; it must end the listing")]
+    TooManyPages,
+}
+
+/// Every load balancer the provider lists for `cluster`, by name, and how many pages that took.
+pub(crate) async fn list_all(
+    balancer: &dyn LoadBalancer,
+    cluster: &str,
+) -> Result<(HashMap<String, ObservedLoadBalancer>, usize), ListingError> {
+    let mut all = HashMap::new();
+    let mut seen_tokens = HashSet::new();
+    let mut token = None;
+    for pages in 1..=MAX_PAGES {
+        let page = balancer.list_load_balancers(cluster, token.take()).await?;
+        all.extend(page.items.into_iter().map(|lb| (lb.name.clone(), lb)));
+        match page.next_page {
+            None => return Ok((all, pages)),
+            Some(next) if !seen_tokens.insert(next.clone()) => {
+                return Err(ListingError::RepeatedToken(next));
+            }
+            Some(next) => token = Some(next),
+        }
+    }
+    Err(ListingError::TooManyPages)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ccm_core::listing::{LoadBalancerPage, ObservedPort, load_balancer_fingerprint};
+    use k8s_openapi::api::core::v1::{
+        LoadBalancerIngress, LoadBalancerStatus, ServicePort, ServiceSpec, ServiceStatus,
+    };
+
+    fn status() -> LoadBalancerStatus {
+        LoadBalancerStatus {
+            ingress: Some(vec![LoadBalancerIngress {
+                ip: Some("203.0.113.1".into()),
+                ..Default::default()
+            }]),
+        }
+    }
+
+    fn lb_service(name: &str) -> Service {
+        let mut svc = Service::default();
+        svc.metadata.namespace = Some("default".into());
+        svc.metadata.name = Some(name.into());
+        svc.metadata.uid = Some(format!("uid-{name}"));
+        svc.metadata.finalizers = Some(vec![
+            ccm_core::names::finalizers::LOAD_BALANCER_CLEANUP.into(),
+        ]);
+        svc.spec = Some(ServiceSpec {
+            type_: Some("LoadBalancer".into()),
+            ports: Some(vec![ServicePort {
+                port: 80,
+                node_port: Some(30080),
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        svc.status = Some(ServiceStatus {
+            load_balancer: Some(status()),
+            ..Default::default()
+        });
+        svc
+    }
+
+    fn node(name: &str) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = Some(name.into());
+        n
+    }
+
+    fn listed(svc: &Service) -> ObservedLoadBalancer {
+        ObservedLoadBalancer::new(name_of(svc), status())
+            .with_ports(vec![ObservedPort::new("TCP", 80, Some(30080))])
+            .with_backends(["a"])
+            .with_fingerprint(load_balancer_fingerprint(svc))
+    }
+
+    fn name_of(svc: &Service) -> String {
+        format!("lb-{}", svc.metadata.name.as_deref().unwrap_or_default())
+    }
+
+    #[test]
+    fn only_listed_matching_finalized_services_are_steady() {
+        let steady = lb_service("steady");
+        let missing = lb_service("missing");
+        let mut no_finalizer = lb_service("no-finalizer");
+        let moved = lb_service("moved");
+        let mut deleting = lb_service("deleting");
+        let mut cluster_ip = lb_service("cluster-ip");
+        let observed: HashMap<String, ObservedLoadBalancer> = [
+            listed(&steady),
+            listed(&no_finalizer),
+            listed(&moved).with_backends(["b"]),
+            listed(&deleting),
+        ]
+        .into_iter()
+        .map(|lb| (lb.name.clone(), lb))
+        .collect();
+        no_finalizer.metadata.finalizers = None;
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        cluster_ip.spec.as_mut().unwrap().type_ = Some("ClusterIP".into());
+        cluster_ip.metadata.finalizers = None;
+        let services: Vec<Arc<Service>> =
+            [steady, missing, no_finalizer, moved, deleting, cluster_ip]
+                .into_iter()
+                .map(Arc::new)
+                .collect();
+        let a = node("a");
+        let plan = plan(
+            &ServiceSelector::default(),
+            &services,
+            &observed,
+            &name_of,
+            &[&a],
+        );
+        assert_eq!(plan.steady, ["default/steady"]);
+        assert_eq!(
+            plan.ensure,
+            [
+                ("default/missing".to_owned(), Drift::Missing),
+                ("default/no-finalizer".to_owned(), Drift::Configuration),
+                ("default/moved".to_owned(), Drift::Backends),
+            ]
+        );
+        assert_eq!(plan.drift_counts()["missing"], 1);
+    }
+
+    /// A provider whose pages come from a list, with an optional broken token.
+    struct Pages(Vec<LoadBalancerPage>);
+
+    #[async_trait::async_trait]
+    impl LoadBalancer for Pages {
+        async fn get_load_balancer(
+            &self,
+            _: &str,
+            _: &Service,
+        ) -> Result<Option<LoadBalancerStatus>, CloudError> {
+            unreachable!("the listing only lists")
+        }
+        async fn ensure_load_balancer(
+            &self,
+            _: &str,
+            _: &Service,
+            _: &[Node],
+        ) -> Result<LoadBalancerStatus, CloudError> {
+            unreachable!("the listing only lists")
+        }
+        async fn update_load_balancer(
+            &self,
+            _: &str,
+            _: &Service,
+            _: &[Node],
+        ) -> Result<(), CloudError> {
+            unreachable!("the listing only lists")
+        }
+        async fn ensure_load_balancer_deleted(
+            &self,
+            _: &str,
+            _: &Service,
+        ) -> Result<(), CloudError> {
+            unreachable!("the listing only lists")
+        }
+        fn supports_listing(&self) -> bool {
+            true
+        }
+        async fn list_load_balancers(
+            &self,
+            _: &str,
+            token: Option<String>,
+        ) -> Result<LoadBalancerPage, CloudError> {
+            let index: usize = token.map_or(0, |t| t.parse().unwrap());
+            self.0.get(index).cloned().ok_or(CloudError::NotImplemented)
+        }
+    }
+
+    fn item(name: &str) -> ObservedLoadBalancer {
+        ObservedLoadBalancer::new(name, status())
+    }
+
+    #[tokio::test]
+    async fn every_page_is_read_and_a_repeated_token_is_an_error() {
+        let pages = Pages(vec![
+            LoadBalancerPage::new(vec![item("a"), item("b")], Some("1".into())),
+            LoadBalancerPage::new(vec![], Some("2".into())),
+            LoadBalancerPage::new(vec![item("c")], None),
+        ]);
+        let (all, count) = list_all(&pages, "k").await.unwrap();
+        assert_eq!(count, 3);
+        let mut names: Vec<_> = all.keys().cloned().collect();
+        names.sort();
+        assert_eq!(names, ["a", "b", "c"]);
+
+        let looping = Pages(vec![
+            LoadBalancerPage::new(vec![item("a")], Some("1".into())),
+            LoadBalancerPage::new(vec![item("b")], Some("1".into())),
+        ]);
+        let err = list_all(&looping, "k").await.unwrap_err();
+        assert!(matches!(err, ListingError::RepeatedToken(t) if t == "1"));
+
+        let failing = Pages(vec![LoadBalancerPage::new(vec![], Some("7".into()))]);
+        assert!(matches!(
+            list_all(&failing, "k").await.unwrap_err(),
+            ListingError::Cloud(_)
+        ));
+    }
+}
