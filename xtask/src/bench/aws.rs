@@ -16,7 +16,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 
 use super::nodes::{node_initialized, tainted_node};
-use super::support::{self, Cluster, MetricsEndpoint, Table, Tracker, Watchdog};
+use super::support::ccm::{MetricsEndpoint, Watchdog};
+use super::support::{self, Cluster, Table, Tracker};
 use crate::process::{self, Interrupt};
 
 /// Arguments of `cargo xtask bench aws`.
