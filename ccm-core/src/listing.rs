@@ -444,7 +444,8 @@ mod tests {
             load_balancer_fingerprint(&labels),
             "labels, status, versions do not count"
         );
-        let changes: Vec<Box<dyn Fn(&mut Service)>> = vec![
+        type Change = Box<dyn Fn(&mut Service)>;
+        let changes: Vec<Change> = vec![
             Box::new(|s| s.metadata.uid = Some("uid-2".into())),
             Box::new(|s| {
                 s.spec.as_mut().unwrap().load_balancer_source_ranges =
