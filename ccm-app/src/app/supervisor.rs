@@ -13,6 +13,7 @@ use ccm_core::names;
 use ccm_core::provider::{CloudProvider, InitializeContext};
 use ccm_core::runtime::controller::{ControllerContext, ControllerDescriptor, HealthCheck};
 use ccm_core::runtime::events::EventSink;
+use ccm_core::runtime::every::{Timing, every};
 use ccm_core::runtime::informer::{InformerScope, SharedInformers};
 use ccm_core::runtime::metrics::{ControllerManagerMetrics, SharedRegistry};
 use ccm_core::vendor::VendorSettings;
@@ -543,16 +544,14 @@ async fn resync_loop(informers: SharedInformers, min: Duration, stop: Cancellati
     if min.is_zero() {
         return;
     }
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(jittered(min)) => {
-                tracing::debug!("periodic informer resync");
-                informers.nodes().resync();
-                informers.services().resync();
-            }
-        }
-    }
+    let resyncs = every(min, 1.0, Timing::Sliding).after_first_period();
+    resyncs
+        .run_sync(&stop, || {
+            tracing::debug!("periodic informer resync");
+            informers.nodes().resync();
+            informers.services().resync();
+        })
+        .await;
 }
 
 #[cfg(test)]

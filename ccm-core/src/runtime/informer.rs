@@ -269,8 +269,8 @@ impl<K: Clone> Subscription<K> {
         skipped
     }
 
-    /// Hand every event to `handle` until `shutdown` is cancelled or the informer is gone: the one event pump
-    /// every controller uses to turn cache changes into queue keys.
+    /// Hand every event to `handle` until `shutdown` is cancelled or the informer is gone: an event pump for code
+    /// outside a controller (controllers map events to keys with [`crate::runtime::Controller::watches`]).
     ///
     /// ```no_run
     /// use ccm_core::runtime::informer::{Informer, InformerEvent};
