@@ -1,7 +1,7 @@
 //! What the secure port and the webhook port share: their flags read as one [`PortFlags`] (Go's
 //! `SecureServingOptions`, once without a prefix and once with `webhook-`), checked by [`PortFlags::validate`];
 //! the TLS configuration they serve with (certificate files or a self-signed pair, SNI certificates, key exchange
-//! groups, versions and suites), its certificates re-read when the files change ([`certs`]); and the listening
+//! groups, versions and suites), its certificates re-read when the files change (`serving/certs.rs`); and the listening
 //! socket with `--permit-port-sharing` / `--permit-address-sharing`.
 
 pub(crate) mod certs;
@@ -229,7 +229,7 @@ impl PortFlags {
     }
 
     /// Load the certificates and build the TLS configuration, asking clients for a certificate through
-    /// `client_certs` when given. The returned certificates are re-read by [`DynamicCerts::reload`].
+    /// `client_certs` when given. The returned certificates are re-read by `DynamicCerts::reload`.
     ///
     /// # Errors
     ///
