@@ -122,9 +122,18 @@ mod tests {
             tracing::error!("an error");
         });
         let (out, err) = (out.text(), err.text());
-        assert!(out.contains("an info line") && out.contains("a debug line"), "{out}");
-        assert!(!out.contains("a warning") && !out.contains("an error"), "{out}");
-        assert!(err.contains("a warning") && err.contains("an error"), "{err}");
+        assert!(
+            out.contains("an info line") && out.contains("a debug line"),
+            "{out}"
+        );
+        assert!(
+            !out.contains("a warning") && !out.contains("an error"),
+            "{out}"
+        );
+        assert!(
+            err.contains("a warning") && err.contains("an error"),
+            "{err}"
+        );
         assert!(!err.contains("an info line"), "{err}");
     }
 
