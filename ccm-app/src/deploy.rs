@@ -15,7 +15,8 @@
 //!
 //! `--use-service-account-credentials` needs `controller-rbac.yaml` as well ([`controller_rbac`]): a Go-named
 //! ClusterRole per controller bound to its ServiceAccount in `kube-system`, and a Role there that lets the CCM's
-//! ServiceAccount create those accounts and request their tokens.
+//! ServiceAccount create those accounts and request their tokens. Admission webhooks need [`WEBHOOK_FILE`] as well
+//! ([`webhook`]): a Service in front of the webhook port and a sample `ValidatingWebhookConfiguration`.
 //!
 //! ```
 //! use ccm_app::deploy::{ManifestOptions, render};
@@ -24,7 +25,7 @@
 //!     .with_args(["--cloud-provider=acme"]);
 //! let files = render(&options);
 //! assert_eq!(files.iter().map(|f| f.file_name.as_str()).collect::<Vec<_>>(),
-//!            ["serviceaccount.yaml", "rbac.yaml", "deployment.yaml", "controller-rbac.yaml"]);
+//!            ["serviceaccount.yaml", "rbac.yaml", "deployment.yaml", "controller-rbac.yaml", "webhook/webhook.yaml"]);
 //! assert!(files[2].yaml.contains("hostNetwork: true"));
 //! ```
 

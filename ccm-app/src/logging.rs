@@ -3,6 +3,8 @@
 //! standard output, warnings and errors to standard error).
 
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::fmt::writer::MakeWriterExt;
 
 use crate::options::LogFormat;
 
@@ -48,18 +50,14 @@ pub fn init(verbosity: u8, format: LogFormat) -> bool {
 /// [`init`], and with `split_stream` (`--log-json-split-stream` / `--log-text-split-stream`) info, debug and trace
 /// lines go to standard output while warnings and errors stay on standard error.
 pub fn init_with_split_stream(verbosity: u8, format: LogFormat, split_stream: bool) -> bool {
-    use tracing_subscriber::fmt::writer::{BoxMakeWriter, MakeWriterExt};
+    use tracing_subscriber::fmt::writer::BoxMakeWriter;
     let filter = std::env::var("RUST_LOG")
         .ok()
         .filter(|v| !v.trim().is_empty())
         .and_then(|v| EnvFilter::try_new(v).ok())
         .unwrap_or_else(|| EnvFilter::new(filter_directive(verbosity)));
     let writer = if split_stream {
-        BoxMakeWriter::new(
-            std::io::stderr
-                .with_max_level(tracing::Level::WARN)
-                .and(std::io::stdout.with_min_level(tracing::Level::INFO)),
-        )
+        BoxMakeWriter::new(split(std::io::stdout, std::io::stderr))
     } else {
         BoxMakeWriter::new(std::io::stderr)
     };
@@ -74,9 +72,70 @@ pub fn init_with_split_stream(verbosity: u8, format: LogFormat, split_stream: bo
     result.is_ok()
 }
 
+/// Go's split stream: info, debug and trace lines to `out`, warnings and errors to `err`.
+fn split<O, E>(out: O, err: E) -> impl for<'a> MakeWriter<'a> + Send + Sync + 'static
+where
+    O: for<'a> MakeWriter<'a> + Send + Sync + 'static,
+    E: for<'a> MakeWriter<'a> + Send + Sync + 'static,
+{
+    err.with_max_level(tracing::Level::WARN)
+        .and(out.with_min_level(tracing::Level::INFO))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// A writer into a shared buffer.
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Buffer {
+        fn text(&self) -> String {
+            String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+        }
+    }
+
+    #[test]
+    fn split_stream_sends_info_out_and_errors_err() {
+        let (out, err) = (Buffer::default(), Buffer::default());
+        let (o, e) = (out.clone(), err.clone());
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(split(move || o.clone(), move || e.clone()))
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!("an info line");
+            tracing::debug!("a debug line");
+            tracing::warn!("a warning");
+            tracing::error!("an error");
+        });
+        let (out, err) = (out.text(), err.text());
+        assert!(
+            out.contains("an info line") && out.contains("a debug line"),
+            "{out}"
+        );
+        assert!(
+            !out.contains("a warning") && !out.contains("an error"),
+            "{out}"
+        );
+        assert!(
+            err.contains("a warning") && err.contains("an error"),
+            "{err}"
+        );
+        assert!(!err.contains("an info line"), "{err}");
+    }
 
     #[test]
     fn verbosity_mapping() {

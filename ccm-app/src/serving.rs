@@ -1,7 +1,7 @@
 //! What the secure port and the webhook port share: their flags read as one [`PortFlags`] (Go's
 //! `SecureServingOptions`, once without a prefix and once with `webhook-`), checked by [`PortFlags::validate`];
 //! the TLS configuration they serve with (certificate files or a self-signed pair, SNI certificates, key exchange
-//! groups, versions and suites), its certificates re-read when the files change ([`certs`]); and the listening
+//! groups, versions and suites), its certificates re-read when the files change (`serving/certs.rs`); and the listening
 //! socket with `--permit-port-sharing` / `--permit-address-sharing`.
 
 pub(crate) mod certs;
@@ -229,7 +229,7 @@ impl PortFlags {
     }
 
     /// Load the certificates and build the TLS configuration, asking clients for a certificate through
-    /// `client_certs` when given. The returned certificates are re-read by [`DynamicCerts::reload`].
+    /// `client_certs` when given. The returned certificates are re-read by `DynamicCerts::reload`.
     ///
     /// # Errors
     ///
@@ -486,6 +486,108 @@ mod tests {
             PortFlags::secure(&o).sni_cert_keys,
             ["c.crt,c.key:*.c.example"]
         );
+    }
+
+    /// A client verifier that accepts any certificate and records the one presented.
+    #[derive(Debug)]
+    struct Record(std::sync::Mutex<Vec<u8>>);
+
+    impl tokio_rustls::rustls::client::danger::ServerCertVerifier for Record {
+        fn verify_server_cert(
+            &self,
+            end_entity: &tokio_rustls::rustls::pki_types::CertificateDer<'_>,
+            _intermediates: &[tokio_rustls::rustls::pki_types::CertificateDer<'_>],
+            _server_name: &tokio_rustls::rustls::pki_types::ServerName<'_>,
+            _ocsp: &[u8],
+            _now: tokio_rustls::rustls::pki_types::UnixTime,
+        ) -> Result<
+            tokio_rustls::rustls::client::danger::ServerCertVerified,
+            tokio_rustls::rustls::Error,
+        > {
+            *self.0.lock().unwrap() = end_entity.as_ref().to_vec();
+            Ok(tokio_rustls::rustls::client::danger::ServerCertVerified::assertion())
+        }
+        fn verify_tls12_signature(
+            &self,
+            _message: &[u8],
+            _cert: &tokio_rustls::rustls::pki_types::CertificateDer<'_>,
+            _dss: &tokio_rustls::rustls::DigitallySignedStruct,
+        ) -> Result<
+            tokio_rustls::rustls::client::danger::HandshakeSignatureValid,
+            tokio_rustls::rustls::Error,
+        > {
+            Ok(tokio_rustls::rustls::client::danger::HandshakeSignatureValid::assertion())
+        }
+        fn verify_tls13_signature(
+            &self,
+            _message: &[u8],
+            _cert: &tokio_rustls::rustls::pki_types::CertificateDer<'_>,
+            _dss: &tokio_rustls::rustls::DigitallySignedStruct,
+        ) -> Result<
+            tokio_rustls::rustls::client::danger::HandshakeSignatureValid,
+            tokio_rustls::rustls::Error,
+        > {
+            Ok(tokio_rustls::rustls::client::danger::HandshakeSignatureValid::assertion())
+        }
+        fn supported_verify_schemes(&self) -> Vec<tokio_rustls::rustls::SignatureScheme> {
+            tokio_rustls::rustls::crypto::ring::default_provider()
+                .signature_verification_algorithms
+                .supported_schemes()
+        }
+    }
+
+    /// The leaf certificate a TLS client asking for `name` is served.
+    async fn served(config: Arc<ServerConfig>, name: &str) -> Vec<u8> {
+        let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+        let record = Arc::new(Record(std::sync::Mutex::default()));
+        let client = tokio_rustls::rustls::ClientConfig::builder()
+            .dangerous()
+            .with_custom_certificate_verifier(record.clone())
+            .with_no_client_auth();
+        let server = tokio::spawn(tokio_rustls::TlsAcceptor::from(config).accept(server_io));
+        let name = tokio_rustls::rustls::pki_types::ServerName::try_from(name.to_owned()).unwrap();
+        // kept open until the server finished its side (it writes session tickets after the handshake)
+        let _stream = tokio_rustls::TlsConnector::from(Arc::new(client))
+            .connect(name, client_io)
+            .await
+            .expect("handshake");
+        server.await.unwrap().expect("server handshake");
+        record.0.lock().unwrap().clone()
+    }
+
+    #[tokio::test]
+    async fn sni_certificates_are_served_per_name_over_tls() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |base: &str, names: &[&str]| {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let cert = rcgen::CertificateParams::new(strings(names))
+                .unwrap()
+                .self_signed(&key)
+                .unwrap();
+            let (c, k) = (
+                dir.path().join(format!("{base}.crt")),
+                dir.path().join(format!("{base}.key")),
+            );
+            std::fs::write(&c, cert.pem()).unwrap();
+            std::fs::write(&k, key.serialize_pem()).unwrap();
+            (
+                cert.der().as_ref().to_vec(),
+                format!("{},{}", c.display(), k.display()),
+            )
+        };
+        let (a_der, a_entry) = write("a", &["a.example"]);
+        let (w_der, w_entry) = write("w", &["unused.example"]);
+        let flags = PortFlags {
+            sni_cert_keys: vec![a_entry, format!("{w_entry}:*.w.example")],
+            ..webhook_flags()
+        };
+        let (cert, _) = flags.tls(None).unwrap();
+        let config = cert.server_config();
+        assert_eq!(served(config.clone(), "a.example").await, a_der);
+        assert_eq!(served(config.clone(), "x.w.example").await, w_der);
+        let default = served(config, "localhost").await;
+        assert_ne!(default, a_der);
+        assert_ne!(default, w_der);
     }
 
     #[tokio::test]
