@@ -11,7 +11,7 @@
 //! | `AuthFailure`, `InvalidClientTokenId`, `UnrecognizedClientException`, `SignatureDoesNotMatch`, `UnauthorizedOperation`, `AccessDenied` | `Other`, text says the credentials or permissions were refused | no retry helps |
 //! | anything else, transport errors, timeouts | `Other` | the controllers' backoff retries |
 //!
-//! **Who retries.** The AWS SDK's own retries are turned off ([`crate::config::connect`] sets
+//! **Who retries.** The AWS SDK's own retries are turned off ([`crate::config::loader`] sets
 //! `RetryConfig::disabled()`): each provider call is one request per AWS operation, and the CCM's work queues,
 //! with the cloud-call budget's throttling backoff, are the one retry loop. Two loops would multiply (3 SDK
 //! attempts × the controllers' retries) exactly when AWS throttles.

@@ -1,9 +1,10 @@
 //! `cargo xtask bench aws`: node initialization through a real cloud API. N instances in the EC2 emulator
 //! (moto, installed and started by `ccm_testenv::emulator`), N Nodes named after their private DNS names with
-//! the uninitialized taint and no providerID, then `aws-ccm --controllers=cloud-node`: the time until every
-//! Node is initialized, and the cloud calls per Node counted twice: the AWS requests the emulator answered, and
-//! the SDK's own per-operation count (`cloudprovider_api_requests_total`). Once with the provider's native bulk
-//! lookups (`--aws-bulk-lookups=true`), once without. A measurement, not a test: nothing asserts a time.
+//! the uninitialized taint and no providerID, then `aws-ccm --controllers=cloud-node,cloud-node-lifecycle`: the
+//! time until every Node is initialized, and the cloud calls per Node counted twice: the AWS requests the emulator
+//! answered, and the SDK's own per-operation count (`cloudprovider_api_requests_total`); then the AWS requests of
+//! a steady window (address syncs and lifecycle checks). Once with the provider's native bulk lookups
+//! (`--aws-bulk-lookups=true`), once without. A measurement, not a test: nothing asserts a time.
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -36,6 +37,11 @@ pub struct AwsArgs {
     /// Use the aws-ccm already built.
     #[arg(long)]
     pub no_build: bool,
+    /// After every Node is initialized, count the AWS requests for this long: the periodic address sync
+    /// (`--node-status-update-frequency`, set to a third of the window) and the lifecycle checks
+    /// (`--node-monitor-period` 5 s) are where the bulk lookups answer.
+    #[arg(long, default_value_t = 30)]
+    pub steady_seconds: u64,
     /// Give up on a run after this many seconds.
     #[arg(long, default_value_t = 1200)]
     pub timeout_seconds: u64,
@@ -47,6 +53,7 @@ struct Measured {
     bulk: bool,
     all: Duration,
     aws_requests: usize,
+    steady_requests: usize,
     sdk_calls: BTreeMap<String, f64>,
     load: Option<f64>,
 }
@@ -206,7 +213,9 @@ pub async fn run(args: &AwsArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
         "all initialized",
         "AWS requests",
         "per Node",
-        "SDK cloud calls by operation",
+        "AWS requests in the next window",
+        "per Node",
+        "SDK cloud calls by operation (whole run)",
         "load average",
     ]);
     for m in &results {
@@ -224,15 +233,23 @@ pub async fn run(args: &AwsArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
             process::seconds(m.all),
             m.aws_requests.to_string(),
             format!("{:.3}", m.aws_requests as f64 / args.nodes.max(1) as f64),
+            format!("{} in {} s", m.steady_requests, args.steady_seconds),
+            format!("{:.3}", m.steady_requests as f64 / args.nodes.max(1) as f64),
             calls.join(", "),
             m.load.map_or_else(|| "?".to_owned(), |l| format!("{l:.2}")),
         ]);
     }
     println!(
         "\nNode initialization through the EC2 emulator: {} instances, {} Nodes registered with the \
-         uninitialized taint (no providerID: found by private DNS name), aws-ccm --controllers=cloud-node \
-         --concurrent-node-syncs={}; fresh control plane per run\n",
-        args.nodes, args.nodes, args.workers
+         uninitialized taint (no providerID: found by private DNS name), aws-ccm \
+         --controllers=cloud-node,cloud-node-lifecycle --concurrent-node-syncs={} \
+         --node-status-update-frequency={}s --node-monitor-period=5s; then the AWS requests of the \
+         next {} s (address syncs and lifecycle checks); fresh control plane per run\n",
+        args.nodes,
+        args.nodes,
+        args.workers,
+        (args.steady_seconds / 3).max(1),
+        args.steady_seconds
     );
     println!("{}", table.render());
     println!("\nCCM logs: {}", out.display());
@@ -280,7 +297,7 @@ async fn measure(
     let mut child = tokio::process::Command::new(binary)
         .args([
             format!("--kubeconfig={admin}"),
-            "--controllers=cloud-node".to_owned(),
+            "--controllers=cloud-node,cloud-node-lifecycle".to_owned(),
             "--leader-elect=false".to_owned(),
             "--cluster-name=bench".to_owned(),
             "--bind-address=127.0.0.1".to_owned(),
@@ -290,6 +307,11 @@ async fn measure(
             "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".to_owned(),
             format!("--concurrent-node-syncs={}", args.workers),
             format!("--aws-bulk-lookups={bulk}"),
+            format!(
+                "--node-status-update-frequency={}s",
+                (args.steady_seconds / 3).max(1)
+            ),
+            "--node-monitor-period=5s".to_owned(),
         ])
         .envs(emulator.aws_env())
         .stdin(Stdio::null())
@@ -313,6 +335,11 @@ async fn measure(
         Err(_) => started.elapsed(),
     };
     let aws_requests = emulator.requests().saturating_sub(before);
+    let steady_from = emulator.requests();
+    if done.is_ok() {
+        support::pause(Duration::from_secs(args.steady_seconds), interrupt).await?;
+    }
+    let steady_requests = emulator.requests().saturating_sub(steady_from);
     let samples = MetricsEndpoint::loopback(port)?
         .scrape()
         .await
@@ -332,6 +359,7 @@ async fn measure(
         bulk,
         all,
         aws_requests,
+        steady_requests,
         sdk_calls,
         load,
     })
