@@ -132,13 +132,20 @@ async fn initial_keys_replace_the_first_enqueue_only() {
     list(&informer, &["a", "b"]);
     let (seen, shutdown, task) = spawn(controller);
     settle().await;
-    assert!(seen.lock().unwrap().is_empty(), "nothing before the initial keys are known");
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "nothing before the initial keys are known"
+    );
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(sorted(&seen), ["b"], "only the initial keys at start");
     seen.lock().unwrap().clear();
     informer.resync();
     settle().await;
-    assert_eq!(sorted(&seen), ["a", "b"], "a resync queues every cached key");
+    assert_eq!(
+        sorted(&seen),
+        ["a", "b"],
+        "a resync queues every cached key"
+    );
     shutdown.cancel();
     task.await.unwrap();
 
