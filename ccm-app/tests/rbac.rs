@@ -13,8 +13,9 @@ use ccm_app::deploy::{
     lease_role_binding,
 };
 use ccm_testenv::{TestEnv, wait_for};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use tokio_util::sync::CancellationToken;
 
 use support::*;
@@ -78,6 +79,28 @@ async fn the_full_scenario_runs_under_the_generated_cluster_role_without_forbidd
     assert!(
         !allowed(&sa_client, "list", "secrets", &ns, None).await,
         "least privilege: no secrets"
+    );
+    // The candidates' watch: list and watch the one Lease by field selector (authorized against resourceNames),
+    // and no other.
+    let lease = manifests.lease_name.as_str();
+    for verb in ["list", "watch"] {
+        assert!(
+            allowed(&sa_client, verb, "leases", &ns, Some(lease)).await,
+            "{verb} the Lease"
+        );
+        assert!(
+            !allowed(&sa_client, verb, "leases", &ns, None).await,
+            "least privilege: {verb} only the one Lease"
+        );
+    }
+    let leases: Api<Lease> = Api::namespaced(sa_client.clone(), &ns);
+    leases
+        .list(&ListParams::default().fields(&format!("metadata.name={lease}")))
+        .await
+        .expect("list the Lease by its name");
+    assert!(
+        leases.list(&ListParams::default()).await.is_err(),
+        "no list of every Lease"
     );
 
     let forbidden: Arc<Mutex<Vec<String>>> = Arc::default();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use ccm_app::{CcmStatus, RunError};
 use ccm_testenv::{TestEnv, wait_for};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::{Event, Node, Service};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use tokio_util::sync::CancellationToken;
 
@@ -270,6 +270,36 @@ async fn two_replicas_elect_one_leader_and_fail_over_on_shutdown() {
     .await
     .expect("take-over");
     assert_eq!(Some(new_holder.as_str()), follower.identity());
+    // The first leader's LeaderElection Events, core/v1 through the kit's recorder on a fenced client: "stopped
+    // leading" was written while it still held the lease (after the controllers' Event sink had closed).
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    let messages = wait_for("the leader election events", TIMEOUT, || async {
+        let about_the_lease =
+            ListParams::default().fields("involvedObject.kind=Lease,involvedObject.name=ha");
+        let list = events.list(&about_the_lease).await.ok()?;
+        let mut messages: Vec<String> = list
+            .items
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some("LeaderElection"))
+            .filter(|e| {
+                e.source.as_ref().and_then(|s| s.component.as_deref())
+                    == Some("cloud-controller-manager")
+            })
+            .filter_map(|e| e.message.clone())
+            .filter(|m| m.starts_with(holder.as_str()))
+            .collect();
+        messages.sort();
+        (messages.len() == 2).then_some(messages)
+    })
+    .await
+    .expect("both events of the first leader");
+    assert_eq!(
+        messages,
+        [
+            format!("{holder} became leader"),
+            format!("{holder} stopped leading")
+        ]
+    );
     wait_status(&follower, CcmStatus::Running).await;
     follower_stop.cancel();
     follower.wait().await.expect("clean shutdown");

@@ -214,3 +214,36 @@ async fn close_writes_what_is_waiting_then_refuses_more() {
     let metrics = sink.metrics().unwrap();
     assert_eq!(metrics.total("tagging-controller", Outcome::Dropped), 1);
 }
+
+#[tokio::test]
+async fn a_second_sink_counts_into_the_first_ones_metrics() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let node = env.unique_name("node");
+    let registry = SharedRegistry::new();
+    let controllers = EventSink::new().with_metrics(&registry);
+    // A pipeline of its own (leader election's in ccm-app), counted in the same registration.
+    let second = EventSink::new().sharing_metrics(&controllers);
+    let component = names::components::CLOUD_CONTROLLER_MANAGER;
+    second
+        .recorder(client.clone(), component, Some("ccm-0".into()))
+        .normal(&node_ref(&node), "LeaderElection", "ccm-0 became leader");
+    flush(&second).await;
+    assert_eq!(events_about(&client, "default", &node).await.len(), 1);
+    let metrics = controllers.metrics().expect("registered");
+    assert_eq!(metrics.total(component, Outcome::Created), 1);
+    assert_eq!(controllers.waiting(), 0, "the first sink has no lane of it");
+    let text = registry.encode();
+    assert_eq!(
+        text.matches("# TYPE ccm_events counter").count(),
+        1,
+        "registered once: {text}"
+    );
+    assert!(
+        EventSink::new()
+            .sharing_metrics(&EventSink::new())
+            .metrics()
+            .is_none(),
+        "nothing to share"
+    );
+}

@@ -374,8 +374,9 @@ impl LeaderElector {
 
     /// Spawns the election loop on the current Tokio runtime and returns its handle.
     ///
-    /// The loop tries to acquire the lease every retry period (jittered), then renews it every
-    /// retry period. It stops — and the state becomes [`LeaderState::Stopped`](crate::LeaderState::Stopped) — when leadership
+    /// The loop tries to acquire the lease every retry period (jittered) and, watching the Lease,
+    /// the moment the lease it observed runs out or is released; then it renews it every retry
+    /// period. It stops — and the state becomes [`LeaderState::Stopped`](crate::LeaderState::Stopped) — when leadership
     /// is lost or `token` is cancelled; after cancellation it releases the lease if
     /// release-on-cancel is enabled and this replica held it.
     ///

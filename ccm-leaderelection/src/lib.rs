@@ -9,8 +9,14 @@
 //!   replica won the race, not an error;
 //! * the same fields are written the same way (`holderIdentity`, `leaseDurationSeconds`,
 //!   `acquireTime`, `renewTime`, `leaseTransitions`), fields it does not manage are preserved;
+//! * candidates also watch the Lease (one object, by field selector) and try the moment the lease
+//!   they observed runs out, or at once when it is released: failover one lease duration after the
+//!   dead leader's last renewal, not up to two jittered retry periods later (needs `list` and
+//!   `watch` on the Lease; without them the candidates poll like client-go's);
 //! * the leader renews every retry period and steps down when it cannot renew within the renew
 //!   deadline, every API call being bounded by a timeout;
+//! * the `LeaderElection` Events (`<identity> became leader` / `stopped leading`) go through the
+//!   kit's recorder (`ccm_core::runtime::events`);
 //! * on cancellation the lease is released (empty holder, `leaseDurationSeconds: 1`) so that
 //!   failover takes about one retry period.
 //!

@@ -401,8 +401,8 @@ fn overrides_change_what_they_name() {
     let rules = find(&docs, "ClusterRole")[0]["rules"]
         .as_array()
         .expect("rules");
-    assert_eq!(rules.len(), 9, "the standard rules, then the extra one");
-    assert_eq!(rules[8]["resources"], json!(["configmaps"]));
+    assert_eq!(rules.len(), 8, "the standard rules, then the extra one");
+    assert_eq!(rules[7]["resources"], json!(["configmaps"]));
 
     let docs = documents(&render(&strs(&single_replica_overrides())), "single");
     assert_eq!(deployment(&docs)["spec"]["replicas"], 1);

@@ -200,8 +200,8 @@ pub struct Proof {
 }
 
 /// Whether `event` is one of the election's own writes: the Lease itself, or an Event about it
-/// (client-go and our elector name those `<lease>.<suffix>` and record "stopped leading" *after*
-/// losing the lease, by design).
+/// (both name those `<lease>.<suffix>`; client-go records "stopped leading" *after* losing the
+/// lease, by design — our elector only while it still holds it, or never when its recorder is fenced).
 fn is_election_event(event: &AuditEvent, lease: &LeaseName) -> bool {
     let Some(object) = &event.object_ref else {
         return false;
