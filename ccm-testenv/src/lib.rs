@@ -47,6 +47,7 @@ pub mod controlplane;
 pub mod envfile;
 mod identity;
 pub mod kubeconfig;
+pub mod nodes;
 pub mod pki;
 pub mod ports;
 #[cfg(feature = "proptest")]
