@@ -18,9 +18,9 @@ use crate::auth::DelegatedAuth;
 use crate::client::{KUBE_API_CLIENT_CONFIGZ, KubeApiLimits};
 use crate::health::{Endpoint, HealthChecks, parse_query};
 use crate::options::CcmOptions;
-use crate::tls::{
-    CertSource, PeerCertificates, ServingCert, TlsListener, TlsPolicy, bind_address_name,
-};
+use crate::serving::PortFlags;
+use crate::serving::certs::RELOAD_INTERVAL;
+use crate::tls::{PeerCertificates, ServingCert, TlsListener};
 
 /// The content type of `/metrics` (prometheus-client writes OpenMetrics text).
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -176,6 +176,8 @@ pub struct AdminServer {
     cert_pem: String,
     stop: CancellationToken,
     task: JoinHandle<()>,
+    /// Stops re-reading the certificate files when the server is dropped or stopped.
+    reload: Option<tokio_util::sync::DropGuard>,
 }
 
 impl AdminServer {
@@ -205,6 +207,7 @@ impl AdminServer {
             cert_pem: cert.cert_pem.clone(),
             stop,
             task,
+            reload: None,
         })
     }
 
@@ -246,8 +249,8 @@ impl AdminServer {
         }
     }
 }
-/// Serve the admin endpoints as the flags say (or on `listener`): TLS from `--tls-cert-file` or a self-signed
-/// certificate, delegated authentication and authorization, `/configz` with the settings and the Kubernetes API
+/// Serve the admin endpoints as the flags say (or on `listener`): TLS from `--tls-cert-file` (re-read when it
+/// changes) or a self-signed certificate, `--tls-sni-cert-key` certificates, `--tls-curve-preferences`, delegated authentication and authorization, `/configz` with the settings and the Kubernetes API
 /// client `limits`; `None` with `--secure-port=0` and no listener.
 ///
 /// # Errors
@@ -263,28 +266,15 @@ pub(crate) async fn start_from_options(
         tracing::info!("--secure-port=0: not serving /healthz, /readyz, /livez, /metrics");
         return Ok(None);
     }
-    let source = match (&options.tls_cert_file, &options.tls_private_key_file) {
-        (Some(cert), Some(key)) => CertSource::Files {
-            cert: cert.clone(),
-            key: key.clone(),
-        },
-        _ => CertSource::SelfSigned {
-            dir: options.cert_dir.clone(),
-            extra_names: bind_address_name(options.bind_address)
-                .into_iter()
-                .collect(),
-        },
-    };
-    let policy = TlsPolicy::parse(
-        options.tls_min_version.as_deref(),
-        &options.tls_cipher_suites,
-    )
-    .map_err(AdminError::from)?;
+    let flags = PortFlags::secure(options);
     let auth = DelegatedAuth::from_options(options, metrics)
         .await
         .map_err(AdminError::from)?;
-    let cert = ServingCert::load_with(&source, &policy, Some(auth.client_cert_verifier()))
+    let (cert, certs) = flags
+        .tls(Some(auth.client_cert_verifier()))
         .map_err(AdminError::from)?;
+    let reload = CancellationToken::new();
+    certs.watch(RELOAD_INTERVAL, reload.clone(), "secure");
     // The settings as given (`kubeApiQps: auto`), and beside them the Kubernetes API client limit in force.
     let configz = serde_json::json!({
         "cloudcontrollermanager.config.k8s.io": options.to_settings(),
@@ -296,7 +286,7 @@ pub(crate) async fn start_from_options(
         configz: Arc::new(configz.to_string()),
         auth: Some(auth),
     };
-    let server = match listener {
+    let mut server = match listener {
         Some(listener) => {
             listener
                 .set_nonblocking(true)
@@ -306,13 +296,13 @@ pub(crate) async fn start_from_options(
             AdminServer::start(listener, &cert, state)?
         }
         None => {
-            AdminServer::bind(
-                SocketAddr::new(options.bind_address, options.secure_port),
-                &cert,
-                state,
-            )
-            .await?
+            let address = SocketAddr::new(options.bind_address, options.secure_port);
+            let listener = flags
+                .bind()
+                .map_err(|source| AdminError::Bind { address, source })?;
+            AdminServer::start(listener, &cert, state)?
         }
     };
+    server.reload = Some(reload.drop_guard());
     Ok(Some(server))
 }

@@ -18,6 +18,7 @@
 //! - vendor extensions: the vendor's own flags and config-file section handed to its async provider factory
 //!   ([`CcmBuilder::with_vendor_args`], [`CcmBuilder::with_vendor_config`]), vendor controllers, and reloading
 //!   the provider's configuration without a restart ([`reload`]);
+//! - admission webhooks a vendor registers, served on their own HTTPS port ([`webhook`], [`serving`]);
 //! - graceful shutdown on SIGTERM/SIGINT (controllers finish in-flight work, the Lease is released, exit 0) and
 //!   exit 1 on lost leadership; structured logs ([`logging`]).
 //!
@@ -61,7 +62,9 @@ pub mod ratelimit;
 pub mod reload;
 pub mod retry;
 pub mod service_accounts;
+pub mod serving;
 pub mod tls;
+pub mod webhook;
 
 pub use app::{
     APISERVER_WAIT, CcmBuilder, CcmStatus, CloudControllerManager, RunError, RunningCcm,

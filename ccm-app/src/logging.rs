@@ -1,5 +1,6 @@
 //! Structured logs with `tracing-subscriber`: `-v N` mapped to a level, `--logging-format=text|json`, written to
-//! standard error (as klog does).
+//! standard error (as klog does), or split with `--log-json-split-stream` / `--log-text-split-stream` (info to
+//! standard output, warnings and errors to standard error).
 
 use tracing_subscriber::EnvFilter;
 
@@ -41,15 +42,31 @@ pub fn filter_directive(verbosity: u8) -> String {
 /// Install the global subscriber. `RUST_LOG`, when set and valid, replaces the `-v` mapping. Returns `false` if a
 /// subscriber was already installed (for example by a test harness or the vendor's `main`), which is kept.
 pub fn init(verbosity: u8, format: LogFormat) -> bool {
+    init_with_split_stream(verbosity, format, false)
+}
+
+/// [`init`], and with `split_stream` (`--log-json-split-stream` / `--log-text-split-stream`) info, debug and trace
+/// lines go to standard output while warnings and errors stay on standard error.
+pub fn init_with_split_stream(verbosity: u8, format: LogFormat, split_stream: bool) -> bool {
+    use tracing_subscriber::fmt::writer::{BoxMakeWriter, MakeWriterExt};
     let filter = std::env::var("RUST_LOG")
         .ok()
         .filter(|v| !v.trim().is_empty())
         .and_then(|v| EnvFilter::try_new(v).ok())
         .unwrap_or_else(|| EnvFilter::new(filter_directive(verbosity)));
+    let writer = if split_stream {
+        BoxMakeWriter::new(
+            std::io::stderr
+                .with_max_level(tracing::Level::WARN)
+                .and(std::io::stdout.with_min_level(tracing::Level::INFO)),
+        )
+    } else {
+        BoxMakeWriter::new(std::io::stderr)
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
+        .with_ansi(!split_stream && std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(writer);
     let result = match format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
         LogFormat::Text => builder.try_init(),

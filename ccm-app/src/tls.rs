@@ -30,7 +30,8 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum TlsError {
     /// A certificate or key file cannot be read or parsed.
     #[error(
-        "cannot load {what} from {path}: {reason}; check --tls-cert-file, --tls-private-key-file and --cert-dir"
+        "cannot load {what} from {path}: {reason}; check the certificate flags of that port (--tls-cert-file, \
+         --tls-private-key-file, --cert-dir, --tls-sni-cert-key, or their --webhook- forms)"
     )]
     Load {
         /// `certificate` or `private key`.
@@ -223,7 +224,7 @@ impl TlsPolicy {
         })
     }
 
-    fn provider(&self) -> CryptoProvider {
+    pub(crate) fn provider(&self) -> CryptoProvider {
         let mut provider = ring::default_provider();
         if !self.tls12_suites.is_empty() {
             let allowed = &self.tls12_suites;
@@ -235,7 +236,7 @@ impl TlsPolicy {
         provider
     }
 
-    fn versions(&self) -> &'static [&'static SupportedProtocolVersion] {
+    pub(crate) fn versions(&self) -> &'static [&'static SupportedProtocolVersion] {
         if self.tls13_only {
             TLS13_ONLY
         } else {
@@ -315,36 +316,20 @@ impl ServingCert {
         };
         match source {
             CertSource::Files { cert, key } => Self::from_files(cert, key, &settings),
-            CertSource::SelfSigned {
-                dir: None,
-                extra_names,
-            } => {
-                let (cert, key) = generate(extra_names)?;
-                Self::from_pem(&cert, &key, Path::new("(generated)"), &settings)
-            }
-            CertSource::SelfSigned {
-                dir: Some(dir),
-                extra_names,
-            } => {
-                let cert_path = dir.join(format!("{PAIR_NAME}.crt"));
-                let key_path = dir.join(format!("{PAIR_NAME}.key"));
-                if cert_path.is_file() && key_path.is_file() {
-                    return Self::from_files(&cert_path, &key_path, &settings);
-                }
-                let (cert, key) = generate(extra_names)?;
-                std::fs::create_dir_all(dir).map_err(|source| TlsError::Write {
-                    path: dir.clone(),
-                    source,
-                })?;
-                write_private(&key_path, &key)?;
-                std::fs::write(&cert_path, &cert).map_err(|source| TlsError::Write {
-                    path: cert_path.clone(),
-                    source,
-                })?;
-                tracing::info!(cert = %cert_path.display(), "wrote a self-signed serving certificate");
-                Self::from_pem(&cert, &key, &cert_path, &settings)
+            CertSource::SelfSigned { dir, extra_names } => {
+                let pair = self_signed(dir.as_deref(), PAIR_NAME, extra_names)?;
+                let origin = pair
+                    .files
+                    .as_ref()
+                    .map_or_else(|| PathBuf::from("(generated)"), |(cert, _)| cert.clone());
+                Self::from_pem(&pair.cert_pem, &pair.key_pem, &origin, &settings)
             }
         }
+    }
+
+    /// A certificate served through `config` (whose resolver may change it); `cert_pem` is the one loaded at start.
+    pub(crate) fn from_config(cert_pem: String, config: Arc<ServerConfig>) -> Self {
+        ServingCert { cert_pem, config }
     }
 
     fn from_files(cert: &Path, key: &Path, settings: &Settings<'_>) -> Result<Self, TlsError> {
@@ -429,6 +414,58 @@ pub fn bind_address_name(address: IpAddr) -> Option<String> {
     (!address.is_unspecified() && !address.is_loopback()).then(|| address.to_string())
 }
 
+/// A self-signed pair, and the files it was read from or written to (when kept in a directory).
+pub(crate) struct SelfSignedPair {
+    pub(crate) cert_pem: String,
+    pub(crate) key_pem: String,
+    pub(crate) files: Option<(PathBuf, PathBuf)>,
+}
+
+/// A self-signed pair for `localhost`, `127.0.0.1` and `extra`: generated in memory without `dir`; with it, read
+/// from `<dir>/<pair_name>.crt` and `.key` when both exist, else generated and written there (the key mode 0600).
+pub(crate) fn self_signed(
+    dir: Option<&Path>,
+    pair_name: &str,
+    extra: &[String],
+) -> Result<SelfSignedPair, TlsError> {
+    let Some(dir) = dir else {
+        let (cert_pem, key_pem) = generate(extra)?;
+        return Ok(SelfSignedPair {
+            cert_pem,
+            key_pem,
+            files: None,
+        });
+    };
+    let cert_path = dir.join(format!("{pair_name}.crt"));
+    let key_path = dir.join(format!("{pair_name}.key"));
+    if cert_path.is_file() && key_path.is_file() {
+        let read = |what: &'static str, path: &Path| {
+            std::fs::read_to_string(path).map_err(|e| load_err(what, path)(e.to_string()))
+        };
+        return Ok(SelfSignedPair {
+            cert_pem: read("certificate", &cert_path)?,
+            key_pem: read("private key", &key_path)?,
+            files: Some((cert_path, key_path)),
+        });
+    }
+    let (cert, key) = generate(extra)?;
+    std::fs::create_dir_all(dir).map_err(|source| TlsError::Write {
+        path: dir.to_owned(),
+        source,
+    })?;
+    write_private(&key_path, &key)?;
+    std::fs::write(&cert_path, &cert).map_err(|source| TlsError::Write {
+        path: cert_path.clone(),
+        source,
+    })?;
+    tracing::info!(cert = %cert_path.display(), "wrote a self-signed serving certificate");
+    Ok(SelfSignedPair {
+        cert_pem: cert,
+        key_pem: key,
+        files: Some((cert_path, key_path)),
+    })
+}
+
 fn generate(extra: &[String]) -> Result<(String, String), TlsError> {
     let names = self_signed_names(extra);
     let mut params =
@@ -503,7 +540,7 @@ impl TlsListener {
                 let (tcp, peer) = match listener.accept().await {
                     Ok(conn) => conn,
                     Err(err) => {
-                        tracing::warn!(error = %err, "accepting a connection on the secure port failed");
+                        tracing::warn!(address = %local, error = %err, "accepting a TLS connection failed");
                         tokio::time::sleep(Duration::from_millis(100)).await;
                         continue;
                     }

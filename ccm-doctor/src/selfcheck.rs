@@ -27,13 +27,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ccm_core::BoxError;
 use ccm_core::names::taints;
+use ccm_core::runtime::Controller as Kit;
 use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
+use ccm_core::runtime::every::{Timing, every};
 use ccm_core::runtime::informer::{Informer, Store};
 use ccm_core::runtime::metrics::SharedRegistry;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use prometheus_client::metrics::gauge::Gauge;
-use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::analysis::DEFAULT_UNINITIALIZED_THRESHOLD;
@@ -258,22 +259,17 @@ impl NodeBootstrapSelfCheck {
 #[async_trait]
 impl Controller for NodeBootstrapSelfCheck {
     async fn run(mut self: Box<Self>, shutdown: CancellationToken) -> Result<(), BoxError> {
-        if let Some(informer) = self.informer.clone() {
-            tokio::select! {
-                _ = shutdown.cancelled() => return Ok(()),
-                _ = informer.wait_synced() => {}
-            }
-        }
-        let mut ticker = tokio::time::interval(self.config.interval);
-        ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => return Ok(()),
-                _ = ticker.tick() => {
-                    self.check_once();
-                }
-            }
-        }
+        let kit = match self.informer.take() {
+            Some(informer) => Kit::new(NAME).waits_for(&informer),
+            None => Kit::new(NAME),
+        };
+        let checks = every(self.config.interval, 0.0, Timing::NonSliding);
+        kit.with_loop(move |shutdown| async move {
+            checks.run_sync(&shutdown, || drop(self.check_once())).await;
+        })
+        .run_loops(shutdown)
+        .await;
+        Ok(())
     }
 }
 

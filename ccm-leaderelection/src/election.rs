@@ -226,12 +226,42 @@ pub(crate) fn jittered(period: Duration, factor: f64, unit: f64) -> Duration {
     period + period.mul_f64(factor * unit)
 }
 
-/// How long a candidate waits before its next try: the jittered retry `pause`, or less when the lease
-/// it saw held runs out (`expires_at`) sooner.
-pub(crate) fn next_try(pause: Duration, expires_at: Option<Instant>, now: Instant) -> Duration {
+/// When a candidate tries next: at its jittered poll (`poll_at`), or earlier when the lease it saw held
+/// runs out (`expires_at`) first.
+pub(crate) fn next_try(poll_at: Instant, expires_at: Option<Instant>) -> Instant {
     match expires_at {
-        Some(at) => pause.min(at.saturating_duration_since(now)),
-        None => pause,
+        Some(at) => poll_at.min(at),
+        None => poll_at,
+    }
+}
+
+/// What a candidate learned from its watch on the Lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// Try at once: the Lease is gone, released (empty holder), names us, or has run out.
+    Now,
+    /// Somebody else holds it; by local observation it runs out at this instant.
+    At(Instant),
+}
+
+impl Election {
+    /// A candidate's reaction to a watch event: `Some(spec)` the Lease as it is now, `None` deleted.
+    ///
+    /// The record is observed exactly like a read (the local expiry clock restarts only when the record
+    /// changed), so a candidate learns of every renewal when it happens instead of at its next poll, and
+    /// its expiry instant is one lease duration after the holder's last write arrived here.
+    pub(crate) fn watched(&mut self, current: Option<&LeaseSpec>, now: Instant) -> Wake {
+        let Some(current) = current else {
+            self.forget();
+            return Wake::Now;
+        };
+        let observed = self.observe(current, now);
+        let (free, expires_at) = (observed.record.holder.is_empty(), observed.expires_at());
+        if free || self.is_leader() || expires_at <= now {
+            Wake::Now
+        } else {
+            Wake::At(expires_at)
+        }
     }
 }
 
@@ -242,23 +272,145 @@ mod tests {
     #[test]
     fn a_candidate_tries_again_when_the_lease_it_saw_runs_out() {
         let now = Instant::now();
-        let pause = Duration::from_millis(2_200);
-        assert_eq!(next_try(pause, None, now), pause, "no lease seen held");
+        let poll = now + Duration::from_millis(2_200);
+        assert_eq!(next_try(poll, None), poll, "no lease seen held");
         assert_eq!(
-            next_try(pause, Some(now + Duration::from_secs(4)), now),
-            pause,
-            "a renewing holder: the lease runs out after the next try"
+            next_try(poll, Some(now + Duration::from_secs(4))),
+            poll,
+            "a renewing holder: the lease runs out after the next poll"
         );
         assert_eq!(
-            next_try(pause, Some(now + Duration::from_millis(700)), now),
-            Duration::from_millis(700),
+            next_try(poll, Some(now + Duration::from_millis(700))),
+            now + Duration::from_millis(700),
             "the lease runs out first: try then"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watched_renewal_moves_the_expiry_to_one_lease_after_it_arrived() {
+        let mut e = election();
+        let t0 = Instant::now();
         assert_eq!(
-            next_try(pause, Some(now - Duration::from_secs(1)), now),
-            Duration::ZERO,
-            "already out: try at once"
+            e.watched(Some(&held(OTHER, wall(0), 1)), t0),
+            Wake::At(t0 + Duration::from_secs(15))
         );
+        tokio::time::advance(Duration::from_millis(1_300)).await;
+        let t1 = Instant::now();
+        assert_eq!(
+            e.watched(Some(&held(OTHER, wall(1), 1)), t1),
+            Wake::At(t1 + Duration::from_secs(15)),
+            "a renewal restarts the local clock when it arrives"
+        );
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert_eq!(
+            e.watched(Some(&held(OTHER, wall(1), 1)), Instant::now()),
+            Wake::At(t1 + Duration::from_secs(15)),
+            "the same record again (a relist, a metadata change) does not"
+        );
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(
+            e.watched(Some(&held(OTHER, wall(1), 1)), Instant::now()),
+            Wake::Now,
+            "run out by local observation"
+        );
+        assert!(matches!(
+            e.step(Some(&held(OTHER, wall(1), 1)), Instant::now(), wall(20)),
+            Action::Acquire(_)
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watched_release_deletion_or_own_record_wakes_at_once() {
+        let now = Instant::now();
+        let mut e = election();
+        let mut released = held("", wall(0), 2);
+        released.lease_duration_seconds = Some(1);
+        assert_eq!(e.watched(Some(&released), now), Wake::Now);
+        let mut e = election();
+        e.watched(Some(&held(OTHER, wall(0), 2)), now);
+        assert_eq!(e.watched(None, now), Wake::Now);
+        assert!(e.observed().is_none(), "a deleted Lease is forgotten");
+        let mut e = election();
+        assert_eq!(e.watched(Some(&held(ME, wall(0), 2)), now), Wake::Now);
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// One watch event: after `delay_ms`, the Lease held by `holder` (0 = another replica, 1 = released,
+        /// 2 = a third one) renewed at `renew` seconds with `duration` seconds, or deleted.
+        #[derive(Clone, Debug)]
+        struct Seen {
+            delay_ms: u64,
+            lease: Option<(u8, i64, i32)>,
+        }
+
+        fn seen() -> impl Strategy<Value = Seen> {
+            (
+                0u64..20_000,
+                prop::option::weighted(0.9, (0u8..3, 0i64..4, 1i32..30)),
+            )
+                .prop_map(|(delay_ms, lease)| Seen { delay_ms, lease })
+        }
+
+        fn spec(holder: u8, renew: i64, duration: i32) -> LeaseSpec {
+            let name = match holder {
+                0 => OTHER,
+                1 => "",
+                _ => "third_3",
+            };
+            LeaseSpec {
+                lease_duration_seconds: Some(duration),
+                ..held(name, wall(renew), 0)
+            }
+        }
+
+        proptest! {
+            /// Whatever the watch delivers, a candidate is woken exactly when the last record it saw change runs
+            /// out (one lease duration of that record after it arrived here), never earlier, and the decision at
+            /// that instant is the same as a read's.
+            #[test]
+            fn the_wake_up_is_exactly_the_local_expiry(events in prop::collection::vec(seen(), 1..40)) {
+                let start = std::time::Instant::now();
+                let base = Instant::from_std(start);
+                let mut e = election();
+                let mut elapsed = Duration::ZERO;
+                let mut changed: Option<(LeaseSpec, Instant)> = None;
+                for event in events {
+                    elapsed += Duration::from_millis(event.delay_ms);
+                    let now = base + elapsed;
+                    let current = event.lease.map(|(h, r, d)| spec(h, r, d));
+                    match &current {
+                        None => changed = None,
+                        Some(s) => {
+                            if changed.as_ref().is_none_or(|(c, _)| LeaseRecord::from(c) != LeaseRecord::from(s)) {
+                                changed = Some((s.clone(), now));
+                            }
+                        }
+                    }
+                    let wake = e.watched(current.as_ref(), now);
+                    match (&current, &changed) {
+                        (Some(s), Some((_, at))) if s.holder_identity.as_deref() != Some("") => {
+                            let secs = u64::try_from(s.lease_duration_seconds.unwrap_or(0)).unwrap_or(0);
+                            let expiry = *at + Duration::from_secs(secs);
+                            if expiry > now {
+                                prop_assert_eq!(wake, Wake::At(expiry));
+                                let mut probe = e.clone();
+                                let is_wait = matches!(probe.step(Some(s), now, wall(0)), Action::Wait { .. });
+                                prop_assert!(is_wait, "no takeover before the wake-up");
+                            } else {
+                                prop_assert_eq!(wake, Wake::Now);
+                                let mut probe = e.clone();
+                                let is_acquire = matches!(probe.step(Some(s), now, wall(0)), Action::Acquire(_));
+                                prop_assert!(is_acquire, "a takeover at the wake-up");
+                            }
+                        }
+                        _ => prop_assert_eq!(wake, Wake::Now),
+                    }
+                }
+            }
+        }
     }
 
     const ME: &str = "me_1";

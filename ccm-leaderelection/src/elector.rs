@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
+use ccm_core::runtime::events::{EventRecorder, EventSink};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, PostParams};
-use kube::runtime::events::{Recorder, Reporter};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Timing};
@@ -19,8 +19,20 @@ mod runner;
 pub const DEFAULT_COMPONENT: &str = "cloud-controller-manager";
 /// The `reason` of the events recorded on the Lease, as in client-go.
 pub const EVENT_REASON: &str = "LeaderElection";
-/// `reportingInstance` of an `events.k8s.io/v1` Event is limited to 128 characters.
+/// `reportingInstance` of an Event is limited to 128 characters.
 const MAX_REPORTING_INSTANCE: usize = 128;
+
+/// Where the `LeaderElection` Events go.
+#[derive(Clone)]
+enum Events {
+    /// Not recorded.
+    Off,
+    /// A recorder of the kit's event pipeline of its own, made when the loop starts (component
+    /// `cloud-controller-manager`, instance the identity), with this client.
+    Own(Client),
+    /// The recorder the runner gave.
+    Given(EventRecorder),
+}
 
 /// Builds a [`LeaderElector`]; created by [`LeaderElector::builder`].
 ///
@@ -57,8 +69,7 @@ pub struct LeaderElectorBuilder {
     release_on_cancel: bool,
     health_tolerance: Duration,
     metrics: Option<LeaderElectionMetrics>,
-    events: bool,
-    reporter: Option<Reporter>,
+    events: Events,
     field_manager: String,
     fence: Option<LeadershipFence>,
 }
@@ -73,7 +84,7 @@ impl std::fmt::Debug for LeaderElectorBuilder {
             .field("api_timeout", &self.api_timeout)
             .field("release_on_cancel", &self.release_on_cancel)
             .field("health_tolerance", &self.health_tolerance)
-            .field("events", &self.events)
+            .field("events", &!matches!(self.events, Events::Off))
             .field("field_manager", &self.field_manager)
             .finish_non_exhaustive()
     }
@@ -139,16 +150,42 @@ impl LeaderElectorBuilder {
     }
 
     /// Record `LeaderElection` events on the Lease (`<identity> became leader`, `<identity>
-    /// stopped leading`). Default `true`; failures are only logged.
+    /// stopped leading`). Default `true`: through a recorder of the kit's event pipeline
+    /// ([`ccm_core::runtime::events`]) of its own, component `cloud-controller-manager`, instance the
+    /// identity, written with the elector's client. `false` records none (and forgets a recorder
+    /// given with [`event_recorder`](Self::event_recorder)). Failures are only logged.
     pub fn events(mut self, enabled: bool) -> Self {
-        self.events = enabled;
+        self.events = match (enabled, self.events) {
+            (false, _) => Events::Off,
+            (true, Events::Off) => Events::Own(self.client.clone()),
+            (true, kept) => kept,
+        };
         self
     }
 
-    /// The event reporter. Defaults to controller `cloud-controller-manager` with the identity
-    /// as instance.
-    pub fn event_reporter(mut self, reporter: Reporter) -> Self {
-        self.reporter = Some(reporter);
+    /// Record the `LeaderElection` events through `recorder` (the runner's event pipeline: correlated,
+    /// never blocking the election, and — with a fenced client — never written once leadership is lost).
+    /// Use component `cloud-controller-manager`, as Go's CCM does. The elector waits for its own events
+    /// (at most the API timeout) before it releases the Lease and before its loop ends; give it a recorder
+    /// whose sink is not closed before the elector's token is cancelled.
+    ///
+    /// ```no_run
+    /// use ccm_core::runtime::events::EventSink;
+    /// use ccm_leaderelection::{DEFAULT_COMPONENT, LeaderElector};
+    ///
+    /// # fn doc(client: kube::Client) -> Result<(), ccm_leaderelection::Error> {
+    /// let identity = ccm_leaderelection::default_identity()?;
+    /// let recorder = EventSink::new().recorder(client.clone(), DEFAULT_COMPONENT, Some(identity.clone()));
+    /// let elector = LeaderElector::builder(client, "kube-system", "cloud-controller-manager")
+    ///     .identity(identity)
+    ///     .event_recorder(recorder)
+    ///     .build()?;
+    /// # drop(elector);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn event_recorder(mut self, recorder: EventRecorder) -> Self {
+        self.events = Events::Given(recorder);
         self
     }
 
@@ -196,13 +233,6 @@ impl LeaderElectorBuilder {
                     value: self.timing.lease_duration,
                     max: i32::MAX,
                 })?;
-        let recorder = self.events.then(|| {
-            let reporter = self.reporter.unwrap_or_else(|| Reporter {
-                controller: DEFAULT_COMPONENT.to_owned(),
-                instance: Some(truncate(&identity, MAX_REPORTING_INSTANCE).to_owned()),
-            });
-            Recorder::new(self.client.clone(), reporter)
-        });
         Ok(LeaderElector {
             api: Api::namespaced(self.client, &self.namespace),
             namespace: self.namespace,
@@ -215,7 +245,7 @@ impl LeaderElectorBuilder {
             health_tolerance: self.health_tolerance,
             metrics: self.metrics,
             fence: self.fence.unwrap_or_default(),
-            recorder,
+            events: self.events,
             post_params: PostParams {
                 dry_run: false,
                 field_manager: Some(self.field_manager),
@@ -252,7 +282,7 @@ pub struct LeaderElector {
     health_tolerance: Duration,
     metrics: Option<LeaderElectionMetrics>,
     fence: LeadershipFence,
-    recorder: Option<Recorder>,
+    events: Events,
     post_params: PostParams,
 }
 
@@ -297,6 +327,7 @@ impl LeaderElector {
         namespace: impl Into<String>,
         name: impl Into<String>,
     ) -> LeaderElectorBuilder {
+        let events = Events::Own(client.clone());
         LeaderElectorBuilder {
             client,
             namespace: namespace.into(),
@@ -307,8 +338,7 @@ impl LeaderElector {
             release_on_cancel: true,
             health_tolerance: config::DEFAULT_HEALTH_TOLERANCE,
             metrics: None,
-            events: true,
-            reporter: None,
+            events,
             field_manager: DEFAULT_COMPONENT.to_owned(),
             fence: None,
         }
@@ -327,6 +357,19 @@ impl LeaderElector {
     /// The Lease name (also the `name` label of the metrics).
     pub fn lease_name(&self) -> &str {
         &self.name
+    }
+
+    /// The recorder of the `LeaderElection` events, if any (an own one is made here, on the runtime).
+    fn recorder(&self) -> Option<EventRecorder> {
+        match &self.events {
+            Events::Off => None,
+            Events::Own(client) => Some(EventSink::new().recorder(
+                client.clone(),
+                DEFAULT_COMPONENT,
+                Some(truncate(&self.identity, MAX_REPORTING_INSTANCE).to_owned()),
+            )),
+            Events::Given(recorder) => Some(recorder.clone()),
+        }
     }
 
     /// Spawns the election loop on the current Tokio runtime and returns its handle.

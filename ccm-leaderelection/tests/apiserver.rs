@@ -10,7 +10,7 @@ use std::time::Duration;
 use ccm_leaderelection::{LeaderElector, LeaderHandle, LeaderState, StepDownReason};
 use ccm_testenv::{TestEnv, wait_for};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
@@ -165,15 +165,15 @@ async fn a_killed_leader_is_replaced_after_its_lease_expires() {
     );
     let last = lease_spec(&leases, &name).await;
 
-    // A follower's last observation is at most one pause after the last renewal; it takes over
-    // at its first try a lease duration later.
-    let next = new_leader(
-        &replicas,
-        leader,
-        LEASE + 2 * MAX_PAUSE + Duration::from_secs(2),
-    )
-    .await;
-    assert!(killed.elapsed() < LEASE + 2 * MAX_PAUSE + Duration::from_secs(2));
+    // The followers watch the Lease: they saw the last renewal when it was written and try the
+    // moment it runs out, a lease duration later (client-go: at the next jittered poll after
+    // that, and counted from a read up to 2.2 retry periods after the renewal).
+    let next = new_leader(&replicas, leader, LEASE + Duration::from_secs(5)).await;
+    let failover = killed.elapsed();
+    assert!(
+        failover <= LEASE + Duration::from_secs(1),
+        "failover took {failover:?}, more than the lease duration + 1 s"
+    );
     let spec = lease_spec(&leases, &name).await;
     assert_eq!(
         spec.holder_identity.as_deref(),
@@ -194,11 +194,15 @@ async fn a_killed_leader_is_replaced_after_its_lease_expires() {
         gap.as_secs_f64() >= LEASE.as_secs_f64(),
         "taken over {gap:?} after the last renewal"
     );
+    assert!(
+        gap.as_secs_f64() <= LEASE.as_secs_f64() + 0.5,
+        "taken over {gap:?} after the last renewal: the expiry was noticed late"
+    );
     stop_all(replicas).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_released_lease_is_taken_over_within_two_retry_periods() {
+async fn a_released_lease_is_taken_over_at_once() {
     let env = TestEnv::shared().await;
     let ns = env.namespace("le-release").await;
     let name = env.unique_name("lease");
@@ -223,9 +227,11 @@ async fn a_released_lease_is_taken_over_within_two_retry_periods() {
 
     let next = the_leader(&replicas, 2 * MAX_PAUSE + Duration::from_secs(1)).await;
     let took = released_at.elapsed();
+    // The followers' watch shows the release when it is written: they try at once, not at
+    // their next jittered poll (1 to 2.2 retry periods later).
     assert!(
-        took < lease / 2,
-        "failover took {took:?}, far less than the lease duration"
+        took < RETRY,
+        "failover took {took:?}, more than a retry period after the release"
     );
     let spec = lease_spec(&leases, &name).await;
     assert_eq!(
@@ -453,7 +459,7 @@ async fn the_lease_has_exactly_the_fields_client_go_writes() {
     assert_eq!(raw["spec"]["leaseTransitions"], 5);
     assert_eq!(raw["spec"]["acquireTime"], raw["spec"]["renewTime"]);
 
-    // The events on the Lease.
+    // The events on the Lease: core/v1, as Go's recorder writes them, through the kit's recorder.
     let events: Api<Event> = Api::namespaced(env.client(), &ns);
     let notes = wait_for(
         "both leader election events",
@@ -464,14 +470,19 @@ async fn the_lease_has_exactly_the_fields_client_go_writes() {
                 .items
                 .iter()
                 .filter(|e| e.reason.as_deref() == Some("LeaderElection"))
+                .filter(|e| e.type_.as_deref() == Some("Normal"))
                 .filter(|e| {
-                    e.regarding.as_ref().is_some_and(|r| {
-                        r.kind.as_deref() == Some("Lease")
-                            && r.name.as_deref() == Some(name.as_str())
-                    })
+                    let r = &e.involved_object;
+                    r.kind.as_deref() == Some("Lease")
+                        && r.api_version.as_deref() == Some("coordination.k8s.io/v1")
+                        && r.name.as_deref() == Some(name.as_str())
+                        && r.namespace.as_deref() == Some(ns.as_str())
                 })
-                .filter(|e| e.reporting_controller.as_deref() == Some("cloud-controller-manager"))
-                .filter_map(|e| e.note.clone())
+                .filter(|e| {
+                    e.source.as_ref().and_then(|s| s.component.as_deref())
+                        == Some("cloud-controller-manager")
+                })
+                .filter_map(|e| e.message.clone())
                 .collect();
             notes.sort();
             (notes.len() == 2).then_some(notes)

@@ -2,8 +2,13 @@
 //! a real `kube::Client`), with paused time: deterministic timing of acquisition, renewal,
 //! step-down and release.
 
+use std::convert::Infallible;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt as _, Full, StreamBody};
 
 use ccm_core::fence::{FenceClosed, LeadershipFence};
 use ccm_leaderelection::{
@@ -18,15 +23,21 @@ use kube::Client;
 use kube::client::Body;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tower_test::mock::SendResponse;
+
+/// The fake's response bodies: whole JSON documents, or the endless stream of a watch.
+type MockBody = UnsyncBoxBody<Bytes, Infallible>;
 
 const NS: &str = "kube-system";
 const NAME: &str = "cloud-controller-manager";
 const ME: &str = "me_1";
 const OTHER: &str = "other_2";
 const LEASE_PATH: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
+/// core/v1 Events, as Go's recorder (and the kit's) writes them.
+const EVENTS_PATH: &str = "/api/v1/namespaces/kube-system/events";
 const SECOND: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -46,6 +57,7 @@ struct Logged {
     method: Method,
     path: String,
     body: Value,
+    query: String,
 }
 
 #[derive(Default)]
@@ -55,12 +67,16 @@ struct State {
     mode: Mode,
     events_mode: Mode,
     requests: Vec<Logged>,
+    /// The list and watch requests on the Lease collection (the candidates' watch), apart from `requests`.
+    collection_requests: Vec<Logged>,
+    /// The open watches: each gets a JSON line per change of the Lease.
+    watchers: Vec<mpsc::UnboundedSender<Bytes>>,
     events: Vec<Value>,
     /// Another replica writes the lease (holder = this) just before the next lease write.
     steal_before_next_write: Option<String>,
     /// The next lease write is applied but never answered.
     apply_and_hang_next_write: bool,
-    hung: Vec<SendResponse<Response<Body>>>,
+    hung: Vec<SendResponse<Response<MockBody>>>,
 }
 
 /// An in-memory apiserver for one Lease plus the events endpoint.
@@ -69,7 +85,7 @@ struct FakeApi(Arc<Mutex<State>>);
 
 impl FakeApi {
     fn start() -> (Client, FakeApi) {
-        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<MockBody>>();
         let fake = FakeApi::default();
         let server = fake.clone();
         tokio::spawn(async move {
@@ -84,19 +100,26 @@ impl FakeApi {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    async fn serve(&self, request: Request<Body>, send: SendResponse<Response<Body>>) {
+    async fn serve(&self, request: Request<Body>, send: SendResponse<Response<MockBody>>) {
         let (parts, body) = request.into_parts();
         let bytes = body.collect_bytes().await.expect("request body");
         let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         let path = parts.uri.path().to_owned();
         let mut st = self.state();
-        st.requests.push(Logged {
+        let logged = Logged {
             at: Instant::now(),
             method: parts.method.clone(),
             path: path.clone(),
             body: body.clone(),
-        });
-        let is_event = path.starts_with("/apis/events.k8s.io/");
+            query: parts.uri.query().unwrap_or_default().to_owned(),
+        };
+        let collection = parts.method == Method::GET && path == LEASE_PATH;
+        if collection {
+            st.collection_requests.push(logged);
+        } else {
+            st.requests.push(logged);
+        }
+        let is_event = path.starts_with(EVENTS_PATH);
         match if is_event { st.events_mode } else { st.mode } {
             Mode::Hang => return st.hung.push(send),
             Mode::Fail => return send.send_response(status(500, "InternalError")),
@@ -105,6 +128,10 @@ impl FakeApi {
         if is_event {
             st.events.push(body.clone());
             return send.send_response(reply(201, &body));
+        }
+        if collection {
+            let watch = parts.uri.query().is_some_and(|q| q.contains("watch=true"));
+            return send.send_response(if watch { st.watch() } else { st.list() });
         }
         let response = match parts.method {
             Method::GET => match &st.lease {
@@ -200,20 +227,23 @@ impl FakeApi {
             .collect()
     }
 
-    /// `(action, note)` of every recorded event, after checking the fields common to all.
-    fn events(&self) -> Vec<(String, String)> {
+    /// The message of every recorded event, after checking the fields common to all (client-go's
+    /// `LeaderElection` Event on the Lease, core/v1).
+    fn events(&self) -> Vec<String> {
         self.state()
             .events
             .iter()
             .map(|e| {
                 assert_eq!(e["reason"], "LeaderElection");
                 assert_eq!(e["type"], "Normal");
-                assert_eq!(e["reportingController"], "cloud-controller-manager");
-                assert_eq!(e["regarding"]["kind"], "Lease");
-                assert_eq!(e["regarding"]["name"], NAME);
-                assert_eq!(e["regarding"]["namespace"], NS);
-                let action = e["action"].as_str().expect("an action").to_owned();
-                (action, e["note"].as_str().expect("a note").to_owned())
+                assert_eq!(e["source"]["component"], "cloud-controller-manager");
+                assert_eq!(e["reportingComponent"], "cloud-controller-manager");
+                assert_eq!(e["reportingInstance"], ME);
+                assert_eq!(e["involvedObject"]["kind"], "Lease");
+                assert_eq!(e["involvedObject"]["apiVersion"], "coordination.k8s.io/v1");
+                assert_eq!(e["involvedObject"]["name"], NAME);
+                assert_eq!(e["involvedObject"]["namespace"], NS);
+                e["message"].as_str().expect("a message").to_owned()
             })
             .collect()
     }
@@ -224,19 +254,53 @@ impl State {
         self.resource_version += 1;
         lease.metadata.resource_version = Some(self.resource_version.to_string());
         lease.metadata.uid.get_or_insert_with(|| "uid-1".to_owned());
+        let mut line = serde_json::to_vec(&json!({"type": "MODIFIED", "object": &lease}))
+            .expect("serializable");
+        line.push(b'\n');
+        let line = Bytes::from(line);
+        self.watchers.retain(|w| w.send(line.clone()).is_ok());
         self.lease = Some(lease);
+    }
+
+    /// The list of a watcher: the Lease (if any) at the current resourceVersion.
+    fn list(&self) -> Response<MockBody> {
+        reply(
+            200,
+            &json!({
+                "kind": "LeaseList", "apiVersion": "coordination.k8s.io/v1",
+                "metadata": {"resourceVersion": self.resource_version.to_string()},
+                "items": self.lease.iter().collect::<Vec<_>>(),
+            }),
+        )
+    }
+
+    /// A watch from now on: one JSON line per change, never ending.
+    fn watch(&mut self) -> Response<MockBody> {
+        let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
+        self.watchers.push(tx);
+        let frames = futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv()
+                .await
+                .map(|line| (Ok::<_, Infallible>(http_body::Frame::data(line)), rx))
+        });
+        Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "application/json")
+            .body(StreamBody::new(frames).boxed_unsync())
+            .expect("response")
     }
 }
 
-fn reply(code: u16, body: &impl k8s_openapi::serde::Serialize) -> Response<Body> {
+fn reply(code: u16, body: &impl k8s_openapi::serde::Serialize) -> Response<MockBody> {
+    let bytes = Bytes::from(serde_json::to_vec(body).expect("serializable"));
     Response::builder()
         .status(StatusCode::from_u16(code).expect("status code"))
         .header("content-type", "application/json")
-        .body(Body::from(serde_json::to_vec(body).expect("serializable")))
+        .body(Full::new(bytes).boxed_unsync())
         .expect("response")
 }
 
-fn status(code: u16, reason: &str) -> Response<Body> {
+fn status(code: u16, reason: &str) -> Response<MockBody> {
     reply(
         code,
         &json!({
@@ -446,15 +510,67 @@ async fn a_follower_never_steals_from_a_renewing_holder() {
         fake.requests().iter().all(|r| r.method == Method::GET),
         "never wrote the lease"
     );
-    // It stops renewing. The follower sees the last change at its next read (at most one
-    // jittered period later), and takes over at its first try a lease duration after that.
+    // It stops renewing. The follower saw the last change through its watch when it was written
+    // (client-go: at its next read, up to 2.2 retry periods later) and tries at the instant the
+    // lease runs out: exactly one lease duration after the last renewal.
     let stopped = Instant::now();
     let took_over = lead(&handle).await - stopped;
+    assert_eq!(took_over, Duration::from_secs(15), "{took_over:?}");
+    token.cancel();
+    handle.join().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_candidate_watches_only_its_lease_and_stops_watching_once_it_leads() {
+    let (client, fake) = FakeApi::start();
+    fake.write_spec(held_by(OTHER, Timestamp::now()));
+    let token = CancellationToken::new();
+    let handle = builder(client).build().unwrap().run(token.clone());
+    tokio::time::sleep(SECOND).await;
+    let watches: Vec<Logged> = fake.state().collection_requests.clone();
     assert!(
-        took_over >= Duration::from_secs(15)
-            && took_over <= Duration::from_millis(15_000 + 2 * 4_400),
-        "{took_over:?}"
+        watches.iter().any(|r| r.query.contains("watch=true")),
+        "a watch: {watches:?}"
     );
+    for request in &watches {
+        assert!(
+            request
+                .query
+                .contains(&format!("fieldSelector=metadata.name%3D{NAME}")),
+            "only the one Lease: {request:?}"
+        );
+    }
+    assert_eq!(fake.state().watchers.len(), 1, "one open watch");
+    lead(&handle).await;
+    fake.touch_labels();
+    tokio::task::yield_now().await;
+    assert!(
+        fake.state().watchers.is_empty(),
+        "the leader does not watch (it renews on client-go's timing)"
+    );
+    token.cancel();
+    handle.join().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watched_release_is_taken_over_at_once() {
+    let (client, fake) = FakeApi::start();
+    fake.write_spec(held_by(OTHER, Timestamp::now()));
+    let token = CancellationToken::new();
+    let handle = builder(client).build().unwrap().run(token.clone());
+    // Between two jittered polls (the first comes 2 to 4.4 s after the start).
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    let mut released = held_by("", Timestamp::now());
+    released.lease_duration_seconds = Some(1);
+    fake.write_spec(released);
+    let released_at = Instant::now();
+    let took_over = lead(&handle).await - released_at;
+    assert_eq!(
+        took_over,
+        Duration::ZERO,
+        "the release is seen when written, not at the next poll"
+    );
+    assert_eq!(fake.spec().lease_transitions, Some(4));
     token.cancel();
     handle.join().await.unwrap();
 }
@@ -663,9 +779,27 @@ async fn cancelling_releases_the_lease_like_client_go() {
     assert_eq!(
         fake.events(),
         [
-            ("BecameLeader".to_owned(), format!("{ME} became leader")),
-            ("StoppedLeading".to_owned(), format!("{ME} stopped leading"))
+            format!("{ME} became leader"),
+            format!("{ME} stopped leading")
         ]
+    );
+    let requests = fake.requests();
+    let stopped = requests
+        .iter()
+        .position(|r| {
+            r.path.starts_with(EVENTS_PATH)
+                && r.body["message"]
+                    .as_str()
+                    .is_some_and(|m| m.ends_with("stopped leading"))
+        })
+        .expect("the stopped-leading event");
+    let release = requests
+        .iter()
+        .rposition(|r| r.method == Method::PUT)
+        .expect("the release");
+    assert!(
+        stopped < release,
+        "written while still holding the lease, before the release"
     );
 }
 

@@ -23,11 +23,13 @@ use async_trait::async_trait;
 use ccm_core::budget::{CallPriority, is_abandoned};
 use ccm_core::helpers::{node_has_taint, node_name};
 use ccm_core::names;
+use ccm_core::runtime::Controller as Kit;
 use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
 use ccm_core::runtime::events::{EventRecorder, EventType};
-use ccm_core::runtime::informer::{HandlerRegistration, InformerEvent, Store};
-use ccm_core::runtime::workers::{Action, run_workers};
-use ccm_core::runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
+use ccm_core::runtime::every::{Timing, every};
+use ccm_core::runtime::informer::{InformerEvent, Store};
+use ccm_core::runtime::metrics::WorkqueueMetrics;
+use ccm_core::runtime::workers::Action;
 use ccm_core::{BoxError, InstanceLookup};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
@@ -171,7 +173,6 @@ struct Inner {
     nodes: Api<Node>,
     store: Store<Node>,
     cloud: CloudInstances,
-    queue: WorkQueue<String>,
     recorder: EventRecorder,
     metrics: NodeMetrics,
     config: Config,
@@ -185,8 +186,7 @@ struct Inner {
 pub struct CloudNodeController {
     inner: Arc<Inner>,
     informer: ccm_core::runtime::informer::Informer<Node>,
-    /// Queues nodes from the informer's events, inline in the informer's task, from construction on.
-    registration: HandlerRegistration,
+    queue_metrics: WorkqueueMetrics,
 }
 
 impl std::fmt::Debug for CloudNodeController {
@@ -199,49 +199,25 @@ impl std::fmt::Debug for CloudNodeController {
 }
 
 impl CloudNodeController {
-    /// Build the controller from the process context: validates `config`, needs InstancesV2 or Instances,
-    /// queues nodes from the shared Node informer's events from now on and registers the metrics into
-    /// `ctx.metrics`.
+    /// Build the controller from the process context: validates `config`, needs InstancesV2 or Instances, and
+    /// registers the metrics into `ctx.metrics`.
     pub fn new(ctx: &ControllerContext, config: Config) -> Result<Self, Error> {
         config.validate()?;
         let cloud =
             CloudInstances::for_controller(&ctx.provider, config.cloud_call_timeout, CONTROLLER)?;
         let informer = ctx.informers.nodes().clone();
-        let queue = WorkQueue::with_metrics(
-            QUEUE_NAME,
-            default_controller_rate_limiter(),
-            &ctx.workqueue_metrics,
-        );
-        let registration = {
-            let (queue, store) = (queue.clone(), informer.store());
-            informer.on_event(move |event| match event {
-                InformerEvent::Added(node) => queue.add(node.name_any()),
-                InformerEvent::Updated { old, new } => {
-                    if worth_syncing(old, new) {
-                        queue.add(new.name_any());
-                    }
-                }
-                InformerEvent::Deleted(_) => {}
-                InformerEvent::Resync => {
-                    for key in store.keys() {
-                        queue.add(key);
-                    }
-                }
-            })
-        };
         Ok(CloudNodeController {
             inner: Arc::new(Inner {
                 nodes: Api::all(ctx.client.clone()),
                 store: informer.store(),
                 cloud,
-                queue,
                 recorder: ctx.recorder(names::components::CLOUD_NODE_CONTROLLER),
                 metrics: NodeMetrics::register(&ctx.metrics),
                 config,
                 superseded: Mutex::new(HashMap::new()),
             }),
             informer,
-            registration,
+            queue_metrics: ctx.workqueue_metrics.clone(),
         })
     }
 
@@ -259,57 +235,38 @@ impl Controller for CloudNodeController {
         let CloudNodeController {
             inner,
             informer,
-            registration,
+            queue_metrics,
         } = *self;
         tracing::info!(
             controller = CONTROLLER,
             instances_v2 = inner.cloud.is_v2(),
-            workers = inner.config.concurrent_node_syncs,
-            "waiting for the node cache to sync"
+            "starting"
         );
-        tokio::select! {
-            _ = shutdown.cancelled() => return Ok(()),
-            _ = informer.wait_synced() => {}
-        }
-        // Every node already cached counts as added (events from before the sync may be missing).
-        for key in inner.store.keys() {
-            inner.queue.add(key);
-        }
-
-        let status_loop = {
-            let inner = inner.clone();
-            let shutdown = shutdown.clone();
-            tokio::spawn(async move {
-                loop {
-                    tokio::select! {
-                        _ = shutdown.cancelled() => break,
-                        _ = inner.update_node_status() => {}
-                    }
-                    tokio::select! {
-                        _ = shutdown.cancelled() => break,
-                        _ = tokio::time::sleep(inner.config.node_status_update_frequency) => {}
-                    }
+        let status = every(
+            inner.config.node_status_update_frequency,
+            0.0,
+            Timing::Sliding,
+        );
+        let status_inner = inner.clone();
+        Kit::new(CONTROLLER)
+            .queue_with_metrics(QUEUE_NAME, &queue_metrics)
+            .watches(&informer, |event| match event {
+                InformerEvent::Added(node) => Some(node.name_any()),
+                InformerEvent::Updated { old, new } => {
+                    worth_syncing(old, new).then(|| new.name_any())
                 }
+                InformerEvent::Deleted(_) | InformerEvent::Resync => None,
             })
-        };
-
-        let workers = {
-            let inner = inner.clone();
-            run_workers(
-                CONTROLLER,
-                inner.queue.clone(),
-                inner.config.concurrent_node_syncs,
-                shutdown.clone(),
-                move |key: String| {
-                    let inner = inner.clone();
-                    async move { inner.sync_node(&key).await.map(|()| Action::Done) }
-                },
-            )
-        };
-        workers.await;
-        drop(registration);
-        let _ = status_loop.await;
-        tracing::info!(controller = CONTROLLER, "stopped");
+            .workers(inner.config.concurrent_node_syncs)
+            .with_loop(move |shutdown| async move {
+                status
+                    .run(&shutdown, || status_inner.update_node_status())
+                    .await;
+            })
+            .run(shutdown, inner, |key, inner: Arc<Inner>| async move {
+                inner.sync_node(&key).await.map(|()| Action::Done)
+            })
+            .await;
         Ok(())
     }
 }

@@ -15,7 +15,7 @@ pub const DEFAULT_ROUTE_RECONCILIATION_PERIOD: Duration = Duration::from_secs(10
 /// autoscaler adds together into one pass; short enough that a new Node has its route about a quarter of a second
 /// plus one pass after it appeared, instead of up to a whole `--route-reconciliation-period` (Go's periodic mode)
 /// later.
-pub const DEFAULT_EVENT_DEBOUNCE: Duration = Duration::from_millis(250);
+pub const DEFAULT_EVENT_DEBOUNCE: Duration = ccm_core::runtime::debounce::DEFAULT_DEBOUNCE;
 /// Default full-resync interval of [`RouteSyncMode::EventDriven`]: 5 minutes.
 pub const DEFAULT_RESYNC_PERIOD: Duration = Duration::from_secs(5 * 60);
 /// Default cap of the retry backoff after a failed pass: 5 minutes.

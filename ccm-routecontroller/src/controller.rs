@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use ccm_core::names;
+use ccm_core::runtime::Controller as Kit;
 use ccm_core::runtime::controller::{Controller, ControllerContext};
+use ccm_core::runtime::debounce::{Debounced, Schedule};
 use ccm_core::runtime::events::EventRecorder;
 use ccm_core::runtime::informer::Informer;
 use ccm_core::{BoxError, Routes};
@@ -25,7 +27,11 @@ use crate::error::Error;
 use crate::filter::event_needs_reconcile;
 use crate::metrics::RouteMetrics;
 use crate::plan::{ConditionWrite, RouteCreate, RouteDelete, RoutePlan, plan};
-use crate::schedule::Scheduler;
+
+/// The work queue's name (the `name` label of the `workqueue_*` metrics), as in Go's watch mode.
+pub const QUEUE_NAME: &str = "Routes";
+/// The single key of the queue, as in Go.
+pub const QUEUE_KEY: &str = "routes";
 
 /// How many `NetworkUnavailable` patches run at once.
 const CONDITION_WRITE_CONCURRENCY: usize = 16;
@@ -102,7 +108,7 @@ pub struct RouteController {
     config: Config,
     recorder: EventRecorder,
     metrics: RouteMetrics,
-    scheduler: Scheduler,
+    scheduler: Debounced,
 }
 
 impl std::fmt::Debug for RouteController {
@@ -129,8 +135,13 @@ impl RouteController {
                     provider: ctx.provider.provider_name().to_owned(),
                 })?;
         let cluster_cidrs = config.validate()?;
-        let scheduler = Scheduler::new(
-            config.sync_mode,
+        let scheduler = Debounced::new(
+            QUEUE_NAME,
+            QUEUE_KEY,
+            match config.sync_mode {
+                RouteSyncMode::Periodic => Schedule::Periodic,
+                RouteSyncMode::EventDriven { resync } => Schedule::Triggered { resync },
+            },
             config.route_reconciliation_period,
             config.max_retry_backoff,
             Some(&ctx.workqueue_metrics),
@@ -408,20 +419,6 @@ impl RouteController {
             }
         }
     }
-
-    async fn watch_nodes(
-        &self,
-        events: ccm_core::runtime::informer::Subscription<Node>,
-        shutdown: CancellationToken,
-    ) {
-        events
-            .for_each(&shutdown, |event| {
-                if event_needs_reconcile(&event) {
-                    self.scheduler.trigger();
-                }
-            })
-            .await;
-    }
 }
 
 fn node_reference(name: &str, uid: &str) -> ObjectReference {
@@ -450,33 +447,23 @@ impl Controller for RouteController {
             cluster = %self.cluster_name,
             "starting route controller"
         );
-        // Subscribe before waiting for the cache, so no change between the initial list and the first pass is
-        // missed.
-        let mut events = self.nodes.subscribe();
-        tokio::select! {
-            _ = shutdown.cancelled() => {
-                tracing::info!("route controller stopped before the node cache synced");
-                return Ok(());
-            }
-            _ = self.nodes.wait_synced() => {}
+        let nodes = self.nodes.clone();
+        let this = Arc::new(*self);
+        let mut kit = Kit::new(names::controllers::NODE_ROUTE).waits_for(&nodes);
+        if let RouteSyncMode::EventDriven { .. } = this.config.sync_mode {
+            let passes = this.scheduler.clone();
+            kit = kit.on_events(&nodes, move |event| {
+                if event_needs_reconcile(event) {
+                    passes.trigger();
+                }
+            });
         }
-        // The events of the initial list are already in the cache that the first pass reads: drop them instead of
-        // letting them schedule a redundant second pass.
-        let covered = events.skip_buffered();
-        tracing::debug!(events = covered, "node events covered by the first pass");
-        let this = &*self;
-        let passes = this
-            .scheduler
-            .run(shutdown.clone(), || this.scheduled_pass());
-        match self.config.sync_mode {
-            RouteSyncMode::Periodic => {
-                drop(events);
-                passes.await;
-            }
-            RouteSyncMode::EventDriven { .. } => {
-                tokio::join!(passes, this.watch_nodes(events, shutdown.clone()));
-            }
-        }
+        kit.with_loop(move |shutdown| async move {
+            let pass = || this.scheduled_pass();
+            this.scheduler.run(shutdown, pass).await;
+        })
+        .run_loops(shutdown)
+        .await;
         tracing::info!("shutting down route controller");
         Ok(())
     }

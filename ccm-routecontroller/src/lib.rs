@@ -19,7 +19,8 @@
 //! [`RouteSyncMode::Periodic`]. See `docs/route-controller.md`.
 //!
 //! The decisions are pure functions in [`mod@plan`] (what to delete, create and write) and [`filter`] (which Node
-//! changes matter); [`schedule`] decides when passes run; [`RouteController`] does the I/O.
+//! changes matter); the kit's [`Debounced`](ccm_core::runtime::debounce::Debounced) decides when passes run;
+//! [`RouteController`] does the I/O.
 //!
 //! ```no_run
 //! use ccm_routecontroller::{Config, descriptor};
@@ -40,13 +41,12 @@ pub mod error;
 pub mod filter;
 pub mod metrics;
 pub mod plan;
-pub mod schedule;
 
 use ccm_core::names;
 use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
 
 pub use config::{Config, RouteSyncMode, parse_cluster_cidrs};
-pub use controller::{PassReport, RouteController};
+pub use controller::{PassReport, QUEUE_KEY, QUEUE_NAME, RouteController};
 pub use error::Error;
 pub use plan::{RoutePlan, plan};
 

@@ -3,23 +3,23 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use ccm_core::helpers::{
     has_load_balancer_finalizer, load_balancer_status_equal, node_name, service_key,
 };
 use ccm_core::names;
+use ccm_core::runtime::Controller as Kit;
 use ccm_core::runtime::controller::{Controller, ControllerContext};
 use ccm_core::runtime::events::EventRecorder;
-use ccm_core::runtime::informer::{Informer, InformerEvent, Subscription};
-use ccm_core::runtime::workers::{Action, run_workers};
+use ccm_core::runtime::every::{Timing, every};
+use ccm_core::runtime::informer::{Informer, InformerEvent};
+use ccm_core::runtime::workers::Action;
 use ccm_core::runtime::workqueue::{ItemExponentialBackoff, WorkQueue};
 use ccm_core::{BoxError, CloudError, LoadBalancer};
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -175,76 +175,32 @@ impl ServiceController {
     /// syncs finish before this returns; a node-sync pass stops starting new host updates.
     pub async fn run(self, shutdown: CancellationToken) {
         let inner = self.inner;
-        let mut services = inner.services.subscribe();
-        let mut nodes = inner.nodes.subscribe();
-        tracing::info!(
-            provider = %inner.provider,
-            workers = inner.config.concurrent_service_syncs,
-            "starting service controller"
-        );
-        tokio::select! {
-            _ = shutdown.cancelled() => {
-                tracing::info!("service controller stopped before its caches synced");
-                return;
-            }
-            _ = inner.services.wait_synced() => {}
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = inner.nodes.wait_synced() => {}
-        }
-        // Everything seen so far is in the caches, which `enqueue_all` and every ensure read: the events buffered
-        // while syncing would only queue the same Services a second time (ensured twice if a worker has already
-        // taken them) and start a node-sync pass with nothing to update.
-        let skipped_services = services.skip_buffered();
-        let skipped_nodes = nodes.skip_buffered();
-        tracing::debug!(
-            services = skipped_services,
-            nodes = skipped_nodes,
-            "dropped the events of the initial lists"
-        );
-        inner.enqueue_all();
-
-        let mut tasks = JoinSet::new();
-        {
-            let worker = inner.clone();
-            tasks.spawn(run_workers(
-                "service-controller",
-                inner.queue.clone(),
-                inner.config.concurrent_service_syncs,
-                shutdown.clone(),
-                move |key: String| {
-                    let inner = worker.clone();
-                    async move {
-                        let started = Instant::now();
-                        inner.sync_service(&key).await?;
-                        tracing::debug!(service = %key, took = ?started.elapsed(), "synced service");
-                        Ok::<_, Error>(Action::Done)
-                    }
-                },
-            ));
-        }
-        tasks.spawn(inner.clone().node_sync_loop(shutdown.clone()));
-        tasks.spawn(
-            inner
-                .clone()
-                .route_service_events(services, shutdown.clone()),
-        );
-        tasks.spawn(inner.clone().route_node_events(nodes, shutdown.clone()));
+        tracing::info!(provider = %inner.provider, "starting service controller");
+        let (all, services, nodes, node_sync) =
+            (inner.clone(), inner.clone(), inner.clone(), inner.clone());
+        let mut kit = Kit::new("service-controller")
+            .queue(inner.queue.clone())
+            .workers(inner.config.concurrent_service_syncs)
+            .watches(&inner.services, move |event| {
+                services.service_event_key(event)
+            })
+            .enqueue_all(move || all.all_keys())
+            .on_events(&inner.nodes, move |event| nodes.node_changed(event))
+            .with_loop(move |shutdown| node_sync.node_sync_loop(shutdown));
         if let Some(period) = inner.config.periodic_reensure {
-            tasks.spawn(inner.clone().reensure_loop(period, shutdown.clone()));
+            let (reensure, jitter) = (inner.clone(), inner.config.periodic_reensure_jitter);
+            let timer = every(period, jitter, Timing::Sliding).after_first_period();
+            kit = kit.with_loop(move |shutdown| async move {
+                timer.run_sync(&shutdown, || reensure.reensure()).await;
+            });
         }
-
-        shutdown.cancelled().await;
-        tracing::info!("shutting down service controller");
-        inner.queue.shut_down();
-        inner.node_queue.shut_down();
-        while let Some(joined) = tasks.join_next().await {
-            if let Err(err) = joined {
-                tracing::error!(error = %err, "a service controller task failed");
-            }
-        }
-        tracing::info!("service controller stopped");
+        kit.run(shutdown, inner, |key, inner: Arc<Inner>| async move {
+            let started = Instant::now();
+            inner.sync_service(&key).await?;
+            tracing::debug!(service = %key, took = ?started.elapsed(), "synced service");
+            Ok::<_, Error>(Action::Done)
+        })
+        .await;
     }
 }
 
@@ -302,86 +258,61 @@ impl Inner {
     // ---- event routing ----
 
     /// Queue every Service the add handler would queue, and every remembered Service that is gone.
-    fn enqueue_all(&self) {
+    /// The keys queued at start and on a resync: every Service that wants a load balancer, and every
+    /// remembered Service that is gone from the cache.
+    fn all_keys(&self) -> Vec<String> {
         let store = self.services.store();
-        let mut queued = 0usize;
-        for svc in store.list() {
-            if should_enqueue_added(&self.selector, &svc) {
-                self.queue.add(service_key(&svc));
-                queued += 1;
-            }
-        }
-        for (key, _) in self.tracker.services() {
-            if store.get(&key).is_none() {
-                self.queue.add(key);
-                queued += 1;
-            }
-        }
-        tracing::debug!(queued, "queued services from the cache");
+        let mut keys: Vec<String> = store
+            .list()
+            .iter()
+            .filter(|svc| should_enqueue_added(&self.selector, svc))
+            .map(|svc| service_key(svc))
+            .collect();
+        let gone = self.tracker.services().into_iter().map(|(key, _)| key);
+        keys.extend(gone.filter(|key| store.get(key).is_none()));
+        keys
     }
 
-    async fn route_service_events(
-        self: Arc<Self>,
-        events: Subscription<Service>,
-        shutdown: CancellationToken,
-    ) {
-        events
-            .for_each(&shutdown, |event| match event {
-                InformerEvent::Added(svc) => {
-                    if should_enqueue_added(&self.selector, &svc) {
-                        self.queue.add(service_key(&svc));
-                    }
+    /// The key a Service event queues, if any.
+    fn service_event_key(&self, event: &InformerEvent<Service>) -> Option<String> {
+        match event {
+            InformerEvent::Added(svc) => {
+                should_enqueue_added(&self.selector, svc).then(|| service_key(svc))
+            }
+            InformerEvent::Updated { old, new } => {
+                let extended = self.config.extended_update_fields;
+                let reason = update_reason(&self.selector, extended, old, new);
+                if reason.is_none() && !needs_cleanup(new) {
+                    return None;
                 }
-                InformerEvent::Updated { old, new } => {
-                    let reason = update_reason(
-                        &self.selector,
-                        self.config.extended_update_fields,
-                        &old,
-                        &new,
-                    );
-                    if reason.is_some() || needs_cleanup(&new) {
-                        let key = service_key(&new);
-                        tracing::debug!(service = %key, ?reason, cleanup = needs_cleanup(&new), "service changed");
-                        self.queue.add(key);
-                    }
-                }
-                InformerEvent::Deleted(svc) => {
-                    // Go has no delete handler; the SDK queues remembered Services so one deleted without the
-                    // finalizer still has its load balancer removed.
-                    let key = service_key(&svc);
-                    if self.tracker.contains(&key) {
-                        self.queue.add(key);
-                    }
-                }
-                InformerEvent::Resync => self.enqueue_all(),
-            })
-            .await;
+                let key = service_key(new);
+                tracing::debug!(service = %key, ?reason, cleanup = needs_cleanup(new), "service changed");
+                Some(key)
+            }
+            // Go has no delete handler; the SDK queues remembered Services so one deleted without the
+            // finalizer still has its load balancer removed.
+            InformerEvent::Deleted(svc) => {
+                Some(service_key(svc)).filter(|key| self.tracker.contains(key))
+            }
+            InformerEvent::Resync => None,
+        }
     }
 
-    async fn route_node_events(
-        self: Arc<Self>,
-        events: Subscription<Node>,
-        shutdown: CancellationToken,
-    ) {
-        events
-            .for_each(&shutdown, |event| {
-                let key = match event {
-                    InformerEvent::Added(node) | InformerEvent::Deleted(node) => {
-                        node_name(&node).to_owned()
-                    }
-                    InformerEvent::Updated { old, new } => {
-                        if !node_update_affects_load_balancers(&old, &new) {
-                            return;
-                        }
-                        node_name(&new).to_owned()
-                    }
-                    InformerEvent::Resync => RESYNC_NODE_KEY.to_owned(),
-                };
-                // The node cache already holds the change: a pass in progress sees it from its next load balancer.
-                self.hosts.generation.fetch_add(1, Ordering::AcqRel);
-                self.node_queue.add(key);
-            })
-            .await;
+    /// Queue a node change for the node-sync loop.
+    fn node_changed(&self, event: &InformerEvent<Node>) {
+        let key = match event {
+            InformerEvent::Added(node) | InformerEvent::Deleted(node) => node_name(node).to_owned(),
+            InformerEvent::Updated { old, new } => {
+                if !node_update_affects_load_balancers(old, new) {
+                    return;
+                }
+                node_name(new).to_owned()
+            }
+            InformerEvent::Resync => RESYNC_NODE_KEY.to_owned(),
+        };
+        // The node cache already holds the change: a pass in progress sees it from its next load balancer.
+        self.hosts.generation.fetch_add(1, Ordering::AcqRel);
+        self.node_queue.add(key);
     }
 
     // ---- service worker ----
@@ -675,29 +606,22 @@ impl Inner {
 
     // ---- periodic re-ensure ----
 
-    async fn reensure_loop(self: Arc<Self>, period: Duration, shutdown: CancellationToken) {
-        loop {
-            let jitter =
-                period.mul_f64(self.config.periodic_reensure_jitter * rand::random::<f64>());
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(period + jitter) => {}
+    /// One periodic re-ensure: queue every Service that wants a load balancer and is not backing off.
+    fn reensure(&self) {
+        let mut queued = 0usize;
+        for svc in self.services.store().list() {
+            if !self.selector.wants_load_balancer(&svc) || needs_cleanup(&svc) {
+                continue;
             }
-            let mut queued = 0usize;
-            for svc in self.services.store().list() {
-                if !self.selector.wants_load_balancer(&svc) || needs_cleanup(&svc) {
-                    continue;
-                }
-                let key = service_key(&svc);
-                // A Service that is backing off is already being retried.
-                if self.queue.num_requeues(&key) > 0 {
-                    continue;
-                }
-                self.queue.add(key);
-                queued += 1;
+            let key = service_key(&svc);
+            // A Service that is backing off is already being retried.
+            if self.queue.num_requeues(&key) > 0 {
+                continue;
             }
-            tracing::info!(services = queued, "periodic re-ensure of load balancers");
+            self.queue.add(key);
+            queued += 1;
         }
+        tracing::info!(services = queued, "periodic re-ensure of load balancers");
     }
 }
 

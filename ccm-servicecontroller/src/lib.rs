@@ -34,7 +34,6 @@
 //! None: this crate has no optional features. Like every library crate of the SDK it enables no `k8s-openapi`
 //! version feature; the binary or test that uses it selects the Kubernetes API version (e.g. `k8s-openapi/v1_36`).
 
-pub mod coalesce;
 mod config;
 mod controller;
 mod error;

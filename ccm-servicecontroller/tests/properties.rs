@@ -1,6 +1,6 @@
 //! Property tests of the service controller's pure decisions: the Service predicates and the finalizer rules,
 //! the finalizer and status patches, the node predicates, the node sets, and the coalescing of node changes
-//! (`coalesce::next_burst`). Each property runs `ccm_testenv::properties::DEFAULT_CASES` generated cases (or
+//! (`ccm_core::runtime::debounce::burst::next_burst`, which the node-sync loop runs on). Each property runs `ccm_testenv::properties::DEFAULT_CASES` generated cases (or
 //! `PROPTEST_CASES`); see docs/architecture.md, "Property tests".
 
 use std::collections::BTreeMap;
@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use ccm_core::helpers::has_load_balancer_finalizer;
 use ccm_core::names;
+use ccm_core::runtime::debounce::burst::next_burst;
 use ccm_core::runtime::workqueue::{ItemExponentialBackoff, WorkQueue};
-use ccm_servicecontroller::coalesce::next_burst;
 use ccm_servicecontroller::patches::{add_finalizer, load_balancer_status, remove_finalizer};
 use ccm_servicecontroller::predicates::{
     MAX_NODE_NAMES_TO_LOG, NodeSet, ServiceSelector, UpdateReason, in_stable_node_set,

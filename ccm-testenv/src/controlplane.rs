@@ -33,7 +33,7 @@ pub(crate) use lifecycle::{
 };
 pub(crate) use probes::log_tail;
 use probes::{apiserver_ready, etcd_healthy, is_port_conflict};
-use watchdog::spawn_watchdog;
+pub(crate) use watchdog::spawn_watchdog;
 
 /// Environment variable naming the directory holding the `etcd` and `kube-apiserver` binaries;
 /// overrides the search in [`Binaries::find`].

@@ -44,6 +44,7 @@
 pub mod audit;
 pub mod cluster;
 pub mod controlplane;
+pub mod emulator;
 pub mod envfile;
 mod identity;
 pub mod kubeconfig;

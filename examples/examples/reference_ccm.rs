@@ -1,5 +1,7 @@
-//! The reference cloud controller manager: the four standard controllers on the fake provider, and the example
-//! vendor controller `tagging-controller` (`examples/src/tagging.rs`), which `--controllers=*,tagging` turns on.
+//! The reference cloud controller manager: the four standard controllers on the fake provider, the example
+//! vendor controller `tagging-controller` (`examples/src/tagging.rs`), which `--controllers=*,tagging` turns on, and
+//! the example admission webhook `load-balancer-type` (`examples/src/lb_type_webhook.rs`), served on the webhook
+//! port with `--webhooks=*`.
 //!
 //! ```text
 //! cargo run -p examples --example reference-ccm -- \
@@ -7,7 +9,8 @@
 //!     --controllers=*,tagging
 //! ```
 //!
-//! Every flag of the Go cloud-controller-manager that the SDK supports is accepted; `--help` lists them.
+//! Every flag of the Go cloud-controller-manager that the SDK supports is accepted; `--help` lists them (the few it
+//! does not are listed with the reason in docs/runtime.md).
 //! `reference-ccm doctor [...]` runs the chicken-and-egg doctor instead (`docs/doctor.md`).
 
 use std::process::ExitCode;

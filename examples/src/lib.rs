@@ -13,11 +13,14 @@
 //!   deployment manifests under `deploy/` and the config-file schema `docs/schema/ccm-config.schema.json`.
 //! - A **vendor controller** on the controller kit ([`tagging`]): tags the fake cloud's instances; the model for a
 //!   controller of your own. The reference CCM runs it with `--controllers=*,tagging`.
+//! - An **admission webhook** ([`lb_type_webhook`]): rejects LoadBalancer Services asking for a load-balancer type
+//!   the fake cloud does not have; the reference CCM serves it with `--webhooks=*`.
 //! - **Vendor flags and config**: the reference CCM's own flag ([`FakeArgs`], `--fake-default-instance-type`) and
 //!   config-file section ([`FakeConfig`], `fake:`), handed to its provider factory; and reload: a changed
 //!   `--cloud-config` inventory is applied without a restart.
 
 pub mod demo;
+pub mod lb_type_webhook;
 pub mod tagging;
 
 use std::collections::BTreeMap;
@@ -109,7 +112,8 @@ pub async fn fake_factory(settings: ProviderSettings) -> Result<Arc<dyn CloudPro
 
 /// The reference CCM: the fake provider registered as `fake` ([`fake_factory`]), its vendor flags ([`FakeArgs`])
 /// and config section ([`FakeConfig`]), the standard controllers (the four Go ones and the doctor's
-/// `node-bootstrap-selfcheck`) and the vendor controller [`tagging`] (off unless `--controllers=*,tagging`);
+/// `node-bootstrap-selfcheck`), the vendor controller [`tagging`] (off unless `--controllers=*,tagging`) and the
+/// admission webhook [`lb_type_webhook`] (served with `--webhooks=*`);
 /// `reference-ccm doctor [...]` runs the doctor. A changed `--cloud-config` is applied without a restart.
 ///
 /// ```no_run
@@ -129,6 +133,7 @@ pub fn reference_ccm() -> Result<CcmBuilder, RegistryError> {
         .with_vendor_args::<FakeArgs>()
         .with_vendor_config::<FakeConfig>(CONFIG_SECTION)
         .register_controller(tagging::descriptor_from_factory(TAGGING_RESYNC))
+        .register_webhook(lb_type_webhook::descriptor())
         .with_command_name(COMMAND_NAME)
         .with_about(
             "The reference cloud controller manager of the ccm-rs SDK: the four standard controllers on the fake \
@@ -146,6 +151,7 @@ pub fn manifest_options() -> ManifestOptions {
             "--cluster-cidr=10.244.0.0/16".to_owned(),
         ])
         .with_cloud_config(CLOUD_CONFIG_MAP, CLOUD_CONFIG_DIR)
+        .with_webhook(lb_type_webhook::manifest())
 }
 
 /// The ConfigMap with the sample inventory.

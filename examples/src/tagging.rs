@@ -5,15 +5,16 @@
 //! `ccm.example/node-name=<node name>`, as AWS's tagging controller does. Here the cloud is the in-memory
 //! [`FakeCloud`] and the tags are its instances' labels.
 //!
-//! A kit controller is two things:
+//! A kit controller is three things:
 //! - a **pure plan**, [`plan_tags`]: what to change, decided from the cached Node and the cloud's answer;
-//! - a **reconcile function** for one key (a Node name): read, plan, write, emit an Event, and say when to look
-//!   again ([`Action`]).
+//! - a **reconcile function** for one key (a Node name) and its context: read, plan, write, emit an Event, and
+//!   say when to look again ([`Action`]);
+//! - a few **builder lines** ([`Controller`]): which informer events queue which keys, and how many workers.
 //!
-//! The kit does the rest: the shared Node informer and its cache, the event pump
-//! ([`Subscription::for_each`]), the work queue with Go's `workqueue_*` metrics, the workers and the retry
-//! decision ([`run_workers`]), Events that never block ([`EventRecorder`]), and, in the runtime, `--controllers`,
-//! leader election, `running_managed_controllers` and shutdown.
+//! The kit does the rest: the shared Node informer and its cache, waiting for it, the initial enqueue and
+//! resyncs, the work queue with Go's `workqueue_*` metrics, the workers and the retry decision, Events that
+//! never block ([`EventRecorder`]), and, in the runtime, `--controllers`, leader election,
+//! `running_managed_controllers` and shutdown.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -32,37 +33,30 @@
 //! # }
 //! ```
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
-use async_trait::async_trait;
-use ccm_core::helpers::{node_name, node_provider_id};
-use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
-use ccm_core::runtime::events::EventRecorder;
-use ccm_core::runtime::informer::{Informer, InformerEvent, Store, Subscription};
-use ccm_core::runtime::workers::{Action, run_workers};
-use ccm_core::runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
-use ccm_core::{BoxError, CloudError};
+use ccm_core::runtime::builder::{Controller, added_or_updated};
+use ccm_core::runtime::controller::{ControllerContext, ControllerDescriptor};
+use ccm_core::runtime::{events::EventRecorder, informer::Store, workers::Action};
+use ccm_core::{CloudError, helpers::node_name, helpers::node_provider_id};
 use ccm_provider_fake::FakeCloud;
 use k8s_openapi::api::core::v1::Node;
-use kube::{Resource, ResourceExt};
-use tokio_util::sync::CancellationToken;
+use kube::Resource;
 
 /// The controller's name in `--controllers`.
 pub const NAME: &str = "tagging-controller";
-/// Its alias, also its `running_managed_controllers` name.
+/// Its alias, also its `running_managed_controllers` name and the name of its work queue in the `workqueue_*`
+/// metrics.
 pub const ALIAS: &str = "tagging";
-/// The work queue's name in the `workqueue_*` metrics.
-pub const QUEUE_NAME: &str = "tagging";
 /// The `source.component` of its Events.
 pub const COMPONENT: &str = "tagging-controller";
 /// The reason of the Normal Event emitted when an instance was tagged.
 pub const TAGGED_INSTANCE: &str = "TaggedInstance";
 /// The tag naming the Node an instance serves.
 pub const NODE_NAME_TAG: &str = "ccm.example/node-name";
-/// Concurrent reconciles.
-const WORKERS: usize = 2;
+
+/// An instance's tags.
+pub type Tags = BTreeMap<String, String>;
 
 /// The tag marking an instance as owned by the cluster: `kubernetes.io/cluster/<cluster>`, value `owned`.
 pub fn cluster_tag(cluster: &str) -> String {
@@ -72,35 +66,25 @@ pub fn cluster_tag(cluster: &str) -> String {
 /// The tags to set on `node`'s instance, whose tags are `current`: `None` when there is nothing to do (every tag
 /// is there with its value, the Node has no providerID yet, or there is no cluster name). Other tags are left
 /// alone.
-pub fn plan_tags(
-    current: &BTreeMap<String, String>,
-    node: &Node,
-    cluster: &str,
-) -> Option<BTreeMap<String, String>> {
-    if node_provider_id(node).is_empty() || node_name(node).is_empty() || cluster.is_empty() {
+pub fn plan_tags(current: &Tags, node: &Node, cluster: &str) -> Option<Tags> {
+    let name = node_name(node);
+    if node_provider_id(node).is_empty() || name.is_empty() || cluster.is_empty() {
         return None;
     }
-    let wanted = [
-        (cluster_tag(cluster), "owned".to_owned()),
-        (NODE_NAME_TAG.to_owned(), node_name(node).to_owned()),
-    ];
-    let missing: BTreeMap<String, String> = wanted
-        .into_iter()
-        .filter(|(key, value)| current.get(key) != Some(value))
-        .collect();
+    let mut missing = Tags::new();
+    let owned = (cluster_tag(cluster), "owned");
+    for (key, value) in [owned, (NODE_NAME_TAG.to_owned(), name)] {
+        if current.get(&key).map(String::as_str) != Some(value) {
+            missing.insert(key, value.to_owned());
+        }
+    }
     (!missing.is_empty()).then_some(missing)
 }
 
 /// The controller descriptor for the runtime: `tagging-controller`, alias `tagging`, disabled by default. Each
 /// tagged Node is checked again every `resync` (someone may remove the tags).
 pub fn descriptor(cloud: FakeCloud, resync: Duration) -> ControllerDescriptor {
-    ControllerDescriptor::new(NAME, move |ctx: &ControllerContext| {
-        Ok(Some(
-            Box::new(TaggingController::new(ctx, cloud.clone(), resync)) as Box<dyn Controller>,
-        ))
-    })
-    .with_aliases(&[ALIAS])
-    .disabled_by_default()
+    describe(resync, move |_| Some(cloud.clone()))
 }
 
 /// The same, for a binary whose cloud is built by its provider factory (the reference CCM): the factory shares
@@ -108,24 +92,38 @@ pub fn descriptor(cloud: FakeCloud, resync: Duration) -> ControllerDescriptor {
 /// (`ctx.vendor.shared::<FakeCloud>()`) when it starts; without one (not on the fake cloud) it stays off, which
 /// the runtime logs.
 pub fn descriptor_from_factory(resync: Duration) -> ControllerDescriptor {
+    describe(resync, |ctx| ctx.vendor.shared::<FakeCloud>())
+}
+
+/// The builder lines: every added or changed Node is queued, two workers reconcile it with a [`Tagger`].
+fn describe(
+    resync: Duration,
+    cloud: impl Fn(&ControllerContext) -> Option<FakeCloud> + Send + Sync + 'static,
+) -> ControllerDescriptor {
     ControllerDescriptor::new(NAME, move |ctx: &ControllerContext| {
-        Ok(ctx.vendor.shared::<FakeCloud>().map(|cloud| {
-            Box::new(TaggingController::new(ctx, cloud, resync)) as Box<dyn Controller>
+        let (nodes, cluster) = (ctx.informers.nodes(), ctx.cluster_name.clone());
+        Ok(cloud(ctx).map(|cloud| {
+            let tagger = Tagger {
+                cloud,
+                cluster,
+                resync,
+                nodes: nodes.store(),
+                recorder: ctx.recorder(COMPONENT),
+            };
+            Controller::new(NAME)
+                .queue_with_metrics(ALIAS, &ctx.workqueue_metrics)
+                .watches(nodes, added_or_updated)
+                .workers(2)
+                .boxed(Arc::new(tagger), |name, tagger| async move {
+                    tagger.reconcile(&name).await
+                })
         }))
     })
     .with_aliases(&[ALIAS])
     .disabled_by_default()
 }
 
-/// The tagging controller; build it with [`descriptor`] (or [`TaggingController::new`] to run it alone).
-pub struct TaggingController {
-    tagger: Arc<Tagger>,
-    informer: Informer<Node>,
-    events: Subscription<Node>,
-    queue: WorkQueue<String>,
-}
-
-/// What a reconcile needs.
+/// What a reconcile needs: its context.
 struct Tagger {
     cloud: FakeCloud,
     cluster: String,
@@ -134,87 +132,21 @@ struct Tagger {
     recorder: EventRecorder,
 }
 
-impl TaggingController {
-    /// Subscribe to the shared Node informer (now, so no change is missed before [`Controller::run`]) and create
-    /// the queue with its metrics.
-    pub fn new(ctx: &ControllerContext, cloud: FakeCloud, resync: Duration) -> Self {
-        let informer = ctx.informers.nodes().clone();
-        TaggingController {
-            tagger: Arc::new(Tagger {
-                cloud,
-                cluster: ctx.cluster_name.clone(),
-                resync,
-                nodes: informer.store(),
-                recorder: ctx.recorder(COMPONENT),
-            }),
-            events: informer.subscribe(),
-            informer,
-            queue: WorkQueue::with_metrics(
-                QUEUE_NAME,
-                default_controller_rate_limiter(),
-                &ctx.workqueue_metrics,
-            ),
-        }
-    }
-}
-
-#[async_trait]
-impl Controller for TaggingController {
-    async fn run(self: Box<Self>, shutdown: CancellationToken) -> Result<(), BoxError> {
-        let TaggingController {
-            tagger,
-            informer,
-            events,
-            queue,
-        } = *self;
-        tokio::select! {
-            () = shutdown.cancelled() => return Ok(()),
-            () = informer.wait_synced() => {}
-        }
-        let store = informer.store();
-        let queue_all = || store.keys().into_iter().for_each(|key| queue.add(key));
-        queue_all();
-        let pump = events.for_each(&shutdown, |event| match event {
-            InformerEvent::Added(node) | InformerEvent::Updated { new: node, .. } => {
-                queue.add(node.name_any());
-            }
-            // The instance is gone or someone else's: nothing to do.
-            InformerEvent::Deleted(_) => {}
-            InformerEvent::Resync => queue_all(),
-        });
-        let reconcile = move |name: String| {
-            let tagger = tagger.clone();
-            async move { tagger.reconcile(&name).await }
-        };
-        let workers = run_workers(NAME, queue.clone(), WORKERS, shutdown.clone(), reconcile);
-        tokio::join!(pump, workers);
-        Ok(())
-    }
-}
-
 impl Tagger {
     /// Tag the instance of the Node `name` if it lacks a tag. The fake cloud cannot fail; a real cloud's
-    /// [`CloudError`] is returned from here, and `run_workers` retries after the delay it asks for, or with
-    /// backoff.
+    /// [`CloudError`] is returned from here, and the kit retries after the delay it asks for, or with backoff.
     async fn reconcile(&self, name: &str) -> Result<Action, CloudError> {
-        let Some(node) = self.nodes.get(name) else {
-            return Ok(Action::Done); // deleted: nothing to do
+        let (Some(node), Some(instance)) = (self.nodes.get(name), self.cloud.instance(name)) else {
+            return Ok(Action::Done); // deleted, or no instance in this cloud: nothing to do
         };
-        let Some(instance) = self.cloud.instance(name) else {
-            return Ok(Action::Done); // no instance in this cloud
-        };
-        if instance.provider_id.as_deref() != Some(node_provider_id(&node)) {
+        let id = node_provider_id(&node);
+        if instance.provider_id.as_deref() != Some(id) {
             return Ok(Action::Done); // not initialized yet (the update will queue it), or not this instance
         }
         if let Some(tags) = plan_tags(&instance.labels, &node, &self.cluster) {
-            let list = tags.iter().map(|(k, v)| format!("{k}={v}"));
-            let message = format!(
-                "Tagged instance {} with {}",
-                node_provider_id(&node),
-                list.collect::<Vec<_>>().join(", ")
-            );
-            self.cloud
-                .update_instance(name, |instance| instance.labels.extend(tags));
+            let list: Vec<String> = tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let message = format!("Tagged instance {id} with {}", list.join(", "));
+            self.cloud.update_instance(name, |i| i.labels.extend(tags));
             self.recorder
                 .normal(&node.object_ref(&()), TAGGED_INSTANCE, message);
         }
@@ -230,6 +162,7 @@ mod tests {
     use ccm_provider_fake::FakeInstance;
     use k8s_openapi::api::core::v1::NodeSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kube::ResourceExt;
 
     const CLUSTER_TAG: &str = "kubernetes.io/cluster/prod";
 

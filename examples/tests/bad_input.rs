@@ -1,5 +1,6 @@
 //! The reference CCM binary rejects bad input with a clear message and a non-zero exit code before it starts
-//! anything (it is pointed at a kubeconfig that does not exist, so it could not start anyway).
+//! anything (it is pointed at a kubeconfig that does not exist, so it could not start anyway); a webhook
+//! certificate that does not load stops it at start (against the real API server).
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -82,6 +83,68 @@ fn unknown_controller_names() {
 }
 
 #[test]
+fn bad_webhook_and_serving_flags() {
+    for (args, message) in [
+        (
+            &["--webhooks=*,-nope"][..],
+            "invalid --webhooks: \"nope\" is not in the list of known webhooks (known webhooks: load-balancer-type)",
+        ),
+        (
+            &["--webhook-secure-port=10258"],
+            "invalid --webhook-secure-port: 10258 cannot be the same value as --secure-port",
+        ),
+        (
+            &["--webhook-tls-cert-file=/etc/tls.crt"],
+            "invalid --webhook-tls-cert-file: --webhook-tls-cert-file and --webhook-tls-private-key-file must be \
+             given together",
+        ),
+        (
+            &["--webhook-tls-min-version=VersionTLS11"],
+            "invalid --webhook-tls-min-version: VersionTLS11 is not supported",
+        ),
+        (
+            &["--webhook-tls-cipher-suites=TLS_NOPE"],
+            "invalid --webhook-tls-cipher-suites: unknown cipher suite \"TLS_NOPE\"",
+        ),
+        (
+            &["--webhook-tls-curve-preferences=29,25"],
+            "invalid --webhook-tls-curve-preferences: 25 (P-521) is not implemented by rustls",
+        ),
+        (
+            &["--tls-curve-preferences=X25519"],
+            "invalid --tls-curve-preferences: \"X25519\" is not a number",
+        ),
+        (
+            &["--webhook-tls-sni-cert-key=only.crt"],
+            "invalid --webhook-tls-sni-cert-key: \"only.crt\": expected a certificate and a key file",
+        ),
+        (
+            &["--tls-sni-cert-key=a.crt,a.key:foo.*.com"],
+            "invalid --tls-sni-cert-key: \"a.crt,a.key:foo.*.com\": a wildcard name must be",
+        ),
+        (
+            &["--http2-max-streams-per-connection=-1"],
+            "--http2-max-streams-per-connection must not be negative, got -1",
+        ),
+        (
+            &["--log-json-info-buffer-size=lots"],
+            "invalid --log-json-info-buffer-size: \"lots\" is not a size",
+        ),
+        (
+            &[
+                "--enable-leader-migration",
+                "--leader-migration-config=/nonexistent/lm.yaml",
+            ],
+            "invalid --leader-migration-config: cannot read /nonexistent/lm.yaml",
+        ),
+    ] {
+        let mut argv = vec!["--cloud-provider=fake"];
+        argv.extend_from_slice(args);
+        rejected(&argv, message);
+    }
+}
+
+#[test]
 fn an_empty_cloud_provider() {
     rejected(&[], "--cloud-provider cannot be empty");
     rejected(&["--cloud-provider="], "--cloud-provider cannot be empty");
@@ -161,4 +224,40 @@ fn help_exits_zero_and_lists_the_vendor_flags_under_their_heading() {
         "{help}"
     );
     assert!(help.contains("FAKE_DEFAULT_INSTANCE_TYPE"), "{help}");
+}
+
+/// A webhook certificate that does not load stops the binary at start with exit code 1 and the file's name (it
+/// reaches a real API server first, so the failure is the certificate's).
+#[tokio::test]
+async fn a_bad_webhook_certificate_stops_the_binary_at_start() {
+    let env = ccm_testenv::TestEnv::shared().await;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let cert = dir.path().join("tls.crt");
+    let key = dir.path().join("tls.key");
+    std::fs::write(&cert, "not a certificate").expect("write");
+    std::fs::write(&key, "not a key").expect("write");
+    let output = std::process::Command::new(reference_ccm())
+        .args([
+            "--cloud-provider=fake".to_owned(),
+            format!("--kubeconfig={}", env.kubeconfig_path().display()),
+            "--leader-elect=false".to_owned(),
+            "--secure-port=0".to_owned(),
+            "--controllers=".to_owned(),
+            "--webhooks=*".to_owned(),
+            "--webhook-bind-address=127.0.0.1".to_owned(),
+            "--webhook-secure-port=10299".to_owned(),
+            format!("--webhook-tls-cert-file={}", cert.display()),
+            format!("--webhook-tls-private-key-file={}", key.display()),
+        ])
+        .output()
+        .expect("run reference-ccm");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "webhook port: cannot load certificate from {}: no PEM certificate found",
+            cert.display()
+        )),
+        "{stderr}"
+    );
 }

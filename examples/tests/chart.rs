@@ -206,6 +206,14 @@ fn controller_credentials_overrides() -> Vec<String> {
     .collect()
 }
 
+/// The admission webhooks: the flags, the port, the Service and the sample configuration.
+fn webhook_overrides() -> Vec<String> {
+    ["--set", "webhooks.enabled=true"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect()
+}
+
 fn committed(files: &[&str]) -> Vec<Value> {
     let mut committed = Vec::new();
     for file in files {
@@ -239,6 +247,7 @@ fn helm_lint_passes_with_the_defaults_and_the_overrides() {
         single_replica_overrides(),
         placement_overrides(),
         controller_credentials_overrides(),
+        webhook_overrides(),
     ] {
         let mut args = vec!["lint", "--strict", chart.as_str()];
         args.extend(strs(&overrides));
@@ -258,6 +267,42 @@ fn the_default_values_render_exactly_the_committed_manifests() {
         "cloud-config.yaml",
     ]);
     assert_same_objects(&rendered, &committed, "the chart's defaults and deploy/");
+}
+
+#[test]
+fn webhooks_render_the_committed_webhook_manifests() {
+    let docs = documents(&render(&strs(&webhook_overrides())), "webhooks");
+    let args = args(&docs);
+    for flag in ["--webhooks=*", "--webhook-secure-port=10260"] {
+        assert!(args.contains(&flag.to_owned()), "{args:?}");
+    }
+    assert_eq!(
+        container(&docs)["ports"][1],
+        json!({"name": "webhook", "containerPort": 10260, "protocol": "TCP"})
+    );
+    let rendered: Vec<Value> = docs
+        .into_iter()
+        .filter(|d| d["kind"] != "Deployment")
+        .collect();
+    let committed = committed(&[
+        "serviceaccount.yaml",
+        "rbac.yaml",
+        "cloud-config.yaml",
+        "webhook/webhook.yaml",
+    ]);
+    assert_same_objects(
+        &sorted(rendered),
+        &committed,
+        "the chart with webhooks.enabled and deploy/ with webhook/webhook.yaml",
+    );
+    // off by default: no port, no flag, no Service
+    let defaults = documents(&render(&[]), "defaults");
+    assert!(find(&defaults, "Service").is_empty());
+    assert!(
+        !self::args(&defaults)
+            .iter()
+            .any(|a| a.starts_with("--webhook"))
+    );
 }
 
 #[test]
@@ -443,6 +488,7 @@ async fn every_rendering_passes_a_dry_run_and_the_doctor() {
         ("single replica", single_replica_overrides()),
         ("placement", placement_overrides()),
         ("controller credentials", controller_credentials_overrides()),
+        ("webhooks", webhook_overrides()),
     ] {
         let text = render(&strs(&overrides));
         for doc in documents(&text, name) {

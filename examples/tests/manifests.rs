@@ -43,6 +43,7 @@ async fn the_apiserver_accepts_every_manifest_in_a_dry_run() {
         "deployment.yaml",
         "cloud-config.yaml",
         "controller-rbac.yaml",
+        "webhook/webhook.yaml",
     ] {
         let path = workspace_root().join("deploy").join(file);
         let text =
@@ -73,7 +74,10 @@ async fn the_apiserver_accepts_every_manifest_in_a_dry_run() {
             "ClusterRole",
             "ClusterRoleBinding",
             "Role",
-            "RoleBinding"
+            "RoleBinding",
+            // webhook/webhook.yaml
+            "Service",
+            "ValidatingWebhookConfiguration"
         ]
     );
     // nothing was created

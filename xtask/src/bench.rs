@@ -5,9 +5,11 @@
 //!
 //! - `bench nodes`: node initialization (time, API writes, cloud calls, memory, CPU).
 //! - `bench lbs`: load balancers (time to ingress, `UpdateLoadBalancer` calls after a node burst).
+//! - `bench aws`: node initialization through the EC2 emulator with `aws-ccm`, bulk lookups on and off.
 //! - `bench budget` (in `bench_budget.rs`): cloud calls per period and per node, for sizing the cloud-call
 //!   budget (Rust only: the Go reference has no budget, bulk calls or cache).
 
+pub(crate) mod aws;
 mod identity;
 pub(crate) mod lbs;
 pub(crate) mod nodes;
@@ -38,6 +40,9 @@ enum BenchCommand {
     /// The cloud-call budget: cloud calls per node initialization, address-sync period and lifecycle
     /// period, with and without native bulk calls and the instance cache (docs/cloud-budget.md).
     Budget(crate::bench_budget::BudgetArgs),
+    /// Node initialization through a real cloud API: N EC2 emulator instances and tainted Nodes, aws-ccm
+    /// (--controllers=cloud-node), with the provider's bulk lookups on and off.
+    Aws(aws::AwsArgs),
 }
 
 /// Runs `cargo xtask bench ...`.
@@ -49,6 +54,7 @@ pub async fn run(args: BenchArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
         BenchCommand::Nodes(args) => nodes::run(&args, interrupt).await,
         BenchCommand::Lbs(args) => lbs::run(&args, interrupt).await,
         BenchCommand::Budget(args) => crate::bench_budget::run(&args, interrupt).await,
+        BenchCommand::Aws(args) => aws::run(&args, interrupt).await,
     }
 }
 

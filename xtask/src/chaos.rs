@@ -15,10 +15,13 @@
 //! - `cloud-faults` ([`cloud`]): the fake cloud fails 30 % of the calls and delays each by
 //!   200 ms ± 150 ms for 60 s under 200 Nodes and 50 LoadBalancer Services; no leaked load
 //!   balancer, no deleted Node, convergence within one resync period.
+//! - `failover` ([`failover`]): the Go CCM's lease settings (15 s / 10 s / 2 s); the leader SIGKILLed 10
+//!   times, each failover measured from the audit log against the lease duration + 1 s.
 
 mod apiserver;
 mod cloud;
 mod etcd;
+mod failover;
 mod freeze;
 mod kills;
 mod plan;
@@ -61,6 +64,9 @@ pub enum Scenario {
     /// The fake cloud fails 30 % of the calls and delays each by 200 ms ± 150 ms for 60 s
     /// while 200 Nodes and 50 LoadBalancer Services are created (10 deleted).
     CloudFaults,
+    /// Three replicas with the Go CCM's lease settings (15 s, 10 s, 2 s); the leader SIGKILLed 10
+    /// times; each failover (kill to the new leader's first Lease write) against lease + 1 s.
+    Failover,
 }
 
 impl Scenario {
@@ -74,6 +80,7 @@ impl Scenario {
             Scenario::ApiserverRestart => "apiserver-restart",
             Scenario::EtcdFreeze => "etcd-freeze",
             Scenario::CloudFaults => "cloud-faults",
+            Scenario::Failover => "failover",
         }
     }
 }
@@ -114,6 +121,10 @@ pub struct ChaosArgs {
     /// reference CCM, for comparison).
     #[arg(long, value_enum, default_value_t = Implementation::Rust)]
     pub freeze_impl: Implementation,
+    /// The CCM whose three replicas failover runs: rust (the reference CCM) or go (the Go
+    /// reference CCM, for comparison).
+    #[arg(long, value_enum, default_value_t = Implementation::Rust)]
+    pub failover_impl: Implementation,
 }
 
 impl Default for ChaosArgs {
@@ -129,6 +140,7 @@ impl Default for ChaosArgs {
             no_build: false,
             rust_ccm: None,
             freeze_impl: Implementation::Rust,
+            failover_impl: Implementation::Rust,
         }
     }
 }
@@ -142,6 +154,8 @@ pub struct Context {
     pub go_ccm: PathBuf,
     /// The CCM of leader-freeze's replicas.
     pub freeze_impl: Implementation,
+    /// The CCM of failover's replicas.
+    pub failover_impl: Implementation,
 }
 
 impl Context {
@@ -226,6 +240,7 @@ fn selected(args: &ChaosArgs, go_built: bool) -> Vec<Scenario> {
         Scenario::ApiserverRestart,
         Scenario::EtcdFreeze,
         Scenario::CloudFaults,
+        Scenario::Failover,
     ]
 }
 
@@ -257,6 +272,7 @@ async fn prepare(args: &ChaosArgs, interrupt: &Interrupt) -> anyhow::Result<Cont
         rust_ccm,
         go_ccm: bin_dir.join(GO_CCM.name),
         freeze_impl: args.freeze_impl,
+        failover_impl: args.failover_impl,
     })
 }
 
@@ -316,6 +332,10 @@ pub async fn run(args: &ChaosArgs, interrupt: &Interrupt) -> anyhow::Result<()> 
                 Scenario::ApiserverRestart => apiserver::run(&context, &label, interrupt).await,
                 Scenario::EtcdFreeze => etcd::run(&context, &label, interrupt).await,
                 Scenario::CloudFaults => cloud::run(&context, &label, run_seed, interrupt).await,
+                Scenario::Failover => {
+                    let implementation = context.failover_impl;
+                    failover::run(&context, implementation, &label, run_seed, interrupt).await
+                }
             };
             interrupt.check()?;
             report_run(&label, &outcome);
@@ -324,19 +344,27 @@ pub async fn run(args: &ChaosArgs, interrupt: &Interrupt) -> anyhow::Result<()> 
         results.push(ScenarioRuns {
             name: scenario.name(),
             runs: outcomes,
+            failover_bound: if scenario == Scenario::Failover {
+                failover::bound()
+            } else {
+                failover_bound()
+            },
         });
     }
-    let bound = failover_bound();
     println!(
-        "\nChaos scenarios (lease {} s, renew deadline {} s, retry {} s; failover bound = lease + \
-         retry = {} s; audit logs and replica logs under {}):\n",
+        "\nChaos scenarios (lease {} s, renew deadline {} s, retry {} s, failover bound = lease + \
+         retry = {} s; failover: lease {} s, renew deadline {} s, retry {} s, bound = lease + 1 s; \
+         audit logs and replica logs under {}):\n",
         LEASE_DURATION.as_secs(),
         replicas::RENEW_DEADLINE.as_secs(),
         RETRY_PERIOD.as_secs(),
-        bound.as_secs(),
+        failover_bound().as_secs(),
+        failover::LEASE_DURATION.as_secs(),
+        failover::RENEW_DEADLINE.as_secs(),
+        failover::RETRY_PERIOD.as_secs(),
         paths::target_dir().join("chaos").display()
     );
-    println!("{}", report::table(&results, bound).render());
+    println!("{}", report::table(&results).render());
     if !report::all_passed(&results) {
         bail!("a chaos scenario failed (see the table and the details above)");
     }
@@ -405,7 +433,8 @@ mod tests {
                 Scenario::MixedKills,
                 Scenario::ApiserverRestart,
                 Scenario::EtcdFreeze,
-                Scenario::CloudFaults
+                Scenario::CloudFaults,
+                Scenario::Failover
             ]
         );
     }

@@ -7,7 +7,7 @@ use clap::Args;
 use crate::api::{self, ChangelogCheckArgs};
 use crate::chaos::{self, ChaosArgs};
 use crate::conformance::{self, ConformanceArgs};
-use crate::controlplane::{self, BuildArgs};
+use crate::controlplane;
 use crate::image::{self, ImageArgs};
 use crate::package::{self, PackageArgs};
 use crate::process::{self, Interrupt, Interrupted, Stopwatch};
@@ -44,7 +44,7 @@ pub enum Step {
     Doc,
     /// `cargo xtask package`: every library crate packaged and built from its `.crate` file.
     Package,
-    /// `cargo xtask controlplane build`
+    /// `cargo xtask controlplane build --go-ccm` (the Go reference CCM for the Go-flag test)
     ControlPlaneBuild,
     /// `cargo xtask test`
     Test,
@@ -87,7 +87,7 @@ impl Step {
             Step::Clippy => "cargo clippy --workspace --all-targets -- -D warnings",
             Step::Doc => "cargo doc --workspace --no-deps (RUSTDOCFLAGS=-D warnings)",
             Step::Package => "cargo xtask package (every library crate, verified)",
-            Step::ControlPlaneBuild => "cargo xtask controlplane build",
+            Step::ControlPlaneBuild => "cargo xtask controlplane build --go-ccm",
             Step::Test => "cargo xtask test (unit, integration and doctests, real apiserver)",
             Step::Conformance => "cargo xtask conformance (contract clauses, controller scenarios)",
             Step::Chaos => {
@@ -153,7 +153,7 @@ async fn run_step(step: Step, interrupt: &Interrupt) -> anyhow::Result<()> {
             };
             package::run(&args, interrupt).await
         }
-        Step::ControlPlaneBuild => controlplane::build(&BuildArgs::default(), interrupt).await,
+        Step::ControlPlaneBuild => controlplane::build(&test::build_args(), interrupt).await,
         Step::Test => test::run_tests(&TestArgs::default(), interrupt).await,
         Step::Conformance => {
             let args = ConformanceArgs {

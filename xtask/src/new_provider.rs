@@ -527,6 +527,32 @@ mod tests {
         assert!(checked >= 9, "{block}");
     }
 
+    /// The template, and the guide's second toml block, carry the workspace's `[profile.release]` (the profile the
+    /// memory figures were measured with), line by line.
+    #[test]
+    fn the_template_carries_the_workspaces_release_profile() {
+        let section = |text: &str| -> Vec<String> {
+            text.split("[profile.release]\n")
+                .nth(1)
+                .expect("a [profile.release] section")
+                .lines()
+                .take_while(|l| !l.starts_with('[') && !l.starts_with("```"))
+                .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+                .map(str::to_owned)
+                .collect()
+        };
+        let root = paths::workspace_root();
+        let workspace = section(&std::fs::read_to_string(root.join("Cargo.toml")).unwrap());
+        assert!(
+            workspace.iter().any(|l| l.starts_with("lto")),
+            "{workspace:?}"
+        );
+        let template = section(include_str!("../templates/new-provider/Cargo.toml"));
+        assert_eq!(template, workspace);
+        let guide = section(&std::fs::read_to_string(root.join("docs/vendor-guide.md")).unwrap());
+        assert_eq!(guide, workspace);
+    }
+
     fn args(name: &str, dir: &Path) -> NewProviderArgs {
         NewProviderArgs {
             name: name.to_owned(),

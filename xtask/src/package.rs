@@ -12,8 +12,9 @@ use clap::Args;
 use crate::process::{self, Interrupt};
 
 /// The workspace members that are not libraries for vendors: `examples` (the reference CCM, benchmarks,
-/// generators) and `xtask` (this tool).
-pub const UNPUBLISHED: &[&str] = &["examples", "xtask"];
+/// generators), `ccm-provider-aws` (an example provider on the AWS SDK, whose compile time stays out of
+/// packaging) and `xtask` (this tool).
+pub const UNPUBLISHED: &[&str] = &["examples", "ccm-provider-aws", "xtask"];
 
 /// Arguments of `cargo xtask package`.
 #[derive(Debug, Args, Default)]
@@ -110,6 +111,8 @@ mod tests {
                 "--workspace",
                 "--exclude",
                 "examples",
+                "--exclude",
+                "ccm-provider-aws",
                 "--exclude",
                 "xtask"
             ]

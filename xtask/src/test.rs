@@ -16,6 +16,18 @@ use crate::process::{self, Interrupt, Interrupted};
 /// The environment variable naming the helm binary for the chart tests (`examples/tests/chart.rs`).
 pub const HELM_ENV_VAR: &str = "CCM_HELM";
 
+/// The environment variable naming the Go reference CCM for the flag comparison (`examples/tests/go_flags.rs`).
+pub const GO_CCM_ENV_VAR: &str = "CCM_GO_CCM";
+
+/// What `cargo xtask test` (and CI's control-plane step) builds: the control plane, and the Go reference CCM,
+/// whose `--help` the Go-flag test compares with the reference CCM's (seconds once kube-apiserver is built).
+pub fn build_args() -> BuildArgs {
+    BuildArgs {
+        go_ccm: true,
+        ..BuildArgs::default()
+    }
+}
+
 /// Default for `--timeout-minutes`.
 pub const DEFAULT_TIMEOUT_MINUTES: u64 = 45;
 
@@ -135,7 +147,7 @@ pub fn cargo_test_invocations(user: &[OsString], no_doc: bool) -> Vec<Vec<OsStri
 /// # Errors
 /// If the control plane cannot be started, or any test run fails.
 pub async fn run(args: &TestArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
-    controlplane::build(&BuildArgs::default(), interrupt).await?;
+    controlplane::build(&build_args(), interrupt).await?;
     run_tests(args, interrupt).await
 }
 
@@ -164,6 +176,10 @@ pub async fn run_tests(args: &TestArgs, interrupt: &Interrupt) -> anyhow::Result
             .env(
                 HELM_ENV_VAR,
                 paths::tools_bin_dir().join(gobuild::HELM.name),
+            )
+            .env(
+                GO_CCM_ENV_VAR,
+                paths::controlplane_bin_dir().join(gobuild::GO_CCM.name),
             );
         let shown = process::display_command(&command);
         let timeout = match args.timeout_minutes {

@@ -32,6 +32,10 @@ use crate::controllers::ControllerCatalog;
 use crate::health::{Endpoint, HealthChecks};
 use crate::options::{CcmOptions, Settings, ValidationError};
 use crate::service_accounts::without_credentials;
+use crate::webhook::{WebhookContext, WebhookDescriptor};
+
+/// The client name (user agent suffix) of the webhooks' Kubernetes client.
+const WEBHOOK_CLIENT: &str = "cloud-controller-manager-webhook";
 
 /// The command line: `--config` plus every [`Settings`] flag.
 #[derive(Debug, Parser)]
@@ -80,6 +84,7 @@ impl CloudControllerManager {
             admin_listener: None,
             health_checks: Vec::new(),
             vendor: VendorSpec::default(),
+            webhooks: Vec::new(),
         }
     }
 }
@@ -99,6 +104,7 @@ pub struct CcmBuilder {
     admin_listener: Option<std::net::TcpListener>,
     health_checks: Vec<(String, HealthCheck)>,
     pub(super) vendor: VendorSpec,
+    webhooks: Vec<WebhookDescriptor>,
 }
 
 impl std::fmt::Debug for CcmBuilder {
@@ -109,6 +115,7 @@ impl std::fmt::Debug for CcmBuilder {
             .field("controllers", &self.controllers.len())
             .field("command_name", &self.command_name)
             .field("vendor", &self.vendor)
+            .field("webhooks", &self.webhooks)
             .finish_non_exhaustive()
     }
 }
@@ -126,6 +133,13 @@ impl CcmBuilder {
     pub fn register_controller(mut self, descriptor: ControllerDescriptor) -> Self {
         self.controllers
             .push(Arc::new(move |_: &CcmOptions| descriptor.clone()));
+        self
+    }
+
+    /// Register an admission webhook (`crate::webhook`): its name becomes valid in `--webhooks`, which enables it
+    /// (none is enabled by default, as in Go); it is served on the webhook port.
+    pub fn register_webhook(mut self, webhook: WebhookDescriptor) -> Self {
+        self.webhooks.push(webhook);
         self
     }
 
@@ -361,6 +375,11 @@ impl CcmBuilder {
         if self.default_controllers {
             errors.extend(crate::defaults::validate(options, &enabled));
         }
+        match crate::webhook::enabled(&self.webhooks, &options.webhooks) {
+            Ok(_) => {}
+            Err(Ok(invalid)) => errors.push(invalid),
+            Err(Err(registration)) => return Err(StartupError::Webhook(registration)),
+        }
         if !errors.is_empty() {
             return Err(StartupError::Invalid(errors));
         }
@@ -407,7 +426,15 @@ impl CcmBuilder {
                 return ExitCode::from(err.exit_code());
             }
         };
-        crate::logging::init(options.verbosity, options.logging_format);
+        let split_stream = match options.logging_format {
+            crate::options::LogFormat::Json => options.log_json_split_stream,
+            crate::options::LogFormat::Text => options.log_text_split_stream,
+        };
+        crate::logging::init_with_split_stream(
+            options.verbosity,
+            options.logging_format,
+            split_stream,
+        );
         let shutdown = CancellationToken::new();
         let signals = tokio::spawn(handle_signals(shutdown.clone()));
         let command = self.command_name.clone();
@@ -549,6 +576,16 @@ impl CcmBuilder {
                 }])
             })?
             .with_metrics(&metrics);
+        // In every replica, with the provider as created and a client without the leadership fence (Go parity).
+        let webhook = crate::webhook::start_from_options(
+            &options,
+            &self.webhooks,
+            WebhookContext::new(provider.clone(), factory.client(WEBHOOK_CLIENT)),
+            &metrics,
+            &background,
+        )
+        .await
+        .map_err(StartupError::Webhook)?;
         let intercepted: Arc<dyn CloudProvider> = Arc::new(
             InterceptedProvider::new(provider)
                 .with_interceptor(limiter)
@@ -588,27 +625,39 @@ impl CcmBuilder {
             }),
         );
 
-        let leader = if options.leader_elect {
-            let le_metrics = metrics.with(LeaderElectionMetrics::register);
-            let elector = LeaderElector::builder(
-                factory.client("leader-election"),
-                options.leader_elect_resource_namespace.clone(),
-                options.leader_elect_resource_name.clone(),
-            )
-            .lease_duration(options.leader_elect_lease_duration)
-            .renew_deadline(options.leader_elect_renew_deadline)
-            .retry_period(options.leader_elect_retry_period)
-            .release_on_cancel(options.leader_elect_release_on_cancel)
-            .metrics(le_metrics)
-            .fence(fence.clone())
-            .build()
-            .map_err(RunError::LeaderElection)?;
-            Some(elector)
-        } else {
-            None
+        // Made before the fence is installed: the Lease requests are never fenced.
+        let lease_client = options
+            .leader_elect
+            .then(|| factory.client("leader-election"));
+        factory = factory.with_fence(fence.clone());
+        let leader = match lease_client {
+            Some(lease_client) => {
+                let le_metrics = metrics.with(LeaderElectionMetrics::register);
+                // The LeaderElection Events go through the kit's pipeline on a fenced client, in a sink of their own:
+                // the elector writes "stopped leading" after the controllers' sink has closed, before the release.
+                let le_events = EventSink::new().sharing_metrics(&events).recorder(
+                    factory.client("leader-election-events"),
+                    names::components::CLOUD_CONTROLLER_MANAGER,
+                    Some(identity.clone()),
+                );
+                let elector = LeaderElector::builder(
+                    lease_client,
+                    options.leader_elect_resource_namespace.clone(),
+                    options.leader_elect_resource_name.clone(),
+                )
+                .lease_duration(options.leader_elect_lease_duration)
+                .renew_deadline(options.leader_elect_renew_deadline)
+                .retry_period(options.leader_elect_retry_period)
+                .release_on_cancel(options.leader_elect_release_on_cancel)
+                .metrics(le_metrics)
+                .fence(fence)
+                .event_recorder(le_events)
+                .build()
+                .map_err(RunError::LeaderElection)?;
+                Some(elector)
+            }
+            None => None,
         };
-        // After the leader-election client: the Lease requests are never fenced.
-        factory = factory.with_fence(fence);
 
         let informers_slot: Arc<OnceLock<SharedInformers>> = Arc::default();
         let slot = informers_slot.clone();
@@ -686,6 +735,7 @@ impl CcmBuilder {
         Ok(RunningCcm {
             admin_addr,
             admin_cert_pem,
+            webhook,
             status: status_rx,
             metrics,
             identity: leader_identity,
@@ -708,6 +758,13 @@ fn note_compatibility_settings(options: &CcmOptions) {
     }
     if !options.node_sync_period.is_zero() {
         tracing::warn!("--node-sync-period is deprecated and has no effect");
+    }
+    if options.enable_leader_migration {
+        tracing::warn!(
+            "--enable-leader-migration: in-tree cloud providers were removed in Kubernetes 1.31, so \
+             kube-controller-manager runs no cloud controllers and there is nothing to migrate; this CCM uses its \
+             own leader election only"
+        );
     }
     if !options.external_cloud_volume_plugin.is_empty() {
         tracing::warn!(

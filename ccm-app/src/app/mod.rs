@@ -48,6 +48,10 @@ pub enum StartupError {
     /// The binary's vendor flags or config section clash with the runtime's (a programming error).
     #[error("invalid vendor extension: {0}")]
     VendorExtension(String),
+    /// The webhooks cannot be set up: a bad registration (a programming error), or a webhook port whose
+    /// certificate, TLS settings or address cannot be used.
+    #[error(transparent)]
+    Webhook(#[from] crate::webhook::WebhookError),
 }
 
 impl StartupError {

@@ -42,6 +42,7 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct RunningCcm {
     pub(super) admin_addr: Option<SocketAddr>,
     pub(super) admin_cert_pem: Option<String>,
+    pub(super) webhook: Option<crate::webhook::WebhookEndpoint>,
     pub(super) status: watch::Receiver<CcmStatus>,
     pub(super) metrics: SharedRegistry,
     pub(super) identity: Option<String>,
@@ -57,6 +58,12 @@ impl RunningCcm {
     /// The admin server's certificate (PEM), if serving; a self-signed one can be trusted directly.
     pub fn admin_certificate_pem(&self) -> Option<&str> {
         self.admin_cert_pem.as_deref()
+    }
+
+    /// The webhook server's address and certificate, if serving (`--webhooks` enabled one and
+    /// `--webhook-secure-port` is not 0).
+    pub fn webhook_endpoint(&self) -> Option<&crate::webhook::WebhookEndpoint> {
+        self.webhook.as_ref()
     }
 
     /// The status channel.

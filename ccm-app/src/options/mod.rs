@@ -27,6 +27,7 @@
 //! ```
 
 mod define;
+mod migration;
 mod parse;
 mod validate;
 
@@ -408,9 +409,101 @@ settings! {
     #[arg(long, value_name = "NAMES", value_delimiter = ',', help_heading = "Serving")]
     tls_cipher_suites: Vec<String> = Vec::new(),
 
+    /// The key exchange mechanisms of the secure port, comma separated, as Go's numeric crypto/tls CurveID
+    /// values: 23 (P-256), 24 (P-384), 29 (X25519); 25 (P-521) and 4588 (X25519MLKEM768) are Go's but not
+    /// implemented by rustls's ring provider and rejected. Default: none (rustls's defaults: X25519, P-256,
+    /// P-384).
+    #[arg(long, value_name = "IDS", value_delimiter = ',', help_heading = "Serving")]
+    tls_curve_preferences: Vec<String> = Vec::new(),
+
+    /// A certificate for the clients that ask for certain names (TLS SNI): `CERT,KEY` (the names are read from
+    /// the certificate) or `CERT,KEY:NAME,*.DOMAIN` (explicit names, `*.` matching one label); repeat the flag for
+    /// several. An exact name beats a wildcard, explicit names beat names read from a certificate; other clients
+    /// get --tls-cert-file (or the self-signed certificate). The files are re-read when they change. Default:
+    /// none.
+    #[arg(long, value_name = "CERT,KEY[:NAMES]", help_heading = "Serving")]
+    tls_sni_cert_key: Vec<String> = Vec::new(),
+
+    /// Accepted for Go compatibility: the secure port never serves HTTP/2 (its TLS handshake offers http/1.1
+    /// only), as if this were always true. Default: false.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = parse_go_bool, help_heading = "Serving")]
+    disable_http2_serving: bool = false,
+
+    /// Go's limit of concurrent streams per HTTP/2 connection (0 = Go's default); must not be negative.
+    /// Accepted for compatibility, without effect: HTTP/2 is not served. Default: 0.
+    #[arg(long, value_name = "N", help_heading = "Serving")]
+    http2_max_streams_per_connection: i32 = 0,
+
+    /// Bind the secure and webhook ports with SO_REUSEPORT, so several processes can listen on the same port
+    /// (Linux balances the connections between them). Default: false.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = parse_go_bool, help_heading = "Serving")]
+    permit_port_sharing: bool = false,
+
+    /// Bind the secure and webhook ports with SO_REUSEADDR. The SDK (like Go's net package) sets it on Unix in
+    /// any case, so a restarted CCM can bind a port whose old connections are in TIME_WAIT; the flag is accepted
+    /// for Go compatibility. Default: false.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = parse_go_bool, help_heading = "Serving")]
+    permit_address_sharing: bool = false,
+
     /// SDK addition: how long a clean shutdown waits for controllers to finish in-flight work. Default: 30s.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Serving")]
     shutdown_timeout: Duration as GoDuration = DEFAULT_SHUTDOWN_TIMEOUT,
+
+    // ---- webhooks ----
+    /// The admission webhooks to serve, comma separated: `name` enables, `-name` disables, `*` means every webhook
+    /// that is on by default; the first mention of a webhook wins. Default: none (as in Go: no webhook runs and the
+    /// webhook port is not bound unless this is set, --webhooks=* for all).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', allow_hyphen_values = true,
+          help_heading = "Webhooks")]
+    webhooks: Vec<String> = Vec::new(),
+
+    /// The address the webhook port listens on. Default: 0.0.0.0.
+    #[arg(long, value_name = "IP", help_heading = "Webhooks")]
+    webhook_bind_address: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+
+    /// The HTTPS port of the admission webhooks; 0 disables them; must differ from --secure-port. Default: 10260.
+    #[arg(long, value_name = "PORT", help_heading = "Webhooks")]
+    webhook_secure_port: u16 = names::ports::CLOUD_CONTROLLER_MANAGER_WEBHOOK,
+
+    /// A directory for the webhook port's self-signed certificate (the pair
+    /// cloud-controller-manager-webhook.crt/.key, written on first start, reused afterwards); ignored with
+    /// --webhook-tls-cert-file. Default: none (generated in memory).
+    #[arg(long, value_name = "DIR", help_heading = "Webhooks")]
+    webhook_cert_dir: Option<PathBuf> as PathBuf = None,
+
+    /// A PEM file with the webhook port's certificate (and its chain); re-read when it changes. Default: none
+    /// (self-signed).
+    #[arg(long, value_name = "PATH", help_heading = "Webhooks")]
+    webhook_tls_cert_file: Option<PathBuf> as PathBuf = None,
+
+    /// A PEM file with the private key of --webhook-tls-cert-file. Default: none.
+    #[arg(long, value_name = "PATH", help_heading = "Webhooks")]
+    webhook_tls_private_key_file: Option<PathBuf> as PathBuf = None,
+
+    /// The TLS 1.2 cipher suites of the webhook port, as --tls-cipher-suites. Default: none (rustls's defaults).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', help_heading = "Webhooks")]
+    webhook_tls_cipher_suites: Vec<String> = Vec::new(),
+
+    /// The minimum TLS version of the webhook port, as --tls-min-version. Default: none (TLS 1.2).
+    #[arg(long, value_name = "VERSION", help_heading = "Webhooks")]
+    webhook_tls_min_version: Option<String> as String = None,
+
+    /// The key exchange mechanisms of the webhook port, as --tls-curve-preferences. Default: none.
+    #[arg(long, value_name = "IDS", value_delimiter = ',', help_heading = "Webhooks")]
+    webhook_tls_curve_preferences: Vec<String> = Vec::new(),
+
+    /// SNI certificates of the webhook port, as --tls-sni-cert-key (repeatable). Default: none.
+    #[arg(long, value_name = "CERT,KEY[:NAMES]", help_heading = "Webhooks")]
+    webhook_tls_sni_cert_key: Vec<String> = Vec::new(),
+
+    /// Accepted for Go compatibility: the webhook port never serves HTTP/2, as if this were always true.
+    /// Default: false.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = parse_go_bool, help_heading = "Webhooks")]
+    webhook_disable_http2_serving: bool = false,
 
     // ---- authentication of the secure port ----
     /// A kubeconfig with rights to create tokenreviews.authentication.k8s.io and to read the
@@ -498,6 +591,41 @@ settings! {
     /// The log format: text or json. Default: text.
     #[arg(long, value_name = "FORMAT", help_heading = "Logging")]
     logging_format: LogFormat = LogFormat::Text,
+
+    /// With --logging-format=json: write info messages to standard output and errors to standard error
+    /// (otherwise everything goes to standard error). Default: false.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = parse_go_bool, help_heading = "Logging")]
+    log_json_split_stream: bool = false,
+
+    /// With --log-json-split-stream: Go's buffer of the info stream, a size such as 64Ki or 1M (0 = no
+    /// buffering). Validated as Go does; the SDK writes every line at once, so the value has no further effect.
+    /// Default: 0.
+    #[arg(long, value_name = "SIZE", help_heading = "Logging")]
+    log_json_info_buffer_size: String = "0".to_owned(),
+
+    /// With --logging-format=text: write info messages to standard output and errors to standard error.
+    /// Default: false.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = parse_go_bool, help_heading = "Logging")]
+    log_text_split_stream: bool = false,
+
+    /// With --log-text-split-stream: as --log-json-info-buffer-size. Default: 0.
+    #[arg(long, value_name = "SIZE", help_heading = "Logging")]
+    log_text_info_buffer_size: String = "0".to_owned(),
+
+    // ---- leader migration ----
+    /// Go's leader migration (moving cloud controllers from kube-controller-manager to the CCM). In-tree cloud
+    /// providers were removed in Kubernetes 1.31, so there is nothing to migrate: accepted, with Go's validation
+    /// of --leader-migration-config, and a warning; the CCM uses its own leader election only. Default: false.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = parse_go_bool, help_heading = "Leader migration")]
+    enable_leader_migration: bool = false,
+
+    /// The LeaderMigrationConfiguration file of --enable-leader-migration; read and validated as Go does (only
+    /// with --enable-leader-migration). Default: none.
+    #[arg(long, value_name = "PATH", help_heading = "Leader migration")]
+    leader_migration_config: Option<PathBuf> as PathBuf = None,
 }
 
 /// A count of the controller crates' configs as the `i32` of the Go flags.

@@ -102,18 +102,12 @@ impl CcmOptions {
                 reason: "it contains control characters".to_owned(),
             },
         );
-        check(
-            self.tls_cert_file.is_some() == self.tls_private_key_file.is_some(),
-            ValidationError::Invalid {
-                setting: "tls-cert-file",
-                reason: "--tls-cert-file and --tls-private-key-file must be given together"
-                    .to_owned(),
-            },
-        );
-        if let Err(crate::tls::TlsError::Policy { setting, reason }) =
-            crate::tls::TlsPolicy::parse(self.tls_min_version.as_deref(), &self.tls_cipher_suites)
+        for error in crate::serving::PortFlags::secure(self)
+            .validate()
+            .into_iter()
+            .chain(self.validate_serving_extras())
         {
-            check(false, ValidationError::Invalid { setting, reason });
+            check(false, error);
         }
         if let Err(err) =
             crate::auth::decide::AlwaysAllowPaths::parse(&self.authorization_always_allow_paths)
@@ -163,6 +157,44 @@ impl CcmOptions {
         }
         if self.leader_elect {
             errors.extend(self.validate_leader_election());
+        }
+        errors
+    }
+
+    /// The webhook port, HTTP/2, the logging buffers and leader migration.
+    fn validate_serving_extras(&self) -> Vec<ValidationError> {
+        let mut errors = crate::serving::PortFlags::webhook(self).validate();
+        if self.webhook_secure_port != 0 && self.webhook_secure_port == self.secure_port {
+            errors.push(ValidationError::Invalid {
+                setting: "webhook-secure-port",
+                reason: format!(
+                    "{} cannot be the same value as --secure-port; choose another port, or 0 to serve no webhooks",
+                    self.webhook_secure_port
+                ),
+            });
+        }
+        if self.http2_max_streams_per_connection < 0 {
+            errors.push(ValidationError::Negative {
+                setting: "http2-max-streams-per-connection",
+                value: i64::from(self.http2_max_streams_per_connection),
+            });
+        }
+        for (setting, value) in [
+            ("log-json-info-buffer-size", &self.log_json_info_buffer_size),
+            ("log-text-info-buffer-size", &self.log_text_info_buffer_size),
+        ] {
+            if let Err(reason) = super::migration::parse_buffer_size(value) {
+                errors.push(ValidationError::Invalid { setting, reason });
+            }
+        }
+        if self.enable_leader_migration
+            && let Some(path) = &self.leader_migration_config
+            && let Err(reason) = super::migration::check_config_file(path)
+        {
+            errors.push(ValidationError::Invalid {
+                setting: "leader-migration-config",
+                reason,
+            });
         }
         errors
     }

@@ -419,6 +419,16 @@ where
         self.emit(event);
     }
 
+    /// Apply `events` as the watch would have produced them, starting from a fresh list state; for this crate's
+    /// tests of code that runs on an informer.
+    #[cfg(test)]
+    pub(crate) fn apply_for_test(&self, events: Vec<watcher::Event<K>>) {
+        let mut init = None;
+        for event in events {
+            self.apply(event, &mut init);
+        }
+    }
+
     /// Run `handler` on every event from now on, inside the informer's task, before the event is broadcast to
     /// the subscriptions; until the returned registration is dropped. For reactions that are quick and never wait
     /// or panic (queue a key, drop a cache entry): it saves the task wake-up per event that a [`Subscription`]
@@ -554,7 +564,7 @@ fn convert_event<W: Into<K>, K>(event: watcher::Event<W>) -> watcher::Event<K> {
     }
 }
 
-fn key_of<K: Resource>(obj: &K) -> String {
+pub(crate) fn key_of<K: Resource>(obj: &K) -> String {
     let meta = obj.meta();
     object_key(
         meta.namespace.as_deref(),
@@ -664,11 +674,12 @@ impl SharedInformers {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-    fn node(name: &str, rv: &str) -> Node {
+    /// A Node named `name` at resourceVersion `rv`.
+    pub(crate) fn node(name: &str, rv: &str) -> Node {
         Node {
             metadata: ObjectMeta {
                 name: Some(name.into()),
@@ -680,6 +691,11 @@ mod tests {
     }
 
     fn informer() -> Informer<Node> {
+        offline_informer()
+    }
+
+    /// A Node informer whose client reaches nothing: its tests apply events directly.
+    pub(crate) fn offline_informer() -> Informer<Node> {
         Informer::new(Api::all(offline_client()), watcher::Config::default())
     }
 

@@ -3,21 +3,24 @@
 
 use std::future::Future;
 
+use ccm_core::runtime::events::EventRecorder;
+use futures::StreamExt as _;
+use futures::stream::BoxStream;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher::{self, watcher};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use super::{EVENT_REASON, LeaderElector};
 use crate::Error;
 use crate::config::JITTER_FACTOR;
-use crate::election::{Action, Election, jittered, next_try};
+use crate::election::{Action, Election, Wake, jittered, next_try};
 use crate::handle::{LeaderHandle, LeaderHealth, LeaderState, StepDownReason};
 
 /// Starts the loop of `elector` (see [`LeaderElector::run`]).
@@ -30,6 +33,7 @@ pub(super) fn start(elector: LeaderElector, token: CancellationToken) -> LeaderH
         elector.health_tolerance,
     );
     let identity = elector.identity.clone();
+    let recorder = elector.recorder();
     let runner = Runner {
         election: Election::new(elector.identity.clone(), elector.lease_duration_seconds),
         lease,
@@ -38,7 +42,7 @@ pub(super) fn start(elector: LeaderElector, token: CancellationToken) -> LeaderH
         maybe_holding: false,
         state: tx,
         health: health.clone(),
-        events: TaskTracker::new(),
+        recorder,
     };
     let fence = runner.elector.fence.clone();
     let task = tokio::spawn(runner.run(token));
@@ -74,7 +78,8 @@ struct Runner {
     maybe_holding: bool,
     state: watch::Sender<LeaderState>,
     health: LeaderHealth,
-    events: TaskTracker,
+    /// The `LeaderElection` events' recorder (the kit's: correlated, written in the background).
+    recorder: Option<EventRecorder>,
 }
 
 impl Runner {
@@ -95,11 +100,15 @@ impl Runner {
     /// client-go's `acquire`: try, then wait a jittered retry period, until we hold the lease.
     /// Returns the start instant of the successful attempt, `None` if cancelled first.
     ///
-    /// Unlike client-go, a follower whose observed lease runs out before its next jittered try
-    /// tries again at that instant instead: a dead leader is replaced one lease duration after
-    /// its last observed renewal, not up to 2.2 retry periods later. In steady state (the holder
-    /// renews every retry period, so the lease runs out later than the next try) nothing changes.
+    /// Unlike client-go, a candidate also **watches** the Lease (a watch on this one object, by field
+    /// selector `metadata.name`): every renewal is observed when it arrives instead of at the next poll, so the
+    /// local expiry clock starts when the holder last wrote (not up to 2.2 retry periods later), and the
+    /// candidate tries at the very instant the observed lease runs out, or at once when the Lease is released
+    /// or deleted. The jittered polls stay (client-go's cadence, and the fallback when the watch fails), and
+    /// every try still reads the Lease and decides like client-go; the watch only chooses *when*.
     async fn acquire(&mut self, token: &CancellationToken) -> Option<Instant> {
+        let mut watch = self.watch_lease();
+        let mut watch_failures = 0_u32;
         loop {
             let mut expires_at = None;
             let started = Instant::now();
@@ -117,12 +126,7 @@ impl Runner {
                         %holder,
                         "lease is held by another replica and has not yet expired"
                     );
-                    self.state.send_if_modified(|state| {
-                        let next = LeaderState::Following { holder };
-                        let changed = *state != next;
-                        *state = next;
-                        changed
-                    });
+                    self.follow(holder);
                 }
                 Ok(Attempt::Conflict) => {
                     tracing::debug!(lease = %self.lease, "lost the race to acquire the lease");
@@ -132,17 +136,60 @@ impl Runner {
                 }
             }
             let retry = self.elector.timing.retry_period;
-            let pause = next_try(
-                jittered(retry, JITTER_FACTOR, rand::random()),
-                expires_at,
-                Instant::now(),
-            );
-            tokio::select! {
-                biased;
-                () = token.cancelled() => return None,
-                () = tokio::time::sleep(pause) => {}
+            let poll_at = Instant::now() + jittered(retry, JITTER_FACTOR, rand::random());
+            loop {
+                let wake_at = next_try(poll_at, expires_at);
+                tokio::select! {
+                    biased;
+                    () = token.cancelled() => return None,
+                    () = tokio::time::sleep_until(wake_at) => break,
+                    event = watch.next() => match event {
+                        Some(Ok(event)) => {
+                            let Some(current) = watched_lease(event) else { continue };
+                            let spec = current.as_ref().map(spec_of);
+                            match self.election.watched(spec.as_ref(), Instant::now()) {
+                                Wake::Now => break,
+                                Wake::At(at) => expires_at = Some(at),
+                            }
+                        }
+                        Some(Err(error)) => {
+                            watch_failures += 1;
+                            if watch_failures == 1 {
+                                tracing::warn!(
+                                    lease = %self.lease,
+                                    %error,
+                                    "watching the lease failed (retrying with backoff); until it works, \
+                                     expiry is noticed at the retry period's polls"
+                                );
+                            } else {
+                                tracing::debug!(lease = %self.lease, %error, "watching the lease failed");
+                            }
+                        }
+                        // The watcher never ends on its own; if it did, the polls go on.
+                        None => watch = futures::stream::pending().boxed(),
+                    },
+                }
             }
         }
+    }
+
+    /// The watch of a candidate on the Lease (this one object only, by field selector), restarted with
+    /// backoff on errors by kube's watcher.
+    fn watch_lease(&self) -> BoxStream<'static, Result<watcher::Event<Lease>, watcher::Error>> {
+        let config =
+            watcher::Config::default().fields(&format!("metadata.name={}", self.elector.name));
+        watcher(self.elector.api.clone(), config)
+            .default_backoff()
+            .boxed()
+    }
+
+    fn follow(&self, holder: String) {
+        self.state.send_if_modified(|state| {
+            let next = LeaderState::Following { holder };
+            let changed = *state != next;
+            *state = next;
+            changed
+        });
     }
 
     /// client-go's `renew`: every retry period renew; give up when no attempt succeeded within
@@ -214,33 +261,54 @@ impl Runner {
         self.health.renewed(Instant::now());
         self.set_metric(true);
         self.state.send_replace(LeaderState::Leading);
-        self.record_event("BecameLeader", "became leader");
+        self.record_event("became leader");
     }
 
     /// Publishes the end of the election, then releases the lease after a cancellation.
+    ///
+    /// The "stopped leading" event of a cancelled leader is written while it still holds the lease (before the
+    /// fence is revoked and the lease released), so a fenced recorder writes it. After a lost lease the fence
+    /// is revoked first: nothing may be written in our name any more, and a fenced recorder drops the event
+    /// (Go's CCM exits before its broadcaster writes it).
     async fn finish(mut self, reason: StepDownReason, led: bool) -> StepDownReason {
-        // First of all: nothing may be written in our name any more.
+        let cancelled = reason == StepDownReason::Cancelled;
+        let events_deadline = Instant::now() + self.elector.api_timeout;
+        if led && cancelled {
+            self.record_event("stopped leading");
+            self.flush_events(events_deadline).await;
+        }
         self.elector.fence.revoke();
         self.health.not_leading();
         self.set_metric(false);
         self.state.send_replace(LeaderState::Stopped {
             reason: reason.clone(),
         });
-        let cancelled = reason == StepDownReason::Cancelled;
         if led {
             if cancelled {
                 tracing::info!(lease = %self.lease, "leader election cancelled, stopped leading");
             } else {
                 tracing::error!(lease = %self.lease, %reason, "leader election lost");
+                self.record_event("stopped leading");
             }
-            self.record_event("StoppedLeading", "stopped leading");
         }
         if cancelled && self.elector.release_on_cancel && (led || self.maybe_holding) {
             self.release().await;
         }
-        self.events.close();
-        self.events.wait().await;
+        self.flush_events(events_deadline).await;
         reason
+    }
+
+    /// Waits until the recorder's events are written or given up, at most until `deadline`.
+    async fn flush_events(&self, deadline: Instant) {
+        let Some(recorder) = &self.recorder else {
+            return;
+        };
+        if tokio::time::timeout_at(deadline, recorder.sink().flush())
+            .await
+            .is_err()
+        {
+            tracing::warn!(lease = %self.lease, "leader election events not written in time");
+        }
     }
 
     /// client-go's `release`: read, and if we hold the lease, write an empty holder with
@@ -462,34 +530,13 @@ impl Runner {
         }
     }
 
-    /// Publishes a `LeaderElection` event on the Lease in the background (best effort, bounded
-    /// by the API timeout; awaited before the loop ends). The `action` differs per kind of event
-    /// because kube's recorder folds events with equal reason and action into one series.
-    fn record_event(&self, action: &'static str, what: &str) {
-        let Some(recorder) = self.elector.recorder.clone() else {
-            return;
-        };
-        let reference = self.lease_reference();
-        let event = Event {
-            type_: EventType::Normal,
-            reason: EVENT_REASON.to_owned(),
-            note: Some(format!("{} {what}", self.elector.identity)),
-            action: action.to_owned(),
-            secondary: None,
-        };
-        let timeout = self.elector.api_timeout;
-        let lease = self.lease.clone();
-        self.events.spawn(async move {
-            match tokio::time::timeout(timeout, recorder.publish(&event, &reference)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(error)) => {
-                    tracing::warn!(%lease, %error, "failed to record leader election event");
-                }
-                Err(_) => {
-                    tracing::warn!(%lease, ?timeout, "timed out recording leader election event");
-                }
-            }
-        });
+    /// Emits a `LeaderElection` event on the Lease, client-go's `"<identity> <what>"`: queued for the
+    /// recorder's background writer, never waited for here.
+    fn record_event(&self, what: &str) {
+        if let Some(recorder) = &self.recorder {
+            let message = format!("{} {what}", self.elector.identity);
+            recorder.normal(&self.lease_reference(), EVENT_REASON, message);
+        }
     }
 
     fn lease_reference(&self) -> ObjectReference {
@@ -511,6 +558,16 @@ impl Runner {
 enum Write {
     Create,
     Replace,
+}
+
+/// The Lease as a watch event shows it: `Some(Some(lease))` applied, `Some(None)` deleted, `None` for the
+/// markers of a relist (whose objects come as applied ones).
+fn watched_lease(event: watcher::Event<Lease>) -> Option<Option<Lease>> {
+    match event {
+        watcher::Event::Apply(lease) | watcher::Event::InitApply(lease) => Some(Some(lease)),
+        watcher::Event::Delete(_) => Some(None),
+        watcher::Event::Init | watcher::Event::InitDone => None,
+    }
 }
 
 fn spec_of(lease: &Lease) -> LeaseSpec {

@@ -12,28 +12,29 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{HostList, Inner};
-use crate::coalesce::next_burst;
 use crate::error::Error;
 use ccm_core::helpers::node_name;
+use ccm_core::runtime::debounce::burst::run_bursts;
 
 use crate::predicates::{
     NodeSet, go_list, loggable_node_names, nodes_sufficiently_equal, stable_nodes,
 };
 
 impl Inner {
+    /// Go: `nodeSyncLoop`: one pass per burst of node changes, until `shutdown`.
     pub(super) async fn node_sync_loop(self: Arc<Self>, shutdown: CancellationToken) {
         let (quiet, max) = (
             self.config.node_sync_debounce,
             self.config.node_sync_max_delay,
         );
-        let mut previous = None;
-        while let Some(burst) = next_burst(&self.node_queue, quiet, max, previous).await {
-            previous = Some(Instant::now());
+        let (this, stop) = (&self, &shutdown);
+        run_bursts(&self.node_queue, quiet, max, &shutdown, move |burst| async move {
             tracing::debug!(node_changes = burst.keys, waited = ?burst.started.elapsed(), "syncing load balancer hosts");
-            for key in self.sync_nodes(&shutdown).await {
-                self.queue.add(key);
+            for key in this.sync_nodes(stop).await {
+                this.queue.add(key);
             }
-        }
+        })
+        .await;
     }
 
     /// The stable node set as the node cache has it now. It is computed again only when a node change was queued

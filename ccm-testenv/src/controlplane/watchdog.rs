@@ -42,7 +42,7 @@ done
 cleanup
 "#;
 
-pub(super) fn spawn_watchdog(
+pub(crate) fn spawn_watchdog(
     dir: &Path,
     stdout: Stdio,
 ) -> Result<(Child, ChildStdin), ControlPlaneError> {

@@ -2,8 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, PostParams};
 use serde::de::DeserializeOwned;
@@ -57,6 +58,14 @@ pub async fn dry_run_create(client: &kube::Client, doc: &serde_json::Value, orig
             .await
             .map(|_| ()),
         "ConfigMap" => Api::<ConfigMap>::namespaced(client, namespace)
+            .create(&dry_run, &typed(doc))
+            .await
+            .map(|_| ()),
+        "Service" => Api::<Service>::namespaced(client, namespace)
+            .create(&dry_run, &typed(doc))
+            .await
+            .map(|_| ()),
+        "ValidatingWebhookConfiguration" => Api::<ValidatingWebhookConfiguration>::all(client)
             .create(&dry_run, &typed(doc))
             .await
             .map(|_| ()),

@@ -23,13 +23,18 @@ pub const TERM_GRACE: Duration = Duration::from_secs(35);
 /// The controllers every replica runs (both CCMs have them).
 pub const CONTROLLERS: &str = "cloud-node,service";
 
-/// The leader-election flags (same names in both CCMs).
+/// The leader-election flags (same names in both CCMs) with the scenarios' short timings.
 pub fn leader_election_args() -> Vec<String> {
+    leader_election_args_with(LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD)
+}
+
+/// The leader-election flags with these timings.
+pub fn leader_election_args_with(lease: Duration, renew: Duration, retry: Duration) -> Vec<String> {
     let secs = |d: Duration| format!("{}s", d.as_secs());
     vec![
-        format!("--leader-elect-lease-duration={}", secs(LEASE_DURATION)),
-        format!("--leader-elect-renew-deadline={}", secs(RENEW_DEADLINE)),
-        format!("--leader-elect-retry-period={}", secs(RETRY_PERIOD)),
+        format!("--leader-elect-lease-duration={}", secs(lease)),
+        format!("--leader-elect-renew-deadline={}", secs(renew)),
+        format!("--leader-elect-retry-period={}", secs(retry)),
     ]
 }
 
@@ -110,6 +115,17 @@ impl Replica {
     /// [`CONTROLLERS`].
     pub fn with_controllers(mut self, controllers: &'static str) -> Self {
         self.spec.controllers = controllers.to_owned();
+        self
+    }
+
+    /// The same replica with these leader-election timings instead of the short ones.
+    pub fn with_leader_election(
+        mut self,
+        lease: Duration,
+        renew: Duration,
+        retry: Duration,
+    ) -> Self {
+        self.spec.extra = leader_election_args_with(lease, renew, retry);
         self
     }
 
@@ -274,5 +290,22 @@ mod tests {
             );
         }
         assert_eq!(Signal::Stop.name(), "STOP");
+        let go_timings = replica.with_leader_election(
+            Duration::from_secs(15),
+            Duration::from_secs(10),
+            Duration::from_secs(2),
+        );
+        let args = go_timings.spec.args();
+        for expected in [
+            "--leader-elect-lease-duration=15s",
+            "--leader-elect-renew-deadline=10s",
+            "--leader-elect-retry-period=2s",
+        ] {
+            assert!(
+                args.contains(&expected.to_owned()),
+                "{expected} in {args:?}"
+            );
+        }
+        assert!(!args.contains(&"--leader-elect-lease-duration=4s".to_owned()));
     }
 }

@@ -38,6 +38,8 @@ pub struct ScenarioRuns {
     pub name: &'static str,
     /// Each run's outcome, or why it could not finish.
     pub runs: Vec<Result<Outcome, String>>,
+    /// The bound its failovers are compared with (it depends on the scenario's lease settings).
+    pub failover_bound: Duration,
 }
 
 fn max_secs(values: impl Iterator<Item = Duration>) -> String {
@@ -47,7 +49,7 @@ fn max_secs(values: impl Iterator<Item = Duration>) -> String {
 }
 
 /// The summary table: one row per scenario.
-pub fn table(scenarios: &[ScenarioRuns], failover_bound: Duration) -> Table {
+pub fn table(scenarios: &[ScenarioRuns]) -> Table {
     let mut table = Table::new(&[
         "scenario",
         "runs",
@@ -56,6 +58,7 @@ pub fn table(scenarios: &[ScenarioRuns], failover_bound: Duration) -> Table {
         "leaks",
         "time to converge (max)",
         "failovers (max)",
+        "bound",
         "failovers over bound",
         "result",
     ]);
@@ -70,7 +73,10 @@ pub fn table(scenarios: &[ScenarioRuns], failover_bound: Duration) -> Table {
             .iter()
             .flat_map(|o| o.failovers.iter().copied())
             .collect();
-        let over = failovers.iter().filter(|d| **d > failover_bound).count();
+        let over = failovers
+            .iter()
+            .filter(|d| **d > scenario.failover_bound)
+            .count();
         let failed = outcomes.iter().filter(|o| !o.passed()).count();
         let result = match (failed, errors) {
             (0, 0) => "pass".to_owned(),
@@ -98,6 +104,7 @@ pub fn table(scenarios: &[ScenarioRuns], failover_bound: Duration) -> Table {
                     failovers.len()
                 )
             },
+            format!("{:.0} s", scenario.failover_bound.as_secs_f64()),
             over.to_string(),
             result,
         ]);
@@ -140,13 +147,20 @@ mod tests {
             ScenarioRuns {
                 name: "leader-freeze",
                 runs: vec![Ok(outcome(0, 0, &[5])), Ok(outcome(0, 0, &[4]))],
+                failover_bound: Duration::from_secs(5),
             },
             ScenarioRuns {
                 name: "random-faults",
                 runs: vec![Ok(outcome(2, 1, &[3, 7])), Err("no leader".to_owned())],
+                failover_bound: Duration::from_secs(5),
+            },
+            ScenarioRuns {
+                name: "failover",
+                runs: vec![Ok(outcome(0, 0, &[15, 16, 17]))],
+                failover_bound: Duration::from_secs(16),
             },
         ];
-        let text = table(&scenarios, Duration::from_secs(5)).render();
+        let text = table(&scenarios).render();
         let rows: Vec<&str> = text.lines().collect();
         assert!(rows[0].contains("overlaps found"), "{text}");
         let freeze = rows
@@ -161,6 +175,20 @@ mod tests {
             .expect("row");
         assert!(random.contains("FAIL (1 runs), ERROR (1 runs)"), "{random}");
         assert!(random.contains("7.0 s (2 measured)"), "{random}");
+        // (bound, failovers over it): the first cell of a row is empty (the line starts with '|').
+        let bound_and_over = |row: &str| {
+            let cells: Vec<String> = row.split('|').map(|c| c.trim().to_owned()).collect();
+            (cells[8].clone(), cells[9].clone())
+        };
+        assert_eq!(bound_and_over(random), ("5 s".to_owned(), "1".to_owned()));
+        let failover = rows
+            .iter()
+            .find(|r| r.starts_with("| failover "))
+            .expect("row");
+        assert_eq!(
+            bound_and_over(failover),
+            ("16 s".to_owned(), "1".to_owned())
+        );
         assert!(!all_passed(&scenarios));
         assert!(all_passed(&scenarios[..1]));
     }

@@ -134,6 +134,22 @@ impl EventSink {
         Self::build(self.inner.backlog, Some(EventMetrics::register(registry)))
     }
 
+    /// The same sink, counting into the metrics of `other` (if it has any): several sinks of one process share
+    /// one registration of `ccm_events_total` and `ccm_events_backlog` (before any recorder is made).
+    ///
+    /// ```no_run
+    /// use ccm_core::runtime::events::EventSink;
+    /// use ccm_core::runtime::metrics::SharedRegistry;
+    ///
+    /// let controllers = EventSink::new().with_metrics(&SharedRegistry::new());
+    /// // A pipeline of its own (closed at another time), counted in the same metrics.
+    /// let leader_election = EventSink::new().sharing_metrics(&controllers);
+    /// # drop(leader_election);
+    /// ```
+    pub fn sharing_metrics(self, other: &EventSink) -> Self {
+        Self::build(self.inner.backlog, other.inner.metrics.clone())
+    }
+
     /// The metrics, if registered.
     pub fn metrics(&self) -> Option<&EventMetrics> {
         self.inner.metrics.as_ref()

@@ -1,7 +1,9 @@
-//! Batching node changes: the node-sync pass runs once per batch of node changes, not once per node event.
+//! A pass per burst of changes: the load-balancer host sync runs once per batch of node changes, not once per
+//! node event.
 //!
-//! Node events put the node's name on the `node` work queue (as in Go, so the `workqueue_*{name="node"}` metrics
-//! keep their meaning). [`next_burst`] waits for the first key, then keeps taking keys until they settle:
+//! Changes put a key on a work queue (the service controller's `node` queue, so the `workqueue_*{name="node"}`
+//! metrics keep Go's meaning); [`run_bursts`] runs one pass per burst. [`next_burst`] waits for the first key, then
+//! keeps taking keys until they settle:
 //!
 //! - a batch ends once no key has come for `quiet` (default 100 ms), so the Nodes of one burst (an autoscaler
 //!   adding many at once) share one pass and each load balancer gets one update for the burst;
@@ -14,10 +16,13 @@
 //! arrive during a pass share the next one, which starts the moment it ends. Either way the pass reads the node
 //! cache (level-triggered), so every change taken is covered by that single pass.
 
+use std::future::Future;
 use std::time::Duration;
 
-use ccm_core::runtime::workqueue::{WorkItem, WorkQueue};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::runtime::workqueue::{WorkItem, WorkQueue};
 
 /// What [`next_burst`] collected.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,7 +74,51 @@ pub async fn next_burst(
     Some(Burst { keys, started })
 }
 
-/// The pass reads the node cache, so a taken key is done at once (dropping it marks it done).
+/// Run `pass` once per burst of keys on `queue` (see [`next_burst`]) until the queue is shut down, which
+/// `shutdown` does (a pass in progress then finishes first). A pass reads the cache it serves (level-triggered),
+/// so the keys only say that something changed.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use ccm_core::runtime::debounce::burst::run_bursts;
+/// use ccm_core::runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
+/// use tokio_util::sync::CancellationToken;
+///
+/// # async fn demo(shutdown: CancellationToken) {
+/// let changes: WorkQueue<String> = WorkQueue::new("node", default_controller_rate_limiter());
+/// let (quiet, max_delay) = (Duration::from_millis(100), Duration::from_secs(1));
+/// run_bursts(&changes, quiet, max_delay, &shutdown, |burst| async move {
+///     println!("{} changes: updating every load balancer's hosts", burst.keys);
+/// })
+/// .await;
+/// # }
+/// ```
+pub async fn run_bursts<F, Fut>(
+    queue: &WorkQueue<String>,
+    quiet: Duration,
+    max_delay: Duration,
+    shutdown: &CancellationToken,
+    mut pass: F,
+) where
+    F: FnMut(Burst) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let passes = async {
+        let mut previous = None;
+        while let Some(burst) = next_burst(queue, quiet, max_delay, previous).await {
+            previous = Some(Instant::now());
+            pass(burst).await;
+        }
+    };
+    tokio::pin!(passes);
+    tokio::select! {
+        () = &mut passes => return,
+        () = shutdown.cancelled() => queue.shut_down(),
+    }
+    passes.await;
+}
+
+/// The pass reads the cache, so a taken key is done at once (dropping it marks it done).
 fn finish(item: WorkItem<String>) {
     item.queue().forget(item.key());
 }
@@ -77,7 +126,8 @@ fn finish(item: WorkItem<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ccm_core::runtime::workqueue::ItemExponentialBackoff;
+    use crate::runtime::workqueue::ItemExponentialBackoff;
+    use std::sync::{Arc, Mutex};
 
     fn queue() -> WorkQueue<String> {
         WorkQueue::new(
@@ -150,21 +200,20 @@ mod tests {
         pass: Duration,
     ) -> Vec<(u64, usize)> {
         let t0 = Instant::now();
-        let mut passes = Vec::new();
-        let mut previous = None;
-        while let Some(burst) = next_burst(&q, quiet, max_delay, previous).await {
-            previous = Some(Instant::now());
+        let passes: Arc<Mutex<Vec<(u64, usize)>>> = Arc::default();
+        run_bursts(&q, quiet, max_delay, &CancellationToken::new(), |burst| {
             let start = u64::try_from((Instant::now() - t0).as_millis()).unwrap();
-            passes.push((start, burst.keys));
-            tokio::time::sleep(pass).await;
-        }
-        passes
+            passes.lock().unwrap().push((start, burst.keys));
+            tokio::time::sleep(pass)
+        })
+        .await;
+        passes.lock().unwrap().clone()
     }
 
     #[tokio::test(start_paused = true)]
     async fn defaults_one_pass_per_burst_and_one_per_second_while_nodes_trickle_in() {
-        let config = crate::Config::default();
-        let (quiet, max) = (config.node_sync_debounce, config.node_sync_max_delay);
+        // The service controller's defaults (`--node-sync-debounce`, `--node-sync-max-delay`).
+        let (quiet, max) = (Duration::from_millis(100), Duration::from_secs(1));
         let q = queue();
         let passes = tokio::spawn(drive_with(
             q.clone(),

@@ -1,84 +1,121 @@
-//! When passes run: the periodic loop of the Go reference, or event-driven passes that start a short debounce after
-//! a change, with retry backoff and a slow full resync.
+//! Debounced passes over a single key: the loops of controllers whose every pass covers the whole cluster, so
+//! that a change needs "a pass soon", not a key of its own (the route controller; in [`burst`], the load-balancer
+//! host sync).
 //!
-//! Both modes drive one work queue named `Routes` (as in Go's watch mode, so the `workqueue_*` metrics carry
-//! `name="Routes"`) holding a single key: a pass always covers the whole cluster.
+//! A [`Debounced`] drives one work queue holding one key (the route controller's queue `Routes` with the key
+//! `routes`, as in Go's watch mode, so the `workqueue_*` metrics keep their meaning).
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use ccm_core::runtime::debounce::{Debounced, Schedule};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # async fn demo(shutdown: CancellationToken) {
+//! let passes = Debounced::new(
+//!     "Routes",
+//!     "routes",
+//!     Schedule::Triggered { resync: Duration::from_secs(300) },
+//!     Duration::from_secs(10),
+//!     Duration::from_secs(300),
+//!     None,
+//! );
+//! // an informer handler calls `passes.trigger()` on every relevant change
+//! passes.run(shutdown, || async { /* reconcile every route */ true }).await;
+//! # }
+//! ```
+
+pub mod burst;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ccm_core::runtime::metrics::WorkqueueMetrics;
-use ccm_core::runtime::workqueue::{ItemExponentialBackoff, WorkQueue};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{DEFAULT_EVENT_DEBOUNCE, RouteSyncMode};
+use crate::runtime::metrics::WorkqueueMetrics;
+use crate::runtime::workqueue::{ItemExponentialBackoff, WorkQueue};
 
-/// The queue name (the `name` label of the `workqueue_*` metrics), as in Go.
-pub const QUEUE_NAME: &str = "Routes";
-/// The single key of the queue, as in Go.
-pub const QUEUE_KEY: &str = "routes";
+/// The default debounce of a triggered pass: 250 ms (the route controller's `--route-event-debounce`).
+pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(250);
 
-/// Decides when passes of the route controller run.
+/// What starts a pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schedule {
+    /// A timer only: a pass every `period`, measured from the start of the previous one (Go's
+    /// `wait.NonSlidingUntil`); triggers are ignored and failures wait for the next period.
+    Periodic,
+    /// Triggers, with retries after failures and a full pass `resync` after the last one.
+    Triggered {
+        /// How long after the end of the last pass a pass runs although nothing triggered one.
+        resync: Duration,
+    },
+}
+
+/// Decides when the passes over one key run.
 ///
-/// - [`RouteSyncMode::Periodic`]: a pass starts every `period`, measured from the start of the previous one; a
+/// - [`Schedule::Periodic`]: a pass starts every `period`, measured from the start of the previous one; a
 ///   pass longer than the period is followed immediately by the next (Go's `wait.NonSlidingUntil`).
 ///   [`trigger`](Self::trigger) is ignored and failures are not retried early.
-/// - [`RouteSyncMode::EventDriven`]: [`trigger`](Self::trigger) asks for a pass; it starts `debounce` (default
-///   [`DEFAULT_EVENT_DEBOUNCE`], 250 ms) later, however recently the last pass ran. Every trigger in between is
+/// - [`Schedule::Triggered`]: [`trigger`](Self::trigger) asks for a pass; it starts `debounce` (default
+///   [`DEFAULT_DEBOUNCE`], 250 ms) later, however recently the last pass ran. Every trigger in between is
 ///   batched into that pass (the window is measured from the first one, so a steady stream of triggers cannot
 ///   postpone it), and triggers during a pass lead to exactly one more pass, right after it or `debounce` after
 ///   the trigger, whichever is later. A failed pass is retried with exponential backoff from `period` to
 ///   `max_backoff`; while the last pass failed, a trigger starts a pass no earlier than `period` after the start
-///   of the failed one (a failing cloud is not hammered at the rate of Node events); a successful pass resets
+///   of the failed one (a failing cloud is not hammered at the rate of events); a successful pass resets
 ///   both. `resync` after the end of the last pass, a full pass runs even without triggers.
 ///
 /// The first pass starts as soon as [`run`](Self::run) is called.
 #[derive(Clone, Debug)]
-pub struct Scheduler {
+pub struct Debounced {
     queue: WorkQueue<&'static str>,
     last_start: Arc<Mutex<Option<Instant>>>,
     failing: Arc<AtomicBool>,
-    mode: RouteSyncMode,
+    key: &'static str,
+    mode: Schedule,
     period: Duration,
     debounce: Duration,
 }
 
-impl Scheduler {
-    /// A scheduler with the default debounce (see [`with_debounce`](Self::with_debounce)); with `metrics`, the
-    /// queue records the `workqueue_*` metrics under the name `Routes`.
+impl Debounced {
+    /// Passes over `key` with the default debounce (see [`with_debounce`](Self::with_debounce)); with `metrics`,
+    /// the queue records the `workqueue_*` metrics under `queue_name`. `period` and `max_backoff`: see the type's
+    /// documentation.
     pub fn new(
-        mode: RouteSyncMode,
+        queue_name: &'static str,
+        key: &'static str,
+        mode: Schedule,
         period: Duration,
         max_backoff: Duration,
         metrics: Option<&WorkqueueMetrics>,
     ) -> Self {
         let limiter = ItemExponentialBackoff::new(period, max_backoff.max(period));
         let queue = match metrics {
-            Some(m) => WorkQueue::with_metrics(QUEUE_NAME, limiter, m),
-            None => WorkQueue::new(QUEUE_NAME, limiter),
+            Some(m) => WorkQueue::with_metrics(queue_name, limiter, m),
+            None => WorkQueue::new(queue_name, limiter),
         };
-        Scheduler {
+        Debounced {
             queue,
             last_start: Arc::new(Mutex::new(None)),
             failing: Arc::new(AtomicBool::new(false)),
+            key,
             mode,
             period,
-            debounce: DEFAULT_EVENT_DEBOUNCE.min(period),
+            debounce: DEFAULT_DEBOUNCE.min(period),
         }
     }
 
-    /// Set how long after a trigger an event-driven pass starts (capped at the period; zero = at once).
+    /// Set how long after a trigger a pass starts (capped at the period; zero = at once).
     #[must_use]
     pub fn with_debounce(mut self, debounce: Duration) -> Self {
         self.debounce = debounce.min(self.period);
         self
     }
 
-    /// The mode.
-    pub fn mode(&self) -> RouteSyncMode {
+    /// What starts a pass.
+    pub fn mode(&self) -> Schedule {
         self.mode
     }
 
@@ -87,13 +124,13 @@ impl Scheduler {
         self.debounce
     }
 
-    /// Ask for a pass (event-driven mode; ignored in periodic mode).
+    /// Ask for a pass (ignored with [`Schedule::Periodic`]).
     pub fn trigger(&self) {
-        if matches!(self.mode, RouteSyncMode::Periodic) {
+        if matches!(self.mode, Schedule::Periodic) {
             return;
         }
         let delay = self.trigger_delay(Instant::now());
-        self.queue.add_after(QUEUE_KEY, delay);
+        self.queue.add_after(self.key, delay);
     }
 
     /// How long from `now` until a pass asked for at `now` starts: the debounce, and while the last pass failed,
@@ -115,7 +152,7 @@ impl Scheduler {
         F: FnMut() -> Fut,
         Fut: Future<Output = bool>,
     {
-        self.queue.add(QUEUE_KEY);
+        self.queue.add(self.key);
         let mut resync_at: Option<Instant> = None;
         loop {
             let resync = async {
@@ -130,27 +167,28 @@ impl Scheduler {
                 item = self.queue.get() => item,
                 _ = resync => {
                     resync_at = None;
-                    tracing::debug!("periodic full route resync");
-                    self.queue.add(QUEUE_KEY);
+                    tracing::debug!(queue = %self.key, "periodic full resync");
+                    self.queue.add(self.key);
                     continue;
                 }
             };
             let Some(taken) = item else { break };
             let item = *taken.key();
             *self.last_start.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
-            if matches!(self.mode, RouteSyncMode::Periodic) {
-                self.queue.add_after(QUEUE_KEY, self.period);
+            if matches!(self.mode, Schedule::Periodic) {
+                self.queue.add_after(self.key, self.period);
             }
             let ok = pass().await;
-            if let RouteSyncMode::EventDriven { resync } = self.mode {
+            if let Schedule::Triggered { resync } = self.mode {
                 self.failing.store(!ok, Ordering::Relaxed);
                 if ok {
                     self.queue.forget(&item);
                 } else {
                     self.queue.add_rate_limited(item);
                     tracing::debug!(
+                        queue = %self.key,
                         retries = self.queue.num_requeues(&item),
-                        "route pass failed; retrying with backoff"
+                        "pass failed; retrying with backoff"
                     );
                 }
                 resync_at = Some(Instant::now() + resync);
@@ -206,10 +244,17 @@ mod tests {
     }
 
     fn start(
-        mode: RouteSyncMode,
+        mode: Schedule,
         rec: &Recorder,
-    ) -> (Scheduler, CancellationToken, tokio::task::JoinHandle<()>) {
-        let sched = Scheduler::new(mode, PERIOD, Duration::from_secs(60), None);
+    ) -> (Debounced, CancellationToken, tokio::task::JoinHandle<()>) {
+        let sched = Debounced::new(
+            "Routes",
+            "routes",
+            mode,
+            PERIOD,
+            Duration::from_secs(60),
+            None,
+        );
         let token = CancellationToken::new();
         let handle = {
             let (sched, token, rec) = (sched.clone(), token.clone(), rec.clone());
@@ -225,15 +270,15 @@ mod tests {
         (sched, token, handle)
     }
 
-    fn event_driven() -> RouteSyncMode {
-        RouteSyncMode::EventDriven { resync: RESYNC }
+    fn event_driven() -> Schedule {
+        Schedule::Triggered { resync: RESYNC }
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_trigger_starts_a_pass_after_the_debounce_however_recent_the_last_pass() {
         let rec = Recorder::new(&[], &[]);
         let (sched, token, handle) = start(event_driven(), &rec);
-        assert_eq!(sched.debounce(), DEFAULT_EVENT_DEBOUNCE);
+        assert_eq!(sched.debounce(), DEFAULT_DEBOUNCE);
         // The first pass ran at 0; a node added 1 ms later does not wait for the period.
         rec.at(1).await;
         sched.trigger();
@@ -397,7 +442,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn periodic_mode_ignores_triggers_and_runs_every_period() {
         let rec = Recorder::new(&[0, 0, 14], &[false]);
-        let (sched, token, handle) = start(RouteSyncMode::Periodic, &rec);
+        let (sched, token, handle) = start(Schedule::Periodic, &rec);
         for s in 1..=9 {
             rec.at(s * 1000).await;
             sched.trigger();
@@ -414,7 +459,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn trigger_delay() {
-        let sched = Scheduler::new(event_driven(), PERIOD, RESYNC, None);
+        let sched = Debounced::new("Routes", "routes", event_driven(), PERIOD, RESYNC, None);
         let now = Instant::now();
         assert_eq!(sched.trigger_delay(now), Duration::from_millis(250));
         // A pass that started now failed.
@@ -439,7 +484,14 @@ mod tests {
         // The debounce is capped at the period.
         let long = sched.clone().with_debounce(Duration::from_secs(3600));
         assert_eq!(long.debounce(), PERIOD);
-        let short_period = Scheduler::new(event_driven(), Duration::from_millis(100), RESYNC, None);
+        let short_period = Debounced::new(
+            "Routes",
+            "routes",
+            event_driven(),
+            Duration::from_millis(100),
+            RESYNC,
+            None,
+        );
         assert_eq!(short_period.debounce(), Duration::from_millis(100));
     }
 
@@ -457,9 +509,16 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn queue_metrics_use_the_go_name() {
-        let registry = ccm_core::runtime::metrics::SharedRegistry::new();
+        let registry = crate::runtime::metrics::SharedRegistry::new();
         let metrics = WorkqueueMetrics::register(&registry);
-        let sched = Scheduler::new(event_driven(), PERIOD, RESYNC, Some(&metrics));
+        let sched = Debounced::new(
+            "Routes",
+            "routes",
+            event_driven(),
+            PERIOD,
+            RESYNC,
+            Some(&metrics),
+        );
         let token = CancellationToken::new();
         let run = {
             let (sched, token) = (sched.clone(), token.clone());
