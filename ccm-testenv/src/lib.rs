@@ -48,6 +48,7 @@ pub mod emulator;
 pub mod envfile;
 mod identity;
 pub mod kubeconfig;
+pub mod nodes;
 pub mod pki;
 pub mod ports;
 #[cfg(feature = "proptest")]

@@ -417,3 +417,64 @@ async fn the_admin_kubeconfig_file_works_with_kube() {
     assert_eq!(info.minor, "36");
     assert_eq!(info.git_version, "v1.36.2");
 }
+
+#[tokio::test]
+async fn a_test_node_is_created_ready_with_its_addresses_and_deleted_by_label() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let name = env.unique_name("test-node");
+    let label = env.unique_name("harness");
+    ccm_testenv::nodes::TestNode::new(&name)
+        .with_label("ccm-testenv/harness", &label)
+        .with_pod_cidr("10.244.7.0/24")
+        .with_address("Hostname", &name)
+        .create_ready(&client)
+        .await
+        .expect("created and reported Ready");
+    let node = nodes.get(&name).await.expect("the node exists");
+    let spec = node.spec.expect("spec");
+    assert_eq!(
+        spec.pod_cidrs.as_deref(),
+        Some(&["10.244.7.0/24".to_owned()][..])
+    );
+    assert!(
+        spec.taints
+            .unwrap_or_default()
+            .iter()
+            .any(|t| t.key == UNINITIALIZED_TAINT)
+    );
+    let status = node.status.expect("status");
+    let ready = status
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("a Ready condition");
+    assert_eq!(ready.status, "True");
+    let addresses = status.addresses.unwrap_or_default();
+    assert_eq!(addresses.len(), 1);
+    assert_eq!(addresses[0].type_, "Hostname");
+    assert_eq!(addresses[0].address, name);
+
+    ccm_testenv::nodes::delete_nodes(&client, &format!("ccm-testenv/harness={label}")).await;
+    wait_for(
+        "the labelled node to be deleted",
+        Duration::from_secs(30),
+        || {
+            let nodes = nodes.clone();
+            let name = name.clone();
+            async move {
+                nodes
+                    .get_opt(&name)
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_none()
+                    .then_some(())
+            }
+        },
+    )
+    .await
+    .expect("deleted by label");
+}

@@ -8,15 +8,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ccm_app::{CcmBuilder, CcmStatus, CloudControllerManager, RunningCcm};
-use ccm_core::{ProviderRegistry, names};
+use ccm_core::ProviderRegistry;
 use ccm_provider_fake::{FakeCloud, FakeInstance};
+use ccm_testenv::nodes::TestNode;
 use ccm_testenv::{TestEnv, wait_for};
 use examples::tagging;
-use k8s_openapi::api::core::v1::{
-    Event, Node, NodeCondition, NodeSpec, NodeStatus, ObjectReference, Taint,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{Event, Node, ObjectReference};
+use kube::api::{Api, ListParams};
 use tokio_util::sync::CancellationToken;
 
 /// How long to wait for the CCM to act.
@@ -28,55 +26,15 @@ const RESYNC: Duration = Duration::from_secs(1);
 
 /// A Node as a kubelet with `--cloud-provider=external` registers it: tainted uninitialized, then reported Ready.
 async fn create_node(client: &kube::Client, name: &str, label: &str) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let node = Node {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            labels: Some(BTreeMap::from([(TEST_LABEL.to_owned(), label.to_owned())])),
-            ..ObjectMeta::default()
-        },
-        spec: Some(NodeSpec {
-            taints: Some(vec![Taint {
-                key: names::taints::UNINITIALIZED.to_owned(),
-                value: Some("true".to_owned()),
-                effect: "NoSchedule".to_owned(),
-                ..Taint::default()
-            }]),
-            ..NodeSpec::default()
-        }),
-        ..Node::default()
-    };
-    nodes
-        .create(&PostParams::default(), &node)
+    TestNode::new(name)
+        .with_label(TEST_LABEL, label)
+        .create_ready(client)
         .await
-        .unwrap_or_else(|e| panic!("creating node {name}: {e}"));
-    let status = NodeStatus {
-        conditions: Some(vec![NodeCondition {
-            type_: names::conditions::READY.to_owned(),
-            status: "True".to_owned(),
-            reason: Some("KubeletReady".to_owned()),
-            ..NodeCondition::default()
-        }]),
-        ..NodeStatus::default()
-    };
-    nodes
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({ "status": status })),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("reporting node {name} Ready: {e}"));
+        .unwrap_or_else(|e| panic!("creating node {name} and reporting it Ready: {e}"));
 }
 
 async fn delete_nodes(client: &kube::Client, label: &str) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let _ = nodes
-        .delete_collection(
-            &DeleteParams::default(),
-            &ListParams::default().labels(&format!("{TEST_LABEL}={label}")),
-        )
-        .await;
+    ccm_testenv::nodes::delete_nodes(client, &format!("{TEST_LABEL}={label}")).await;
 }
 
 /// The runtime's flags for a test: its own Nodes, Lease and cluster name, short election timings, and `extra`.

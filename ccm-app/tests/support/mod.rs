@@ -10,10 +10,8 @@ use std::time::Duration;
 use ccm_app::{CcmBuilder, CloudControllerManager};
 use ccm_core::{ProviderRegistry, names};
 use ccm_provider_fake::{FakeCloud, FakeInstance};
-use k8s_openapi::api::core::v1::{
-    Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Service, ServicePort, ServiceSpec,
-    Taint,
-};
+use ccm_testenv::nodes::TestNode;
+use k8s_openapi::api::core::v1::{Node, Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -30,72 +28,28 @@ pub const TEST_LABEL: &str = "ccm-test";
 
 /// A Node as a kubelet with `--cloud-provider=external` registers it, labelled `ccm-test=<label>`.
 pub fn kubelet_node(name: &str, label: &str, pod_cidr: &str) -> Node {
-    Node {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            labels: Some(
-                [
-                    (TEST_LABEL.to_owned(), label.to_owned()),
-                    (names::labels::HOSTNAME.to_owned(), name.to_owned()),
-                ]
-                .into(),
-            ),
-            ..ObjectMeta::default()
-        },
-        spec: Some(NodeSpec {
-            pod_cidr: Some(pod_cidr.to_owned()),
-            pod_cidrs: Some(vec![pod_cidr.to_owned()]),
-            taints: Some(vec![Taint {
-                key: names::taints::UNINITIALIZED.to_owned(),
-                value: Some("true".to_owned()),
-                effect: "NoSchedule".to_owned(),
-                ..Taint::default()
-            }]),
-            ..NodeSpec::default()
-        }),
-        ..Node::default()
-    }
+    test_node(name, label, pod_cidr).into_node()
+}
+
+fn test_node(name: &str, label: &str, pod_cidr: &str) -> TestNode {
+    TestNode::new(name)
+        .with_label(TEST_LABEL, label)
+        .with_label(names::labels::HOSTNAME, name)
+        .with_pod_cidr(pod_cidr)
 }
 
 /// Create a kubelet-like Node and report it Ready.
 pub async fn create_node(client: &kube::Client, name: &str, label: &str, pod_cidr: &str) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    nodes
-        .create(&PostParams::default(), &kubelet_node(name, label, pod_cidr))
+    test_node(name, label, pod_cidr)
+        .with_address("Hostname", name)
+        .create_ready(client)
         .await
-        .unwrap_or_else(|e| panic!("creating node {name}: {e}"));
-    let status = NodeStatus {
-        conditions: Some(vec![NodeCondition {
-            type_: names::conditions::READY.to_owned(),
-            status: "True".to_owned(),
-            reason: Some("KubeletReady".to_owned()),
-            ..NodeCondition::default()
-        }]),
-        addresses: Some(vec![NodeAddress {
-            type_: "Hostname".to_owned(),
-            address: name.to_owned(),
-        }]),
-        ..NodeStatus::default()
-    };
-    nodes
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({ "status": status })),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("reporting the status of node {name}: {e}"));
+        .unwrap_or_else(|e| panic!("creating node {name} and reporting it Ready: {e}"));
 }
 
 /// Delete every Node labelled `ccm-test=<label>`.
 pub async fn delete_nodes(client: &kube::Client, label: &str) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let _ = nodes
-        .delete_collection(
-            &DeleteParams::default(),
-            &ListParams::default().labels(&format!("{TEST_LABEL}={label}")),
-        )
-        .await;
+    ccm_testenv::nodes::delete_nodes(client, &format!("{TEST_LABEL}={label}")).await;
 }
 
 /// A `type: LoadBalancer` Service.
