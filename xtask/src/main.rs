@@ -71,9 +71,9 @@ enum Command {
     /// Find dependencies that a workspace member declares but never uses, or declares in the wrong table
     /// (cargo-shear at the pinned version, installed into target/tools when missing).
     Shear(shear::ShearArgs),
-    /// Write (--write) or check the public API snapshots of the library crates (docs/api/<crate>.txt).
+    /// Write (--write) or check the public API snapshots of the library crates (`docs/api/<crate>.txt`).
     Api(api::ApiArgs),
-    /// Fail when a public API changed without a CHANGELOG.md entry (## [Unreleased]), or a snapshot in docs/api
+    /// Fail when a public API changed without a CHANGELOG.md entry (`## [Unreleased]`), or a snapshot in docs/api
     /// is out of date.
     ChangelogCheck(api::ChangelogCheckArgs),
     /// Run the reference CCM against a local control plane and watch it initialize nodes and provision a load

@@ -1,4 +1,4 @@
-//! The OCI image layout: a tar layer ([`tar`]), the image config, the manifest and the index
+//! The OCI image layout: a tar layer (the `tar` crate), the image config, the manifest and the index
 //! ([`oci_spec`]), each a blob named by its sha256 digest (OCI image spec 1.1, "image layout"). Pure
 //! functions; the caller writes the files.
 //!
