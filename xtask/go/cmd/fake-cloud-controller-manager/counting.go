@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
@@ -78,37 +79,53 @@ func (c countingCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
 	if !ok {
 		return nil, false
 	}
-	return countingBalancer{inner: inner}, true
+	return countingBalancer{inner: inner, mu: &balancerMu}, true
 }
+
+// balancerMu serializes the calls into the fake's load balancers: the fake writes its Balancers map without a
+// lock, which --concurrent-service-syncs > 1 turns into "concurrent map writes". Its calls return at once, so
+// the lock costs the controller nothing.
+var balancerMu sync.Mutex
 
 // countingBalancer counts each call but GetLoadBalancerName (a local computation), with the SDK's operation names.
 type countingBalancer struct {
 	inner cloudprovider.LoadBalancer
+	mu    *sync.Mutex
 }
 
 func (b countingBalancer) GetLoadBalancer(ctx context.Context, clusterName string, service *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	status, exists, err := b.inner.GetLoadBalancer(ctx, clusterName, service)
 	countCall("get-load-balancer", err)
 	return status, exists, err
 }
 
 func (b countingBalancer) GetLoadBalancerName(ctx context.Context, clusterName string, service *v1.Service) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	return b.inner.GetLoadBalancerName(ctx, clusterName, service)
 }
 
 func (b countingBalancer) EnsureLoadBalancer(ctx context.Context, clusterName string, service *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	status, err := b.inner.EnsureLoadBalancer(ctx, clusterName, service, nodes)
 	countCall("create", err)
 	return status, err
 }
 
 func (b countingBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, service *v1.Service, nodes []*v1.Node) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	err := b.inner.UpdateLoadBalancer(ctx, clusterName, service, nodes)
 	countCall("update", err)
 	return err
 }
 
 func (b countingBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *v1.Service) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	err := b.inner.EnsureLoadBalancerDeleted(ctx, clusterName, service)
 	countCall("delete", err)
 	return err
