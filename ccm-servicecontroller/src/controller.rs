@@ -342,15 +342,6 @@ impl Inner {
             return HashSet::new();
         }
         let started = Instant::now();
-        let (observed, pages) = match takeover::list_all(self.balancer.as_ref(), &self.cluster_name)
-            .await
-        {
-            Ok(listed) => listed,
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot list the load balancers at start; ensuring every Service");
-                return HashSet::new();
-            }
-        };
         let services = self.services.store().list();
         let hosts = stable_nodes(&self.nodes.store().list());
         let host_refs: Vec<&Node> = hosts.iter().map(AsRef::as_ref).collect();
@@ -358,9 +349,22 @@ impl Inner {
             self.balancer
                 .get_load_balancer_name(&self.cluster_name, svc)
         };
-        let plan = takeover::plan(&self.selector, &services, &observed, &name_of, &host_refs);
-        let names: HashSet<String> = services.iter().map(|s| name_of(s)).collect();
-        let without_service = observed.keys().filter(|n| !names.contains(*n)).count();
+        // One page at a time: a listing of thousands of load balancers with their backends is never held whole.
+        let mut comparison =
+            takeover::Comparison::new(&self.selector, &services, &name_of, &host_refs);
+        let listed = takeover::list_pages(self.balancer.as_ref(), &self.cluster_name, |page| {
+            comparison.page(page);
+        })
+        .await;
+        let pages = match listed {
+            Ok(pages) => pages,
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot list the load balancers at start; ensuring every Service");
+                return HashSet::new();
+            }
+        };
+        let (load_balancers, without_service) = comparison.listed();
+        let plan = comparison.finish();
         let node_set = NodeSet::from_nodes(host_refs.iter().copied());
         let by_key: HashMap<String, &Arc<Service>> =
             services.iter().map(|s| (service_key(s), s)).collect();
@@ -371,7 +375,7 @@ impl Inner {
             }
         }
         tracing::info!(
-            load_balancers = observed.len(),
+            load_balancers,
             pages,
             without_service,
             steady = plan.steady.len(),

@@ -36,37 +36,83 @@ impl TakeoverPlan {
     }
 }
 
-/// Decide, for each Service the controller owns, whether its listed load balancer lets it skip the start-up ensure.
+/// The start-up comparison, fed one page of the listing at a time, so that the controller holds one page of
+/// load balancers (with their backends) at once, never the whole listing.
 ///
 /// A Service is steady only if it wants a load balancer, is not being cleaned up, already carries the cleanup
 /// finalizer (an ensure would add it), and its load balancer (found by `name_of`) is listed without
 /// [`drift`](ObservedLoadBalancer::drift) against `hosts`. Services that want no load balancer are left out: the
 /// caller queues them as before.
-pub fn plan(
-    selector: &ServiceSelector,
-    services: &[Arc<Service>],
-    observed: &HashMap<String, ObservedLoadBalancer>,
-    name_of: &dyn Fn(&Service) -> String,
-    hosts: &[&Node],
-) -> TakeoverPlan {
-    let mut out = TakeoverPlan::default();
-    for svc in services {
-        if !selector.wants_load_balancer(svc) || needs_cleanup(svc) {
-            continue;
-        }
-        let key = service_key(svc);
-        let verdict = match observed.get(&name_of(svc)) {
-            None => Some(Drift::Missing),
-            // Without the finalizer the sync has an API write to do anyway; a configuration drift says "ensure".
-            Some(_) if !has_load_balancer_finalizer(svc) => Some(Drift::Configuration),
-            Some(lb) => lb.drift(svc, hosts),
-        };
-        match verdict {
-            None => out.steady.push(key),
-            Some(drift) => out.ensure.push((key, drift)),
+pub struct Comparison<'a> {
+    /// The Services still waiting for their load balancer, by load-balancer name.
+    waiting: HashMap<String, &'a Arc<Service>>,
+    hosts: &'a [&'a Node],
+    plan: TakeoverPlan,
+    /// Load balancers listed so far, and those of them that no Service owns.
+    listed: usize,
+    without_service: usize,
+}
+
+impl<'a> Comparison<'a> {
+    /// A comparison of the Services this controller owns among `services`.
+    pub fn new(
+        selector: &ServiceSelector,
+        services: &'a [Arc<Service>],
+        name_of: &dyn Fn(&Service) -> String,
+        hosts: &'a [&'a Node],
+    ) -> Self {
+        let waiting = services
+            .iter()
+            .filter(|svc| selector.wants_load_balancer(svc) && !needs_cleanup(svc))
+            .map(|svc| (name_of(svc), svc))
+            .collect();
+        Comparison {
+            waiting,
+            hosts,
+            plan: TakeoverPlan::default(),
+            listed: 0,
+            without_service: 0,
         }
     }
-    out
+
+    /// Compare one page of the listing.
+    pub fn page(&mut self, items: Vec<ObservedLoadBalancer>) {
+        for lb in items {
+            self.listed += 1;
+            let Some(svc) = self.waiting.remove(&lb.name) else {
+                self.without_service += 1;
+                continue;
+            };
+            // Without the finalizer the sync has an API write to do anyway; a configuration drift says "ensure".
+            let verdict = if has_load_balancer_finalizer(svc) {
+                lb.drift(svc, self.hosts)
+            } else {
+                Some(Drift::Configuration)
+            };
+            let key = service_key(svc);
+            match verdict {
+                None => self.plan.steady.push(key),
+                Some(drift) => self.plan.ensure.push((key, drift)),
+            }
+        }
+    }
+
+    /// How many load balancers were listed, and how many of them no Service owns.
+    pub fn listed(&self) -> (usize, usize) {
+        (self.listed, self.without_service)
+    }
+
+    /// The plan: every Service whose load balancer was not listed is [`Drift::Missing`]. Both lists are sorted.
+    pub fn finish(mut self) -> TakeoverPlan {
+        let missing = self
+            .waiting
+            .values()
+            .map(|svc| (service_key(svc), Drift::Missing));
+        self.plan.ensure.extend(missing);
+        self.plan.steady.sort();
+        self.plan.ensure.sort_by(|a, b| a.0.cmp(&b.0));
+        self.plan
+    }
 }
 
 /// Why the listing could not be used (the controller then ensures every Service, as Go does).
@@ -82,19 +128,19 @@ pub(crate) enum ListingError {
     TooManyPages,
 }
 
-/// Every load balancer the provider lists for `cluster`, by name, and how many pages that took.
-pub(crate) async fn list_all(
+/// Hand every page the provider lists for `cluster` to `on_page`, in order; returns how many pages there were.
+pub(crate) async fn list_pages(
     balancer: &dyn LoadBalancer,
     cluster: &str,
-) -> Result<(HashMap<String, ObservedLoadBalancer>, usize), ListingError> {
-    let mut all = HashMap::new();
+    mut on_page: impl FnMut(Vec<ObservedLoadBalancer>),
+) -> Result<usize, ListingError> {
     let mut seen_tokens = HashSet::new();
     let mut token = None;
     for pages in 1..=MAX_PAGES {
         let page = balancer.list_load_balancers(cluster, token.take()).await?;
-        all.extend(page.items.into_iter().map(|lb| (lb.name.clone(), lb)));
+        on_page(page.items);
         match page.next_page {
-            None => return Ok((all, pages)),
+            None => return Ok(pages),
             Some(next) if !seen_tokens.insert(next.clone()) => {
                 return Err(ListingError::RepeatedToken(next));
             }
@@ -171,15 +217,13 @@ mod tests {
         let moved = lb_service("moved");
         let mut deleting = lb_service("deleting");
         let mut cluster_ip = lb_service("cluster-ip");
-        let observed: HashMap<String, ObservedLoadBalancer> = [
+        let observed = vec![
             listed(&steady),
             listed(&no_finalizer),
             listed(&moved).with_backends(["b"]),
             listed(&deleting),
-        ]
-        .into_iter()
-        .map(|lb| (lb.name.clone(), lb))
-        .collect();
+            ObservedLoadBalancer::new("someone-else", status()),
+        ];
         no_finalizer.metadata.finalizers = None;
         deleting.metadata.deletion_timestamp =
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
@@ -193,20 +237,25 @@ mod tests {
                 .map(Arc::new)
                 .collect();
         let a = node("a");
-        let plan = plan(
-            &ServiceSelector::default(),
-            &services,
-            &observed,
-            &name_of,
-            &[&a],
+        let hosts = [&a];
+        let mut comparison =
+            Comparison::new(&ServiceSelector::default(), &services, &name_of, &hosts);
+        let mut pages = observed.into_iter();
+        comparison.page(pages.by_ref().take(2).collect());
+        comparison.page(pages.collect());
+        assert_eq!(
+            comparison.listed(),
+            (5, 2),
+            "deleting's and someone else's have no steady Service"
         );
+        let plan = comparison.finish();
         assert_eq!(plan.steady, ["default/steady"]);
         assert_eq!(
             plan.ensure,
             [
                 ("default/missing".to_owned(), Drift::Missing),
-                ("default/no-finalizer".to_owned(), Drift::Configuration),
                 ("default/moved".to_owned(), Drift::Backends),
+                ("default/no-finalizer".to_owned(), Drift::Configuration),
             ]
         );
         assert_eq!(plan.drift_counts()["missing"], 1);
@@ -271,22 +320,25 @@ mod tests {
             LoadBalancerPage::new(vec![], Some("2".into())),
             LoadBalancerPage::new(vec![item("c")], None),
         ]);
-        let (all, count) = list_all(&pages, "k").await.unwrap();
+        let mut names = Vec::new();
+        let count = list_pages(&pages, "k", |items| {
+            names.extend(items.into_iter().map(|lb| lb.name));
+        })
+        .await
+        .unwrap();
         assert_eq!(count, 3);
-        let mut names: Vec<_> = all.keys().cloned().collect();
-        names.sort();
         assert_eq!(names, ["a", "b", "c"]);
 
         let looping = Pages(vec![
             LoadBalancerPage::new(vec![item("a")], Some("1".into())),
             LoadBalancerPage::new(vec![item("b")], Some("1".into())),
         ]);
-        let err = list_all(&looping, "k").await.unwrap_err();
+        let err = list_pages(&looping, "k", drop).await.unwrap_err();
         assert!(matches!(err, ListingError::RepeatedToken(t) if t == "1"));
 
         let failing = Pages(vec![LoadBalancerPage::new(vec![], Some("7".into()))]);
         assert!(matches!(
-            list_all(&failing, "k").await.unwrap_err(),
+            list_pages(&failing, "k", drop).await.unwrap_err(),
             ListingError::Cloud(_)
         ));
     }
