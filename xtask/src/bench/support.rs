@@ -19,7 +19,7 @@ pub mod procfs;
 pub mod table;
 
 pub use binaries::{BenchBinaries, environment_summary, output_dir, prepare};
-pub use ccm::{CcmProcess, CcmSpec, MetricsEndpoint, Watchdog, free_port};
+pub use ccm::{CcmProcess, CcmSpec, free_port};
 pub use cluster::Cluster;
 pub use matrix::{CommonArgs, DEFAULT_LIMITS, Implementation, LimitMode, RunSpec, run_matrix};
 pub use objects::{Tracker, create_all, pause};
