@@ -211,22 +211,6 @@ impl AdminServer {
         })
     }
 
-    /// Bind `address` and start.
-    ///
-    /// # Errors
-    ///
-    /// [`AdminError::Bind`] if the address cannot be bound.
-    pub async fn bind(
-        address: SocketAddr,
-        cert: &ServingCert,
-        state: AdminState,
-    ) -> Result<Self, AdminError> {
-        let listener = tokio::net::TcpListener::bind(address)
-            .await
-            .map_err(|source| AdminError::Bind { address, source })?;
-        Self::start(listener, cert, state)
-    }
-
     /// The address the server listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr

@@ -110,6 +110,7 @@ impl KubeApiLimits {
     }
 
     /// Explicit limits with client-go's rules (`qps < 0`: none).
+    #[cfg(test)]
     pub fn explicit(qps: f32, burst: i32) -> Self {
         Self::decide(qps.into(), burst.into(), None)
     }
@@ -184,7 +185,7 @@ impl KubeApiLimits {
 
     /// What `/configz` serves beside the settings: `{"mode": "auto", "apf": true, "qps": "unlimited", "burst":
     /// "unlimited"}` (`apf` is `null` when unknown; `qps`/`burst` are numbers when limited).
-    pub fn to_json(&self) -> serde_json::Value {
+    pub fn to_json(self) -> serde_json::Value {
         let (qps, burst) = match self.qps {
             None => (
                 serde_json::json!("unlimited"),
@@ -371,28 +372,8 @@ impl std::fmt::Debug for ClientFactory {
 }
 
 impl ClientFactory {
-    /// A factory over the connection `config` describes, with explicit limits (client-go's rules: `qps == 0` → 5,
-    /// `burst == 0` → 10, `qps < 0` → none).
-    ///
-    /// # Errors
-    ///
-    /// [`ClientError::Build`] if kube cannot build a client from `config` (for example an `https` server without
-    /// a TLS feature enabled).
-    pub fn from_config(
-        config: kube::Config,
-        qps: f32,
-        burst: i32,
-        agent_prefix: &str,
-    ) -> Result<Self, ClientError> {
-        let base = base_client(config)?;
-        Ok(Self::new(
-            base,
-            KubeApiLimits::explicit(qps, burst),
-            agent_prefix,
-        ))
-    }
-
     /// A factory over an existing client (its own layers stay in place), with explicit limits.
+    #[cfg(test)]
     pub fn from_client(base: kube::Client, qps: f32, burst: i32, agent_prefix: &str) -> Self {
         Self::new(base, KubeApiLimits::explicit(qps, burst), agent_prefix)
     }
@@ -514,6 +495,11 @@ pub fn user_agent_prefix(command: &str, version: &str) -> String {
         std::env::consts::ARCH
     )
 }
+
+#[cfg(test)]
+mod apiserver_tests;
+#[cfg(test)]
+mod fence_tests;
 
 #[cfg(test)]
 mod tests {

@@ -1,14 +1,4 @@
 //! The YAML config file (`--config FILE`): the same settings as the flags, camelCase keys, unknown keys rejected.
-//!
-//! ```
-//! use ccm_app::config_file::parse_config_str;
-//!
-//! let settings = parse_config_str("cloudProvider: fake\nkubeApiQps: 50\n", "ccm.yaml").unwrap();
-//! assert_eq!(settings.cloud_provider.as_deref(), Some("fake"));
-//!
-//! let err = parse_config_str("kubeApiQPS: 50\n", "ccm.yaml").unwrap_err();
-//! assert!(err.to_string().starts_with("invalid config file ccm.yaml: unknown key \"kubeApiQPS\""), "{err}");
-//! ```
 
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
@@ -205,22 +195,6 @@ pub fn parse_config_str(yaml: &str, origin: &str) -> Result<Settings, ConfigFile
 /// Parse config-file YAML that may hold the vendor's own section under the top-level key `section`, deserialized
 /// into `T` (`T::default()` when the file has no such section). The other keys are the runtime's settings.
 ///
-/// ```
-/// use ccm_app::config_file::parse_config_with_section;
-///
-/// #[derive(Debug, Default, serde::Deserialize)]
-/// #[serde(deny_unknown_fields, rename_all = "camelCase")]
-/// struct AcmeConfig { region: String, api_timeout_seconds: Option<u32> }
-///
-/// let yaml = "cloudProvider: acme\nacme:\n  region: eu-1\n";
-/// let (settings, acme) = parse_config_with_section::<AcmeConfig>(yaml, "ccm.yaml", "acme").unwrap();
-/// assert_eq!(settings.cloud_provider.as_deref(), Some("acme"));
-/// assert_eq!(acme.region, "eu-1");
-///
-/// let err = parse_config_with_section::<AcmeConfig>("acme:\n  regoin: eu-1\n", "ccm.yaml", "acme").unwrap_err();
-/// assert!(err.to_string().starts_with("invalid config file ccm.yaml: unknown key \"regoin\" in section \"acme\""), "{err}");
-/// ```
-///
 /// # Errors
 ///
 /// As [`parse_config_str`]; a bad key or value inside the section names the section.
@@ -340,6 +314,7 @@ impl<'de, A: MapAccess<'de>, T: DeserializeOwned> MapAccess<'de> for WithoutSect
 /// # Errors
 ///
 /// [`ConfigFileError::Read`] if the file cannot be read, otherwise as [`parse_config_str`].
+#[cfg(test)]
 pub fn load_config_file(path: &Path) -> Result<Settings, ConfigFileError> {
     parse_config_str(&read_config_file(path)?, &path.display().to_string())
 }
@@ -598,5 +573,52 @@ loggingFormat: json
         assert!(!validator.is_valid(&serde_json::json!({"kubeApiQPS": 5})));
         assert!(!validator.is_valid(&serde_json::json!({"nodeMonitorPeriod": "5 minutes"})));
         assert!(!validator.is_valid(&serde_json::json!({"loggingFormat": "xml"})));
+    }
+
+    /// Formerly the rustdoc example of an item that is now internal.
+    #[test]
+    fn doc_example_parse_config_str() {
+        use crate::config_file::parse_config_str;
+
+        let settings =
+            parse_config_str("cloudProvider: fake\nkubeApiQps: 50\n", "ccm.yaml").unwrap();
+        assert_eq!(settings.cloud_provider.as_deref(), Some("fake"));
+
+        let err = parse_config_str("kubeApiQPS: 50\n", "ccm.yaml").unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("invalid config file ccm.yaml: unknown key \"kubeApiQPS\""),
+            "{err}"
+        );
+    }
+
+    /// Formerly the rustdoc example of an item that is now internal.
+    #[test]
+    fn doc_example_parse_config_with_section() {
+        use crate::config_file::parse_config_with_section;
+
+        #[derive(Debug, Default, serde::Deserialize)]
+        #[serde(deny_unknown_fields, rename_all = "camelCase")]
+        struct AcmeConfig {
+            region: String,
+            api_timeout_seconds: Option<u32>,
+        }
+
+        let yaml = "cloudProvider: acme\nacme:\n  region: eu-1\n";
+        let (settings, acme) =
+            parse_config_with_section::<AcmeConfig>(yaml, "ccm.yaml", "acme").unwrap();
+        assert_eq!(settings.cloud_provider.as_deref(), Some("acme"));
+        assert_eq!(acme.region, "eu-1");
+        assert_eq!(acme.api_timeout_seconds, None);
+
+        let err =
+            parse_config_with_section::<AcmeConfig>("acme:\n  regoin: eu-1\n", "ccm.yaml", "acme")
+                .unwrap_err();
+        assert!(
+            err.to_string().starts_with(
+                "invalid config file ccm.yaml: unknown key \"regoin\" in section \"acme\""
+            ),
+            "{err}"
+        );
     }
 }

@@ -5,21 +5,6 @@
 //! off. Aliases (`cloud-node`, `cloud-node-lifecycle`, `service`, `route`, and any a vendor registers) are
 //! rewritten to canonical names first, keeping the `-` prefix. Unknown names are an error:
 //! `"foo" is not in the list of known controllers`.
-//!
-//! ```
-//! use ccm_app::controllers::ControllerCatalog;
-//!
-//! let catalog = ControllerCatalog::builder()
-//!     .controller("cloud-node-controller", &["cloud-node"], false)
-//!     .controller("service-lb-controller", &["service"], false)
-//!     .controller("tagging-controller", &["tagging"], true)
-//!     .build()
-//!     .unwrap();
-//! let list = vec!["*".to_owned(), "-service".to_owned()];
-//! assert_eq!(catalog.enabled(&list).unwrap(), vec!["cloud-node-controller"]);
-//! let list = vec!["tagging".to_owned()];
-//! assert_eq!(catalog.enabled(&list).unwrap(), vec!["tagging-controller"]);
-//! ```
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,17 +14,6 @@ use ccm_core::runtime::controller::ControllerDescriptor;
 pub const ALL: &str = "*";
 
 /// The Go reference's `IsControllerEnabled`: whether `name` runs under the (canonicalised) list `controllers`.
-///
-/// ```
-/// use std::collections::BTreeSet;
-/// use ccm_app::controllers::is_controller_enabled;
-///
-/// let none = BTreeSet::new();
-/// let list = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-/// assert!(is_controller_enabled("a", &none, &list(&["*"])));
-/// assert!(!is_controller_enabled("a", &none, &list(&["-a", "*"])));
-/// assert!(!is_controller_enabled("a", &none, &list(&["b"])));
-/// ```
 pub fn is_controller_enabled(
     name: &str,
     disabled_by_default: &BTreeSet<String>,
@@ -197,6 +171,7 @@ impl ControllerCatalog {
     }
 
     /// Controllers `*` leaves off.
+    #[cfg(test)]
     pub fn disabled_by_default(&self) -> &BTreeSet<String> {
         &self.disabled_by_default
     }
@@ -454,5 +429,38 @@ mod tests {
         assert_eq!(catalog.canonical("three"), None);
         assert!(catalog.disabled_by_default().contains("two"));
         assert_eq!(catalog.enabled(&list(&["*"])).unwrap(), list(&["one"]));
+    }
+
+    /// Formerly the rustdoc example of an item that is now internal.
+    #[test]
+    fn doc_example_catalog_first_mention_wins() {
+        use crate::controllers::ControllerCatalog;
+
+        let catalog = ControllerCatalog::builder()
+            .controller("cloud-node-controller", &["cloud-node"], false)
+            .controller("service-lb-controller", &["service"], false)
+            .controller("tagging-controller", &["tagging"], true)
+            .build()
+            .unwrap();
+        let list = vec!["*".to_owned(), "-service".to_owned()];
+        assert_eq!(
+            catalog.enabled(&list).unwrap(),
+            vec!["cloud-node-controller"]
+        );
+        let list = vec!["tagging".to_owned()];
+        assert_eq!(catalog.enabled(&list).unwrap(), vec!["tagging-controller"]);
+    }
+
+    /// Formerly the rustdoc example of an item that is now internal.
+    #[test]
+    fn doc_example_is_controller_enabled() {
+        use crate::controllers::is_controller_enabled;
+        use std::collections::BTreeSet;
+
+        let none = BTreeSet::new();
+        let list = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(is_controller_enabled("a", &none, &list(&["*"])));
+        assert!(!is_controller_enabled("a", &none, &list(&["-a", "*"])));
+        assert!(!is_controller_enabled("a", &none, &list(&["b"])));
     }
 }

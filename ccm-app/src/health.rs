@@ -5,19 +5,6 @@
 //! `?verbose`) one line per check — `[+]name ok` or `[-]name failed: reason withheld` — followed by
 //! `healthz check passed` / `healthz check failed`. Reasons are logged, not served. `?exclude=name` skips a check;
 //! `/healthz/<name>` runs one.
-//!
-//! ```
-//! use std::sync::Arc;
-//! use ccm_app::health::{Endpoint, HealthChecks};
-//!
-//! let checks = HealthChecks::new();
-//! checks.add("ping", Endpoint::ALL, Arc::new(|| Ok(())));
-//! checks.add("leader", &[Endpoint::Readyz], Arc::new(|| Err("not the leader".to_owned())));
-//! assert!(checks.report(Endpoint::Healthz, &[]).healthy());
-//! let readyz = checks.report(Endpoint::Readyz, &[]);
-//! assert!(!readyz.healthy());
-//! assert_eq!(readyz.render(false), "[+]ping ok\n[-]leader failed: reason withheld\nreadyz check failed\n");
-//! ```
 
 use std::sync::{Arc, RwLock};
 
@@ -350,6 +337,28 @@ mod tests {
         assert_eq!(
             parse_query(Some("exclude=a%2")),
             (false, vec!["a%2".to_owned()])
+        );
+    }
+
+    /// Formerly the rustdoc example of an item that is now internal.
+    #[test]
+    fn doc_example_health_report() {
+        use crate::health::{Endpoint, HealthChecks};
+        use std::sync::Arc;
+
+        let checks = HealthChecks::new();
+        checks.add("ping", Endpoint::ALL, Arc::new(|| Ok(())));
+        checks.add(
+            "leader",
+            &[Endpoint::Readyz],
+            Arc::new(|| Err("not the leader".to_owned())),
+        );
+        assert!(checks.report(Endpoint::Healthz, &[]).healthy());
+        let readyz = checks.report(Endpoint::Readyz, &[]);
+        assert!(!readyz.healthy());
+        assert_eq!(
+            readyz.render(false),
+            "[+]ping ok\n[-]leader failed: reason withheld\nreadyz check failed\n"
         );
     }
 }

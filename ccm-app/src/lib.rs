@@ -46,28 +46,38 @@
 //!
 //! The admin server's HTTPS (`tokio-rustls`) does not depend on either feature.
 
-pub mod admin;
+mod admin;
 mod app;
-pub mod auth;
-pub mod client;
-pub mod config_file;
-pub mod controllers;
-pub mod defaults;
+mod auth;
+mod client;
+mod config_file;
+mod controllers;
+mod defaults;
 pub mod deploy;
-pub mod fence;
-pub mod health;
-pub mod logging;
+mod fence;
+mod health;
+mod logging;
 pub mod options;
-pub mod ratelimit;
-pub mod reload;
-pub mod retry;
-pub mod service_accounts;
-pub mod serving;
-pub mod tls;
+mod ratelimit;
+mod reload;
+mod retry;
+mod service_accounts;
+mod serving;
+mod tls;
 pub mod webhook;
 
+pub use admin::AdminError;
 pub use app::{
     APISERVER_WAIT, CcmBuilder, CcmStatus, CloudControllerManager, RunError, RunningCcm,
     StartupError, VENDOR_HELP_HEADING, client_name, scope_of,
 };
+pub use auth::AuthError;
+pub use auth::decide::BadAllowPath;
+pub use client::ClientError;
+pub use config_file::{ConfigFileError, config_schema_json};
+pub use controllers::CatalogError;
 pub use options::{CcmOptions, LogFormat, Settings};
+pub use tls::TlsError;
+
+#[cfg(test)]
+mod properties_tests;

@@ -20,11 +20,6 @@ const QUIET_TARGETS: &[&str] = &[
 
 /// The `EnvFilter` directive for klog verbosity `v`: 0-3 → `info`, 4-5 → `debug`, 6 and above → `trace`; below 8
 /// the HTTP and TLS libraries stay at `warn`.
-///
-/// ```
-/// assert_eq!(ccm_app::logging::filter_directive(2), "info,hyper=warn,hyper_util=warn,rustls=warn,tower=warn,h2=warn,tokio_rustls=warn");
-/// assert_eq!(ccm_app::logging::filter_directive(9), "trace");
-/// ```
 pub fn filter_directive(verbosity: u8) -> String {
     let level = match verbosity {
         0..=3 => "info",
@@ -42,12 +37,7 @@ pub fn filter_directive(verbosity: u8) -> String {
 }
 
 /// Install the global subscriber. `RUST_LOG`, when set and valid, replaces the `-v` mapping. Returns `false` if a
-/// subscriber was already installed (for example by a test harness or the vendor's `main`), which is kept.
-pub fn init(verbosity: u8, format: LogFormat) -> bool {
-    init_with_split_stream(verbosity, format, false)
-}
-
-/// [`init`], and with `split_stream` (`--log-json-split-stream` / `--log-text-split-stream`) info, debug and trace
+/// subscriber was already installed (for example by a test harness or the vendor's `main`), which is kept. With `split_stream` (`--log-json-split-stream` / `--log-text-split-stream`) info, debug and trace
 /// lines go to standard output while warnings and errors stay on standard error.
 pub fn init_with_split_stream(verbosity: u8, format: LogFormat, split_stream: bool) -> bool {
     use tracing_subscriber::fmt::writer::BoxMakeWriter;
@@ -154,5 +144,15 @@ mod tests {
         for v in [0, 4, 6, 8] {
             EnvFilter::try_new(filter_directive(v)).expect("valid directive");
         }
+    }
+
+    /// Formerly the rustdoc example of an item that is now internal.
+    #[test]
+    fn doc_example_filter_directive() {
+        assert_eq!(
+            crate::logging::filter_directive(2),
+            "info,hyper=warn,hyper_util=warn,rustls=warn,tower=warn,h2=warn,tokio_rustls=warn"
+        );
+        assert_eq!(crate::logging::filter_directive(9), "trace");
     }
 }

@@ -10,23 +10,6 @@
 //! [`TokenBucketLayer::low_priority`] makes a second layer over the same bucket for traffic that must never delay
 //! the first (Events): it only takes a token that is free at that moment, so while a controller's own writes keep
 //! the bucket busy, low-priority requests wait.
-//!
-//! ```no_run
-//! use ccm_app::ratelimit::TokenBucketLayer;
-//!
-//! # async fn demo(config: kube::Config) -> Result<(), kube::Error> {
-//! let writes = TokenBucketLayer::new(20.0, 30);
-//! let events = writes.low_priority();
-//! let client = kube::client::ClientBuilder::try_from(config.clone())?
-//!     .with_layer(&writes)
-//!     .build();
-//! let event_client = kube::client::ClientBuilder::try_from(config)?
-//!     .with_layer(&events)
-//!     .build();
-//! # drop((client, event_client));
-//! # Ok(())
-//! # }
-//! ```
 
 use std::future::Future;
 use std::pin::Pin;
@@ -84,6 +67,7 @@ impl TokenBucketLayer {
     }
 
     /// Whether requests are limited at all.
+    #[cfg(test)]
     pub fn is_limited(&self) -> bool {
         self.bucket.is_some()
     }

@@ -276,6 +276,7 @@ impl ReloadMetrics {
     }
 
     /// The reloads counted with `result`.
+    #[cfg(test)]
     pub fn total(&self, result: &str) -> u64 {
         self.reloads
             .get_or_create(&vec![("result".to_owned(), result.to_owned())])

@@ -4,29 +4,17 @@
 //!
 //! | answer | retried after |
 //! |---|---|
-//! | 429 | `Retry-After` seconds (1 s without a usable header), at most [`RetryAfterLayer::max_wait`] (10 s) |
+//! | 429 | `Retry-After` seconds (1 s without a usable header), at most [`DEFAULT_MAX_WAIT`] (10 s) |
 //! | 503, 504 | the same (kube-rs retried these too) |
 //! | any other 5xx with `Retry-After` | `Retry-After` (client-go's rule) |
 //! | anything else | not retried |
 //!
-//! A request is retried at most [`RetryAfterLayer::max_retries`] times (10, client-go's default); then the last
+//! A request is retried at most [`DEFAULT_MAX_RETRIES`] times (10, client-go's default); then the last
 //! answer is returned. The layer sits above the client's token bucket, so every retry takes a token like a new
 //! request (client-go throttles every attempt). Watches are never retried (a watch's caller re-lists and
 //! re-watches), and neither is a request whose body cannot be sent twice; kube-rs builds every request body from a
 //! buffer (small JSON), so in practice every other request can be. Every 429 is counted in
 //! `rest_client_requests_throttled_total{client}`.
-//!
-//! ```
-//! use ccm_app::retry::RetryAfterLayer;
-//! use tower::Layer;
-//!
-//! let layer = RetryAfterLayer::new();
-//! # let inner = tower::service_fn(|_: http::Request<kube::client::Body>| async {
-//! #     Ok::<_, std::convert::Infallible>(http::Response::new(()))
-//! # });
-//! let service = layer.layer(inner); // needs a Clone inner service
-//! # drop(service);
-//! ```
 
 use std::future::Future;
 use std::pin::Pin;
@@ -71,12 +59,14 @@ impl RetryAfterLayer {
     }
 
     /// At most `retries` retries of one request.
+    #[cfg(test)]
     pub fn max_retries(mut self, retries: u32) -> Self {
         self.max_retries = retries;
         self
     }
 
     /// Wait at most `wait` before one retry.
+    #[cfg(test)]
     pub fn max_wait(mut self, wait: Duration) -> Self {
         self.max_wait = wait;
         self

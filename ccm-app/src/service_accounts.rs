@@ -129,11 +129,6 @@ impl TokenSource {
         )
     }
 
-    /// The ServiceAccount's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// The token to send now.
     ///
     /// # Errors

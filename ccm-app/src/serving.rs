@@ -35,12 +35,6 @@ const CURVES: &[(i32, &str, Option<&dyn SupportedKxGroup>)] = &[
 
 /// Read `--tls-curve-preferences`: Go's numeric CurveID values, in the order given (duplicates dropped).
 ///
-/// ```
-/// let groups = ccm_app::serving::parse_curve_preferences(&["29".to_owned(), "23".to_owned()]).unwrap();
-/// assert_eq!(groups.len(), 2);
-/// assert!(ccm_app::serving::parse_curve_preferences(&["25".to_owned()]).unwrap_err().contains("P-521"));
-/// ```
-///
 /// # Errors
 ///
 /// A message for a value that is not a number, a Go curve rustls does not implement, or an unknown curve.
@@ -598,5 +592,18 @@ mod tests {
         assert_eq!(second.local_addr().unwrap(), address);
         let refused = bind(address, false).expect_err("without the flag the port is taken");
         assert_eq!(refused.kind(), std::io::ErrorKind::AddrInUse);
+    }
+
+    /// Formerly the rustdoc example of an item that is now internal.
+    #[test]
+    fn doc_example_curve_preferences() {
+        let groups =
+            crate::serving::parse_curve_preferences(&["29".to_owned(), "23".to_owned()]).unwrap();
+        assert_eq!(groups.len(), 2);
+        assert!(
+            crate::serving::parse_curve_preferences(&["25".to_owned()])
+                .unwrap_err()
+                .contains("P-521")
+        );
     }
 }

@@ -12,8 +12,12 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::crypto::{CryptoProvider, ring};
+use tokio_rustls::rustls::pki_types::CertificateDer;
+#[cfg(test)]
+use tokio_rustls::rustls::pki_types::PrivateKeyDer;
+#[cfg(test)]
 use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+#[cfg(test)]
 use tokio_rustls::rustls::server::danger::ClientCertVerifier;
 use tokio_rustls::rustls::{ServerConfig, SupportedCipherSuite, SupportedProtocolVersion};
 use tokio_rustls::server::TlsStream;
@@ -148,16 +152,6 @@ impl TlsPolicy {
     /// Read `--tls-min-version` (Go's `VersionTLS12`/`VersionTLS13`; empty for the default) and
     /// `--tls-cipher-suites` (Go's suite names).
     ///
-    /// ```no_run
-    /// use ccm_app::tls::{CertSource, ServingCert, TlsPolicy};
-    ///
-    /// let suites = vec!["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256".to_owned()];
-    /// let policy = TlsPolicy::parse(Some("VersionTLS12"), &suites)?;
-    /// let source = CertSource::Files { cert: "/etc/ccm/tls.crt".into(), key: "/etc/ccm/tls.key".into() };
-    /// let cert = ServingCert::load_with(&source, &policy, None)?;
-    /// # Ok::<(), ccm_app::tls::TlsError>(())
-    /// ```
-    ///
     /// # Errors
     ///
     /// [`TlsError::Policy`] for TLS 1.0/1.1, an unknown version, a Go suite rustls does not implement, or an
@@ -290,7 +284,9 @@ fn load_err<'a>(what: &'static str, path: &'a Path) -> impl Fn(String) -> TlsErr
 }
 
 impl ServingCert {
-    /// Load or generate the certificate described by `source`.
+    /// Load or generate the certificate described by `source` (the tests' path; the servers load through
+    /// `serving::certs`).
+    #[cfg(test)]
     ///
     /// # Errors
     ///
@@ -305,6 +301,7 @@ impl ServingCert {
     /// # Errors
     ///
     /// [`TlsError`] naming the file or step that failed.
+    #[cfg(test)]
     pub fn load_with(
         source: &CertSource,
         policy: &TlsPolicy,
@@ -332,6 +329,7 @@ impl ServingCert {
         ServingCert { cert_pem, config }
     }
 
+    #[cfg(test)]
     fn from_files(cert: &Path, key: &Path, settings: &Settings<'_>) -> Result<Self, TlsError> {
         let cert_pem = std::fs::read_to_string(cert)
             .map_err(|e| load_err("certificate", cert)(e.to_string()))?;
@@ -340,6 +338,7 @@ impl ServingCert {
         Self::from_pem_paths(&cert_pem, &key_pem, [cert, key], settings)
     }
 
+    #[cfg(test)]
     fn from_pem(
         cert_pem: &str,
         key_pem: &str,
@@ -349,6 +348,7 @@ impl ServingCert {
         Self::from_pem_paths(cert_pem, key_pem, [origin, origin], settings)
     }
 
+    #[cfg(test)]
     fn from_pem_paths(
         cert_pem: &str,
         key_pem: &str,
@@ -393,6 +393,7 @@ impl ServingCert {
 }
 
 /// What the server configuration is built with besides the certificate.
+#[cfg(test)]
 struct Settings<'a> {
     policy: &'a TlsPolicy,
     client_certs: Option<Arc<dyn ClientCertVerifier>>,

@@ -38,7 +38,7 @@ use futures::future::BoxFuture;
 
 pub use kube::core::DynamicObject;
 pub use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
-pub use review::WebhookMetrics;
+pub(crate) use review::WebhookMetrics;
 
 use crate::controllers::{CatalogError, ControllerCatalog};
 use crate::options::{CcmOptions, ValidationError};
@@ -48,7 +48,7 @@ use crate::tls::{TlsError, TlsListener};
 
 /// How long a handler may take unless [`WebhookDescriptor::with_timeout`] says otherwise: below the API server's
 /// default `timeoutSeconds` of 10, so the answer is the handler's timeout and not the API server's.
-pub const DEFAULT_HANDLER_TIMEOUT: Duration = Duration::from_secs(8);
+pub(crate) const DEFAULT_HANDLER_TIMEOUT: Duration = Duration::from_secs(8);
 
 /// What a handler has at hand.
 #[derive(Clone)]
@@ -136,7 +136,7 @@ impl WebhookDescriptor {
         self
     }
 
-    /// How long the handler may take before the request is answered with an error ([`DEFAULT_HANDLER_TIMEOUT`]).
+    /// How long the handler may take before the request is answered with an error (8 s by default).
     #[must_use]
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -184,7 +184,7 @@ pub enum WebhookError {
 /// # Errors
 ///
 /// [`WebhookError::Registration`] naming the problem.
-pub fn catalog(webhooks: &[WebhookDescriptor]) -> Result<ControllerCatalog, WebhookError> {
+pub(crate) fn catalog(webhooks: &[WebhookDescriptor]) -> Result<ControllerCatalog, WebhookError> {
     let mut builder = ControllerCatalog::builder();
     let mut paths = std::collections::BTreeSet::new();
     for webhook in webhooks {
@@ -211,7 +211,7 @@ pub fn catalog(webhooks: &[WebhookDescriptor]) -> Result<ControllerCatalog, Webh
 /// # Errors
 ///
 /// A [`ValidationError`] for `--webhooks` naming every unknown webhook, or [`WebhookError::Registration`].
-pub fn enabled(
+pub(crate) fn enabled(
     webhooks: &[WebhookDescriptor],
     selection: &[String],
 ) -> Result<Vec<WebhookDescriptor>, Result<ValidationError, WebhookError>> {

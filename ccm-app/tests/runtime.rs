@@ -433,32 +433,3 @@ async fn a_malformed_selector_is_reported_clearly() {
         "{err}"
     );
 }
-
-#[tokio::test]
-async fn the_client_side_qps_limit_is_enforced_against_the_apiserver() {
-    let env = TestEnv::shared().await;
-    let factory = ccm_app::client::ClientFactory::from_client(env.client(), 4.0, 2, "qps-test");
-    let client = factory.client("limited");
-    let started = std::time::Instant::now();
-    for _ in 0..10 {
-        client.apiserver_version().await.expect("GET /version");
-    }
-    // 2 from the burst, then 8 at 4 per second: at least 2 s
-    let elapsed = started.elapsed();
-    assert!(
-        elapsed >= Duration::from_millis(1950),
-        "10 requests took only {elapsed:?}"
-    );
-    // an unlimited client is not held back
-    let unlimited = ccm_app::client::ClientFactory::from_client(env.client(), -1.0, 0, "qps-test")
-        .client("free");
-    let started = std::time::Instant::now();
-    for _ in 0..10 {
-        unlimited.apiserver_version().await.expect("GET /version");
-    }
-    assert!(
-        started.elapsed() < Duration::from_millis(1950),
-        "{:?}",
-        started.elapsed()
-    );
-}

@@ -15,7 +15,6 @@ use ccm_app::deploy::{
     controller_cluster_roles, lease_role, lease_role_binding, token_requester_role,
     token_requester_role_binding,
 };
-use ccm_app::service_accounts::without_credentials;
 use ccm_testenv::audit::{self, AuditEvent};
 use ccm_testenv::controlplane::{Binaries, ControlPlane, LaunchOptions, Supervision};
 use ccm_testenv::{TestEnv, wait_for};
@@ -126,7 +125,10 @@ async fn each_controller_writes_as_its_own_service_account_without_forbidden_req
     // credentials the controllers' ServiceAccount clients are sent over.
     let forbidden: Arc<Mutex<Vec<String>>> = Arc::default();
     let main = counting_forbidden(sa_client, forbidden.clone());
-    let bare = kube::Client::try_from(without_credentials(&env.config())).expect("a bare client");
+    // the connection without its credentials (as the runtime derives it from the flags' kubeconfig)
+    let mut bare_config = env.config();
+    bare_config.auth_info = kube::config::AuthInfo::default();
+    let bare = kube::Client::try_from(bare_config).expect("a bare client");
     let connection = counting_forbidden(bare, forbidden.clone());
 
     let node_names: Vec<String> = (0..2).map(|i| format!("{label}-n{i}")).collect();

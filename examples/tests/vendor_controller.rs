@@ -395,7 +395,14 @@ async fn the_reference_ccm_with_a_vendor_flag_config_section_controller_and_live
 
     // A changed inventory is applied without a restart: a Normal Event, and a Node of the new instance is
     // initialized, with the vendor defaults filled in again.
-    let regarding = ccm_app::reload::involved_object(ccm_app::reload::pod_from_env(), (&ns, "ccm"));
+    // Without POD_NAME/POD_NAMESPACE (as here) the runtime's reload Events are about its Lease.
+    let regarding = ObjectReference {
+        api_version: Some("coordination.k8s.io/v1".to_owned()),
+        kind: Some("Lease".to_owned()),
+        namespace: Some(ns.clone()),
+        name: Some("ccm".to_owned()),
+        ..ObjectReference::default()
+    };
     replace_file(&inventory_path, &inventory(&[&n0, &n1, &n2]));
     let reloaded = wait_for("the CloudConfigReloaded Event", TIMEOUT, || async {
         let events = events_about(&client, &regarding, "CloudConfigReloaded").await;

@@ -243,11 +243,14 @@ impl CcmBuilder {
     /// With `--use-service-account-credentials`, send the controllers' requests over this client, which must
     /// carry no credentials of its own (each request gets the controller's ServiceAccount token). Needed with
     /// [`with_client`](Self::with_client); otherwise the connection of `--kubeconfig` / `--master` is used without
-    /// its credentials ([`crate::service_accounts::without_credentials`]).
+    /// its credentials.
     ///
     /// ```no_run
     /// # fn demo(registry: ccm_core::ProviderRegistry, main: kube::Client, config: kube::Config) -> Result<(), kube::Error> {
-    /// let bare = kube::Client::try_from(ccm_app::service_accounts::without_credentials(&config))?;
+    /// // the same connection as `main`, without its credentials
+    /// let mut bare_config = config.clone();
+    /// bare_config.auth_info = kube::config::AuthInfo::default();
+    /// let bare = kube::Client::try_from(bare_config)?;
     /// let builder = ccm_app::CloudControllerManager::builder(registry)
     ///     .with_default_controllers()
     ///     .with_client(main)

@@ -182,23 +182,6 @@ impl DelegatedAuth {
     /// `--authentication-skip-lookup`, the cluster's ConfigMap for the CAs not given; the review counters are
     /// registered in `metrics`.
     ///
-    /// ```no_run
-    /// # async fn demo() -> Result<(), ccm_app::auth::AuthError> {
-    /// use ccm_app::CcmOptions;
-    /// use ccm_core::runtime::metrics::SharedRegistry;
-    ///
-    /// let mut options = CcmOptions::default();
-    /// options.authentication_kubeconfig = Some("/etc/kubernetes/ccm.kubeconfig".into());
-    /// options.authorization_kubeconfig = Some("/etc/kubernetes/ccm.kubeconfig".into());
-    /// let auth = ccm_app::auth::DelegatedAuth::from_options(&options, &SharedRegistry::new()).await?;
-    /// let user = auth.authenticate(&[], &http::HeaderMap::new()).await.expect("no credentials");
-    /// assert_eq!(user.name, "system:anonymous");
-    /// let answer = auth.authorize(&user, "get", "/healthz").await.expect("always allowed");
-    /// assert!(answer.allowed);
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
     /// # Errors
     ///
     /// [`AuthError`] naming the flag, file or lookup that failed.

@@ -18,11 +18,11 @@ use super::{ManifestOptions, rule, subject};
 use crate::service_accounts::SERVICE_ACCOUNT_NAMESPACE;
 
 /// The prefix of the controllers' ClusterRoles (Go's bootstrap controller roles).
-pub const CONTROLLER_ROLE_PREFIX: &str = "system:controller:";
+pub(crate) const CONTROLLER_ROLE_PREFIX: &str = "system:controller:";
 
 /// The ServiceAccounts of the standard controllers (and of the doctor's bootstrap self-check), as
 /// [`crate::service_accounts::service_account_name`] names them.
-pub const CONTROLLER_ACCOUNTS: [&str; 5] = [
+pub(crate) const CONTROLLER_ACCOUNTS: [&str; 5] = [
     "cloud-node-controller",
     "cloud-node-lifecycle-controller",
     "service-controller",
@@ -31,7 +31,8 @@ pub const CONTROLLER_ACCOUNTS: [&str; 5] = [
 ];
 
 /// The accounts whose ClusterRole and binding the API server itself provides (its bootstrap policy).
-pub const API_SERVER_BOOTSTRAP_ACCOUNTS: [&str; 2] = ["service-controller", "route-controller"];
+pub(crate) const API_SERVER_BOOTSTRAP_ACCOUNTS: [&str; 2] =
+    ["service-controller", "route-controller"];
 
 /// The accounts whose ClusterRole and binding are generated: the standard ones the API server does not provide,
 /// then the vendor controllers' ([`ManifestOptions::with_controller_account`]).
@@ -43,7 +44,7 @@ fn generated_accounts(options: &ManifestOptions) -> impl Iterator<Item = &str> {
 }
 
 /// Every account the CCM requests tokens for: [`CONTROLLER_ACCOUNTS`], then the vendor controllers'.
-pub fn token_accounts(options: &ManifestOptions) -> Vec<String> {
+pub(crate) fn token_accounts(options: &ManifestOptions) -> Vec<String> {
     CONTROLLER_ACCOUNTS
         .iter()
         .map(|a| (*a).to_owned())
@@ -76,7 +77,7 @@ fn events() -> PolicyRule {
 /// The rules of the controller acting as ServiceAccount `account` (one of [`CONTROLLER_ACCOUNTS`] not in
 /// [`API_SERVER_BOOTSTRAP_ACCOUNTS`]; any other account gets only Events: a vendor controller's own rights are the
 /// vendor's to grant).
-pub fn controller_rules(account: &str) -> Vec<PolicyRule> {
+pub(crate) fn controller_rules(account: &str) -> Vec<PolicyRule> {
     let mut rules = match account {
         // initialization: labels, taints and providerID (spec), addresses (status)
         "cloud-node-controller" => vec![
@@ -134,7 +135,7 @@ fn token_role_name(options: &ManifestOptions) -> String {
 
 /// The rules of the CCM's own identity on the controllers' accounts: create them (a create cannot be limited by
 /// name), read them and request their tokens (both limited to [`token_accounts`]).
-pub fn token_requester_rules(options: &ManifestOptions) -> Vec<PolicyRule> {
+pub(crate) fn token_requester_rules(options: &ManifestOptions) -> Vec<PolicyRule> {
     let accounts = token_accounts(options);
     vec![
         rule(&[""], &["serviceaccounts"], &["create"]),

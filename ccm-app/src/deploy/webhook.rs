@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::ManifestOptions;
 
 /// The Service port the API server calls (the container's port is `--webhook-secure-port`).
-pub const SERVICE_PORT: i32 = 443;
+pub(crate) const SERVICE_PORT: i32 = 443;
 
 /// One webhook of the sample configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,12 +60,12 @@ impl WebhookManifest {
 }
 
 /// The name of the webhook Service and of the sample configuration: `<name>-webhook`.
-pub fn webhook_service_name(options: &ManifestOptions) -> String {
+pub(crate) fn webhook_service_name(options: &ManifestOptions) -> String {
     format!("{}-webhook", options.name)
 }
 
 /// The Service in front of the webhook port of the CCM's Pods.
-pub fn webhook_service(options: &ManifestOptions) -> Service {
+pub(crate) fn webhook_service(options: &ManifestOptions) -> Service {
     Service {
         metadata: options.meta(&webhook_service_name(options), Some(&options.namespace)),
         spec: Some(ServiceSpec {
@@ -85,7 +85,7 @@ pub fn webhook_service(options: &ManifestOptions) -> Service {
 
 /// The sample configuration: every webhook of `options.webhooks` through the Service, `failurePolicy: Ignore`
 /// (a CCM that is down or not yet trusted blocks nothing), an empty `caBundle` to fill in.
-pub fn validating_webhook_configuration(
+pub(crate) fn validating_webhook_configuration(
     options: &ManifestOptions,
 ) -> ValidatingWebhookConfiguration {
     ValidatingWebhookConfiguration {

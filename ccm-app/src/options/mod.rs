@@ -46,9 +46,10 @@ use ccm_servicecontroller::{Config as ServiceConfig, Takeover as ServiceTakeover
 use define::settings;
 pub use parse::{
     KubeApiLimit, LogFormat, NodeOwnershipOption, OperationLimit, RouteSyncModeOption,
-    ServiceTakeoverOption, parse_go_bool, parse_operation_limit,
+    ServiceTakeoverOption,
 };
 use parse::{parse_duration_flag, parse_kube_api_burst, parse_kube_api_qps};
+pub(crate) use parse::{parse_go_bool, parse_operation_limit};
 pub use validate::ValidationError;
 
 /// Go's default of `--kube-api-qps` (the CCM's override of the generic 50): the limit when the flag is unset and

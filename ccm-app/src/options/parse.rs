@@ -11,15 +11,10 @@ use serde::{Deserialize, Serialize};
 /// Parse a boolean the way Go's `strconv.ParseBool` does (`1`, `t`, `T`, `TRUE`, `true`, `True`, and the
 /// `0`/`f`/`false` forms).
 ///
-/// ```
-/// assert_eq!(ccm_app::options::parse_go_bool("True"), Ok(true));
-/// assert!(ccm_app::options::parse_go_bool("yes").is_err());
-/// ```
-///
 /// # Errors
 ///
 /// A message naming the accepted values.
-pub fn parse_go_bool(value: &str) -> Result<bool, String> {
+pub(crate) fn parse_go_bool(value: &str) -> Result<bool, String> {
     match value {
         "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
@@ -46,18 +41,10 @@ pub struct OperationLimit {
 
 /// Parse `OPERATION=QPS:BURST` or `OPERATION=QPS` (burst = QPS rounded up, at least 1).
 ///
-/// ```
-/// use ccm_app::options::parse_operation_limit;
-/// let limit = parse_operation_limit("create=2:4").unwrap();
-/// assert_eq!((limit.operation.as_str(), limit.limit.qps, limit.limit.burst), ("create", 2.0, 4));
-/// assert_eq!(parse_operation_limit("list-routes=0.5").unwrap().limit.burst, 1);
-/// assert!(parse_operation_limit("nope=1:1").is_err());
-/// ```
-///
 /// # Errors
 ///
 /// A message saying what is wrong: the shape, an unknown operation, or a rate or burst that is not a number.
-pub fn parse_operation_limit(value: &str) -> Result<OperationLimit, String> {
+pub(crate) fn parse_operation_limit(value: &str) -> Result<OperationLimit, String> {
     let shape = || {
         format!(
             "invalid operation limit {value:?}: expected OPERATION=QPS:BURST (or OPERATION=QPS), such as create=2:4"
@@ -316,5 +303,31 @@ mod tests {
         for bad in ["", "yes", "no", "tRUE", "2"] {
             assert!(parse_go_bool(bad).unwrap_err().contains("invalid boolean"));
         }
+    }
+
+    /// Formerly the rustdoc example of an item that is now internal.
+    #[test]
+    fn doc_example_parse_go_bool() {
+        assert_eq!(crate::options::parse_go_bool("True"), Ok(true));
+        assert!(crate::options::parse_go_bool("yes").is_err());
+    }
+
+    /// Formerly the rustdoc example of an item that is now internal.
+    #[test]
+    fn doc_example_parse_operation_limit() {
+        use crate::options::parse_operation_limit;
+        let limit = parse_operation_limit("create=2:4").unwrap();
+        assert_eq!(
+            (limit.operation.as_str(), limit.limit.qps, limit.limit.burst),
+            ("create", 2.0, 4)
+        );
+        assert_eq!(
+            parse_operation_limit("list-routes=0.5")
+                .unwrap()
+                .limit
+                .burst,
+            1
+        );
+        assert!(parse_operation_limit("nope=1:1").is_err());
     }
 }

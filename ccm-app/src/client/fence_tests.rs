@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ccm_app::client::{ClientError, ClientFactory};
+use crate::client::{ClientError, ClientFactory};
 use ccm_core::fence::{FenceClosed, LeadershipFence, is_fenced};
 use ccm_core::names;
 use ccm_core::runtime::events::EventSink;
@@ -22,7 +22,7 @@ use tokio::time::Instant;
 fn counting(inner: kube::Client, writes: Arc<AtomicUsize>) -> kube::Client {
     let service = tower::service_fn(move |request: http::Request<Body>| {
         let inner = inner.clone();
-        if ccm_app::fence::is_write(request.method()) {
+        if crate::fence::is_write(request.method()) {
             writes.fetch_add(1, Ordering::SeqCst);
         }
         async move { inner.send(request).await }

@@ -1,4 +1,4 @@
-//! Property tests of the CCM's settings parsers: the command line (`CcmBuilder::parse_args`), the config file
+//! Property tests of the CCM's settings parsers (unit tests: they reach the parsers behind the public API): the command line (`CcmBuilder::parse_args`), the config file
 //! (`config_file::parse_config_str`), `--cloud-api-operation-limit`, `--kube-api-qps`/`--kube-api-burst` and Go
 //! booleans. Each property runs `ccm_testenv::properties::DEFAULT_CASES` generated cases (or `PROPTEST_CASES`);
 //! see docs/architecture.md, "Property tests".
@@ -6,9 +6,9 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use ccm_app::config_file::parse_config_str;
-use ccm_app::options::{KubeApiLimit, parse_go_bool, parse_operation_limit};
-use ccm_app::{CcmBuilder, CcmOptions, CloudControllerManager, LogFormat, Settings, StartupError};
+use crate::config_file::parse_config_str;
+use crate::options::{KubeApiLimit, parse_go_bool, parse_operation_limit};
+use crate::{CcmBuilder, CcmOptions, CloudControllerManager, LogFormat, Settings, StartupError};
 use ccm_core::duration::format_go_duration;
 use ccm_core::intercept::Operation;
 use ccm_core::provider::CloudProvider;
@@ -442,7 +442,7 @@ proptest! {
     fn controller_lists_follow_first_mention_wins(list in prop::collection::vec(controller_entry(), 0..7)) {
         let catalog = CATALOG
             .iter()
-            .fold(ccm_app::controllers::ControllerCatalog::builder(), |b, (name, alias, off)| b.controller(name, &[alias], *off))
+            .fold(crate::controllers::ControllerCatalog::builder(), |b, (name, alias, off)| b.controller(name, &[alias], *off))
             .build()
             .unwrap();
         let unknown = list.iter().any(|e| e.trim_start_matches('-') == "nope");
