@@ -198,7 +198,7 @@ pub fn generated_files() -> Vec<GeneratedFile> {
     });
     files.push(GeneratedFile {
         path: "docs/schema/ccm-config.schema.json".to_owned(),
-        content: ccm_app::config_file::config_schema_json(),
+        content: ccm_app::config_schema_json(),
     });
     files
 }

@@ -6,32 +6,25 @@ use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 
 use ccm_core::background::BackgroundTasks;
-use ccm_core::budget::{CloudCallMetrics, RateLimitInterceptor};
-use ccm_core::cache::CachingProvider;
-use ccm_core::fence::LeadershipFence;
-use ccm_core::intercept::InterceptedProvider;
 use ccm_core::names;
-use ccm_core::provider::CloudProvider;
 use ccm_core::registry::ProviderRegistry;
 use ccm_core::runtime::controller::{ControllerDescriptor, HealthCheck};
 use ccm_core::runtime::events::EventSink;
 use ccm_core::runtime::informer::SharedInformers;
 use ccm_core::runtime::metrics::{ControllerManagerMetrics, SharedRegistry};
-use ccm_leaderelection::{LeaderElectionMetrics, LeaderElector};
 use clap::{CommandFactory, FromArgMatches, Parser};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::assemble;
 use super::provider::{StopOnFailure, create_provider, start_reload_watcher};
 use super::signals::handle_signals;
 use super::supervisor::{RunningCcm, Supervisor};
 use super::vendor::VendorSpec;
 use super::{CcmStatus, RunError, StartupError};
-use crate::client::{ClientFactory, KubeApiLimits, base_client, kube_config, user_agent_prefix};
+use crate::client::user_agent_prefix;
 use crate::controllers::ControllerCatalog;
-use crate::health::{Endpoint, HealthChecks};
 use crate::options::{CcmOptions, Settings, ValidationError};
-use crate::service_accounts::without_credentials;
 use crate::webhook::{WebhookContext, WebhookDescriptor};
 
 /// The client name (user agent suffix) of the webhooks' Kubernetes client.
@@ -512,35 +505,17 @@ impl CcmBuilder {
         let (status_tx, status_rx) = watch::channel(CcmStatus::Starting);
 
         let agent_prefix = user_agent_prefix(&self.command_name, &self.version);
-        let (base, connection) = match self.client {
-            Some(client) => (client, self.service_account_connection),
-            None => {
-                let config = kube_config(&options).await?;
-                let connection = match self.service_account_connection {
-                    Some(connection) => Some(connection),
-                    None if options.use_service_account_credentials => {
-                        Some(base_client(without_credentials(&config))?)
-                    }
-                    None => None,
-                };
-                (base_client(config)?, connection)
-            }
-        };
-        let service_account_connection = if options.use_service_account_credentials {
-            Some(connection.ok_or(RunError::NoServiceAccountConnection)?)
-        } else {
-            None
-        };
-        // --kube-api-qps/--kube-api-burst unset: one request tells whether the API server runs APF.
-        let limits = KubeApiLimits::resolve(&base, &options).await;
-        let mut factory = ClientFactory::new(base, limits, &agent_prefix);
-        // With leader election, no controller write, Event write or cloud call is sent unless the lease was
-        // confirmed recently (see ccm_core::fence); without it the fence is always open.
-        let fence = if options.leader_elect {
-            LeadershipFence::new()
-        } else {
-            LeadershipFence::unfenced()
-        };
+        let assemble::Clients {
+            mut factory,
+            service_account_connection,
+        } = assemble::clients(
+            &options,
+            self.client,
+            self.service_account_connection,
+            &agent_prefix,
+        )
+        .await?;
+        let fence = assemble::fence(&options);
 
         // The cloud initializer runs in every replica, before leader election (Go parity).
         let background = BackgroundTasks::new(shutdown.clone());
@@ -566,113 +541,48 @@ impl CcmBuilder {
         let metrics = SharedRegistry::new();
         let manager_metrics = ControllerManagerMetrics::register(&metrics, names::MANAGER_NAME);
         factory.register_metrics(&metrics);
-        // Every controller's cloud calls share one budget and are counted per operation. A call waiting for budget
-        // gives up when the process shuts down or the controllers stop (leadership lost).
-        let cloud_calls = shutdown.child_token();
-        let budget = options.cloud_budget();
-        tracing::info!(budget = %budget.describe(), "cloud-call budget");
-        let limiter = RateLimitInterceptor::new(&budget, cloud_calls.clone())
-            .map_err(|e| {
-                StartupError::Invalid(vec![ValidationError::Invalid {
-                    setting: "cloud-api-qps",
-                    reason: e.to_string(),
-                }])
-            })?
-            .with_metrics(&metrics);
+        let created = provider.clone();
+        let stack =
+            assemble::provider_stack(provider, &options, fence.clone(), &metrics, &shutdown)?;
         // In every replica, with the provider as created and a client without the leadership fence (Go parity).
         let webhook = crate::webhook::start_from_options(
             &options,
             &self.webhooks,
-            WebhookContext::new(provider.clone(), factory.client(WEBHOOK_CLIENT)),
+            WebhookContext::new(created, factory.client(WEBHOOK_CLIENT)),
             &metrics,
             &background,
         )
         .await
         .map_err(StartupError::Webhook)?;
-        let intercepted: Arc<dyn CloudProvider> = Arc::new(
-            InterceptedProvider::new(provider)
-                .with_interceptor(limiter)
-                .with_interceptor(CloudCallMetrics::register(&metrics))
-                .with_fence(fence.clone()),
-        );
-        // Outside the budget: an answer from the cache costs no budget and is not counted as a cloud call.
-        let caching = CachingProvider::new(intercepted, options.cloud_instance_cache_ttl)
-            .with_metrics(&metrics);
-        let instance_cache = caching.cache();
-        let provider: Arc<dyn CloudProvider> = Arc::new(caching);
         let identity = instance_name();
         let events = EventSink::new().with_metrics(&metrics);
         start_reload_watcher(
             reload_watch,
-            provider.clone(),
+            stack.provider.clone(),
             &options,
             &background,
             (&events, factory.client("cloud-config-reload"), &identity),
             &metrics,
         );
-        let checks = HealthChecks::new();
-        checks.add("ping", Endpoint::ALL, Arc::new(|| Ok(())));
-        for (name, check) in self.health_checks {
-            checks.add(&name, Endpoint::ALL, check);
-        }
-        let shutting_down = shutdown.clone();
-        checks.add(
-            "shutdown",
-            &[Endpoint::Readyz],
-            Arc::new(move || {
-                if shutting_down.is_cancelled() {
-                    Err("the process is shutting down".to_owned())
-                } else {
-                    Ok(())
-                }
-            }),
-        );
+        let informers_slot: Arc<OnceLock<SharedInformers>> = Arc::default();
+        let checks = assemble::health_checks(self.health_checks, &shutdown, &informers_slot);
 
         // Made before the fence is installed: the Lease requests are never fenced.
         let lease_client = options
             .leader_elect
             .then(|| factory.client("leader-election"));
         factory = factory.with_fence(fence.clone());
-        let leader = match lease_client {
-            Some(lease_client) => {
-                let le_metrics = metrics.with(LeaderElectionMetrics::register);
-                // The LeaderElection Events go through the kit's pipeline on a fenced client, in a sink of their own:
-                // the elector writes "stopped leading" after the controllers' sink has closed, before the release.
-                let le_events = EventSink::new().sharing_metrics(&events).recorder(
-                    factory.client("leader-election-events"),
-                    names::components::CLOUD_CONTROLLER_MANAGER,
-                    Some(identity.clone()),
-                );
-                let elector = LeaderElector::builder(
+        let leader = lease_client
+            .map(|lease_client| {
+                assemble::leader_elector(
+                    &options,
                     lease_client,
-                    options.leader_elect_resource_namespace.clone(),
-                    options.leader_elect_resource_name.clone(),
+                    &factory,
+                    fence,
+                    (&metrics, &events, &identity),
                 )
-                .lease_duration(options.leader_elect_lease_duration)
-                .renew_deadline(options.leader_elect_renew_deadline)
-                .retry_period(options.leader_elect_retry_period)
-                .release_on_cancel(options.leader_elect_release_on_cancel)
-                .metrics(le_metrics)
-                .fence(fence)
-                .event_recorder(le_events)
-                .build()
-                .map_err(RunError::LeaderElection)?;
-                Some(elector)
-            }
-            None => None,
-        };
-
-        let informers_slot: Arc<OnceLock<SharedInformers>> = Arc::default();
-        let slot = informers_slot.clone();
-        checks.add(
-            "informer-sync",
-            &[Endpoint::Readyz],
-            Arc::new(move || match slot.get() {
-                None => Err("the shared informers have not been started".to_owned()),
-                Some(i) if i.nodes().has_synced() && i.services().has_synced() => Ok(()),
-                Some(_) => Err("the shared informers have not synced yet".to_owned()),
-            }),
-        );
+            })
+            .transpose()?;
 
         let admin = crate::admin::start_from_options(
             &options,
@@ -687,40 +597,16 @@ impl CcmBuilder {
             None => (None, None),
         };
 
-        let leader = leader.map(|elector| {
-            let token = CancellationToken::new();
-            let identity = elector.identity().to_owned();
-            let handle = elector.run(token.clone());
-            let health = handle.health();
-            checks.add(
-                health.name(),
-                Endpoint::ALL,
-                Arc::new(move || health.check().map_err(|e| e.to_string())),
-            );
-            let state = handle.state();
-            checks.add(
-                "leader",
-                &[Endpoint::Readyz],
-                Arc::new(move || {
-                    if state.borrow().is_leading() {
-                        Ok(())
-                    } else {
-                        Err("this replica is not the leader".to_owned())
-                    }
-                }),
-            );
-            tracing::info!(identity = %identity, "campaigning for leadership");
-            (handle, token)
-        });
+        let leader = leader.map(|elector| assemble::campaign(elector, &checks));
         let leader_identity = leader.as_ref().map(|(h, _)| h.identity().to_owned());
 
         let supervisor = Supervisor {
             options,
             plan,
             factory,
-            provider,
-            instance_cache,
-            cloud_calls,
+            provider: stack.provider,
+            instance_cache: stack.instance_cache,
+            cloud_calls: stack.cloud_calls,
             metrics: metrics.clone(),
             manager_metrics,
             checks,
@@ -796,6 +682,7 @@ mod tests {
 
     use super::*;
     use crate::app::test_support::{Named, builder, error, parse};
+    use ccm_core::provider::CloudProvider;
 
     #[test]
     fn defaults_with_only_the_provider() {
