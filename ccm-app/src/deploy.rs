@@ -9,7 +9,7 @@
 //!   (`node.cloudprovider.kubernetes.io/uninitialized`, `node.kubernetes.io/not-ready`, `node.kubernetes.io/unreachable`)
 //!   and for the control-plane taints.
 //!
-//! The secure port's delegated authentication and authorization ([`crate::auth`]) add `create` on
+//! The secure port's delegated authentication and authorization (ccm-app's `auth` module) add `create` on
 //! `tokenreviews` and `subjectaccessreviews`, and a RoleBinding in `kube-system` to the API server's
 //! `extension-apiserver-authentication-reader` Role (to read the cluster's client CAs).
 //!
@@ -85,7 +85,7 @@ pub struct CloudConfigMount {
 #[non_exhaustive]
 pub struct ControllerAccount {
     /// The ServiceAccount's name (in `kube-system`): the controller's `--controllers` name, as
-    /// [`crate::service_accounts::service_account_name`] maps it.
+    /// `service_accounts::service_account_name` maps it.
     pub name: String,
     /// The rules of its ClusterRole `system:controller:<name>`, besides Events (always granted).
     pub rules: Vec<PolicyRule>,

@@ -131,11 +131,7 @@ async fn the_full_scenario_runs_under_the_generated_cluster_role_without_forbidd
         .start(options, shutdown.clone())
         .await
         .expect("start");
-    let mut status = running.status();
-    tokio::time::timeout(TIMEOUT, status.wait_for(|s| *s == CcmStatus::Running))
-        .await
-        .expect("running in time")
-        .expect("status");
+    wait_status(&running, CcmStatus::Running).await;
 
     // a TokenReview (else 401) and a SubjectAccessReview (else 500) under the generated rights: the account
     // itself may not read /metrics, so 403 naming it

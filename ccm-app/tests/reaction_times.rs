@@ -58,11 +58,7 @@ impl World {
             .start(options, shutdown.clone())
             .await
             .expect("the CCM starts");
-        let mut status = running.status();
-        tokio::time::timeout(TIMEOUT, status.wait_for(|s| *s == CcmStatus::Running))
-            .await
-            .expect("the CCM leads in time")
-            .expect("the CCM runs");
+        wait_status(&running, CcmStatus::Running).await;
         World {
             client,
             label,

@@ -14,19 +14,6 @@ use tokio_util::sync::CancellationToken;
 
 use support::*;
 
-async fn wait_status(running: &ccm_app::RunningCcm, want: CcmStatus) {
-    let mut status = running.status();
-    let reached = tokio::time::timeout(TIMEOUT, status.wait_for(|s| *s == want))
-        .await
-        .map(|r| r.is_ok());
-    assert_eq!(
-        reached,
-        Ok(true),
-        "timed out waiting for {want:?}; status is {:?}",
-        *running.status().borrow()
-    );
-}
-
 async fn lease_holder(client: &kube::Client, namespace: &str, name: &str) -> Option<String> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
     leases

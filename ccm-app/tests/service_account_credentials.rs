@@ -143,11 +143,7 @@ async fn each_controller_writes_as_its_own_service_account_without_forbidden_req
         .start(options, shutdown.clone())
         .await
         .expect("start");
-    let mut status = running.status();
-    tokio::time::timeout(TIMEOUT, status.wait_for(|s| *s == CcmStatus::Running))
-        .await
-        .expect("running in time")
-        .expect("status");
+    wait_status(&running, CcmStatus::Running).await;
 
     run_controller_scenario(&admin, &ns, &label, &node_names, &cloud, TIMEOUT).await;
 

@@ -42,6 +42,7 @@
 //! version feature; the binary or test that uses it selects the Kubernetes API version (e.g. `k8s-openapi/v1_36`).
 
 pub mod audit;
+pub mod ccm;
 pub mod cluster;
 pub mod controlplane;
 pub mod emulator;

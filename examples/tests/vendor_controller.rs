@@ -10,6 +10,7 @@ use std::time::Duration;
 use ccm_app::{CcmBuilder, CcmStatus, CloudControllerManager, RunningCcm};
 use ccm_core::ProviderRegistry;
 use ccm_provider_fake::{FakeCloud, FakeInstance};
+use ccm_testenv::ccm::{TEST_LABEL, TIMEOUT};
 use ccm_testenv::nodes::TestNode;
 use ccm_testenv::{TestEnv, wait_for};
 use examples::tagging;
@@ -17,10 +18,6 @@ use k8s_openapi::api::core::v1::{Event, Node, ObjectReference};
 use kube::api::{Api, ListParams};
 use tokio_util::sync::CancellationToken;
 
-/// How long to wait for the CCM to act.
-const TIMEOUT: Duration = Duration::from_secs(60);
-/// The label every Node of these tests carries (`ccm-test=<test label>`); the CCMs watch only their own.
-const TEST_LABEL: &str = "ccm-test";
 /// The tagging controller's resync in these tests: short, so drift is repaired within the test.
 const RESYNC: Duration = Duration::from_secs(1);
 
@@ -39,32 +36,22 @@ async fn delete_nodes(client: &kube::Client, label: &str) {
 
 /// The runtime's flags for a test: its own Nodes, Lease and cluster name, short election timings, and `extra`.
 fn flags(label: &str, namespace: &str, extra: &[&str]) -> Vec<String> {
-    let mut args = vec![
-        "test-ccm".to_owned(),
-        "--cloud-provider=fake".to_owned(),
-        format!("--node-selector={TEST_LABEL}={label}"),
-        format!("--service-namespace={namespace}"),
-        format!("--leader-elect-resource-namespace={namespace}"),
-        "--leader-elect-resource-name=ccm".to_owned(),
-        "--leader-elect-lease-duration=4s".to_owned(),
-        "--leader-elect-renew-deadline=3s".to_owned(),
-        "--leader-elect-retry-period=1s".to_owned(),
+    let mut args = ccm_testenv::ccm::flags(label, namespace, "ccm");
+    args.extend([
         format!("--cluster-name={label}"),
-        "--cluster-cidr=10.244.0.0/16".to_owned(),
         // Longer than TIMEOUT: a controller that did not stop would hold the CCM past the test's wait.
         "--shutdown-timeout=5m".to_owned(),
-    ];
+    ]);
     args.extend(extra.iter().map(|a| (*a).to_owned()));
     args
 }
 
 /// A builder over the test apiserver with the default controllers, serving on an ephemeral port.
 fn builder(registry: ProviderRegistry, client: &kube::Client) -> CcmBuilder {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     CloudControllerManager::builder(registry)
         .with_default_controllers()
         .with_client(client.clone())
-        .with_admin_listener(listener)
+        .with_admin_listener(ccm_testenv::ccm::admin_listener())
 }
 
 /// A fake cloud with one instance per node name, registered as `fake`.
@@ -91,11 +78,7 @@ async fn start(builder: CcmBuilder, args: Vec<String>) -> (RunningCcm, Cancellat
         .start(options, shutdown.clone())
         .await
         .expect("start");
-    let mut status = running.status();
-    tokio::time::timeout(TIMEOUT, status.wait_for(|s| *s == CcmStatus::Running))
-        .await
-        .expect("running in time")
-        .expect("the CCM is running");
+    ccm_testenv::ccm::wait_status(running.status(), CcmStatus::Running, TIMEOUT).await;
     (running, shutdown)
 }
 

@@ -29,7 +29,7 @@ use crate::controllers::CatalogError;
 use crate::options::ValidationError;
 
 pub use builder::{CcmBuilder, CloudControllerManager};
-pub use supervisor::{APISERVER_WAIT, RunningCcm, client_name, scope_of};
+pub use supervisor::RunningCcm;
 pub use vendor::VENDOR_HELP_HEADING;
 
 /// Problems found before anything starts: bad flags, an unusable config file, invalid settings.

@@ -33,7 +33,7 @@ use crate::options::CcmOptions;
 use crate::service_accounts;
 
 /// How long the runtime waits for the API server's `/healthz` before starting controllers (Go: 10 s).
-pub const APISERVER_WAIT: Duration = Duration::from_secs(10);
+const APISERVER_WAIT: Duration = Duration::from_secs(10);
 
 /// How long a clean shutdown waits for the Lease to be released.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -440,7 +440,7 @@ impl Supervisor {
 }
 
 /// The client name (user agent suffix) of a controller: Go's names for the standard ones.
-pub fn client_name(controller: &str) -> &str {
+fn client_name(controller: &str) -> &str {
     match controller {
         names::controllers::CLOUD_NODE | names::controllers::CLOUD_NODE_LIFECYCLE => {
             names::controllers::NODE_CONTROLLER_CLIENT
@@ -452,7 +452,7 @@ pub fn client_name(controller: &str) -> &str {
 }
 
 /// The informer scope of `--node-selector`, `--service-selector`, `--service-namespace`.
-pub fn scope_of(options: &CcmOptions) -> InformerScope {
+fn scope_of(options: &CcmOptions) -> InformerScope {
     let mut scope = InformerScope::all();
     if let Some(selector) = &options.node_selector {
         scope = scope.with_node_selector(selector.clone());

@@ -1,4 +1,4 @@
-//! `controller-rbac.yaml`: the RBAC of `--use-service-account-credentials` ([`crate::service_accounts`]).
+//! `controller-rbac.yaml`: the RBAC of `--use-service-account-credentials` (ccm-app's `service_accounts` module).
 //!
 //! One ClusterRole per controller, named as Go's controller roles (`system:controller:<account>`), bound to the
 //! controller's ServiceAccount in `kube-system`; and a Role in `kube-system` that lets the CCM's own
@@ -21,7 +21,7 @@ use crate::service_accounts::SERVICE_ACCOUNT_NAMESPACE;
 pub(crate) const CONTROLLER_ROLE_PREFIX: &str = "system:controller:";
 
 /// The ServiceAccounts of the standard controllers (and of the doctor's bootstrap self-check), as
-/// [`crate::service_accounts::service_account_name`] names them.
+/// `service_accounts::service_account_name` names them.
 pub(crate) const CONTROLLER_ACCOUNTS: [&str; 5] = [
     "cloud-node-controller",
     "cloud-node-lifecycle-controller",

@@ -8,7 +8,7 @@
 //! keys rejected); [`CcmOptions`] and its `Default` (the Go reference's defaults); [`CcmOptions::apply`], which
 //! overrides the settings a [`Settings`] sets; and [`CcmOptions::to_settings`], what `/configz` serves. Adding a
 //! setting is one declaration; [`CcmOptions::validate`] (`validate.rs`) holds the rules, and the controllers read
-//! the resolved values in [`crate::defaults`].
+//! the resolved values in ccm-app's `defaults` module.
 //!
 //! The effective options are `CcmOptions::default()`, overridden by the file, overridden by flags given explicitly
 //! on the command line.

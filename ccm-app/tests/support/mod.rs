@@ -20,11 +20,7 @@ use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio_rustls::rustls::{ClientConfig, RootCertStore, crypto::ring};
 
-/// How long to wait for the CCM to act.
-pub const TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The label key every test puts on its Nodes.
-pub const TEST_LABEL: &str = "ccm-test";
+pub use ccm_testenv::ccm::{TEST_LABEL, TIMEOUT};
 
 /// A Node as a kubelet with `--cloud-provider=external` registers it, labelled `ccm-test=<label>`.
 pub fn kubelet_node(name: &str, label: &str, pod_cidr: &str) -> Node {
@@ -116,31 +112,27 @@ pub fn fake_cloud(node_names: &[String]) -> (FakeCloud, ProviderRegistry) {
 
 /// A CCM builder over `client` with the default controllers, serving on an ephemeral loopback port.
 pub fn ccm(registry: ProviderRegistry, client: kube::Client) -> CcmBuilder {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     CloudControllerManager::builder(registry)
         .with_default_controllers()
         .with_client(client)
-        .with_admin_listener(listener)
+        .with_admin_listener(ccm_testenv::ccm::admin_listener())
 }
 
 /// The flags every runtime test uses: its own node label, Service namespace and Lease, short election timings.
 pub fn flags(label: &str, namespace: &str, lease: &str) -> Vec<String> {
-    vec![
-        "test-ccm".to_owned(),
-        "--cloud-provider=fake".to_owned(),
-        format!("--node-selector={TEST_LABEL}={label}"),
-        format!("--service-namespace={namespace}"),
-        format!("--leader-elect-resource-namespace={namespace}"),
-        format!("--leader-elect-resource-name={lease}"),
-        "--leader-elect-lease-duration=4s".to_owned(),
-        "--leader-elect-renew-deadline=3s".to_owned(),
-        "--leader-elect-retry-period=1s".to_owned(),
-        "--cluster-cidr=10.244.0.0/16".to_owned(),
+    let mut args = ccm_testenv::ccm::flags(label, namespace, lease);
+    args.extend([
         "--shutdown-timeout=10s".to_owned(),
         // In-process CCMs have neither a delegated-auth kubeconfig nor an in-cluster configuration, so only the
         // always-allowed paths are readable without a system:masters identity (tests/authn.rs covers the rest).
         ALLOW_ADMIN_PATHS.to_owned(),
-    ]
+    ]);
+    args
+}
+
+/// Wait until `running` reports `want` (at most [`TIMEOUT`]).
+pub async fn wait_status(running: &ccm_app::RunningCcm, want: ccm_app::CcmStatus) {
+    ccm_testenv::ccm::wait_status(running.status(), want, TIMEOUT).await;
 }
 
 /// The flag of [`flags`] that opens `/metrics` and `/configz` to anonymous readers.
