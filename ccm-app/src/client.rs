@@ -259,7 +259,7 @@ pub enum ClientError {
         /// Why it is invalid.
         reason: String,
     },
-    /// A write was refused before it was sent: leadership is not confirmed (see [`crate::fence`]).
+    /// A write was refused before it was sent: leadership is not confirmed (see `crate::fence`).
     #[error("leadership not confirmed: refusing to write ({method} {path}): {reason}")]
     Fenced {
         /// The request method.

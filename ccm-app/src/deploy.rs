@@ -13,10 +13,10 @@
 //! `tokenreviews` and `subjectaccessreviews`, and a RoleBinding in `kube-system` to the API server's
 //! `extension-apiserver-authentication-reader` Role (to read the cluster's client CAs).
 //!
-//! `--use-service-account-credentials` needs `controller-rbac.yaml` as well ([`controller_rbac`]): a Go-named
+//! `--use-service-account-credentials` needs `controller-rbac.yaml` as well (`controller_rbac`): a Go-named
 //! ClusterRole per controller bound to its ServiceAccount in `kube-system`, and a Role there that lets the CCM's
-//! ServiceAccount create those accounts and request their tokens. Admission webhooks need [`WEBHOOK_FILE`] as well
-//! ([`webhook`]): a Service in front of the webhook port and a sample `ValidatingWebhookConfiguration`.
+//! ServiceAccount create those accounts and request their tokens. Admission webhooks need `WEBHOOK_FILE` as well
+//! (`webhook`): a Service in front of the webhook port and a sample `ValidatingWebhookConfiguration`.
 //!
 //! ```
 //! use ccm_app::deploy::{ManifestOptions, render};
@@ -115,13 +115,13 @@ pub struct ManifestOptions {
     pub cloud_config: Option<CloudConfigMount>,
     /// The PriorityClass (default `system-cluster-critical`).
     pub priority_class_name: String,
-    /// The name of the ClusterRole and ClusterRoleBinding (default [`CLUSTER_ROLE_NAME`]).
+    /// The name of the ClusterRole and ClusterRoleBinding (default `CLUSTER_ROLE_NAME`).
     pub cluster_role_name: String,
     /// Vendor controllers' accounts for `controller-rbac.yaml` (default none).
     pub controller_accounts: Vec<ControllerAccount>,
-    /// The webhook port the Service of [`WEBHOOK_FILE`] targets (default 10260, `--webhook-secure-port`).
+    /// The webhook port the Service of `WEBHOOK_FILE` targets (default 10260, `--webhook-secure-port`).
     pub webhook_port: u16,
-    /// The webhooks of the sample configuration in [`WEBHOOK_FILE`] (default none).
+    /// The webhooks of the sample configuration in `WEBHOOK_FILE` (default none).
     pub webhooks: Vec<WebhookManifest>,
 }
 
@@ -146,7 +146,7 @@ impl ManifestOptions {
         }
     }
 
-    /// Add a webhook to the sample `ValidatingWebhookConfiguration` of [`WEBHOOK_FILE`].
+    /// Add a webhook to the sample `ValidatingWebhookConfiguration` of `WEBHOOK_FILE`.
     pub fn with_webhook(mut self, webhook: WebhookManifest) -> Self {
         self.webhooks.push(webhook);
         self
@@ -573,7 +573,7 @@ pub(crate) fn deployment(options: &ManifestOptions) -> Deployment {
 /// One generated file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Manifest {
-    /// The file name, relative to `deploy/`: no directory, except [`WEBHOOK_FILE`].
+    /// The file name, relative to `deploy/`: no directory, except `WEBHOOK_FILE`.
     pub file_name: String,
     /// The YAML text (one or more documents).
     pub yaml: String,
@@ -608,8 +608,8 @@ where
 }
 
 /// The manifests: `serviceaccount.yaml`, `rbac.yaml`, `deployment.yaml`, `controller-rbac.yaml` (only needed
-/// with `--use-service-account-credentials`) and [`WEBHOOK_FILE`] (only with webhooks: the Service and a sample
-/// configuration, [`webhook`]).
+/// with `--use-service-account-credentials`) and `WEBHOOK_FILE` (only with webhooks: the Service and a sample
+/// configuration, `webhook`).
 pub fn render(options: &ManifestOptions) -> Vec<Manifest> {
     vec![
         Manifest {

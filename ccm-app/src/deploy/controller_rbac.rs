@@ -94,7 +94,7 @@ pub(crate) fn controller_rules(account: &str) -> Vec<PolicyRule> {
     rules
 }
 
-/// The ClusterRole of each of [`CONTROLLER_ACCOUNTS`] but [`API_SERVER_BOOTSTRAP_ACCOUNTS`], and of each vendor
+/// The ClusterRole of each of `CONTROLLER_ACCOUNTS` but `API_SERVER_BOOTSTRAP_ACCOUNTS`, and of each vendor
 /// controller account.
 pub fn controller_cluster_roles(options: &ManifestOptions) -> Vec<ClusterRole> {
     generated_accounts(options)
@@ -150,7 +150,7 @@ pub(crate) fn token_requester_rules(options: &ManifestOptions) -> Vec<PolicyRule
     ]
 }
 
-/// The Role (in `kube-system`) with [`token_requester_rules`].
+/// The Role (in `kube-system`) with `token_requester_rules`.
 pub fn token_requester_role(options: &ManifestOptions) -> Role {
     Role {
         metadata: options.meta(&token_role_name(options), Some(SERVICE_ACCOUNT_NAMESPACE)),
