@@ -78,7 +78,8 @@ pub enum ConfigFileError {
 
 impl ConfigFileError {
     /// The key the error is about, if any.
-    pub fn field(&self) -> Option<&str> {
+    #[cfg(test)]
+    pub(crate) fn field(&self) -> Option<&str> {
         match self {
             ConfigFileError::UnknownKey { key, .. }
             | ConfigFileError::UnknownSectionKey { key, .. } => Some(key),

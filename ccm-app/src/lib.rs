@@ -126,7 +126,6 @@ pub use options::{CcmOptions, LogFormat, Settings};
 pub use admin::AdminError;
 pub use app::{RunError, StartupError};
 pub use auth::AuthError;
-pub use auth::decide::BadAllowPath;
 pub use client::ClientError;
 pub use config_file::ConfigFileError;
 pub use controllers::CatalogError;

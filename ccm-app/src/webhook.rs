@@ -37,7 +37,7 @@ use ccm_core::runtime::metrics::SharedRegistry;
 use futures::future::BoxFuture;
 
 pub use kube::core::DynamicObject;
-pub use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+pub use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 pub(crate) use review::WebhookMetrics;
 
 use crate::controllers::{CatalogError, ControllerCatalog};
@@ -67,7 +67,7 @@ impl std::fmt::Debug for WebhookContext {
 
 impl WebhookContext {
     /// A context with this provider and client (the runtime builds it; tests of a handler may too).
-    pub fn new(provider: Arc<dyn CloudProvider>, client: kube::Client) -> Self {
+    pub(crate) fn new(provider: Arc<dyn CloudProvider>, client: kube::Client) -> Self {
         WebhookContext { provider, client }
     }
 
@@ -144,13 +144,9 @@ impl WebhookDescriptor {
     }
 
     /// The name.
-    pub fn name(&self) -> &str {
+    #[cfg(test)]
+    pub(crate) fn name(&self) -> &str {
         &self.name
-    }
-
-    /// The path.
-    pub fn path(&self) -> &str {
-        &self.path
     }
 }
 

@@ -285,7 +285,7 @@ impl CcmBuilder {
     }
 
     /// The controllers this binary knows under `options`, in start order.
-    pub fn descriptors(&self, options: &CcmOptions) -> Vec<ControllerDescriptor> {
+    pub(crate) fn descriptors(&self, options: &CcmOptions) -> Vec<ControllerDescriptor> {
         let mut descriptors = if self.default_controllers {
             crate::defaults::default_controllers(options)
         } else {

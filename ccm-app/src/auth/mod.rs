@@ -89,8 +89,11 @@ pub enum AuthError {
         reason: String,
     },
     /// `--authorization-always-allow-paths` is invalid.
-    #[error("invalid --authorization-always-allow-paths: {0}")]
-    AllowPaths(#[from] decide::BadAllowPath),
+    #[error("invalid --authorization-always-allow-paths: {reason}")]
+    AllowPaths {
+        /// What is wrong with the list.
+        reason: String,
+    },
 }
 
 /// The secure port's authenticators and authorizers, built from the flags ([`DelegatedAuth::from_options`]).
@@ -189,7 +192,10 @@ impl DelegatedAuth {
         options: &CcmOptions,
         metrics: &SharedRegistry,
     ) -> Result<Self, AuthError> {
-        let always_allow = AlwaysAllowPaths::parse(&options.authorization_always_allow_paths)?;
+        let always_allow = AlwaysAllowPaths::parse(&options.authorization_always_allow_paths)
+            .map_err(|e| AuthError::AllowPaths {
+                reason: e.to_string(),
+            })?;
         let provider = Arc::new(ring::default_provider());
         let review_metrics = ReviewMetrics::register(metrics);
         let authn_client = delegated_client(

@@ -23,7 +23,7 @@ pub(crate) const SERVICE_PORT: i32 = 443;
 pub struct WebhookManifest {
     /// The webhook's name in the configuration: a fully qualified name such as `lb-type.acme.example`.
     pub name: String,
-    /// The path the CCM serves it on ([`crate::webhook::WebhookDescriptor::path`]).
+    /// The path the CCM serves it on (the path given to `crate::webhook::WebhookDescriptor::new`).
     pub path: String,
     /// What it is called for.
     pub rules: Vec<RuleWithOperations>,

@@ -54,16 +54,16 @@ pub use validate::ValidationError;
 
 /// Go's default of `--kube-api-qps` (the CCM's override of the generic 50): the limit when the flag is unset and
 /// the API server does not run API Priority and Fairness, or when only `--kube-api-burst` is set.
-pub const DEFAULT_KUBE_API_QPS: f32 = 20.0;
+pub(crate) const DEFAULT_KUBE_API_QPS: f32 = 20.0;
 /// Go's default of `--kube-api-burst` (the CCM's override of the generic 100), used as [`DEFAULT_KUBE_API_QPS`].
-pub const DEFAULT_KUBE_API_BURST: i32 = 30;
+pub(crate) const DEFAULT_KUBE_API_BURST: i32 = 30;
 /// Default of `--min-resync-period`.
-pub const DEFAULT_MIN_RESYNC_PERIOD: Duration = Duration::from_secs(12 * 3600);
+pub(crate) const DEFAULT_MIN_RESYNC_PERIOD: Duration = Duration::from_secs(12 * 3600);
 /// Default of `--cloud-config-reload-interval`.
-pub const DEFAULT_CLOUD_CONFIG_RELOAD_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_CLOUD_CONFIG_RELOAD_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Default of `--shutdown-timeout`.
-pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 
 // One declaration per setting, in the order of `--help`, the schema and `/configz` (see `define.rs`):
 //

@@ -18,7 +18,9 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 
-use super::{AdmissionRequest, AdmissionReview, DynamicObject, WebhookContext, WebhookDescriptor};
+use kube::core::admission::AdmissionReview;
+
+use super::{AdmissionRequest, DynamicObject, WebhookContext, WebhookDescriptor};
 use ccm_core::runtime::metrics::SharedRegistry;
 
 /// Go's buckets of `cloud_provider_webhook_request_duration_seconds`.

@@ -288,7 +288,61 @@ fn reexports(modules: &[Module]) -> (Vec<Reexport>, Vec<(Vec<String>, String)>) 
             }
         }
     }
+    follow_private_chains(modules, &module_paths, &mut local);
     (local, foreign)
+}
+
+/// Re-exports through private modules: `pub use app::Builder` at the root where `app` (private) has
+/// `pub use builder::Builder`. Each `pub use` of a private module whose own item is public somewhere (an entry of
+/// `local`) makes its target public at the same path, until nothing changes.
+fn follow_private_chains(
+    modules: &[Module],
+    module_paths: &BTreeSet<&[String]>,
+    local: &mut Vec<Reexport>,
+) {
+    loop {
+        let mut added = Vec::new();
+        for module in modules.iter().filter(|m| !m.public) {
+            for item in &module.items {
+                let Item::Use(use_item) = item else { continue };
+                if !is_pub(&use_item.vis) {
+                    continue;
+                }
+                let mut paths = Vec::new();
+                flatten_use(&use_item.tree, &mut Vec::new(), &mut paths);
+                for (path, glob) in paths {
+                    let Some(absolute) = absolute_path(&module.path, &path, module_paths) else {
+                        continue;
+                    };
+                    if glob || module_paths.contains(absolute.as_slice()) {
+                        continue;
+                    }
+                    let Some((name, parent)) = absolute.split_last() else {
+                        continue;
+                    };
+                    let exposed = local.iter().find(|r| {
+                        r.module == module.path && r.item.as_deref().is_none_or(|item| item == name)
+                    });
+                    let Some(exposed) = exposed else { continue };
+                    let known = local
+                        .iter()
+                        .chain(&added)
+                        .any(|r: &Reexport| r.module == parent && r.item.as_deref() == Some(name));
+                    if !known {
+                        added.push(Reexport {
+                            module: parent.to_vec(),
+                            item: Some(name.clone()),
+                            at: exposed.at.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        if added.is_empty() {
+            return;
+        }
+        local.extend(added);
+    }
 }
 
 /// `path` as used in module `current`, from the crate root; `None` for another crate's path.
@@ -600,6 +654,28 @@ mod tests {
                 "crate: pub fn add(a: u32, b: u32) -> u32",
                 "crate::outer: #[derive(Debug, Clone)] #[non_exhaustive] pub struct Thing { pub name: String, _private: _ }",
                 "crate::outer: pub const LIMIT: usize",
+            ]
+        );
+    }
+
+    #[test]
+    fn reexports_through_private_modules_are_followed() {
+        let lines = api(r#"
+            mod app {
+                mod builder {
+                    pub struct Builder;
+                    impl Builder { pub fn run(self) {} }
+                    pub struct Hidden;
+                }
+                pub use builder::{Builder, Hidden};
+            }
+            pub use app::Builder;
+        "#);
+        assert_eq!(
+            lines,
+            vec![
+                "crate: pub struct Builder;".to_owned(),
+                "impl Builder: pub fn run(self)".to_owned()
             ]
         );
     }
