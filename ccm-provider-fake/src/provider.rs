@@ -186,6 +186,22 @@ impl InstancesV2 for FakeCloud {
             }),
         )
     }
+
+    async fn instance_shutdown_bulk(
+        &self,
+        nodes: &[Node],
+    ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
+        if !self.supports_bulk() {
+            return Ok(ccm_core::provider::shutdown_one_by_one(self, nodes).await);
+        }
+        self.begin(Operation::InstanceShutdownBulk, &bulk_target(nodes))
+            .await?;
+        Ok(
+            self.bulk_answers(nodes, Operation::InstanceShutdown, |found, _| {
+                Ok(found.ok_or(CloudError::InstanceNotFound)?.shutdown)
+            }),
+        )
+    }
 }
 
 /// The call-log target of a bulk call (as ccm-core's interceptors name it).
