@@ -511,17 +511,26 @@ pub trait Routes: Send + Sync + 'static {
     async fn delete_route(&self, cluster_name: &str, route: &Route) -> Result<(), CloudError>;
 }
 
+/// One answer per node, asked one node after another: what the default bulk methods do.
+async fn one_by_one<'a, T, F, Fut>(nodes: &'a [Node], ask: F) -> Vec<Result<T, CloudError>>
+where
+    F: Fn(&'a Node) -> Fut,
+    Fut: std::future::Future<Output = Result<T, CloudError>>,
+{
+    let mut out = Vec::with_capacity(nodes.len());
+    for node in nodes {
+        out.push(ask(node).await);
+    }
+    out
+}
+
 /// Metadata for `nodes` with one [`InstancesV2::instance_metadata`] call per node, one after another: the
 /// fallback of [`InstancesV2::instance_metadata_bulk`] for providers without a native bulk call.
 pub async fn metadata_one_by_one<V: InstancesV2 + ?Sized>(
     v2: &V,
     nodes: &[Node],
 ) -> Vec<Result<InstanceLookup, CloudError>> {
-    let mut out = Vec::with_capacity(nodes.len());
-    for node in nodes {
-        out.push(v2.instance_metadata(node).await);
-    }
-    out
+    one_by_one(nodes, |node| v2.instance_metadata(node)).await
 }
 
 /// Whether `nodes` are shut down, with one [`InstancesV2::instance_shutdown`] call per node, one after another:
@@ -530,11 +539,7 @@ pub async fn shutdown_one_by_one<V: InstancesV2 + ?Sized>(
     v2: &V,
     nodes: &[Node],
 ) -> Vec<Result<bool, CloudError>> {
-    let mut out = Vec::with_capacity(nodes.len());
-    for node in nodes {
-        out.push(v2.instance_shutdown(node).await);
-    }
-    out
+    one_by_one(nodes, |node| v2.instance_shutdown(node)).await
 }
 
 /// Existence of `nodes` with one [`InstancesV2::instance_exists`] call per node, one after another: the fallback
@@ -543,9 +548,5 @@ pub async fn exists_one_by_one<V: InstancesV2 + ?Sized>(
     v2: &V,
     nodes: &[Node],
 ) -> Vec<Result<bool, CloudError>> {
-    let mut out = Vec::with_capacity(nodes.len());
-    for node in nodes {
-        out.push(v2.instance_exists(node).await);
-    }
-    out
+    one_by_one(nodes, |node| v2.instance_exists(node)).await
 }
