@@ -25,13 +25,19 @@ fn count(value: i32) -> usize {
 }
 
 /// The cloud node controller's settings: `--concurrent-node-syncs`, `--concurrent-node-status-updates`,
-/// `--node-status-update-frequency`, `--cloud-call-timeout`.
+/// `--node-status-update-frequency`, `--cloud-call-timeout`; batched initialization is off when
+/// `--cloud-instance-cache-ttl` is 0 (its answers would not be kept).
 pub fn cloud_node_config(options: &CcmOptions) -> CloudNodeConfig {
-    CloudNodeConfig::default()
+    let config = CloudNodeConfig::default()
         .with_concurrent_node_syncs(count(options.concurrent_node_syncs))
         .with_concurrent_node_status_updates(count(options.concurrent_node_status_updates))
         .with_node_status_update_frequency(options.node_status_update_frequency)
-        .with_cloud_call_timeout(options.cloud_call_timeout)
+        .with_cloud_call_timeout(options.cloud_call_timeout);
+    if options.cloud_instance_cache_ttl.is_zero() {
+        config.with_initialization_batch(0)
+    } else {
+        config
+    }
 }
 
 /// The cloud node lifecycle controller's settings: `--node-monitor-period`, `--node-lifecycle-concurrency`,

@@ -522,7 +522,7 @@ async fn with_bulk_calls_an_address_sync_period_is_one_cloud_call() {
 
     assert_eq!(cloud.throttled_count(), 0);
     // In steady state each address-sync period is one call for all the nodes, and each lifecycle period one
-    // existence call for all the NotReady nodes (plus their per-node shutdown checks: there is no bulk shutdown).
+    // existence call for all the NotReady nodes (and one bulk shutdown call for those that exist).
     cloud.clear_calls();
     let window = Instant::now();
     wait_for("three more address-sync periods", LONG, || async {

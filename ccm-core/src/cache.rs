@@ -11,7 +11,7 @@
 //!   nodes; its answers are kept too;
 //! - **existence and shutdown answers are never kept**, whatever the TTL. They are what the lifecycle controller
 //!   deletes a Node or adds the shutdown taint on, so every such question (`instance_exists`,
-//!   `instance_shutdown`, `instance_exists_bulk`) reaches the cloud: a gone or shut-down instance is noticed at
+//!   `instance_shutdown`, `instance_exists_bulk`, `instance_shutdown_bulk`) reaches the cloud: a gone or shut-down instance is noticed at
 //!   the next lifecycle pass, as with the Go reference, never a TTL later. Only identical questions asked at the
 //!   same time share a call. Errors are never kept either.
 //!
@@ -629,6 +629,26 @@ impl InstancesV2 for CachedV2 {
             Operation::InstanceExistsBulk,
             nodes,
             |inner, missing| inner.instance_exists_bulk(missing),
+            Answer::Bool,
+            |answer| match answer {
+                Answer::Bool(b) => Some(b),
+                Answer::Metadata(_) => None,
+            },
+        )
+        .await
+    }
+    async fn instance_shutdown_bulk(
+        &self,
+        nodes: &[Node],
+    ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
+        if !self.inner.supports_bulk() {
+            return Ok(crate::provider::shutdown_one_by_one(self, nodes).await);
+        }
+        self.bulk(
+            Question::Shutdown,
+            Operation::InstanceShutdownBulk,
+            nodes,
+            |inner, missing| inner.instance_shutdown_bulk(missing),
             Answer::Bool,
             |answer| match answer {
                 Answer::Bool(b) => Some(b),

@@ -311,6 +311,25 @@ impl CloudError {
         }
     }
 
+    /// The provider's own client gave up waiting for the cloud (its request or attempt timeout fired): a
+    /// [`CloudError::Provider`] whose source is [`ClientTimeout`], of kind [`ErrorKind::Timeout`] like the
+    /// runtime's own [`CloudError::Timeout`], so the cloud-call budget reads it as congestion and the metrics
+    /// count it as a timeout. Unlike [`CloudError::Timeout`] it needs no [`Operation`](crate::intercept::Operation):
+    /// one error-translation function of a provider can use it for every call.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ccm_core::{CloudError, ErrorKind};
+    ///
+    /// let err = CloudError::timed_out("describing instances", Some(Duration::from_secs(30)));
+    /// assert_eq!(err.kind(), ErrorKind::Timeout);
+    /// assert_eq!(err.to_string(), "describing instances: the cloud did not answer within 30s");
+    /// assert_eq!(CloudError::timed_out("x", None).to_string(), "x: the cloud did not answer in time");
+    /// ```
+    pub fn timed_out(context: impl Into<String>, after: Option<Duration>) -> Self {
+        CloudError::provider(context, ClientTimeout { after })
+    }
+
     /// The retry-after error: requeue after exactly `after`.
     pub fn retry(message: impl Into<String>, after: Duration) -> Self {
         CloudError::Retry {
@@ -461,12 +480,27 @@ pub fn find_cloud_error<'a>(err: &'a (dyn StdError + 'static)) -> Option<&'a Clo
     outermost
 }
 
-/// The [`ErrorKind`] of any error: the kind of the first well-known [`CloudError`] in its chain, or
-/// [`ErrorKind::Other`].
+/// The [`ErrorKind`] of any error: the kind of the first well-known [`CloudError`] (or [`ClientTimeout`], a
+/// timeout) in its chain, or [`ErrorKind::Other`].
 pub fn error_kind(err: &(dyn StdError + 'static)) -> ErrorKind {
-    find_cloud_error(err)
-        .map(CloudError::own_kind)
+    causes(err)
+        .find_map(|e| {
+            if e.is::<ClientTimeout>() {
+                return Some(ErrorKind::Timeout);
+            }
+            let kind = e.downcast_ref::<CloudError>()?.own_kind();
+            (kind != ErrorKind::Other).then_some(kind)
+        })
         .unwrap_or(ErrorKind::Other)
+}
+
+/// A provider's own client gave up waiting for the cloud; see [`CloudError::timed_out`]. Its
+/// [`ErrorKind`] is [`ErrorKind::Timeout`] wherever it is in an error's chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the cloud did not answer {}", match after { Some(after) => format!("within {after:?}"), None => "in time".to_owned() })]
+pub struct ClientTimeout {
+    /// The client's time limit, when the provider knows it.
+    pub after: Option<Duration>,
 }
 
 #[cfg(test)]

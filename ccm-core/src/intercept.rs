@@ -136,6 +136,7 @@ impl Capability {
 /// | [`InstanceMetadata`](Operation::InstanceMetadata) | `instance-metadata-by-provider-id` | the node's providerID, or its name |
 /// | [`InstanceMetadataBulk`](Operation::InstanceMetadataBulk) | `instance-metadata-bulk` | `<n> nodes` |
 /// | [`InstanceExistsBulk`](Operation::InstanceExistsBulk) | `instance-exists-bulk` | `<n> nodes` |
+/// | [`InstanceShutdownBulk`](Operation::InstanceShutdownBulk) | `instance-shutdown-bulk` | `<n> nodes` |
 /// | [`GetZone`](Operation::GetZone) | `get-zone` | `""` |
 /// | [`GetZoneByProviderId`](Operation::GetZoneByProviderId) | `get-zone-by-provider-id` | the providerID |
 /// | [`GetZoneByNodeName`](Operation::GetZoneByNodeName) | `get-zone-by-node-name` | the node name |
@@ -197,6 +198,8 @@ pub enum Operation {
     InstanceMetadataBulk,
     /// [`InstancesV2::instance_exists_bulk`] (native bulk implementations only).
     InstanceExistsBulk,
+    /// [`InstancesV2::instance_shutdown_bulk`] (native bulk implementations only).
+    InstanceShutdownBulk,
     /// [`Zones::get_zone`].
     GetZone,
     /// [`Zones::get_zone_by_provider_id`].
@@ -219,7 +222,7 @@ pub enum Operation {
 
 impl Operation {
     /// Every operation, in the order of the table above.
-    pub const ALL: [Operation; 26] = [
+    pub const ALL: [Operation; 27] = [
         Operation::Initialize,
         Operation::GetLoadBalancer,
         Operation::EnsureLoadBalancer,
@@ -237,6 +240,7 @@ impl Operation {
         Operation::InstanceMetadata,
         Operation::InstanceMetadataBulk,
         Operation::InstanceExistsBulk,
+        Operation::InstanceShutdownBulk,
         Operation::GetZone,
         Operation::GetZoneByProviderId,
         Operation::GetZoneByNodeName,
@@ -268,6 +272,7 @@ impl Operation {
             Operation::InstanceMetadata => "instance-metadata-by-provider-id",
             Operation::InstanceMetadataBulk => "instance-metadata-bulk",
             Operation::InstanceExistsBulk => "instance-exists-bulk",
+            Operation::InstanceShutdownBulk => "instance-shutdown-bulk",
             Operation::GetZone => "get-zone",
             Operation::GetZoneByProviderId => "get-zone-by-provider-id",
             Operation::GetZoneByNodeName => "get-zone-by-node-name",
@@ -326,7 +331,7 @@ impl Operation {
             | InstanceExistsByProviderId
             | InstanceShutdownByProviderId => Capability::Instances,
             InstanceExists | InstanceShutdown | InstanceMetadata | InstanceMetadataBulk
-            | InstanceExistsBulk => Capability::InstancesV2,
+            | InstanceExistsBulk | InstanceShutdownBulk => Capability::InstancesV2,
             GetZone | GetZoneByProviderId | GetZoneByNodeName => Capability::Zones,
             ListClusters | Master => Capability::Clusters,
             ListRoutes | CreateRoute | DeleteRoute => Capability::Routes,
@@ -679,6 +684,7 @@ mod tests {
                 "instance-metadata-by-provider-id",
                 "instance-metadata-bulk",
                 "instance-exists-bulk",
+                "instance-shutdown-bulk",
                 "get-zone",
                 "get-zone-by-provider-id",
                 "get-zone-by-node-name",
@@ -697,8 +703,8 @@ mod tests {
             assert_eq!(op.to_string(), op.as_str());
         }
         assert_eq!(Operation::from_name("instance-metadata"), None);
-        assert_eq!(Operation::names().split(", ").count(), 26);
-        assert_eq!(Operation::intercepted_names().split(", ").count(), 25);
+        assert_eq!(Operation::names().split(", ").count(), 27);
+        assert_eq!(Operation::intercepted_names().split(", ").count(), 26);
         assert!(!Operation::intercepted_names().contains("initialize"));
     }
 

@@ -55,7 +55,8 @@ pub mod types;
 pub mod vendor;
 
 pub use error::{
-    BoxError, CloudError, ErrorKind, ResultExt, SharedError, error_kind, find_cloud_error,
+    BoxError, ClientTimeout, CloudError, ErrorKind, ResultExt, SharedError, error_kind,
+    find_cloud_error,
 };
 pub use provider::{
     CloudProvider, Clusters, InitializeContext, Instances, InstancesV2, LoadBalancer, Routes, Zones,

@@ -410,8 +410,9 @@ pub trait InstancesV2: Send + Sync + 'static {
     /// [`instance_metadata_bulk`](Self::instance_metadata_bulk) call per pass instead with bulk support).
     async fn instance_metadata(&self, node: &Node) -> Result<InstanceLookup, CloudError>;
 
-    /// Whether [`instance_metadata_bulk`](Self::instance_metadata_bulk) and
-    /// [`instance_exists_bulk`](Self::instance_exists_bulk) are implemented natively, answering for any number of
+    /// Whether [`instance_metadata_bulk`](Self::instance_metadata_bulk),
+    /// [`instance_exists_bulk`](Self::instance_exists_bulk) and
+    /// [`instance_shutdown_bulk`](Self::instance_shutdown_bulk) are implemented natively, answering for any number of
     /// nodes with one (or a few) cloud calls. The controllers use the bulk methods only when this is true.
     ///
     /// Called when the node controllers start and at each periodic pass.
@@ -444,6 +445,20 @@ pub trait InstancesV2: Send + Sync + 'static {
         nodes: &[Node],
     ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
         Ok(exists_one_by_one(self, nodes).await)
+    }
+
+    /// Whether many nodes' instances are shut down, at once, in the order of `nodes`. The outer error means the
+    /// whole call failed. The default makes one [`instance_shutdown`](Self::instance_shutdown) call per node.
+    ///
+    /// Called once per lifecycle pass (every `--node-monitor-period`), after
+    /// [`instance_exists_bulk`](Self::instance_exists_bulk), with the nodes that are not Ready and whose instance
+    /// exists, only when [`supports_bulk`](Self::supports_bulk) is true. A provider whose bulk lookup returns the
+    /// instance state (EC2's `DescribeInstances` does) answers both questions with the same kind of request.
+    async fn instance_shutdown_bulk(
+        &self,
+        nodes: &[Node],
+    ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
+        Ok(shutdown_one_by_one(self, nodes).await)
     }
 }
 
@@ -496,17 +511,35 @@ pub trait Routes: Send + Sync + 'static {
     async fn delete_route(&self, cluster_name: &str, route: &Route) -> Result<(), CloudError>;
 }
 
+/// One answer per node, asked one node after another: what the default bulk methods do.
+async fn one_by_one<'a, T, F, Fut>(nodes: &'a [Node], ask: F) -> Vec<Result<T, CloudError>>
+where
+    F: Fn(&'a Node) -> Fut,
+    Fut: std::future::Future<Output = Result<T, CloudError>>,
+{
+    let mut out = Vec::with_capacity(nodes.len());
+    for node in nodes {
+        out.push(ask(node).await);
+    }
+    out
+}
+
 /// Metadata for `nodes` with one [`InstancesV2::instance_metadata`] call per node, one after another: the
 /// fallback of [`InstancesV2::instance_metadata_bulk`] for providers without a native bulk call.
 pub async fn metadata_one_by_one<V: InstancesV2 + ?Sized>(
     v2: &V,
     nodes: &[Node],
 ) -> Vec<Result<InstanceLookup, CloudError>> {
-    let mut out = Vec::with_capacity(nodes.len());
-    for node in nodes {
-        out.push(v2.instance_metadata(node).await);
-    }
-    out
+    one_by_one(nodes, |node| v2.instance_metadata(node)).await
+}
+
+/// Whether `nodes` are shut down, with one [`InstancesV2::instance_shutdown`] call per node, one after another:
+/// the fallback of [`InstancesV2::instance_shutdown_bulk`] for providers without a native bulk call.
+pub async fn shutdown_one_by_one<V: InstancesV2 + ?Sized>(
+    v2: &V,
+    nodes: &[Node],
+) -> Vec<Result<bool, CloudError>> {
+    one_by_one(nodes, |node| v2.instance_shutdown(node)).await
 }
 
 /// Existence of `nodes` with one [`InstancesV2::instance_exists`] call per node, one after another: the fallback
@@ -515,9 +548,5 @@ pub async fn exists_one_by_one<V: InstancesV2 + ?Sized>(
     v2: &V,
     nodes: &[Node],
 ) -> Vec<Result<bool, CloudError>> {
-    let mut out = Vec::with_capacity(nodes.len());
-    for node in nodes {
-        out.push(v2.instance_exists(node).await);
-    }
-    out
+    one_by_one(nodes, |node| v2.instance_exists(node)).await
 }

@@ -14,6 +14,11 @@ use k8s_openapi::api::core::v1::{Node, NodeAddress};
 
 use crate::error::Error;
 
+/// A bulk call's future, as `async_trait` methods return it.
+type BulkFuture<'a, T> = std::pin::Pin<
+    Box<dyn Future<Output = Result<Vec<Result<T, CloudError>>, CloudError>> + Send + 'a>,
+>;
+
 #[derive(Clone)]
 enum Api {
     V2(Arc<dyn InstancesV2>),
@@ -135,6 +140,19 @@ impl CloudInstances {
         }
     }
 
+    /// An InstancesV2 metadata answer as initialization uses it: the providerID filled in from the node's own
+    /// when the provider left it empty, and an error when neither has one.
+    pub(crate) fn complete(node: &Node, lookup: InstanceLookup) -> MetadataResult {
+        match lookup {
+            InstanceLookup::Skip { reason } => Ok(InstanceLookup::Skip { reason }),
+            InstanceLookup::Found(meta) => fill_provider_id(node, meta)
+                .map(InstanceLookup::Found)
+                .ok_or_else(|| Error::MissingProviderId {
+                    node: node_name(node).to_owned(),
+                }),
+        }
+    }
+
     /// The metadata used to initialize a node (Go: `getInstanceMetadata`).
     ///
     /// V2: `instance_metadata`; metadata without a providerID for a node without one is
@@ -148,14 +166,7 @@ impl CloudInstances {
                     .timed(Operation::InstanceMetadata, v2.instance_metadata(node))
                     .await
                     .map_err(Self::cloud_err(node, Operation::InstanceMetadata))?;
-                match meta {
-                    InstanceLookup::Skip { reason } => Ok(InstanceLookup::Skip { reason }),
-                    InstanceLookup::Found(meta) => fill_provider_id(node, meta)
-                        .map(InstanceLookup::Found)
-                        .ok_or_else(|| Error::MissingProviderId {
-                            node: node_name(node).to_owned(),
-                        }),
-                }
+                Self::complete(node, meta)
             }
             Api::V1 { instances, zones } => {
                 let provider_id = match self.v1_provider_id(instances, node).await {
@@ -247,6 +258,42 @@ impl CloudInstances {
             .collect())
     }
 
+    /// One native bulk call of InstancesV2 (only when [`supports_bulk`](Self::supports_bulk)), bounded by the
+    /// timeout: one answer per node, in order, each item's error wrapped with its node and `item_operation`. The
+    /// outer error means the whole call failed.
+    async fn v2_bulk<'a, T>(
+        &'a self,
+        nodes: &'a [Node],
+        operation: Operation,
+        item_operation: Operation,
+        call: impl FnOnce(&'a dyn InstancesV2) -> BulkFuture<'a, T>,
+    ) -> Result<Vec<Result<T, Error>>, Error> {
+        let Api::V2(v2) = &self.api else {
+            return Err(Error::BulkCloud {
+                nodes: nodes.len(),
+                operation,
+                source: CloudError::NotImplemented,
+            });
+        };
+        let answers = self.timed(operation, call(v2.as_ref())).await;
+        Self::bulk_items(nodes, operation, item_operation, answers)
+    }
+
+    /// The metadata of many nodes in one bulk call (InstancesV2 `instance_metadata_bulk`): through the instance
+    /// cache, the answers are kept, so a node's next `instance_metadata` question is answered without a call.
+    pub(crate) async fn metadata_bulk(
+        &self,
+        nodes: &[Node],
+    ) -> Result<Vec<Result<InstanceLookup, Error>>, Error> {
+        self.v2_bulk(
+            nodes,
+            Operation::InstanceMetadataBulk,
+            Operation::InstanceMetadata,
+            |v2| v2.instance_metadata_bulk(nodes),
+        )
+        .await
+    }
+
     /// The addresses of many nodes in one bulk call (InstancesV2 `instance_metadata_bulk`; only when
     /// [`supports_bulk`](Self::supports_bulk)): one answer per node, in order. The outer error means the whole
     /// call failed.
@@ -254,28 +301,12 @@ impl CloudInstances {
         &self,
         nodes: &[Node],
     ) -> Result<Vec<Result<AddressLookup, Error>>, Error> {
-        let Api::V2(v2) = &self.api else {
-            return Err(Error::BulkCloud {
-                nodes: nodes.len(),
-                operation: Operation::InstanceMetadataBulk,
-                source: CloudError::NotImplemented,
-            });
-        };
-        let answers = self
-            .timed(
-                Operation::InstanceMetadataBulk,
-                v2.instance_metadata_bulk(nodes),
-            )
-            .await;
-        Ok(Self::bulk_items(
-            nodes,
-            Operation::InstanceMetadataBulk,
-            Operation::InstanceMetadata,
-            answers,
-        )?
-        .into_iter()
-        .map(|answer| answer.map(AddressLookup::from))
-        .collect())
+        Ok(self
+            .metadata_bulk(nodes)
+            .await?
+            .into_iter()
+            .map(|answer| answer.map(AddressLookup::from))
+            .collect())
     }
 
     /// Whether the instances of many nodes exist, in one bulk call (InstancesV2 `instance_exists_bulk`; only when
@@ -285,25 +316,29 @@ impl CloudInstances {
         &self,
         nodes: &[Node],
     ) -> Result<Vec<Result<bool, Error>>, Error> {
-        let Api::V2(v2) = &self.api else {
-            return Err(Error::BulkCloud {
-                nodes: nodes.len(),
-                operation: Operation::InstanceExistsBulk,
-                source: CloudError::NotImplemented,
-            });
-        };
-        let answers = self
-            .timed(
-                Operation::InstanceExistsBulk,
-                v2.instance_exists_bulk(nodes),
-            )
-            .await;
-        Self::bulk_items(
+        self.v2_bulk(
             nodes,
             Operation::InstanceExistsBulk,
             Operation::InstanceExists,
-            answers,
+            |v2| v2.instance_exists_bulk(nodes),
         )
+        .await
+    }
+
+    /// Whether the instances of many nodes are shut down, in one bulk call (InstancesV2
+    /// `instance_shutdown_bulk`; only when [`supports_bulk`](Self::supports_bulk)): one answer per node, in order.
+    /// The outer error means the whole call failed.
+    pub(crate) async fn shutdown_bulk(
+        &self,
+        nodes: &[Node],
+    ) -> Result<Vec<Result<bool, Error>>, Error> {
+        self.v2_bulk(
+            nodes,
+            Operation::InstanceShutdownBulk,
+            Operation::InstanceShutdown,
+            |v2| v2.instance_shutdown_bulk(nodes),
+        )
+        .await
     }
 
     /// Whether the node's instance exists (Go: `ensureNodeExistsByProviderID`). For V1, also the providerID that

@@ -43,6 +43,7 @@ pub mod metrics;
 pub mod node;
 pub mod patch;
 pub mod plan;
+pub mod prefetch;
 mod write;
 
 pub use cloud::fill_provider_id;

@@ -201,7 +201,7 @@ impl CloudNodeLifecycleController {
 
     /// One pass over every cached node (Go: `MonitorNodes`), `config.concurrency` nodes at a time. With a
     /// provider that answers bulk calls natively, every existence check of the pass is one
-    /// `instance_exists_bulk` call.
+    /// `instance_exists_bulk` call, and every shutdown check one `instance_shutdown_bulk` call.
     ///
     /// The pass's cloud calls are [`CallPriority::Low`]: when calls must wait for the cloud-call budget, they wait
     /// behind every other controller's, so a pass never delays the initialization of a new node.
@@ -228,7 +228,12 @@ impl CloudNodeLifecycleController {
         }
         let mut probes = vec![Probe::default(); nodes.len()];
         if self.cloud.supports_bulk() {
-            self.check_exists_in_bulk(&nodes, &mut probes).await;
+            // Existence first, then shutdown for the nodes that exist (the order `decide` asks in): at most
+            // two bulk calls per pass.
+            self.probe_in_bulk(&nodes, &mut probes, LifecycleAction::CheckExists)
+                .await;
+            self.probe_in_bulk(&nodes, &mut probes, LifecycleAction::CheckShutdown)
+                .await;
         }
         futures::stream::iter(nodes.iter().zip(probes))
             .for_each_concurrent(self.config.concurrency, |(node, probe)| async move {
@@ -237,44 +242,55 @@ impl CloudNodeLifecycleController {
             .await;
     }
 
-    /// Ask, in one bulk call, about every node whose next step is an existence check, and record the answers in
+    /// Ask, in one bulk call, about every node whose next step (given its `probes` so far) is `step`
+    /// ([`LifecycleAction::CheckExists`] or [`LifecycleAction::CheckShutdown`]), and record the answers in
     /// `probes` (same order as `nodes`). A failed bulk call counts as a failed check of each of those nodes.
-    async fn check_exists_in_bulk(&self, nodes: &[Arc<Node>], probes: &mut [Probe]) {
+    async fn probe_in_bulk(
+        &self,
+        nodes: &[Arc<Node>],
+        probes: &mut [Probe],
+        step: LifecycleAction,
+    ) {
         let provider = self.cloud.provider_name();
-        let asked: Vec<usize> = nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, node)| {
-                decide(node, &self.config, provider, &Probe::default())
-                    == LifecycleAction::CheckExists
-            })
-            .map(|(i, _)| i)
+        let asked: Vec<usize> = (0..nodes.len())
+            .filter(|&i| decide(&nodes[i], &self.config, provider, &probes[i]) == step)
             .collect();
         if asked.is_empty() {
             return;
         }
         let list: Vec<Node> = asked.iter().map(|&i| Node::clone(&nodes[i])).collect();
-        match self.cloud.exists_bulk(&list).await {
-            Ok(answers) => {
-                for (&i, answer) in asked.iter().zip(answers) {
-                    probes[i].exists = Some(answer.map_err(|err| {
-                        warn_unless_abandoned(
-                            &err,
-                            node_name(&nodes[i]),
-                            "error checking if node exists; will check again next period",
-                        );
+        let (answers, what) = match step {
+            LifecycleAction::CheckExists => (
+                self.cloud.exists_bulk(&list).await,
+                "error checking if node exists; will check again next period",
+            ),
+            _ => (
+                self.cloud.shutdown_bulk(&list).await,
+                "error checking if node is shut down",
+            ),
+        };
+        let answers: Vec<Result<bool, ErrorKind>> = match answers {
+            Ok(answers) => asked
+                .iter()
+                .zip(answers)
+                .map(|(&i, answer)| {
+                    answer.map_err(|err| {
+                        warn_unless_abandoned(&err, node_name(&nodes[i]), what);
                         err.cloud_kind().unwrap_or(ErrorKind::Other)
-                    }));
-                }
-            }
+                    })
+                })
+                .collect(),
             Err(err) => {
                 if !is_abandoned(&err) {
-                    tracing::warn!(nodes = asked.len(), error = %err, "error checking if nodes exist; will check again next period");
+                    tracing::warn!(nodes = asked.len(), error = %err, "{what} (bulk call)");
                 }
-                let kind = err.cloud_kind().unwrap_or(ErrorKind::Other);
-                for &i in &asked {
-                    probes[i].exists = Some(Err(kind));
-                }
+                vec![Err(err.cloud_kind().unwrap_or(ErrorKind::Other)); asked.len()]
+            }
+        };
+        for (&i, answer) in asked.iter().zip(answers) {
+            match step {
+                LifecycleAction::CheckExists => probes[i].exists = Some(answer),
+                _ => probes[i].shutdown = Some(answer),
             }
         }
     }

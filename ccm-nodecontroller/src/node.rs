@@ -42,6 +42,7 @@ use crate::cloud::{AddressLookup, CloudInstances};
 use crate::error::Error;
 use crate::metrics::NodeMetrics;
 use crate::plan::{plan_initialization, worth_syncing};
+use crate::prefetch::{DEFAULT_INITIALIZATION_BATCH, Prefetcher};
 use crate::write::{self, Target, guarded_update};
 use crate::{DEFAULT_CLOUD_CALL_TIMEOUT, reasons};
 
@@ -79,6 +80,11 @@ pub struct Config {
     /// The longest a single cloud call may take before it counts as failed (default 30 s, must be > 0). Go has
     /// no limit, so one hung call blocks a worker forever.
     pub cloud_call_timeout: Duration,
+    /// The most nodes waiting for initialization whose metadata one bulk call asks about (default
+    /// [`DEFAULT_INITIALIZATION_BATCH`]; 0 = off, one call per node as in Go). Used only with a provider that
+    /// answers bulk calls natively: see [`crate::prefetch`]. The runtime sets 0 when
+    /// `--cloud-instance-cache-ttl` is 0.
+    pub initialization_batch: usize,
 }
 
 impl Default for Config {
@@ -88,6 +94,7 @@ impl Default for Config {
             concurrent_node_status_updates: 0,
             node_status_update_frequency: DEFAULT_NODE_STATUS_UPDATE_FREQUENCY,
             cloud_call_timeout: DEFAULT_CLOUD_CALL_TIMEOUT,
+            initialization_batch: DEFAULT_INITIALIZATION_BATCH,
         }
     }
 }
@@ -114,6 +121,12 @@ impl Config {
     /// Set the cloud call timeout.
     pub fn with_cloud_call_timeout(mut self, timeout: Duration) -> Self {
         self.cloud_call_timeout = timeout;
+        self
+    }
+
+    /// Set the most nodes one bulk metadata call asks about at initialization (0 = off).
+    pub fn with_initialization_batch(mut self, nodes: usize) -> Self {
+        self.initialization_batch = nodes;
         self
     }
 
@@ -180,6 +193,8 @@ struct Inner {
     /// still at one of them is older than our own write: the watch has not caught up yet, and the event for
     /// the newer version will queue the node again. Skipping it saves a cloud call and a doomed patch.
     superseded: Mutex<HashMap<String, Vec<String>>>,
+    /// Batched initialization (bulk-capable providers only, see [`crate::prefetch`]).
+    prefetcher: Prefetcher,
 }
 
 /// The cloud node controller (Go: `CloudNodeController`).
@@ -215,6 +230,7 @@ impl CloudNodeController {
                 metrics: NodeMetrics::register(&ctx.metrics),
                 config,
                 superseded: Mutex::new(HashMap::new()),
+                prefetcher: Prefetcher::default(),
             }),
             informer,
             queue_metrics: ctx.workqueue_metrics.clone(),
@@ -319,7 +335,19 @@ impl Inner {
         }
         tracing::info!(node = name, "initializing node with cloud provider");
         // A new node goes first: its calls never wait behind the periodic sweeps' (see `CallPriority`).
-        let meta = match CallPriority::High.scope(self.cloud.metadata(&node)).await {
+        let lookup = async {
+            if self.cloud.supports_bulk() {
+                let limit = self.config.initialization_batch;
+                let batched = self
+                    .prefetcher
+                    .metadata(&self.cloud, &node, &self.store, limit);
+                if let Some(answer) = batched.await {
+                    return CloudInstances::complete(&node, answer);
+                }
+            }
+            self.cloud.metadata(&node).await
+        };
+        let meta = match CallPriority::High.scope(lookup).await {
             Ok(InstanceLookup::Found(meta)) => meta,
             Ok(InstanceLookup::Skip { reason }) => {
                 // Go: "Skip sync node" for nil metadata; the node is not retried until it changes.

@@ -1,6 +1,7 @@
-//! Both periodic loops with a provider that answers InstancesV2 bulk calls natively: one cloud call per period
-//! for all nodes (the address sync's `instance_metadata_bulk`, the lifecycle's `instance_exists_bulk`), with the
-//! same outcomes as the per-node calls.
+//! With a provider that answers InstancesV2 bulk calls natively: both periodic loops make one cloud call per
+//! period for all nodes (the address sync's `instance_metadata_bulk`, the lifecycle's `instance_exists_bulk` and
+//! `instance_shutdown_bulk`), and initialization asks about many waiting nodes in one `instance_metadata_bulk`
+//! call, with the same outcomes as the per-node calls.
 
 mod support;
 
@@ -132,11 +133,18 @@ async fn lifecycle_checks_existence_in_one_bulk_call_per_period() {
         Some(format!("{} nodes", NODES + 1).as_str()),
         "the deleted node is gone from later calls"
     );
-    // shutdown checks stay per node (there is no bulk shutdown call): the existing NotReady nodes only
-    let shutdown = fake.call_targets(Operation::InstanceShutdown);
-    assert!(shutdown.contains(&format!("fake://{off}")));
-    assert!(!shutdown.contains(&format!("fake://{gone}")));
-    assert!(!shutdown.contains(&format!("fake://{ready}")));
+    // shutdown checks are one bulk call too, about the existing NotReady nodes only
+    assert_eq!(
+        fake.call_count(Operation::InstanceShutdown),
+        0,
+        "no per-node shutdown check"
+    );
+    let shutdown = fake.call_targets(Operation::InstanceShutdownBulk);
+    assert_eq!(
+        shutdown[0],
+        format!("{} nodes", NODES + 1),
+        "the NotReady nodes that exist: never the gone one, never the Ready one"
+    );
     // the alive nodes stay, untainted
     for name in &alive {
         let node = h.get(name).await.expect("still there");
@@ -168,5 +176,66 @@ async fn a_failed_bulk_existence_check_deletes_nothing() {
     fake.clear_faults();
     h.wait_deleted(&gone).await;
     assert_eq!(fake.call_count(Operation::InstanceExists), 0);
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn waiting_nodes_are_initialized_from_one_bulk_call() {
+    let fake = FakeCloud::new();
+    fake.set_bulk(true);
+    let mut h = Harness::new(fake.clone()).await;
+    let names: Vec<String> = (0..NODES).map(|i| h.name(&format!("w{i}"))).collect();
+    for (i, name) in names.iter().enumerate() {
+        fake.add_instance(FakeInstance::new(name).with_internal_ip(format!("10.2.0.{}", i + 1)));
+        h.create(&h.kubelet_node(name, true)).await;
+    }
+    // Two of them fail in the batch: they are asked about alone, and initialized all the same.
+    for name in &names[..2] {
+        fake.inject_for(
+            Operation::InstanceMetadata,
+            name,
+            Fault::once(InjectedError::Other("item down".into())),
+        );
+    }
+    h.start_node_controller(CloudNodeConfig::default().with_concurrent_node_syncs(4));
+    for (i, name) in names.iter().enumerate() {
+        let want = format!("10.2.0.{}", i + 1);
+        h.wait_node(name, "is initialized with its cloud address", |n| {
+            !has_taint(n, names::taints::UNINITIALIZED)
+                && internal_ip(n).as_deref() == Some(want.as_str())
+        })
+        .await;
+    }
+    let bulk = fake.call_targets(Operation::InstanceMetadataBulk);
+    assert_eq!(bulk.len(), 1, "one batch for every waiting node: {bulk:?}");
+    assert_eq!(bulk[0], format!("{NODES} nodes"));
+    let single = fake.call_targets(Operation::InstanceMetadata);
+    assert_eq!(
+        single.len(),
+        2,
+        "only the failed items are asked about alone: {single:?}"
+    );
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn without_batches_each_node_is_asked_about_alone() {
+    let fake = FakeCloud::new();
+    fake.set_bulk(true);
+    let mut h = Harness::new(fake.clone()).await;
+    let names: Vec<String> = (0..4).map(|i| h.name(&format!("s{i}"))).collect();
+    for name in &names {
+        fake.add_instance(FakeInstance::new(name));
+        h.create(&h.kubelet_node(name, true)).await;
+    }
+    h.start_node_controller(CloudNodeConfig::default().with_initialization_batch(0));
+    for name in &names {
+        h.wait_node(name, "is initialized", |n| {
+            !has_taint(n, names::taints::UNINITIALIZED)
+        })
+        .await;
+    }
+    assert_eq!(fake.call_count(Operation::InstanceMetadataBulk), 0);
+    assert_eq!(fake.call_count(Operation::InstanceMetadata), 4);
     h.finish().await;
 }

@@ -9,7 +9,8 @@
 //! | `InvalidInstanceID.NotFound` | `InstanceNotFound` | the instance is gone |
 //! | `DependencyViolation`, `ResourceInUse`, `IncorrectState`, `IncorrectInstanceState` | `Retry` after [`DEPENDENCY_RETRY_AFTER`] | eventual consistency: a resource being detached or deleted |
 //! | `AuthFailure`, `InvalidClientTokenId`, `UnrecognizedClientException`, `SignatureDoesNotMatch`, `UnauthorizedOperation`, `AccessDenied` | `Other`, text says the credentials or permissions were refused | no retry helps |
-//! | anything else, transport errors, timeouts | `Other` | the controllers' backoff retries |
+//! | no answer within the SDK's attempt timeout (`--aws-request-timeout-seconds`) | `Timeout` ([`CloudError::timed_out`]) | the cloud-call budget reads it as congestion and slows down; the controllers' backoff retries |
+//! | anything else, transport errors | `Other` | the controllers' backoff retries |
 //!
 //! **Who retries.** The AWS SDK's own retries are turned off ([`crate::config::loader`] sets
 //! `RetryConfig::disabled()`): each provider call is one request per AWS operation, and the CCM's work queues,
@@ -82,6 +83,8 @@ pub enum AwsFailure {
     Api(AwsApiError),
     /// No answer: the text of the SDK's error chain.
     Transport(String),
+    /// No answer within the SDK's timeout: the text of the SDK's error chain.
+    Timeout(String),
 }
 
 impl AwsFailure {
@@ -103,6 +106,7 @@ impl AwsFailure {
                     None => AwsFailure::Transport(chain_text(err)),
                 }
             }
+            SdkError::TimeoutError(_) => AwsFailure::Timeout(chain_text(err)),
             _ => AwsFailure::Transport(chain_text(err)),
         }
     }
@@ -111,7 +115,7 @@ impl AwsFailure {
     pub fn code(&self) -> Option<&str> {
         match self {
             AwsFailure::Api(api) => Some(&api.code),
-            AwsFailure::Transport(_) => None,
+            AwsFailure::Transport(_) | AwsFailure::Timeout(_) => None,
         }
     }
 }
@@ -161,6 +165,10 @@ pub fn to_cloud_error(action: &str, failure: AwsFailure) -> CloudError {
         AwsFailure::Transport(text) => CloudError::message(format!(
             "{action}: no answer from AWS: {text} (check AWS_ENDPOINT_URL and the network)"
         )),
+        AwsFailure::Timeout(text) => CloudError::timed_out(
+            format!("{action}: AWS did not answer before the request timeout ({text})"),
+            None,
+        ),
     }
 }
 

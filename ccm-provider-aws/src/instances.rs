@@ -250,7 +250,7 @@ impl AwsCloud {
         };
         match instance {
             Some(instance) if presence(&instance) != Presence::Gone => Ok(instance),
-            _ => Err(CloudError::InstanceNotFound.context(format!("node {}", node_name(node)))),
+            _ => Err(not_found(node)),
         }
     }
 }
@@ -282,19 +282,9 @@ impl InstancesV2 for AwsCloud {
         nodes: &[Node],
     ) -> Result<Vec<Result<InstanceLookup, CloudError>>, CloudError> {
         let found = self.lookup(nodes).await?;
-        Ok(nodes
-            .iter()
-            .map(|node| {
-                let key = key_of(node)?;
-                match found.get(&key) {
-                    Some(i) if presence(i) != Presence::Gone => Ok(metadata(i).into()),
-                    _ => {
-                        Err(CloudError::InstanceNotFound
-                            .context(format!("node {}", node_name(node))))
-                    }
-                }
-            })
-            .collect())
+        Ok(per_node(nodes, &found, |node, live| {
+            Ok(metadata(live.ok_or_else(|| not_found(node))?).into())
+        }))
     }
 
     async fn instance_exists_bulk(
@@ -302,16 +292,40 @@ impl InstancesV2 for AwsCloud {
         nodes: &[Node],
     ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
         let found = self.lookup(nodes).await?;
-        Ok(nodes
-            .iter()
-            .map(|node| {
-                let key = key_of(node)?;
-                Ok(found
-                    .get(&key)
-                    .is_some_and(|i| presence(i) != Presence::Gone))
-            })
-            .collect())
+        Ok(per_node(nodes, &found, |_, live| Ok(live.is_some())))
     }
+
+    async fn instance_shutdown_bulk(
+        &self,
+        nodes: &[Node],
+    ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
+        let found = self.lookup(nodes).await?;
+        Ok(per_node(nodes, &found, |node, live| {
+            Ok(presence(live.ok_or_else(|| not_found(node))?) == Presence::Stopped)
+        }))
+    }
+}
+
+/// The error of a Node whose instance is terminated or unknown.
+fn not_found(node: &Node) -> CloudError {
+    CloudError::InstanceNotFound.context(format!("node {}", node_name(node)))
+}
+
+/// One answer per node of a bulk lookup: `answer` gets the node's instance unless it is gone or unknown
+/// (`None`); a node without a usable key gets its key's error.
+fn per_node<T>(
+    nodes: &[Node],
+    found: &HashMap<Key, Instance>,
+    answer: impl Fn(&Node, Option<&Instance>) -> Result<T, CloudError>,
+) -> Vec<Result<T, CloudError>> {
+    nodes
+        .iter()
+        .map(|node| {
+            let key = key_of(node)?;
+            let live = found.get(&key).filter(|i| presence(i) != Presence::Gone);
+            answer(node, live)
+        })
+        .collect()
 }
 
 #[cfg(test)]

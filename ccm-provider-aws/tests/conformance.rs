@@ -200,5 +200,20 @@ async fn bulk_lookups_answer_like_single_ones_in_one_request() {
     let exists = cloud.instance_exists_bulk(&nodes).await.unwrap();
     let exists: Vec<bool> = exists.into_iter().map(Result::unwrap).collect();
     assert_eq!(exists, [true, true, true, true, true, false]);
+    // shut down: the stopped instance (index 1) only; the ghost is not found
+    let before = *faults.answers.lock().unwrap();
+    let shutdown = cloud.instance_shutdown_bulk(&nodes).await.unwrap();
+    assert_eq!(*faults.answers.lock().unwrap() - before, 2);
+    for (node, answer) in nodes.iter().zip(&shutdown) {
+        let single = cloud.instance_shutdown(node).await;
+        match (answer, single) {
+            (Ok(a), Ok(b)) => assert_eq!(*a, b),
+            (Err(a), Err(b)) => assert_eq!(a.kind(), b.kind()),
+            (a, b) => panic!("bulk {a:?} and single {b:?} disagree"),
+        }
+    }
+    let stopped: Vec<bool> = shutdown[..5].iter().map(|a| *a.as_ref().unwrap()).collect();
+    assert_eq!(stopped, [false, true, false, false, false]);
+    assert!(shutdown[5].as_ref().unwrap_err().is_instance_not_found());
     assert!(!Arc::new((*cloud).clone().with_bulk_lookups(false)).supports_bulk());
 }

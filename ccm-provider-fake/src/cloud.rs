@@ -319,8 +319,8 @@ impl FakeCloud {
     }
 
     /// Answer [`InstancesV2`](ccm_core::InstancesV2) bulk calls natively (`supports_bulk` = true): one
-    /// `instance-metadata-bulk` / `instance-exists-bulk` call, with one latency and one fault check, answers for
-    /// every node. Off by default, like Go (one call per node). A fault of the single-node operation aimed at a
+    /// `instance-metadata-bulk` / `instance-exists-bulk` / `instance-shutdown-bulk` call, with one latency and one
+    /// fault check, answers for every node. Off by default, like Go (one call per node). A fault of the single-node operation aimed at a
     /// node ([`inject_for`](Self::inject_for)) fails that node's item of a bulk answer.
     pub fn set_bulk(&self, enabled: bool) {
         self.lock().bulk = enabled;

@@ -151,11 +151,7 @@ impl InstancesV2 for FakeCloud {
         nodes: &[Node],
     ) -> Result<Vec<Result<InstanceLookup, CloudError>>, CloudError> {
         if !self.supports_bulk() {
-            let mut out = Vec::with_capacity(nodes.len());
-            for node in nodes {
-                out.push(self.instance_metadata(node).await);
-            }
-            return Ok(out);
+            return Ok(ccm_core::provider::metadata_one_by_one(self, nodes).await);
         }
         self.begin(Operation::InstanceMetadataBulk, &bulk_target(nodes))
             .await?;
@@ -172,17 +168,29 @@ impl InstancesV2 for FakeCloud {
         nodes: &[Node],
     ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
         if !self.supports_bulk() {
-            let mut out = Vec::with_capacity(nodes.len());
-            for node in nodes {
-                out.push(self.instance_exists(node).await);
-            }
-            return Ok(out);
+            return Ok(ccm_core::provider::exists_one_by_one(self, nodes).await);
         }
         self.begin(Operation::InstanceExistsBulk, &bulk_target(nodes))
             .await?;
         Ok(
             self.bulk_answers(nodes, Operation::InstanceExists, |found, _| {
                 Ok(found.is_some())
+            }),
+        )
+    }
+
+    async fn instance_shutdown_bulk(
+        &self,
+        nodes: &[Node],
+    ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
+        if !self.supports_bulk() {
+            return Ok(ccm_core::provider::shutdown_one_by_one(self, nodes).await);
+        }
+        self.begin(Operation::InstanceShutdownBulk, &bulk_target(nodes))
+            .await?;
+        Ok(
+            self.bulk_answers(nodes, Operation::InstanceShutdown, |found, _| {
+                Ok(found.ok_or(CloudError::InstanceNotFound)?.shutdown)
             }),
         )
     }

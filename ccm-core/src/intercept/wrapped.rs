@@ -251,6 +251,22 @@ impl InstancesV2 for Wrapped<dyn InstancesV2> {
             )
             .await
     }
+    async fn instance_shutdown_bulk(
+        &self,
+        nodes: &[Node],
+    ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
+        if !self.inner.supports_bulk() {
+            return Ok(crate::provider::shutdown_one_by_one(self, nodes).await);
+        }
+        let target = format!("{} nodes", nodes.len());
+        self.chain
+            .call(
+                Operation::InstanceShutdownBulk,
+                &target,
+                self.inner.instance_shutdown_bulk(nodes),
+            )
+            .await
+    }
 }
 
 #[async_trait]

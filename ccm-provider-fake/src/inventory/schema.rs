@@ -46,7 +46,7 @@ pub struct Inventory {
     #[serde(default = "yes", rename = "hasClusterID")]
     #[schemars(default = "yes")]
     pub has_cluster_id: bool,
-    /// Whether InstancesV2 bulk calls (`instance-metadata-bulk`, `instance-exists-bulk`) are answered natively.
+    /// Whether InstancesV2 bulk calls (`instance-metadata-bulk`, `instance-exists-bulk`, `instance-shutdown-bulk`) are answered natively.
     /// Default false: one call per node, like Go.
     #[serde(default)]
     pub supports_bulk: bool,
