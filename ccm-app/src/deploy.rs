@@ -445,7 +445,7 @@ pub(crate) fn deployment(options: &ManifestOptions) -> Deployment {
         image: Some(options.image.clone()),
         args: Some(container_args(options)),
         // The leader-election identity prefix and the Events' reporting instance; with the namespace, the Pod
-        // that reload Events are about (ccm_app::reload).
+        // that reload Events are about (the internal `reload` module).
         env: Some(
             [
                 (ccm_leaderelection::POD_NAME_ENV, "metadata.name"),
