@@ -15,6 +15,7 @@
 //! - `bench nodes|lbs`: benchmarks side by side with the Go reference CCM (docs/benchmarks.md).
 //! - `e2e --scale`: the steady state of N heartbeating nodes in the cluster in a box, Rust vs Go
 //!   (docs/benchmarks.md).
+//! - `loc`: plumbing and decision lines of each controller crate, `--runtime` the runtime's size.
 //! - `chaos`: fault scenarios proving from the audit log that there were never two leaders
 //!   (docs/reliability.md).
 //!
@@ -33,6 +34,7 @@ mod demo;
 mod e2e;
 mod gobuild;
 mod image;
+mod loc;
 mod manifests;
 mod new_provider;
 mod package;
@@ -105,6 +107,9 @@ enum Command {
     /// Rust CCM then the Go CCM, CPU, peak RSS, API writes and cloud calls per address-sync period
     /// (docs/benchmarks.md).
     E2e(e2e::E2eArgs),
+    /// Plumbing and decision lines of each controller crate (--runtime: the non-test lines of the runtime's
+    /// crates); see docs/architecture.md.
+    Loc(loc::LocArgs),
 }
 
 async fn dispatch(command: Command, interrupt: &Interrupt) -> anyhow::Result<()> {
@@ -125,6 +130,7 @@ async fn dispatch(command: Command, interrupt: &Interrupt) -> anyhow::Result<()>
         Command::Bench(args) => bench::run(args, interrupt).await,
         Command::Chaos(args) => chaos::run(&args, interrupt).await,
         Command::E2e(args) => e2e::run(&args, interrupt).await,
+        Command::Loc(args) => loc::run(&args),
     }
 }
 
@@ -249,6 +255,8 @@ mod tests {
             &["xtask", "ci", "--fail-fast"],
             &["xtask", "shear"],
             &["xtask", "shear", "--fix"],
+            &["xtask", "loc"],
+            &["xtask", "loc", "--runtime"],
             &["xtask", "api", "--write"],
             &["xtask", "changelog-check", "--base", "main"],
             &[
