@@ -2,13 +2,10 @@
 //! re-ensure. Decisions come from [`crate::predicates`]; this module does the I/O.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use ccm_core::helpers::{
-    has_load_balancer_finalizer, load_balancer_status_equal, node_name, service_key,
-};
+use ccm_core::helpers::{has_load_balancer_finalizer, load_balancer_status_equal, service_key};
 use ccm_core::names;
 use ccm_core::runtime::Controller as Kit;
 use ccm_core::runtime::controller::{Controller, ControllerContext};
@@ -26,35 +23,19 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Takeover};
 use crate::error::Error;
+use crate::hosts::Hosts;
 use crate::metrics::ServiceMetrics;
 use crate::patches;
-use crate::predicates::{
-    NodeSet, ServiceSelector, needs_cleanup, node_update_affects_load_balancers,
-    should_enqueue_added, stable_nodes, update_reason, wants_deletion,
+use crate::plan::{
+    DeletePath, FINALIZER_ATTEMPTS, Note, Operation, has_ingress, is_finalizer_conflict,
+    keys_to_sync, node_event_key, reensure_keys, service_event_key, split_key,
 };
+use crate::predicates::{NodeSet, ServiceSelector, stable_nodes, wants_deletion};
 use crate::state::Tracker;
 use crate::takeover;
 
+mod listing;
 mod nodesync;
-
-/// How many times a finalizer patch is retried after a concurrent change of the finalizer list.
-const FINALIZER_ATTEMPTS: u32 = 5;
-
-/// The queue key used when node events were missed: it only triggers a pass.
-const RESYNC_NODE_KEY: &str = "";
-
-/// The stable node set, as a node-sync pass hands it to each load balancer.
-type HostList = (Arc<Vec<Arc<Node>>>, Arc<NodeSet>);
-
-/// The stable node set computed from the node cache, computed again only after a node change that can affect load
-/// balancers (see [`Inner::current_hosts`]).
-#[derive(Default)]
-struct Hosts {
-    /// Bumped by every node change that is queued for node sync.
-    generation: AtomicU64,
-    /// The last computation and the generation it was made at.
-    computed: Mutex<Option<(u64, HostList)>>,
-}
 
 /// The service controller (Go: `controllers/service.Controller`): creates, updates and deletes cloud load
 /// balancers for `type: LoadBalancer` Services and keeps their backend hosts in line with the nodes.
@@ -106,26 +87,6 @@ struct Inner {
     node_queue: WorkQueue<String>,
     hosts: Hosts,
     tracker: Tracker,
-}
-
-/// Which branch a sync took (Go: `loadBalancerOperation`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Operation {
-    Delete,
-    Ensure,
-}
-
-/// Which of Go's two load-balancer delete paths a deletion takes ([`Inner::delete_load_balancer`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum DeletePath {
-    /// The Service needs cleanup or no longer wants a load balancer (Go: the delete branch of
-    /// `syncLoadBalancerIfNeeded`): delete only a load balancer that exists, then remove the finalizer; a failure
-    /// is reported by the caller's `SyncLoadBalancerFailed`.
-    Cleanup,
-    /// The Service vanished from the cache without the finalizer, or came back with a new UID (Go:
-    /// `processLoadBalancerDelete`): delete from its last state if that wanted a load balancer, without an
-    /// existence check or a finalizer; a failure emits `DeleteLoadBalancerFailed`.
-    Vanished,
 }
 
 impl ServiceController {
@@ -220,15 +181,6 @@ impl Controller for ServiceController {
     }
 }
 
-fn split_key(key: &str) -> Result<(&str, &str), Error> {
-    match key.split_once('/') {
-        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
-            Ok((ns, name))
-        }
-        _ => Err(Error::InvalidKey(key.to_owned())),
-    }
-}
-
 fn api_code(err: &kube::Error) -> Option<u16> {
     match err {
         kube::Error::Api(status) => Some(status.code),
@@ -245,10 +197,6 @@ fn json_patch(value: serde_json::Value) -> Result<Patch<()>, kube::Error> {
     serde_json::from_value(value)
         .map(Patch::Json)
         .map_err(kube::Error::SerdeError)
-}
-
-fn has_ingress(status: &LoadBalancerStatus) -> bool {
-    status.ingress.as_ref().is_some_and(|i| !i.is_empty())
 }
 
 impl Inner {
@@ -280,57 +228,42 @@ impl Inner {
     /// Every Service that wants a load balancer (but those in `skip`), and every remembered Service that is gone.
     fn keys_except(&self, skip: &HashSet<String>) -> Vec<String> {
         let store = self.services.store();
-        let mut keys: Vec<String> = store
-            .list()
-            .iter()
-            .filter(|svc| should_enqueue_added(&self.selector, svc))
-            .map(|svc| service_key(svc))
-            .filter(|key| !skip.contains(key))
-            .collect();
-        let gone = self.tracker.services().into_iter().map(|(key, _)| key);
-        keys.extend(gone.filter(|key| store.get(key).is_none()));
-        keys
+        let remembered = self.tracker.services().into_iter().map(|(key, _)| key);
+        keys_to_sync(
+            &self.selector,
+            &store.list(),
+            remembered,
+            |key| store.get(key).is_some(),
+            skip,
+        )
     }
 
-    /// The key a Service event queues, if any.
+    /// The key a Service event queues, if any ([`service_event_key`]).
     fn service_event_key(&self, event: &InformerEvent<Service>) -> Option<String> {
-        match event {
-            InformerEvent::Added(svc) => {
-                should_enqueue_added(&self.selector, svc).then(|| service_key(svc))
-            }
-            InformerEvent::Updated { old, new } => {
-                let extended = self.config.extended_update_fields;
-                let reason = update_reason(&self.selector, extended, old, new);
-                if reason.is_none() && !needs_cleanup(new) {
-                    return None;
-                }
-                let key = service_key(new);
-                tracing::debug!(service = %key, ?reason, cleanup = needs_cleanup(new), "service changed");
-                Some(key)
-            }
-            // Go has no delete handler; the SDK queues remembered Services so one deleted without the
-            // finalizer still has its load balancer removed.
-            InformerEvent::Deleted(svc) => {
-                Some(service_key(svc)).filter(|key| self.tracker.contains(key))
-            }
-            InformerEvent::Resync => None,
-        }
+        let extended = self.config.extended_update_fields;
+        let key = service_event_key(
+            &self.selector,
+            extended,
+            |key| self.tracker.contains(key),
+            event,
+        )?;
+        tracing::debug!(service = %key, "service changed");
+        Some(key)
+    }
+
+    /// Emit `note` about `svc`.
+    fn emit(&self, svc: &Service, note: Note) {
+        self.recorder
+            .publish(&svc.object_ref(&()), note.type_, note.reason, note.message);
     }
 
     /// Queue a node change for the node-sync loop.
     fn node_changed(&self, event: &InformerEvent<Node>) {
-        let key = match event {
-            InformerEvent::Added(node) | InformerEvent::Deleted(node) => node_name(node).to_owned(),
-            InformerEvent::Updated { old, new } => {
-                if !node_update_affects_load_balancers(old, new) {
-                    return;
-                }
-                node_name(new).to_owned()
-            }
-            InformerEvent::Resync => RESYNC_NODE_KEY.to_owned(),
+        let Some(key) = node_event_key(event) else {
+            return;
         };
         // The node cache already holds the change: a pass in progress sees it from its next load balancer.
-        self.hosts.generation.fetch_add(1, Ordering::AcqRel);
+        self.hosts.changed();
         self.node_queue.add(key);
     }
 
@@ -352,7 +285,7 @@ impl Inner {
         // One page at a time: a listing of thousands of load balancers with their backends is never held whole.
         let mut comparison =
             takeover::Comparison::new(&self.selector, &services, &name_of, &host_refs);
-        let listed = takeover::list_pages(self.balancer.as_ref(), &self.cluster_name, |page| {
+        let listed = listing::list_pages(self.balancer.as_ref(), &self.cluster_name, |page| {
             comparison.page(page);
         })
         .await;
@@ -563,11 +496,7 @@ impl Inner {
     ) -> Result<LoadBalancerStatus, CloudError> {
         let hosts = stable_nodes(&self.nodes.store().list());
         if hosts.is_empty() {
-            self.recorder.warning(
-                &svc.object_ref(&()),
-                names::events::UNAVAILABLE_LOAD_BALANCER,
-                "There are no available nodes for LoadBalancer",
-            );
+            self.emit(svc, crate::plan::no_available_nodes());
         }
         self.tracker
             .set_synced(key, NodeSet::from_nodes(hosts.iter().map(AsRef::as_ref)));
@@ -596,7 +525,7 @@ impl Inner {
                     out.metadata.finalizers = updated.metadata.finalizers;
                     return Ok(out);
                 }
-                Err(err) if matches!(api_code(&err), Some(409 | 422)) => {
+                Err(err) if is_finalizer_conflict(api_code(&err)) => {
                     // The finalizer list changed under us: read it again.
                     let fresh = api.get(name).await.map_err(Error::AddFinalizer)?;
                     if has_load_balancer_finalizer(&fresh) {
@@ -629,7 +558,7 @@ impl Inner {
             match api.patch_status(name, &Self::patch_params(), &patch).await {
                 Ok(_) => return Ok(()),
                 Err(err) if is_not_found(&err) => return Ok(()),
-                Err(err) if matches!(api_code(&err), Some(409 | 422)) => {
+                Err(err) if is_finalizer_conflict(api_code(&err)) => {
                     let Some(fresh) = api.get_opt(name).await.map_err(Error::RemoveFinalizer)?
                     else {
                         return Ok(());
@@ -680,35 +609,23 @@ impl Inner {
 
     /// One periodic re-ensure: queue every Service that wants a load balancer and is not backing off.
     fn reensure(&self) {
-        let mut queued = 0usize;
-        for svc in self.services.store().list() {
-            if !self.selector.wants_load_balancer(&svc) || needs_cleanup(&svc) {
-                continue;
-            }
-            let key = service_key(&svc);
-            // A Service that is backing off is already being retried.
-            if self.queue.num_requeues(&key) > 0 {
-                continue;
-            }
+        let services = self.services.store().list();
+        let keys = reensure_keys(&self.selector, &services, |key| {
+            self.queue.num_requeues(&key.to_owned()) > 0
+        });
+        tracing::info!(
+            services = keys.len(),
+            "periodic re-ensure of load balancers"
+        );
+        for key in keys {
             self.queue.add(key);
-            queued += 1;
         }
-        tracing::info!(services = queued, "periodic re-ensure of load balancers");
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn keys() {
-        assert_eq!(split_key("ns/name").unwrap(), ("ns", "name"));
-        for bad in ["", "name", "/name", "ns/", "a/b/c"] {
-            let err = split_key(bad).unwrap_err();
-            assert!(matches!(err, Error::InvalidKey(_)), "{bad}");
-        }
-    }
 
     #[test]
     fn patch_values_are_valid_json_patches() {
@@ -729,16 +646,5 @@ mod tests {
             );
         }
         assert!(json_patch(serde_json::json!([{"op": "bogus"}])).is_err());
-    }
-
-    #[test]
-    fn ingress_presence() {
-        assert!(!has_ingress(&LoadBalancerStatus::default()));
-        assert!(!has_ingress(&LoadBalancerStatus {
-            ingress: Some(vec![])
-        }));
-        assert!(has_ingress(&LoadBalancerStatus {
-            ingress: Some(vec![Default::default()])
-        }));
     }
 }

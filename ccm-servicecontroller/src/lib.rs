@@ -37,11 +37,11 @@
 mod config;
 mod controller;
 mod error;
+mod hosts;
 pub mod metrics;
 pub mod patches;
+mod plan;
 pub mod predicates;
-#[cfg(test)]
-mod retry;
 mod state;
 pub mod takeover;
 
@@ -81,4 +81,9 @@ pub fn descriptor(config: Config) -> ControllerDescriptor {
         },
     )
     .with_aliases(&[names::controllers::SERVICE_LB_ALIAS])
+}
+
+#[cfg(test)]
+mod tests {
+    mod retry;
 }

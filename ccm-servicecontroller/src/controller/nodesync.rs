@@ -2,23 +2,19 @@
 //! when its node set changed (Go: `nodeSyncLoop`, `syncNodes`, `nodeSyncService`).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
-use ccm_core::names;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Service};
-use kube::Resource;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{HostList, Inner};
+use super::Inner;
 use crate::error::Error;
-use ccm_core::helpers::node_name;
+use crate::hosts::HostList;
 use ccm_core::runtime::debounce::burst::run_bursts;
 
-use crate::predicates::{
-    NodeSet, go_list, loggable_node_names, nodes_sufficiently_equal, stable_nodes,
-};
+use crate::plan::{hosts_update_failed, hosts_updated};
+use crate::predicates::nodes_sufficiently_equal;
 
 impl Inner {
     /// Go: `nodeSyncLoop`: one pass per burst of node changes, until `shutdown`.
@@ -37,27 +33,9 @@ impl Inner {
         .await;
     }
 
-    /// The stable node set as the node cache has it now. It is computed again only when a node change was queued
-    /// since the last computation (or when `fresh` is asked for), so a pass can ask for it before each load
-    /// balancer: a change that arrives while a pass runs reaches every load balancer the pass has not updated
-    /// yet, and the next pass (which the change's key starts) finds those already up to date.
+    /// The stable node set as the node cache has it now ([`Hosts::current`](crate::hosts::Hosts::current)).
     fn current_hosts(&self, fresh: bool) -> HostList {
-        let generation = self.hosts.generation.load(Ordering::Acquire);
-        let mut computed = self
-            .hosts
-            .computed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if !fresh
-            && let Some((at, hosts)) = computed.as_ref()
-            && *at == generation
-        {
-            return hosts.clone();
-        }
-        let hosts = Arc::new(stable_nodes(&self.nodes.store().list()));
-        let set = Arc::new(NodeSet::from_nodes(hosts.iter().map(AsRef::as_ref)));
-        *computed = Some((generation, (hosts.clone(), set.clone())));
-        (hosts, set)
+        self.hosts.current(fresh, || self.nodes.store().list())
     }
 
     /// Go: `syncNodes`: one pass over every remembered Service; returns the keys to re-ensure.
@@ -137,22 +115,9 @@ impl Inner {
             .update_load_balancer(&self.cluster_name, svc, &nodes)
             .await;
         self.metrics.observe_host_update(started.elapsed());
-        let reference = svc.object_ref(&());
         let err = match result {
             Ok(()) => {
-                if nodes.is_empty() {
-                    self.recorder.warning(
-                        &reference,
-                        names::events::UNAVAILABLE_LOAD_BALANCER,
-                        "There are no available nodes for LoadBalancer",
-                    );
-                } else {
-                    self.recorder.normal(
-                        &reference,
-                        names::events::UPDATED_LOAD_BALANCER,
-                        "Updated load balancer with new hosts",
-                    );
-                }
+                self.emit(svc, hosts_updated(nodes.len()));
                 return Ok(());
             }
             Err(err) if err.is_implemented_elsewhere() => return Ok(()),
@@ -170,17 +135,7 @@ impl Inner {
                 tracing::warn!(service = %key, error = %get_err, "failed to check if load balancer exists");
             }
         }
-        let names = loggable_node_names(nodes.iter().map(node_name));
-        self.recorder
-            .warning(
-                &reference,
-                names::events::UPDATE_LOAD_BALANCER_FAILED,
-                format!(
-                    "Error updating load balancer with new hosts {} [node names limited, total number of nodes: {}], error: {err}",
-                    go_list(&names),
-                    nodes.len()
-                ),
-            );
+        self.emit(svc, hosts_update_failed(&nodes, &err));
         Err(Error::UpdateHosts(err))
     }
 }
