@@ -1,11 +1,11 @@
 //! The running controller: Service workers, the node-sync loop, the event routing and the optional periodic
 //! re-ensure. Decisions come from [`crate::predicates`]; this module does the I/O.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use ccm_core::helpers::{has_load_balancer_finalizer, load_balancer_status_equal, service_key};
+use ccm_core::helpers::{has_load_balancer_finalizer, load_balancer_status_equal};
 use ccm_core::names;
 use ccm_core::runtime::Controller as Kit;
 use ccm_core::runtime::controller::{Controller, ControllerContext};
@@ -21,14 +21,15 @@ use kube::{Resource, ResourceExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, Takeover};
+use crate::config::Config;
 use crate::error::Error;
 use crate::hosts::Hosts;
+use crate::locks::ServiceLocks;
 use crate::metrics::ServiceMetrics;
 use crate::patches;
 use crate::plan::{
-    DeletePath, FINALIZER_ATTEMPTS, Note, Operation, has_ingress, is_finalizer_conflict,
-    keys_to_sync, node_event_key, reensure_keys, service_event_key, split_key,
+    self, DeletePath, FINALIZER_ATTEMPTS, Note, Operation, current_status, is_finalizer_conflict,
+    keys_to_sync, node_event_key, reensure_keys, service_event_key, split_key, with_finalizers,
 };
 use crate::predicates::{NodeSet, ServiceSelector, stable_nodes, wants_deletion};
 use crate::state::Tracker;
@@ -87,6 +88,7 @@ struct Inner {
     node_queue: WorkQueue<String>,
     hosts: Hosts,
     tracker: Tracker,
+    locks: ServiceLocks,
 }
 
 impl ServiceController {
@@ -117,6 +119,7 @@ impl ServiceController {
             node_queue: WorkQueue::with_metrics("node", backoff(), &ctx.workqueue_metrics),
             hosts: Hosts::default(),
             tracker: Tracker::default(),
+            locks: ServiceLocks::default(),
             config,
         };
         Ok(ServiceController {
@@ -271,7 +274,7 @@ impl Inner {
     /// balancers, remember every Service whose load balancer matches as synced, and return their keys (the caller
     /// does not queue them). Any failure of the listing returns none: every Service is ensured, as in Go.
     async fn take_over(&self) -> HashSet<String> {
-        if self.config.takeover != Takeover::Compare || !self.balancer.supports_listing() {
+        if !takeover::compares(self.config.takeover, self.balancer.supports_listing()) {
             return HashSet::new();
         }
         let started = Instant::now();
@@ -299,13 +302,9 @@ impl Inner {
         let (load_balancers, without_service) = comparison.listed();
         let plan = comparison.finish();
         let node_set = NodeSet::from_nodes(host_refs.iter().copied());
-        let by_key: HashMap<String, &Arc<Service>> =
-            services.iter().map(|s| (service_key(s), s)).collect();
-        for key in &plan.steady {
-            if let Some(svc) = by_key.get(key) {
-                self.tracker.set_cached(key, Arc::clone(svc));
-                self.tracker.set_synced(key, node_set.clone());
-            }
+        for (key, svc) in plan.steady_services(&services) {
+            self.tracker.set_cached(&key, svc);
+            self.tracker.set_synced(&key, node_set.clone());
         }
         tracing::info!(
             load_balancers,
@@ -336,7 +335,7 @@ impl Inner {
         if !self.tracker.contains(key) {
             return Ok(());
         }
-        let _guard = self.tracker.lock(key).await;
+        let _guard = self.locks.lock(key).await;
         let Some(cached) = self.tracker.cached(key) else {
             return Ok(());
         };
@@ -349,7 +348,7 @@ impl Inner {
 
     /// Go: `processServiceCreateOrUpdate`.
     async fn process_create_or_update(&self, key: &str, svc: Arc<Service>) -> Result<(), Error> {
-        let _guard = self.tracker.lock(key).await;
+        let _guard = self.locks.lock(key).await;
         if let Some(cached) = self.tracker.cached(key)
             && cached.metadata.uid != svc.metadata.uid
         {
@@ -360,11 +359,7 @@ impl Inner {
         self.tracker.set_cached(key, svc.clone());
         match self.sync_load_balancer_if_needed(key, &svc).await {
             Err(err) => {
-                self.recorder.warning(
-                    &svc.object_ref(&()),
-                    names::events::SYNC_LOAD_BALANCER_FAILED,
-                    format!("Error syncing load balancer: {err}"),
-                );
+                self.emit(&svc, plan::sync_failed(&err));
                 Err(err)
             }
             Ok(Operation::Delete) => {
@@ -392,24 +387,19 @@ impl Inner {
         svc: &Service,
         path: DeletePath,
     ) -> Result<(), Error> {
-        let exists = match path {
-            DeletePath::Cleanup => self
+        if !path.applies(self.selector.wants_load_balancer(svc)) {
+            return Ok(());
+        }
+        let exists = !path.checks_existence()
+            || self
                 .balancer
                 .get_load_balancer(&self.cluster_name, svc)
                 .await
                 .map_err(Error::CheckBeforeCleanup)?
-                .is_some(),
-            DeletePath::Vanished if !self.selector.wants_load_balancer(svc) => return Ok(()),
-            DeletePath::Vanished => true,
-        };
-        let reference = svc.object_ref(&());
+                .is_some();
         if exists {
             tracing::info!(service = %key, "deleting load balancer");
-            self.recorder.normal(
-                &reference,
-                names::events::DELETING_LOAD_BALANCER,
-                "Deleting load balancer",
-            );
+            self.emit(svc, plan::deleting());
             match self
                 .balancer
                 .ensure_load_balancer_deleted(&self.cluster_name, svc)
@@ -420,25 +410,17 @@ impl Inner {
                     tracing::debug!(service = %key, "load balancer implemented elsewhere; ignoring the delete error");
                 }
                 Err(err) => {
-                    if path == DeletePath::Vanished {
-                        self.recorder.warning(
-                            &reference,
-                            names::events::DELETE_LOAD_BALANCER_FAILED,
-                            format!("Error deleting load balancer: {err}"),
-                        );
+                    if path.reports_delete_failure() {
+                        self.emit(svc, plan::delete_failed(&err));
                     }
                     return Err(Error::Delete(err));
                 }
             }
         }
-        if path == DeletePath::Cleanup {
+        if path.removes_finalizer() {
             self.remove_finalizer(key, svc).await?;
         }
-        self.recorder.normal(
-            &reference,
-            names::events::DELETED_LOAD_BALANCER,
-            "Deleted load balancer",
-        );
+        self.emit(svc, plan::deleted());
         Ok(())
     }
 
@@ -448,40 +430,21 @@ impl Inner {
         key: &str,
         svc: &Service,
     ) -> Result<Operation, Error> {
-        let previous = svc
-            .status
-            .as_ref()
-            .and_then(|s| s.load_balancer.clone())
-            .unwrap_or_default();
-        let reference = svc.object_ref(&());
+        let previous = current_status(svc);
         let (operation, status) = if wants_deletion(&self.selector, svc) {
             self.delete_load_balancer(key, svc, DeletePath::Cleanup)
                 .await?;
             (Operation::Delete, LoadBalancerStatus::default())
         } else {
             tracing::info!(service = %key, "ensuring load balancer");
-            self.recorder.normal(
-                &reference,
-                names::events::ENSURING_LOAD_BALANCER,
-                "Ensuring load balancer",
-            );
+            self.emit(svc, plan::ensuring());
             let svc = self.add_finalizer(key, svc).await?;
-            let status = match self.ensure_load_balancer(key, &svc).await {
-                Ok(status) => status,
-                Err(err) if err.is_implemented_elsewhere() => {
-                    tracing::debug!(service = %key, "load balancer implemented elsewhere; nothing to do");
-                    return Ok(Operation::Ensure);
-                }
-                Err(err) => return Err(Error::Ensure(err)),
+            let answer = self.ensure_load_balancer(key, &svc).await;
+            let Some(status) = plan::ensured_status(answer)? else {
+                tracing::debug!(service = %key, "load balancer implemented elsewhere; nothing to do");
+                return Ok(Operation::Ensure);
             };
-            if !has_ingress(&status) {
-                return Err(Error::EmptyStatus);
-            }
-            self.recorder.normal(
-                &reference,
-                names::events::ENSURED_LOAD_BALANCER,
-                "Ensured load balancer",
-            );
+            self.emit(&svc, plan::ensured());
             (Operation::Ensure, status)
         };
         self.patch_status(key, svc, &previous, &status).await?;
@@ -496,7 +459,7 @@ impl Inner {
     ) -> Result<LoadBalancerStatus, CloudError> {
         let hosts = stable_nodes(&self.nodes.store().list());
         if hosts.is_empty() {
-            self.emit(svc, crate::plan::no_available_nodes());
+            self.emit(svc, plan::no_available_nodes());
         }
         self.tracker
             .set_synced(key, NodeSet::from_nodes(hosts.iter().map(AsRef::as_ref)));
@@ -520,18 +483,12 @@ impl Inner {
             let patch =
                 json_patch(patches::add_finalizer(&finalizers)).map_err(Error::AddFinalizer)?;
             match api.patch_status(name, &Self::patch_params(), &patch).await {
-                Ok(updated) => {
-                    let mut out = svc.clone();
-                    out.metadata.finalizers = updated.metadata.finalizers;
-                    return Ok(out);
-                }
+                Ok(updated) => return Ok(with_finalizers(svc, updated.metadata.finalizers)),
                 Err(err) if is_finalizer_conflict(api_code(&err)) => {
                     // The finalizer list changed under us: read it again.
                     let fresh = api.get(name).await.map_err(Error::AddFinalizer)?;
                     if has_load_balancer_finalizer(&fresh) {
-                        let mut out = svc.clone();
-                        out.metadata.finalizers = fresh.metadata.finalizers;
-                        return Ok(out);
+                        return Ok(with_finalizers(svc, fresh.metadata.finalizers));
                     }
                     finalizers = fresh.finalizers().to_vec();
                 }

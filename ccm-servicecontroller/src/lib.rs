@@ -38,6 +38,7 @@ mod config;
 mod controller;
 mod error;
 mod hosts;
+mod locks;
 pub mod metrics;
 pub mod patches;
 mod plan;

@@ -6,9 +6,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use ccm_core::helpers::{node_name, service_key};
-use ccm_core::names;
 use ccm_core::runtime::events::EventType;
 use ccm_core::runtime::informer::InformerEvent;
+use ccm_core::{CloudError, names};
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 
 use crate::error::Error;
@@ -43,6 +43,30 @@ pub(crate) enum DeletePath {
     Vanished,
 }
 
+impl DeletePath {
+    /// Whether there is anything to delete for a Service whose last state `wanted` a load balancer: always on the
+    /// cleanup path, on the vanished path only if it wanted one.
+    pub(crate) fn applies(self, wanted: bool) -> bool {
+        self == DeletePath::Cleanup || wanted
+    }
+
+    /// Whether the cloud is asked first if the load balancer exists (cleanup); the vanished path assumes it does.
+    pub(crate) fn checks_existence(self) -> bool {
+        self == DeletePath::Cleanup
+    }
+
+    /// Whether a failed delete emits `DeleteLoadBalancerFailed` (vanished); on the cleanup path the caller's
+    /// `SyncLoadBalancerFailed` reports it.
+    pub(crate) fn reports_delete_failure(self) -> bool {
+        self == DeletePath::Vanished
+    }
+
+    /// Whether the cleanup finalizer is removed after the delete (cleanup); a vanished Service has none to remove.
+    pub(crate) fn removes_finalizer(self) -> bool {
+        self == DeletePath::Cleanup
+    }
+}
+
 /// An Event to emit about a Service: its type, reason and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Note {
@@ -61,9 +85,35 @@ pub(crate) fn split_key(key: &str) -> Result<(&str, &str), Error> {
     }
 }
 
+/// The `status.loadBalancer` a Service has now (empty without one).
+pub(crate) fn current_status(svc: &Service) -> LoadBalancerStatus {
+    let status = svc.status.as_ref().and_then(|s| s.load_balancer.clone());
+    status.unwrap_or_default()
+}
+
+/// `svc` as the cloud should see it once its finalizers are `finalizers` (those the API server returned).
+pub(crate) fn with_finalizers(svc: &Service, finalizers: Option<Vec<String>>) -> Service {
+    let mut out = svc.clone();
+    out.metadata.finalizers = finalizers;
+    out
+}
+
 /// Whether an ensure's status names at least one ingress point (Go: a non-nil status).
 pub(crate) fn has_ingress(status: &LoadBalancerStatus) -> bool {
     status.ingress.as_ref().is_some_and(|i| !i.is_empty())
+}
+
+/// What an ensure's answer means: the status to write; `None` when the load balancer is implemented elsewhere
+/// (nothing to write); [`Error::EmptyStatus`] for a status without an ingress point; else [`Error::Ensure`].
+pub(crate) fn ensured_status(
+    answer: Result<LoadBalancerStatus, CloudError>,
+) -> Result<Option<LoadBalancerStatus>, Error> {
+    match answer {
+        Ok(status) if has_ingress(&status) => Ok(Some(status)),
+        Ok(_) => Err(Error::EmptyStatus),
+        Err(err) if err.is_implemented_elsewhere() => Ok(None),
+        Err(err) => Err(Error::Ensure(err)),
+    }
 }
 
 /// Whether a failed finalizer patch (HTTP `code`) means the finalizer list changed under us: read it again.
@@ -140,42 +190,97 @@ pub(crate) fn reensure_keys(
         .collect()
 }
 
+/// A Normal Event with a fixed message.
+fn normal(reason: &'static str, message: &str) -> Note {
+    Note {
+        type_: EventType::Normal,
+        reason,
+        message: message.to_owned(),
+    }
+}
+
+/// A Warning Event.
+fn warning(reason: &'static str, message: String) -> Note {
+    Note {
+        type_: EventType::Warning,
+        reason,
+        message,
+    }
+}
+
+/// Normal `EnsuringLoadBalancer`, before an ensure.
+pub(crate) fn ensuring() -> Note {
+    normal(
+        names::events::ENSURING_LOAD_BALANCER,
+        "Ensuring load balancer",
+    )
+}
+
+/// Normal `EnsuredLoadBalancer`, after an ensure that returned an ingress point.
+pub(crate) fn ensured() -> Note {
+    normal(
+        names::events::ENSURED_LOAD_BALANCER,
+        "Ensured load balancer",
+    )
+}
+
+/// Normal `DeletingLoadBalancer`, before a delete.
+pub(crate) fn deleting() -> Note {
+    normal(
+        names::events::DELETING_LOAD_BALANCER,
+        "Deleting load balancer",
+    )
+}
+
+/// Normal `DeletedLoadBalancer`, after a delete (on the cleanup path even when no load balancer existed).
+pub(crate) fn deleted() -> Note {
+    normal(
+        names::events::DELETED_LOAD_BALANCER,
+        "Deleted load balancer",
+    )
+}
+
+/// Warning `DeleteLoadBalancerFailed`, when deleting the load balancer of a vanished Service failed.
+pub(crate) fn delete_failed(error: &dyn std::fmt::Display) -> Note {
+    let message = format!("Error deleting load balancer: {error}");
+    warning(names::events::DELETE_LOAD_BALANCER_FAILED, message)
+}
+
+/// Warning `SyncLoadBalancerFailed`, when a sync failed.
+pub(crate) fn sync_failed(error: &dyn std::fmt::Display) -> Note {
+    let message = format!("Error syncing load balancer: {error}");
+    warning(names::events::SYNC_LOAD_BALANCER_FAILED, message)
+}
+
 /// The Event after a successful host update to `hosts` nodes: `UnAvailableLoadBalancer` without nodes, else
 /// `UpdatedLoadBalancer`.
 pub(crate) fn hosts_updated(hosts: usize) -> Note {
     if hosts == 0 {
         no_available_nodes()
     } else {
-        Note {
-            type_: EventType::Normal,
-            reason: names::events::UPDATED_LOAD_BALANCER,
-            message: "Updated load balancer with new hosts".to_owned(),
-        }
+        normal(
+            names::events::UPDATED_LOAD_BALANCER,
+            "Updated load balancer with new hosts",
+        )
     }
 }
 
 /// The Warning `UnAvailableLoadBalancer`: a load balancer gets no nodes.
 pub(crate) fn no_available_nodes() -> Note {
-    Note {
-        type_: EventType::Warning,
-        reason: names::events::UNAVAILABLE_LOAD_BALANCER,
-        message: "There are no available nodes for LoadBalancer".to_owned(),
-    }
+    let message = "There are no available nodes for LoadBalancer".to_owned();
+    warning(names::events::UNAVAILABLE_LOAD_BALANCER, message)
 }
 
 /// The Warning `UpdateLoadBalancerFailed` for a failed host update to `nodes` (Go lists at most
 /// [`MAX_NODE_NAMES_TO_LOG`](crate::predicates::MAX_NODE_NAMES_TO_LOG) names).
 pub(crate) fn hosts_update_failed(nodes: &[Node], error: &dyn std::fmt::Display) -> Note {
     let names = loggable_node_names(nodes.iter().map(node_name));
-    Note {
-        type_: EventType::Warning,
-        reason: names::events::UPDATE_LOAD_BALANCER_FAILED,
-        message: format!(
-            "Error updating load balancer with new hosts {} [node names limited, total number of nodes: {}], error: {error}",
-            go_list(&names),
-            nodes.len()
-        ),
-    }
+    let message = format!(
+        "Error updating load balancer with new hosts {} [node names limited, total number of nodes: {}], error: {error}",
+        go_list(&names),
+        nodes.len()
+    );
+    warning(names::events::UPDATE_LOAD_BALANCER_FAILED, message)
 }
 
 #[cfg(test)]
@@ -212,6 +317,33 @@ mod tests {
     }
 
     #[test]
+    fn the_two_delete_paths_follow_go() {
+        let cleanup = DeletePath::Cleanup;
+        assert!(cleanup.applies(false) && cleanup.applies(true));
+        assert!(cleanup.checks_existence() && cleanup.removes_finalizer());
+        assert!(!cleanup.reports_delete_failure());
+        let vanished = DeletePath::Vanished;
+        assert!(vanished.applies(true) && !vanished.applies(false));
+        assert!(!vanished.checks_existence() && !vanished.removes_finalizer());
+        assert!(vanished.reports_delete_failure());
+    }
+
+    #[test]
+    fn an_ensure_answer_maps_to_the_status_to_write() {
+        let with_ingress = LoadBalancerStatus {
+            ingress: Some(vec![Default::default()]),
+        };
+        let written = ensured_status(Ok(with_ingress.clone())).unwrap();
+        assert_eq!(written, Some(with_ingress));
+        let empty = ensured_status(Ok(LoadBalancerStatus::default()));
+        assert!(matches!(empty, Err(Error::EmptyStatus)));
+        let elsewhere = ensured_status(Err(CloudError::ImplementedElsewhere));
+        assert_eq!(elsewhere.unwrap(), None);
+        let failed = ensured_status(Err(CloudError::message("boom")));
+        assert!(matches!(failed, Err(Error::Ensure(_))));
+    }
+
+    #[test]
     fn ingress_presence() {
         assert!(!has_ingress(&LoadBalancerStatus::default()));
         assert!(!has_ingress(&LoadBalancerStatus {
@@ -220,6 +352,15 @@ mod tests {
         assert!(has_ingress(&LoadBalancerStatus {
             ingress: Some(vec![Default::default()])
         }));
+    }
+
+    #[test]
+    fn status_and_finalizers_of_a_service() {
+        let svc = lb("a");
+        assert_eq!(current_status(&svc), LoadBalancerStatus::default());
+        let finalized = with_finalizers(&svc, Some(vec!["f".into()]));
+        assert_eq!(finalized.metadata.finalizers, Some(vec!["f".to_owned()]));
+        assert_eq!(finalized.metadata.name, svc.metadata.name);
     }
 
     #[test]
@@ -334,6 +475,31 @@ mod tests {
             reensure_keys(&selector, &services, |key| key == "ns/b"),
             ["ns/a"]
         );
+    }
+
+    #[test]
+    fn sync_events_follow_go() {
+        let events = [ensuring(), ensured(), deleting(), deleted()];
+        let reasons: Vec<_> = events.iter().map(|n| (n.type_, n.reason)).collect();
+        let normal = EventType::Normal;
+        assert_eq!(
+            reasons,
+            [
+                (normal, "EnsuringLoadBalancer"),
+                (normal, "EnsuredLoadBalancer"),
+                (normal, "DeletingLoadBalancer"),
+                (normal, "DeletedLoadBalancer"),
+            ]
+        );
+        let failed = delete_failed(&"boom");
+        assert_eq!(failed.reason, "DeleteLoadBalancerFailed");
+        assert_eq!(failed.message, "Error deleting load balancer: boom");
+        let failed = sync_failed(&"boom");
+        assert_eq!(
+            (failed.type_, failed.reason),
+            (EventType::Warning, "SyncLoadBalancerFailed")
+        );
+        assert_eq!(failed.message, "Error syncing load balancer: boom");
     }
 
     #[test]

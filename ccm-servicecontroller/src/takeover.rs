@@ -9,6 +9,7 @@ use ccm_core::helpers::{has_load_balancer_finalizer, service_key};
 use ccm_core::listing::{Drift, ObservedLoadBalancer};
 use k8s_openapi::api::core::v1::{Node, Service};
 
+use crate::config::Takeover;
 use crate::predicates::{ServiceSelector, needs_cleanup};
 
 /// What the controller does with each Service at start.
@@ -21,7 +22,23 @@ pub struct TakeoverPlan {
     pub ensure: Vec<(String, Drift)>,
 }
 
+/// Whether the start compares the listing with the Services: with [`Takeover::Compare`] and a provider that lists
+/// its load balancers; otherwise every Service is ensured, as in Go.
+pub(crate) fn compares(takeover: Takeover, supports_listing: bool) -> bool {
+    takeover == Takeover::Compare && supports_listing
+}
+
 impl TakeoverPlan {
+    /// The steady Services among `services`, with their keys: the controller remembers them as synced.
+    pub(crate) fn steady_services(&self, services: &[Arc<Service>]) -> Vec<(String, Arc<Service>)> {
+        let by_key: HashMap<String, &Arc<Service>> =
+            services.iter().map(|s| (service_key(s), s)).collect();
+        let steady = self.steady.iter();
+        steady
+            .filter_map(|key| by_key.get(key).map(|svc| (key.clone(), Arc::clone(svc))))
+            .collect()
+    }
+
     /// How many Services each difference sent to an ensure, for the log.
     pub fn drift_counts(&self) -> BTreeMap<&'static str, usize> {
         let mut counts = BTreeMap::new();
@@ -171,6 +188,13 @@ mod tests {
     }
 
     #[test]
+    fn only_compare_with_a_listing_provider_compares() {
+        assert!(compares(Takeover::Compare, true));
+        assert!(!compares(Takeover::Compare, false));
+        assert!(!compares(Takeover::EnsureAll, true));
+    }
+
+    #[test]
     fn only_listed_matching_finalized_services_are_steady() {
         let steady = lb_service("steady");
         let missing = lb_service("missing");
@@ -220,5 +244,11 @@ mod tests {
             ]
         );
         assert_eq!(plan.drift_counts()["missing"], 1);
+        let steady: Vec<String> = plan
+            .steady_services(&services)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(steady, ["default/steady"]);
     }
 }

@@ -70,12 +70,12 @@ impl Inner {
     /// Go: `nodeSyncService`: update one load balancer's hosts if its node set changed; `Some(key)` to retry.
     /// The node set is taken when the load balancer's turn comes (see [`current_hosts`](Self::current_hosts)).
     async fn node_sync_service(&self, key: String) -> Option<String> {
-        let (_guard, (hosts, set)) = match self.tracker.try_lock(&key) {
+        let (_guard, (hosts, set)) = match self.locks.try_lock(&key) {
             Some(guard) => (guard, self.current_hosts(false)),
             None => {
                 // An ensure of this Service is running; after it, what it sent may be newer than the last
                 // computation.
-                let guard = self.tracker.lock(&key).await;
+                let guard = self.locks.lock(&key).await;
                 (guard, self.current_hosts(true))
             }
         };
