@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use ccm_core::runtime::debounce::Schedule;
 use ipnet::IpNet;
 
 use crate::error::Error;
@@ -44,6 +45,32 @@ pub enum RouteSyncMode {
         /// How long after the last pass a full pass runs although nothing changed.
         resync: Duration,
     },
+}
+
+impl RouteSyncMode {
+    /// When the kit's debounced pass runs in this mode.
+    pub(crate) fn schedule(self) -> Schedule {
+        match self {
+            RouteSyncMode::Periodic => Schedule::Periodic,
+            RouteSyncMode::EventDriven { resync } => Schedule::Triggered { resync },
+        }
+    }
+
+    /// The mode's name in the start-up log.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            RouteSyncMode::Periodic => "periodic",
+            RouteSyncMode::EventDriven { .. } => "event-driven",
+        }
+    }
+
+    /// The full resync of the event-driven mode.
+    pub(crate) fn resync(self) -> Option<Duration> {
+        match self {
+            RouteSyncMode::Periodic => None,
+            RouteSyncMode::EventDriven { resync } => Some(resync),
+        }
+    }
 }
 
 impl Default for RouteSyncMode {
@@ -244,6 +271,20 @@ pub fn parse_cluster_cidrs(value: &str) -> Result<Vec<IpNet>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_sync_mode_has_its_schedule_name_and_resync() {
+        let resync = Duration::from_secs(600);
+        let event_driven = RouteSyncMode::EventDriven { resync };
+        assert_eq!(event_driven.schedule(), Schedule::Triggered { resync });
+        assert_eq!(
+            (event_driven.as_str(), event_driven.resync()),
+            ("event-driven", Some(resync))
+        );
+        let periodic = RouteSyncMode::Periodic;
+        assert_eq!(periodic.schedule(), Schedule::Periodic);
+        assert_eq!((periodic.as_str(), periodic.resync()), ("periodic", None));
+    }
 
     fn net(s: &str) -> IpNet {
         s.parse().unwrap()

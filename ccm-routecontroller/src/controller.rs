@@ -7,14 +7,14 @@ use async_trait::async_trait;
 use ccm_core::names;
 use ccm_core::runtime::Controller as Kit;
 use ccm_core::runtime::controller::{Controller, ControllerContext};
-use ccm_core::runtime::debounce::{Debounced, Schedule};
+use ccm_core::runtime::debounce::Debounced;
 use ccm_core::runtime::events::EventRecorder;
 use ccm_core::runtime::informer::Informer;
 use ccm_core::{BoxError, Routes};
 use futures::StreamExt;
 use futures::future::join_all;
 use ipnet::IpNet;
-use k8s_openapi::api::core::v1::{Node, ObjectReference};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -27,6 +27,7 @@ use crate::error::Error;
 use crate::filter::event_needs_reconcile;
 use crate::metrics::RouteMetrics;
 use crate::plan::{ConditionWrite, RouteCreate, RouteDelete, RoutePlan, plan};
+use crate::report::{PassReport, failed_create_message, node_reference};
 
 /// The work queue's name (the `name` label of the `workqueue_*` metrics), as in Go's watch mode.
 pub const QUEUE_NAME: &str = "Routes";
@@ -35,46 +36,6 @@ pub const QUEUE_KEY: &str = "routes";
 
 /// How many `NetworkUnavailable` patches run at once.
 const CONDITION_WRITE_CONCURRENCY: usize = 16;
-
-/// What one pass did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PassReport {
-    /// Routes the cloud listed.
-    pub routes_listed: usize,
-    /// Routes deleted.
-    pub deleted: usize,
-    /// Route deletions that failed.
-    pub failed_deletes: usize,
-    /// Routes created.
-    pub created: usize,
-    /// Route creations that failed (each also produced a `FailedToCreateRoute` event on its Node).
-    pub failed_creates: usize,
-    /// `NetworkUnavailable` conditions written.
-    pub conditions_written: usize,
-    /// `NetworkUnavailable` condition writes that failed.
-    pub failed_conditions: usize,
-}
-
-impl PassReport {
-    /// True if every operation of the pass succeeded.
-    pub fn is_complete(&self) -> bool {
-        self.failed_deletes == 0 && self.failed_creates == 0 && self.failed_conditions == 0
-    }
-
-    /// `Ok(self)` if complete, else [`Error::Incomplete`].
-    pub fn into_result(self) -> Result<Self, Error> {
-        if self.is_complete() {
-            Ok(self)
-        } else {
-            Err(Error::Incomplete {
-                failed_deletes: self.failed_deletes,
-                failed_creates: self.failed_creates,
-                failed_conditions: self.failed_conditions,
-            })
-        }
-    }
-}
 
 /// The route controller (Go: `controllers/route.RouteController`): keeps one cloud route per Node and pod CIDR,
 /// deletes stale routes inside the cluster CIDRs, and maintains the Nodes' `NetworkUnavailable` condition.
@@ -138,10 +99,7 @@ impl RouteController {
         let scheduler = Debounced::new(
             QUEUE_NAME,
             QUEUE_KEY,
-            match config.sync_mode {
-                RouteSyncMode::Periodic => Schedule::Periodic,
-                RouteSyncMode::EventDriven { resync } => Schedule::Triggered { resync },
-            },
+            config.sync_mode.schedule(),
             config.route_reconciliation_period,
             config.max_retry_backoff,
             Some(&ctx.workqueue_metrics),
@@ -241,25 +199,11 @@ impl RouteController {
         let ((deletes, late_results), early_results) =
             tokio::join!(deletes_then_late, early_creates);
 
-        report.deleted = deletes.iter().filter(|ok| **ok).count();
-        report.failed_deletes = deletes.len() - report.deleted;
-        let mut failed = HashSet::new();
-        for (create, ok) in late
-            .iter()
-            .zip(&late_results)
-            .chain(early.iter().zip(&early_results))
-        {
-            if *ok {
-                report.created += 1;
-            } else {
-                report.failed_creates += 1;
-                failed.insert((
-                    create.node_name.clone(),
-                    create.route.destination_cidr.clone(),
-                ));
-            }
-        }
-        failed
+        let creates = late.into_iter().zip(late_results);
+        report.tally_routes(
+            &deletes,
+            creates.chain(early.into_iter().zip(early_results)),
+        )
     }
 
     async fn delete_route(&self, limit: &Semaphore, delete: &RouteDelete) -> bool {
@@ -326,14 +270,7 @@ impl RouteController {
                 true
             }
             Err(error) => {
-                let note = format!(
-                    "Could not create route {} {} for node {} after {:?}: {}",
-                    create.name_hint,
-                    create.route.destination_cidr,
-                    create.node_name,
-                    start.elapsed(),
-                    error
-                );
+                let note = failed_create_message(create, start.elapsed(), &error);
                 self.recorder.warning(
                     &node_reference(&create.node_name, &create.name_hint),
                     names::events::FAILED_TO_CREATE_ROUTE,
@@ -358,13 +295,10 @@ impl RouteController {
             .collect()
             .await;
         for result in results {
-            match result {
-                Ok(()) => report.conditions_written += 1,
-                Err(error) => {
-                    tracing::error!(%error, "could not update the NetworkUnavailable condition");
-                    report.failed_conditions += 1;
-                }
+            if let Err(error) = &result {
+                tracing::error!(%error, "could not update the NetworkUnavailable condition");
             }
+            report.tally_condition(result.is_ok());
         }
     }
 
@@ -421,28 +355,14 @@ impl RouteController {
     }
 }
 
-fn node_reference(name: &str, uid: &str) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("v1".to_owned()),
-        kind: Some("Node".to_owned()),
-        name: Some(name.to_owned()),
-        uid: (!uid.is_empty()).then(|| uid.to_owned()),
-        ..Default::default()
-    }
-}
-
 #[async_trait]
 impl Controller for RouteController {
     async fn run(self: Box<Self>, shutdown: CancellationToken) -> Result<(), BoxError> {
-        let (mode, resync) = match self.config.sync_mode {
-            RouteSyncMode::Periodic => ("periodic", None),
-            RouteSyncMode::EventDriven { resync } => ("event-driven", Some(resync)),
-        };
         tracing::info!(
-            mode,
+            mode = self.config.sync_mode.as_str(),
             period = ?self.config.route_reconciliation_period,
             debounce = ?self.scheduler.debounce(),
-            resync = ?resync,
+            resync = ?self.config.sync_mode.resync(),
             cluster_cidrs = ?self.cluster_cidrs,
             cluster = %self.cluster_name,
             "starting route controller"

@@ -41,14 +41,16 @@ pub mod error;
 pub mod filter;
 pub mod metrics;
 pub mod plan;
+mod report;
 
 use ccm_core::names;
 use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
 
 pub use config::{Config, RouteSyncMode, parse_cluster_cidrs};
-pub use controller::{PassReport, QUEUE_KEY, QUEUE_NAME, RouteController};
+pub use controller::{QUEUE_KEY, QUEUE_NAME, RouteController};
 pub use error::Error;
 pub use plan::{RoutePlan, plan};
+pub use report::PassReport;
 
 /// The controller descriptor for the runtime: name `node-route-controller`, alias `route`.
 ///
