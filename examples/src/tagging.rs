@@ -35,13 +35,10 @@
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
-use ccm_core::runtime::builder::{Controller, added_or_updated};
-use ccm_core::runtime::controller::{ControllerContext, ControllerDescriptor};
-use ccm_core::runtime::{events::EventRecorder, informer::Store, workers::Action};
+use ccm_core::runtime::prelude::*;
 use ccm_core::{CloudError, helpers::node_name, helpers::node_provider_id};
 use ccm_provider_fake::FakeCloud;
 use k8s_openapi::api::core::v1::Node;
-use kube::Resource;
 
 /// The controller's name in `--controllers`.
 pub const NAME: &str = "tagging-controller";
@@ -95,28 +92,24 @@ pub fn descriptor_from_factory(resync: Duration) -> ControllerDescriptor {
     describe(resync, |ctx| ctx.vendor.shared::<FakeCloud>())
 }
 
-/// The builder lines: every added or changed Node is queued, two workers reconcile it with a [`Tagger`].
+/// The builder lines: every added or changed Node is queued, two workers [`reconcile`] it with a [`Tagger`].
 fn describe(
     resync: Duration,
     cloud: impl Fn(&ControllerContext) -> Option<FakeCloud> + Send + Sync + 'static,
 ) -> ControllerDescriptor {
     ControllerDescriptor::new(NAME, move |ctx: &ControllerContext| {
-        let (nodes, cluster) = (ctx.informers.nodes(), ctx.cluster_name.clone());
+        let nodes = ctx.informers.nodes();
         Ok(cloud(ctx).map(|cloud| {
-            let tagger = Tagger {
+            let tagger = Arc::new(Tagger {
                 cloud,
-                cluster,
+                cluster: ctx.cluster_name.clone(),
                 resync,
-                nodes: nodes.store(),
                 recorder: ctx.recorder(COMPONENT),
-            };
-            Controller::new(NAME)
-                .queue_with_metrics(ALIAS, &ctx.workqueue_metrics)
+            });
+            ctx.controller(NAME, ALIAS)
                 .watches(nodes, added_or_updated)
                 .workers(2)
-                .boxed(Arc::new(tagger), |name, tagger| async move {
-                    tagger.reconcile(&name).await
-                })
+                .boxed_objects(nodes, tagger, reconcile)
         }))
     })
     .with_aliases(&[ALIAS])
@@ -128,30 +121,27 @@ struct Tagger {
     cloud: FakeCloud,
     cluster: String,
     resync: Duration,
-    nodes: Store<Node>,
     recorder: EventRecorder,
 }
 
-impl Tagger {
-    /// Tag the instance of the Node `name` if it lacks a tag. The fake cloud cannot fail; a real cloud's
-    /// [`CloudError`] is returned from here, and the kit retries after the delay it asks for, or with backoff.
-    async fn reconcile(&self, name: &str) -> Result<Action, CloudError> {
-        let (Some(node), Some(instance)) = (self.nodes.get(name), self.cloud.instance(name)) else {
-            return Ok(Action::Done); // deleted, or no instance in this cloud: nothing to do
-        };
-        let id = node_provider_id(&node);
-        if instance.provider_id.as_deref() != Some(id) {
-            return Ok(Action::Done); // not initialized yet (the update will queue it), or not this instance
-        }
-        if let Some(tags) = plan_tags(&instance.labels, &node, &self.cluster) {
-            let list: Vec<String> = tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            let message = format!("Tagged instance {id} with {}", list.join(", "));
-            self.cloud.update_instance(name, |i| i.labels.extend(tags));
-            self.recorder
-                .normal(&node.object_ref(&()), TAGGED_INSTANCE, message);
-        }
-        Ok(Action::RequeueAfter(self.resync))
+/// Tag the instance of `node` if it lacks a tag. The fake cloud cannot fail; a real cloud's [`CloudError`] is
+/// returned from here, and the kit retries after the delay it asks for, or with backoff.
+async fn reconcile(node: Arc<Node>, ctx: Arc<Tagger>) -> Result<Action, CloudError> {
+    let Some(instance) = ctx.cloud.instance(node_name(&node)) else {
+        return Ok(Action::Done); // no instance in this cloud: nothing to do
+    };
+    let id = node_provider_id(&node);
+    if instance.provider_id.as_deref() != Some(id) {
+        return Ok(Action::Done); // not initialized yet (the update will queue it), or not this instance
     }
+    if let Some(tags) = plan_tags(&instance.labels, &node, &ctx.cluster) {
+        let list: Vec<String> = tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let message = format!("Tagged instance {id} with {}", list.join(", "));
+        ctx.cloud
+            .update_instance(&instance.name, |i| i.labels.extend(tags));
+        ctx.recorder.normal_about(&*node, TAGGED_INSTANCE, message);
+    }
+    Ok(Action::RequeueAfter(ctx.resync))
 }
 
 #[cfg(test)]
@@ -263,8 +253,24 @@ mod tests {
         assert_eq!(plan(&[], &n1, ""), None, "no cluster name");
     }
 
+    /// The reconcile over a cache filled by hand, reached by key as the kit reaches it ([`Controller::boxed_objects`]:
+    /// a key whose Node is gone from the cache is done without a call).
+    struct Keyed {
+        context: Arc<Tagger>,
+        nodes: Store<Node>,
+    }
+
+    impl Keyed {
+        async fn reconcile(&self, name: &str) -> Result<Action, CloudError> {
+            match self.nodes.get(name) {
+                Some(node) => reconcile(node, self.context.clone()).await,
+                None => Ok(Action::Done),
+            }
+        }
+    }
+
     /// A controller over a cache filled by hand; its client points nowhere (the Events are only attempted).
-    fn tagger(cloud: &FakeCloud, nodes: &[Node]) -> Arc<Tagger> {
+    fn tagger(cloud: &FakeCloud, nodes: &[Node]) -> Keyed {
         let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URL"));
         let client = kube::Client::try_from(config).expect("a client");
         let informers = SharedInformers::new(client.clone(), &InformerScope::all());
@@ -275,13 +281,16 @@ mod tests {
         let provider = Arc::new(cloud.clone());
         let ctx =
             ControllerContext::new(client, provider, informers, SharedRegistry::new(), "prod");
-        Arc::new(Tagger {
+        let context = Arc::new(Tagger {
             cloud: cloud.clone(),
             cluster: ctx.cluster_name.clone(),
             resync: Duration::from_secs(60),
-            nodes: cache.store(),
             recorder: ctx.recorder(COMPONENT),
-        })
+        });
+        Keyed {
+            context,
+            nodes: cache.store(),
+        }
     }
 
     #[tokio::test]

@@ -253,6 +253,30 @@ impl Controller {
         })))
     }
 
+    /// The same as [`boxed`](Self::boxed), handing `reconcile` the object of each key from `informer`'s cache
+    /// (kube-runtime's shape) instead of the key: a key whose object is gone from the cache is done without a
+    /// call. A controller that must act on deletions takes keys ([`boxed`](Self::boxed)) and its own memory.
+    pub fn boxed_objects<K, C, F, Fut, E>(
+        self,
+        informer: &Informer<K>,
+        context: Arc<C>,
+        reconcile: F,
+    ) -> Box<dyn RunnableController>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Default,
+        C: Send + Sync + 'static,
+        F: Fn(Arc<K>, Arc<C>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: StdError + Send + 'static,
+    {
+        let store = informer.store();
+        self.boxed(context, move |key: String, context| match store.get(&key) {
+            Some(object) => reconcile(object, context).boxed(),
+            None => futures::future::ready(Ok(Action::Done)).boxed(),
+        })
+    }
+
     async fn start<W>(self, shutdown: CancellationToken, workers: W)
     where
         W: FnOnce(String, WorkQueue<String>, usize, CancellationToken) -> BoxFuture<'static, ()>,

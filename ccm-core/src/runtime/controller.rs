@@ -136,6 +136,21 @@ impl ControllerContext {
         self
     }
 
+    /// A controller named `name` on the kit's builder, whose queue `queue_name` (Go's queue name) reports into
+    /// this context's `workqueue_*` metrics.
+    ///
+    /// ```no_run
+    /// # fn demo(ctx: ccm_core::runtime::controller::ControllerContext) {
+    /// use ccm_core::runtime::builder::added_or_updated;
+    ///
+    /// let tagging = ctx.controller("tagging-controller", "tagging").watches(ctx.informers.nodes(), added_or_updated);
+    /// # }
+    /// ```
+    pub fn controller(&self, name: &str, queue_name: &str) -> crate::runtime::builder::Controller {
+        crate::runtime::builder::Controller::new(name)
+            .queue_with_metrics(queue_name, &self.workqueue_metrics)
+    }
+
     /// An event recorder for `component`, writing through the shared [`EventSink`].
     pub fn recorder(&self, component: &str) -> EventRecorder {
         let client = self

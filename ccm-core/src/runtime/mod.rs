@@ -10,6 +10,7 @@ pub mod events;
 pub mod every;
 pub mod informer;
 pub mod metrics;
+pub mod prelude;
 pub mod ratelimit;
 pub mod workers;
 pub mod workqueue;

@@ -233,3 +233,35 @@ async fn a_boxed_controller_reconciles_with_its_context_and_retries() {
     shutdown.cancel();
     task.await.unwrap().unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn boxed_objects_hands_over_cached_objects_and_skips_gone_keys() {
+    let informer = offline_informer();
+    let seen: Seen = Arc::default();
+    let shutdown = CancellationToken::new();
+    let controller = Controller::new("objects")
+        .watches(&informer, added_or_updated)
+        .boxed_objects(
+            &informer,
+            seen.clone(),
+            |node: Arc<Node>, seen: Seen| async move {
+                let name = node.metadata.name.clone().unwrap_or_default();
+                seen.lock().unwrap().push(name);
+                Ok::<_, std::io::Error>(Action::Done)
+            },
+        );
+    let task = tokio::spawn(controller.run(shutdown.clone()));
+    list(&informer, &["a", "b"]);
+    settle().await;
+    assert_eq!(sorted(&seen), ["a", "b"], "each object once");
+    seen.lock().unwrap().clear();
+    // Updated then deleted before its key is handed out: nothing to reconcile.
+    informer.apply_for_test(vec![
+        watcher::Event::Apply(node("a", "2")),
+        watcher::Event::Delete(node("a", "3")),
+    ]);
+    settle().await;
+    assert!(sorted(&seen).is_empty(), "a gone object is not reconciled");
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+}

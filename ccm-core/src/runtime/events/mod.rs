@@ -289,6 +289,21 @@ impl EventRecorder {
         self.publish(regarding, EventType::Normal, reason, message.into());
     }
 
+    /// Emit a Normal event about `object` (a Node, a Service, ...), for a controller that holds the object rather
+    /// than a reference to it.
+    ///
+    /// ```no_run
+    /// # fn demo(recorder: ccm_core::runtime::events::EventRecorder, node: k8s_openapi::api::core::v1::Node) {
+    /// recorder.normal_about(&node, "TaggedInstance", "Tagged instance fake://n1");
+    /// # }
+    /// ```
+    pub fn normal_about<K>(&self, object: &K, reason: &str, message: impl Into<String>)
+    where
+        K: kube::Resource<DynamicType = ()>,
+    {
+        self.normal(&object.object_ref(&()), reason, message);
+    }
+
     /// Emit a Warning event.
     pub fn warning(&self, regarding: &ObjectReference, reason: &str, message: impl Into<String>) {
         self.publish(regarding, EventType::Warning, reason, message.into());
