@@ -52,6 +52,9 @@ pub struct LocArgs {
     /// Print the non-test lines of the runtime's crates (every line before the first `#[cfg(test)]`) instead.
     #[arg(long)]
     runtime: bool,
+    /// The workspace to count (default: this one), for example a checkout of another commit.
+    #[arg(long)]
+    root: Option<PathBuf>,
 }
 
 /// Lines of one file up to its first `#[cfg(test)]`.
@@ -135,8 +138,8 @@ fn source_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 /// The counts of every source file of `krate`'s `src/`.
-fn crate_counts(krate: &str) -> anyhow::Result<Vec<(PathBuf, FileCount)>> {
-    let src = workspace_root().join(krate).join("src");
+fn crate_counts(root: &Path, krate: &str) -> anyhow::Result<Vec<(PathBuf, FileCount)>> {
+    let src = root.join(krate).join("src");
     source_files(&src)?
         .into_iter()
         .map(|path| {
@@ -161,10 +164,11 @@ fn split(counts: &[(PathBuf, FileCount)]) -> (usize, usize) {
 
 /// Runs `cargo xtask loc`.
 pub fn run(args: &LocArgs) -> anyhow::Result<()> {
+    let root = args.root.clone().unwrap_or_else(workspace_root);
     if args.runtime {
         let mut total = 0;
         for krate in RUNTIME_CRATES {
-            let lines: usize = crate_counts(krate)?.iter().map(|(_, c)| c.all).sum();
+            let lines: usize = crate_counts(&root, krate)?.iter().map(|(_, c)| c.all).sum();
             println!("{krate:<24} {lines:>7}");
             total += lines;
         }
@@ -173,7 +177,7 @@ pub fn run(args: &LocArgs) -> anyhow::Result<()> {
     }
     println!("{:<24} {:>9} {:>9}", "crate", "plumbing", "decision");
     for krate in CONTROLLER_CRATES {
-        let counts = crate_counts(krate)?;
+        let counts = crate_counts(&root, krate)?;
         let (plumbing, decision) = split(&counts);
         println!("{krate:<24} {plumbing:>9} {decision:>9}");
         for (file, c) in &counts {
@@ -247,7 +251,7 @@ mod tests {
     #[test]
     fn the_controller_crates_are_counted() {
         for krate in CONTROLLER_CRATES {
-            let counts = crate_counts(krate).expect("a controller crate");
+            let counts = crate_counts(&workspace_root(), krate).expect("a controller crate");
             assert!(
                 counts.iter().any(|(f, _)| f == Path::new("lib.rs")),
                 "{krate}"

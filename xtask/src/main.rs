@@ -257,6 +257,7 @@ mod tests {
             &["xtask", "shear", "--fix"],
             &["xtask", "loc"],
             &["xtask", "loc", "--runtime"],
+            &["xtask", "loc", "--root", "x"],
             &["xtask", "api", "--write"],
             &["xtask", "changelog-check", "--base", "main"],
             &[
