@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use ccm_core::CloudProvider;
 use ccm_provider_fake::{FakeCloud, Fault, InjectedError, Operation};
 use ccm_servicecontroller::Config;
-use ccm_testenv::wait_for;
+use ccm_testenv::{services::ingress_ip, wait_for};
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use support::*;

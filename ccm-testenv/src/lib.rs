@@ -54,6 +54,7 @@ pub mod pki;
 pub mod ports;
 #[cfg(feature = "proptest")]
 pub mod properties;
+pub mod services;
 mod wait;
 
 use std::path::{Path, PathBuf};

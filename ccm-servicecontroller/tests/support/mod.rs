@@ -14,11 +14,11 @@ use ccm_core::runtime::metrics::SharedRegistry;
 use ccm_core::{CloudError, CloudProvider, LoadBalancer};
 use ccm_provider_fake::FakeCloud;
 use ccm_servicecontroller::{Config, ServiceController};
+use ccm_testenv::services::{TestService, wait_for_ingress};
 use ccm_testenv::{TestEnv, wait_for};
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::api::core::v1::{
-    LoadBalancerStatus, Node, NodeCondition, NodeSpec, NodeStatus, Service, ServicePort,
-    ServiceSpec,
+    LoadBalancerStatus, Node, NodeCondition, NodeSpec, NodeStatus, Service,
 };
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -219,22 +219,9 @@ impl Harness {
 
     /// A `type: LoadBalancer` Service with one TCP port.
     pub fn lb_service(&self, name: &str, port: i32) -> Service {
-        let mut svc = Service {
-            spec: Some(ServiceSpec {
-                type_: Some("LoadBalancer".into()),
-                selector: Some([("app".to_string(), name.to_string())].into()),
-                ports: Some(vec![ServicePort {
-                    name: Some("web".into()),
-                    port,
-                    protocol: Some("TCP".into()),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        svc.metadata.name = Some(name.into());
-        svc
+        TestService::load_balancer(name)
+            .with_tcp_port("web", port, None)
+            .into_service()
     }
 
     pub async fn create_service(&self, svc: &Service) -> Service {
@@ -261,12 +248,9 @@ impl Harness {
 
     /// Wait until the Service's status shows an ingress IP; returns it.
     pub async fn wait_ingress(&self, name: &str) -> String {
-        wait_for(&format!("ingress of {name}"), TIMEOUT, || async {
-            let svc = self.get_service(name).await?;
-            ingress_ip(&svc)
-        })
-        .await
-        .expect("ingress")
+        wait_for_ingress(&self.services(), name, TIMEOUT)
+            .await
+            .expect("ingress")
     }
 
     /// Wait until the fake cloud's load balancer of `name` has exactly `hosts`.
@@ -394,18 +378,6 @@ impl Harness {
             )
             .await;
     }
-}
-
-pub fn ingress_ip(svc: &Service) -> Option<String> {
-    svc.status
-        .as_ref()?
-        .load_balancer
-        .as_ref()?
-        .ingress
-        .as_ref()?
-        .first()?
-        .ip
-        .clone()
 }
 
 pub fn has_finalizer(svc: &Service) -> bool {
