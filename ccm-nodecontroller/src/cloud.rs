@@ -14,6 +14,12 @@ use k8s_openapi::api::core::v1::{Node, NodeAddress};
 
 use crate::error::Error;
 
+pub(crate) mod answers;
+
+pub(crate) use answers::{
+    AddressLookup, MetadataResult, ProviderIdLookup, bulk_items, cloud_err, complete,
+};
+
 /// A bulk call's future, as `async_trait` methods return it.
 type BulkFuture<'a, T> = std::pin::Pin<
     Box<dyn Future<Output = Result<Vec<Result<T, CloudError>>, CloudError>> + Send + 'a>,
@@ -43,36 +49,6 @@ impl std::fmt::Debug for CloudInstances {
             .field("v2", &self.is_v2())
             .field("timeout", &self.timeout)
             .finish()
-    }
-}
-
-/// Where the V1 path found the node's providerID.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum ProviderIdLookup {
-    /// The providerID (from the spec, or `<provider>://<instance id>`).
-    Found(String),
-    /// The instance is gone (`instance_id` returned InstanceNotFound).
-    InstanceNotFound,
-}
-
-/// [`InstanceLookup::Skip`] → the node controller skips the node on purpose, as Go does for nil metadata.
-pub(crate) type MetadataResult = Result<InstanceLookup, Error>;
-
-/// The node's addresses for the periodic sync, or the provider's reason to skip the node.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum AddressLookup {
-    /// The cloud's addresses of the node.
-    Found(Vec<NodeAddress>),
-    /// The provider skips this node on purpose ([`InstanceLookup::Skip`]), for this reason.
-    Skip(String),
-}
-
-impl From<InstanceLookup> for AddressLookup {
-    fn from(lookup: InstanceLookup) -> Self {
-        match lookup {
-            InstanceLookup::Found(meta) => AddressLookup::Found(meta.node_addresses),
-            InstanceLookup::Skip { reason } => AddressLookup::Skip(reason),
-        }
     }
 }
 
@@ -131,28 +107,6 @@ impl CloudInstances {
         }
     }
 
-    fn cloud_err(node: &Node, operation: Operation) -> impl FnOnce(CloudError) -> Error {
-        let node = node_name(node).to_owned();
-        move |source| Error::Cloud {
-            node,
-            operation,
-            source,
-        }
-    }
-
-    /// An InstancesV2 metadata answer as initialization uses it: the providerID filled in from the node's own
-    /// when the provider left it empty, and an error when neither has one.
-    pub(crate) fn complete(node: &Node, lookup: InstanceLookup) -> MetadataResult {
-        match lookup {
-            InstanceLookup::Skip { reason } => Ok(InstanceLookup::Skip { reason }),
-            InstanceLookup::Found(meta) => fill_provider_id(node, meta)
-                .map(InstanceLookup::Found)
-                .ok_or_else(|| Error::MissingProviderId {
-                    node: node_name(node).to_owned(),
-                }),
-        }
-    }
-
     /// The metadata used to initialize a node (Go: `getInstanceMetadata`).
     ///
     /// V2: `instance_metadata`; metadata without a providerID for a node without one is
@@ -165,14 +119,14 @@ impl CloudInstances {
                 let meta = self
                     .timed(Operation::InstanceMetadata, v2.instance_metadata(node))
                     .await
-                    .map_err(Self::cloud_err(node, Operation::InstanceMetadata))?;
-                Self::complete(node, meta)
+                    .map_err(cloud_err(node, Operation::InstanceMetadata))?;
+                complete(node, meta)
             }
             Api::V1 { instances, zones } => {
                 let provider_id = match self.v1_provider_id(instances, node).await {
                     Ok(ProviderIdLookup::Found(id)) => id,
                     Ok(ProviderIdLookup::InstanceNotFound) => {
-                        return Err(Self::cloud_err(node, Operation::InstanceId)(
+                        return Err(cloud_err(node, Operation::InstanceId)(
                             CloudError::InstanceNotFound,
                         ));
                     }
@@ -183,16 +137,16 @@ impl CloudInstances {
                         );
                         String::new()
                     }
-                    Err(err) => return Err(Self::cloud_err(node, Operation::InstanceId)(err)),
+                    Err(err) => return Err(cloud_err(node, Operation::InstanceId)(err)),
                 };
                 let addresses = self
                     .v1_addresses(instances, &provider_id, node_name(node))
                     .await
-                    .map_err(Self::cloud_err(node, Operation::NodeAddresses))?;
+                    .map_err(cloud_err(node, Operation::NodeAddresses))?;
                 let instance_type = self
                     .v1_instance_type(instances, &provider_id, node_name(node))
                     .await
-                    .map_err(Self::cloud_err(node, Operation::InstanceType))?;
+                    .map_err(cloud_err(node, Operation::InstanceType))?;
                 let mut meta = InstanceMetadata::new(provider_id.clone())
                     .with_instance_type(instance_type)
                     .with_addresses(addresses);
@@ -200,7 +154,7 @@ impl CloudInstances {
                     let zone = self
                         .v1_zone(zones, &provider_id, node_name(node))
                         .await
-                        .map_err(Self::cloud_err(node, Operation::GetZoneByNodeName))?;
+                        .map_err(cloud_err(node, Operation::GetZoneByNodeName))?;
                     meta = meta.with_zone(zone.failure_domain).with_region(zone.region);
                 }
                 Ok(meta.into())
@@ -215,13 +169,13 @@ impl CloudInstances {
             Api::V2(v2) => Ok(self
                 .timed(Operation::InstanceMetadata, v2.instance_metadata(node))
                 .await
-                .map_err(Self::cloud_err(node, Operation::InstanceMetadata))?
+                .map_err(cloud_err(node, Operation::InstanceMetadata))?
                 .into()),
             Api::V1 { instances, .. } => self
                 .v1_addresses(instances, node_provider_id(node), node_name(node))
                 .await
                 .map(AddressLookup::Found)
-                .map_err(Self::cloud_err(node, Operation::NodeAddresses)),
+                .map_err(cloud_err(node, Operation::NodeAddresses)),
         }
     }
 
@@ -229,33 +183,6 @@ impl CloudInstances {
     /// period for all nodes instead of one per node.
     pub(crate) fn supports_bulk(&self) -> bool {
         matches!(&self.api, Api::V2(v2) if v2.supports_bulk())
-    }
-
-    /// Check a bulk answer's length and wrap each item's error with its node.
-    fn bulk_items<T>(
-        nodes: &[Node],
-        operation: Operation,
-        item_operation: Operation,
-        answers: Result<Vec<Result<T, CloudError>>, CloudError>,
-    ) -> Result<Vec<Result<T, Error>>, Error> {
-        let failed = |source| Error::BulkCloud {
-            nodes: nodes.len(),
-            operation,
-            source,
-        };
-        let answers = answers.map_err(failed)?;
-        if answers.len() != nodes.len() {
-            return Err(failed(CloudError::message(format!(
-                "the provider returned {} answers for {} nodes; a bulk call must answer every node, in order",
-                answers.len(),
-                nodes.len()
-            ))));
-        }
-        Ok(nodes
-            .iter()
-            .zip(answers)
-            .map(|(node, answer)| answer.map_err(Self::cloud_err(node, item_operation)))
-            .collect())
     }
 
     /// One native bulk call of InstancesV2 (only when [`supports_bulk`](Self::supports_bulk)), bounded by the
@@ -276,7 +203,7 @@ impl CloudInstances {
             });
         };
         let answers = self.timed(operation, call(v2.as_ref())).await;
-        Self::bulk_items(nodes, operation, item_operation, answers)
+        bulk_items(nodes, operation, item_operation, answers)
     }
 
     /// The metadata of many nodes in one bulk call (InstancesV2 `instance_metadata_bulk`): through the instance
@@ -349,12 +276,12 @@ impl CloudInstances {
                 .timed(Operation::InstanceExists, v2.instance_exists(node))
                 .await
                 .map(|e| (e, None))
-                .map_err(Self::cloud_err(node, Operation::InstanceExists)),
+                .map_err(cloud_err(node, Operation::InstanceExists)),
             Api::V1 { instances, .. } => {
                 let provider_id = match self
                     .v1_provider_id(instances, node)
                     .await
-                    .map_err(Self::cloud_err(node, Operation::InstanceId))?
+                    .map_err(cloud_err(node, Operation::InstanceId))?
                 {
                     ProviderIdLookup::Found(id) => id,
                     ProviderIdLookup::InstanceNotFound => return Ok((false, None)),
@@ -365,7 +292,7 @@ impl CloudInstances {
                         instances.instance_exists_by_provider_id(&provider_id),
                     )
                     .await
-                    .map_err(Self::cloud_err(node, Operation::InstanceExistsByProviderId))?;
+                    .map_err(cloud_err(node, Operation::InstanceExistsByProviderId))?;
                 Ok((exists, Some(provider_id)))
             }
         }
@@ -382,14 +309,14 @@ impl CloudInstances {
             Api::V2(v2) => self
                 .timed(Operation::InstanceShutdown, v2.instance_shutdown(node))
                 .await
-                .map_err(Self::cloud_err(node, Operation::InstanceShutdown)),
+                .map_err(cloud_err(node, Operation::InstanceShutdown)),
             Api::V1 { instances, .. } => {
                 let provider_id = match provider_id {
                     Some(id) => id.to_owned(),
                     None => match self
                         .v1_provider_id(instances, node)
                         .await
-                        .map_err(Self::cloud_err(node, Operation::InstanceId))?
+                        .map_err(cloud_err(node, Operation::InstanceId))?
                     {
                         ProviderIdLookup::Found(id) => id,
                         ProviderIdLookup::InstanceNotFound => return Ok(false),
@@ -403,10 +330,9 @@ impl CloudInstances {
                     .await
                 {
                     Err(err) if err.is_not_implemented() => Ok(false),
-                    other => other.map_err(Self::cloud_err(
-                        node,
-                        Operation::InstanceShutdownByProviderId,
-                    )),
+                    other => {
+                        other.map_err(cloud_err(node, Operation::InstanceShutdownByProviderId))
+                    }
                 }
             }
         }
@@ -517,29 +443,6 @@ impl CloudInstances {
         )
         .await
     }
-}
-
-/// V2 rule (Go 1.30+): metadata without a providerID takes the node's; if the node has none either, `None` (the
-/// node must stay tainted).
-///
-/// ```
-/// use ccm_core::InstanceMetadata;
-/// use ccm_nodecontroller::fill_provider_id;
-/// use k8s_openapi::api::core::v1::{Node, NodeSpec};
-///
-/// let node = Node { spec: Some(NodeSpec { provider_id: Some("fake://a".into()), ..Default::default() }), ..Default::default() };
-/// assert_eq!(fill_provider_id(&node, InstanceMetadata::new("")).unwrap().provider_id, "fake://a");
-/// assert!(fill_provider_id(&Node::default(), InstanceMetadata::new("")).is_none());
-/// ```
-pub fn fill_provider_id(node: &Node, mut meta: InstanceMetadata) -> Option<InstanceMetadata> {
-    if meta.provider_id.is_empty() {
-        let spec_id = node_provider_id(node);
-        if spec_id.is_empty() {
-            return None;
-        }
-        meta.provider_id = spec_id.to_owned();
-    }
-    Some(meta)
 }
 
 #[cfg(test)]

@@ -46,7 +46,7 @@ pub mod plan;
 pub mod prefetch;
 mod write;
 
-pub use cloud::fill_provider_id;
+pub use cloud::answers::fill_provider_id;
 pub use error::Error;
 pub use lifecycle::{
     CloudNodeLifecycleController, Config as CloudNodeLifecycleConfig, NodeOwnership,

@@ -17,11 +17,10 @@
 //! ```
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use ccm_core::budget::{CallPriority, is_abandoned};
-use ccm_core::helpers::{ConditionStatus, node_condition_status, node_name};
+use ccm_core::helpers::node_name;
 use ccm_core::runtime::Controller as Kit;
 use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
 use ccm_core::runtime::events::EventRecorder;
@@ -34,112 +33,22 @@ use kube::Resource;
 use kube::api::{Api, DeleteParams, Preconditions};
 use tokio_util::sync::CancellationToken;
 
-use crate::DEFAULT_CLOUD_CALL_TIMEOUT;
 use crate::cloud::CloudInstances;
 use crate::error::Error;
-use crate::patch::{self, shutdown_taint, with_taint, without_matching_taint};
+use crate::patch::{self, shutdown_taint, with_taint};
 use crate::write::{self, Target, guarded_update};
-
-/// Default of `--node-monitor-period` (Go: 5 s).
-pub const DEFAULT_NODE_MONITOR_PERIOD: Duration = Duration::from_secs(5);
-/// Default number of nodes checked at once (Go checks one at a time).
-pub const DEFAULT_CONCURRENCY: usize = 10;
 
 const CONTROLLER: &str = names::controllers::CLOUD_NODE_LIFECYCLE;
 
+mod config;
 mod decide;
+
+pub use config::{Config, DEFAULT_CONCURRENCY, DEFAULT_NODE_MONITOR_PERIOD};
 
 pub use decide::{
     LifecycleAction, NodeOwnership, ParseNodeOwnershipError, Probe, SkipReason, decide, is_owned,
 };
-
-/// Settings of the cloud node lifecycle controller. `Default` gives the Go reference's flag defaults plus the
-/// safety rules described on [`NodeOwnership`] and [`Config::protect_initializing_nodes`].
-///
-/// ```
-/// use std::time::Duration;
-/// use ccm_nodecontroller::{CloudNodeLifecycleConfig, NodeOwnership};
-///
-/// let go_compatible = CloudNodeLifecycleConfig::default()
-///     .with_ownership(NodeOwnership::AllNodes)
-///     .with_protect_initializing_nodes(false)
-///     .with_concurrency(1);
-/// assert_eq!(go_compatible.node_monitor_period, Duration::from_secs(5));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Config {
-    /// `--node-monitor-period` (default 5 s, must be > 0): the pause between two passes over the nodes.
-    pub node_monitor_period: Duration,
-    /// Nodes checked at once (default 10, must be > 0; Go: 1).
-    pub concurrency: usize,
-    /// Which nodes are handled (default [`NodeOwnership::ProviderIdPrefix`]).
-    pub ownership: NodeOwnership,
-    /// Leave nodes that still carry `node.cloudprovider.kubernetes.io/uninitialized` alone (default true; Go:
-    /// false, so a node could be deleted before it was ever initialized).
-    pub protect_initializing_nodes: bool,
-    /// The longest a single cloud call may take (default 30 s, must be > 0).
-    pub cloud_call_timeout: Duration,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            node_monitor_period: DEFAULT_NODE_MONITOR_PERIOD,
-            concurrency: DEFAULT_CONCURRENCY,
-            ownership: NodeOwnership::default(),
-            protect_initializing_nodes: true,
-            cloud_call_timeout: DEFAULT_CLOUD_CALL_TIMEOUT,
-        }
-    }
-}
-
-impl Config {
-    /// Set `--node-monitor-period`.
-    pub fn with_node_monitor_period(mut self, period: Duration) -> Self {
-        self.node_monitor_period = period;
-        self
-    }
-    /// Set how many nodes are checked at once.
-    pub fn with_concurrency(mut self, concurrency: usize) -> Self {
-        self.concurrency = concurrency;
-        self
-    }
-    /// Set the ownership rule.
-    pub fn with_ownership(mut self, ownership: NodeOwnership) -> Self {
-        self.ownership = ownership;
-        self
-    }
-    /// Set whether nodes being initialized are left alone.
-    pub fn with_protect_initializing_nodes(mut self, protect: bool) -> Self {
-        self.protect_initializing_nodes = protect;
-        self
-    }
-    /// Set the cloud call timeout.
-    pub fn with_cloud_call_timeout(mut self, timeout: Duration) -> Self {
-        self.cloud_call_timeout = timeout;
-        self
-    }
-    /// Check the settings.
-    pub fn validate(&self) -> Result<(), Error> {
-        let invalid = |message: &str| {
-            Err(Error::InvalidConfig {
-                controller: CONTROLLER,
-                message: message.to_owned(),
-            })
-        };
-        if self.node_monitor_period.is_zero() {
-            return invalid("--node-monitor-period must be greater than 0");
-        }
-        if self.concurrency == 0 {
-            return invalid("the concurrency must be greater than 0");
-        }
-        if self.cloud_call_timeout.is_zero() {
-            return invalid("the cloud call timeout must be greater than 0");
-        }
-        Ok(())
-    }
-}
+use decide::{asking, needs_attention, without_shutdown_taint_if_ready};
 
 /// The `cloud-node-lifecycle-controller` (alias `cloud-node-lifecycle`) for the runtime: not started (logged)
 /// when the provider has neither InstancesV2 nor Instances; an invalid `config` is an error.
@@ -216,12 +125,7 @@ impl CloudNodeLifecycleController {
             .store
             .list()
             .into_iter()
-            .filter(|node| {
-                !matches!(
-                    decide(node, &self.config, provider, &Probe::default()),
-                    LifecycleAction::Nothing | LifecycleAction::Skip(_)
-                )
-            })
+            .filter(|node| needs_attention(node, &self.config, provider))
             .collect();
         if nodes.is_empty() {
             return;
@@ -252,9 +156,7 @@ impl CloudNodeLifecycleController {
         step: LifecycleAction,
     ) {
         let provider = self.cloud.provider_name();
-        let asked: Vec<usize> = (0..nodes.len())
-            .filter(|&i| decide(&nodes[i], &self.config, provider, &probes[i]) == step)
-            .collect();
+        let asked = asking(nodes, probes, &self.config, provider, step);
         if asked.is_empty() {
             return;
         }
@@ -288,10 +190,7 @@ impl CloudNodeLifecycleController {
             }
         };
         for (&i, answer) in asked.iter().zip(answers) {
-            match step {
-                LifecycleAction::CheckExists => probes[i].exists = Some(answer),
-                _ => probes[i].shutdown = Some(answer),
-            }
+            probes[i].record(step, answer);
         }
     }
 
@@ -347,13 +246,11 @@ impl CloudNodeLifecycleController {
                 }
                 LifecycleAction::RemoveShutdownTaint => {
                     return self
-                        .set_taints(node, "remove the shutdown taint from", |n| {
-                            // Only while the node is still Ready (re-checked on every re-read).
-                            (node_condition_status(n, names::conditions::READY)
-                                == ConditionStatus::True)
-                                .then(|| without_matching_taint(n, &shutdown_taint()))
-                                .flatten()
-                        })
+                        .set_taints(
+                            node,
+                            "remove the shutdown taint from",
+                            without_shutdown_taint_if_ready,
+                        )
                         .await;
                 }
             }

@@ -15,9 +15,8 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
 use async_trait::async_trait;
 use ccm_core::budget::{CallPriority, is_abandoned};
@@ -27,138 +26,34 @@ use ccm_core::runtime::Controller as Kit;
 use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
 use ccm_core::runtime::events::{EventRecorder, EventType};
 use ccm_core::runtime::every::{Timing, every};
-use ccm_core::runtime::informer::{InformerEvent, Store};
+use ccm_core::runtime::informer::Store;
 use ccm_core::runtime::metrics::WorkqueueMetrics;
 use ccm_core::runtime::workers::Action;
 use ccm_core::{BoxError, InstanceLookup};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
+use kube::Resource;
 use kube::api::{Api, Patch};
-use kube::{Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::addresses::{AddressUpdate, plan_address_update};
 use crate::cloud::{AddressLookup, CloudInstances};
 use crate::error::Error;
 use crate::metrics::NodeMetrics;
-use crate::plan::{plan_initialization, worth_syncing};
-use crate::prefetch::{DEFAULT_INITIALIZATION_BATCH, Prefetcher};
+use crate::plan::{address_step, node_event_key, plan_initialization};
+use crate::prefetch::Prefetcher;
+use crate::reasons;
 use crate::write::{self, Target, guarded_update};
-use crate::{DEFAULT_CLOUD_CALL_TIMEOUT, reasons};
+use superseded::Superseded;
 
-/// Default of `--node-status-update-frequency` (Go: 5 minutes).
-pub const DEFAULT_NODE_STATUS_UPDATE_FREQUENCY: Duration = Duration::from_secs(5 * 60);
-/// Default of `--concurrent-node-syncs` (Go: 1).
-pub const DEFAULT_CONCURRENT_NODE_SYNCS: usize = 1;
+mod config;
+mod superseded;
+
+pub use config::{Config, DEFAULT_CONCURRENT_NODE_SYNCS, DEFAULT_NODE_STATUS_UPDATE_FREQUENCY};
+
 /// The work queue's name (the `name` label of the `workqueue_*` metrics), as in Go.
 pub const QUEUE_NAME: &str = "Nodes";
 
 const CONTROLLER: &str = names::controllers::CLOUD_NODE;
-
-/// Settings of the cloud node controller. `Default` gives the Go reference's flag defaults.
-///
-/// ```
-/// use std::time::Duration;
-/// use ccm_nodecontroller::CloudNodeConfig;
-///
-/// let config = CloudNodeConfig::default()
-///     .with_concurrent_node_syncs(10)
-///     .with_node_status_update_frequency(Duration::from_secs(60));
-/// assert_eq!(config.status_update_workers(), 10);
-/// assert!(config.validate().is_ok());
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Config {
-    /// `--concurrent-node-syncs` (default 1, must be > 0): workers initializing nodes.
-    pub concurrent_node_syncs: usize,
-    /// `--concurrent-node-status-updates` (default 0 = use `concurrent_node_syncs`): nodes whose addresses are
-    /// refreshed at once by the periodic sync.
-    pub concurrent_node_status_updates: usize,
-    /// `--node-status-update-frequency` (default 5 minutes, must be > 0): the period of the address sync.
-    pub node_status_update_frequency: Duration,
-    /// The longest a single cloud call may take before it counts as failed (default 30 s, must be > 0). Go has
-    /// no limit, so one hung call blocks a worker forever.
-    pub cloud_call_timeout: Duration,
-    /// The most nodes waiting for initialization whose metadata one bulk call asks about (default
-    /// [`DEFAULT_INITIALIZATION_BATCH`]; 0 = off, one call per node as in Go). Used only with a provider that
-    /// answers bulk calls natively: see [`crate::prefetch`]. The runtime sets 0 when
-    /// `--cloud-instance-cache-ttl` is 0.
-    pub initialization_batch: usize,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            concurrent_node_syncs: DEFAULT_CONCURRENT_NODE_SYNCS,
-            concurrent_node_status_updates: 0,
-            node_status_update_frequency: DEFAULT_NODE_STATUS_UPDATE_FREQUENCY,
-            cloud_call_timeout: DEFAULT_CLOUD_CALL_TIMEOUT,
-            initialization_batch: DEFAULT_INITIALIZATION_BATCH,
-        }
-    }
-}
-
-impl Config {
-    /// Set `--concurrent-node-syncs`.
-    pub fn with_concurrent_node_syncs(mut self, workers: usize) -> Self {
-        self.concurrent_node_syncs = workers;
-        self
-    }
-
-    /// Set `--concurrent-node-status-updates` (0 = use `concurrent_node_syncs`).
-    pub fn with_concurrent_node_status_updates(mut self, workers: usize) -> Self {
-        self.concurrent_node_status_updates = workers;
-        self
-    }
-
-    /// Set `--node-status-update-frequency`.
-    pub fn with_node_status_update_frequency(mut self, frequency: Duration) -> Self {
-        self.node_status_update_frequency = frequency;
-        self
-    }
-
-    /// Set the cloud call timeout.
-    pub fn with_cloud_call_timeout(mut self, timeout: Duration) -> Self {
-        self.cloud_call_timeout = timeout;
-        self
-    }
-
-    /// Set the most nodes one bulk metadata call asks about at initialization (0 = off).
-    pub fn with_initialization_batch(mut self, nodes: usize) -> Self {
-        self.initialization_batch = nodes;
-        self
-    }
-
-    /// How many nodes the periodic address sync handles at once.
-    pub fn status_update_workers(&self) -> usize {
-        if self.concurrent_node_status_updates == 0 {
-            self.concurrent_node_syncs
-        } else {
-            self.concurrent_node_status_updates
-        }
-    }
-
-    /// Check the settings (Go: `--concurrent-node-syncs` must be > 0).
-    pub fn validate(&self) -> Result<(), Error> {
-        let invalid = |message: &str| {
-            Err(Error::InvalidConfig {
-                controller: CONTROLLER,
-                message: message.to_owned(),
-            })
-        };
-        if self.concurrent_node_syncs == 0 {
-            return invalid("--concurrent-node-syncs must be greater than 0");
-        }
-        if self.node_status_update_frequency.is_zero() {
-            return invalid("--node-status-update-frequency must be greater than 0");
-        }
-        if self.cloud_call_timeout.is_zero() {
-            return invalid("the cloud call timeout must be greater than 0");
-        }
-        Ok(())
-    }
-}
 
 /// The `cloud-node-controller` (alias `cloud-node`) for the runtime: not started (logged) when the provider has
 /// neither InstancesV2 nor Instances; an invalid `config` is an error.
@@ -192,7 +87,7 @@ struct Inner {
     /// Per node initialized by this controller, the resourceVersions its writes superseded. A cached node
     /// still at one of them is older than our own write: the watch has not caught up yet, and the event for
     /// the newer version will queue the node again. Skipping it saves a cloud call and a doomed patch.
-    superseded: Mutex<HashMap<String, Vec<String>>>,
+    superseded: Superseded,
     /// Batched initialization (bulk-capable providers only, see [`crate::prefetch`]).
     prefetcher: Prefetcher,
 }
@@ -229,7 +124,7 @@ impl CloudNodeController {
                 recorder: ctx.recorder(names::components::CLOUD_NODE_CONTROLLER),
                 metrics: NodeMetrics::register(&ctx.metrics),
                 config,
-                superseded: Mutex::new(HashMap::new()),
+                superseded: Superseded::default(),
                 prefetcher: Prefetcher::default(),
             }),
             informer,
@@ -266,13 +161,7 @@ impl Controller for CloudNodeController {
         let status_inner = inner.clone();
         Kit::new(CONTROLLER)
             .queue_with_metrics(QUEUE_NAME, &queue_metrics)
-            .watches(&informer, |event| match event {
-                InformerEvent::Added(node) => Some(node.name_any()),
-                InformerEvent::Updated { old, new } => {
-                    worth_syncing(old, new).then(|| new.name_any())
-                }
-                InformerEvent::Deleted(_) | InformerEvent::Resync => None,
-            })
+            .watches(&informer, node_event_key)
             .workers(inner.config.concurrent_node_syncs)
             .with_loop(move |shutdown| async move {
                 status
@@ -294,36 +183,13 @@ impl Inner {
             .publish(&node.object_ref(&()), type_, reason, note);
     }
 
-    fn superseded_versions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<String>>> {
-        self.superseded.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// True if the cached node is a version our own writes already replaced; forgets the record once the cache
-    /// has moved past it.
-    fn is_stale(&self, node: &Node) -> bool {
-        let mut superseded = self.superseded_versions();
-        let name = node_name(node);
-        let Some(versions) = superseded.get(name) else {
-            return false;
-        };
-        let stale = node
-            .metadata
-            .resource_version
-            .as_ref()
-            .is_some_and(|rv| versions.contains(rv));
-        if !stale {
-            superseded.remove(name);
-        }
-        stale
-    }
-
     /// Go: `syncNode`.
     async fn sync_node(&self, name: &str) -> Result<(), Error> {
         let Some(node) = self.store.get(name) else {
-            self.superseded_versions().remove(name);
+            self.superseded.forget(name);
             return Ok(());
         };
-        if self.is_stale(&node) {
+        if self.superseded.is_stale(&node) {
             tracing::debug!(
                 node = name,
                 "cached node is older than our last write; waiting for the newer version"
@@ -342,7 +208,7 @@ impl Inner {
                     .prefetcher
                     .metadata(&self.cloud, &node, &self.store, limit);
                 if let Some(answer) = batched.await {
-                    return CloudInstances::complete(&node, answer);
+                    return crate::cloud::complete(&node, answer);
                 }
             }
             self.cloud.metadata(&node).await
@@ -414,7 +280,7 @@ impl Inner {
             return Ok(());
         }
         versions.retain(|v| updated.metadata.resource_version.as_ref() != Some(v));
-        self.superseded_versions().insert(name.to_owned(), versions);
+        self.superseded.record(name, versions);
         let created = updated.metadata.creation_timestamp.as_ref();
         self.metrics.taint_removed(created);
         tracing::info!(node = name, provider_id = %ccm_core::helpers::node_provider_id(&updated), "successfully initialized node with cloud provider");
@@ -543,20 +409,7 @@ impl Inner {
     async fn apply_addresses(&self, node: &Node, cloud_addresses: Vec<NodeAddress>) {
         let name = node_name(node);
         let result = guarded_update(&self.nodes, node.clone(), |current, _| {
-            if node_has_taint(current, names::taints::UNINITIALIZED) {
-                return Ok(None);
-            }
-            match plan_address_update(current, &cloud_addresses) {
-                Ok(AddressUpdate::Replace(list)) => Ok(Some((
-                    Target::Status,
-                    crate::patch::address_ops(current, &list),
-                ))),
-                Ok(AddressUpdate::Unchanged | AddressUpdate::NoCloudAddresses) => Ok(None),
-                Err(source) => Err(Error::InvalidNodeIp {
-                    node: name.to_owned(),
-                    source,
-                }),
-            }
+            address_step(current, &cloud_addresses)
         })
         .await;
         match result {

@@ -28,6 +28,8 @@ use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation
 use k8s_openapi::api::core::v1::{Node, NodeAddress, Taint};
 use serde_json::Value;
 
+use crate::error::Error;
+
 /// The `NoSchedule` taint effect.
 pub const NO_SCHEDULE: &str = "NoSchedule";
 
@@ -216,6 +218,27 @@ pub fn without_matching_taint(node: &Node, taint: &Taint) -> Option<Vec<Taint>> 
         .collect();
     (result.len() != current.len()).then_some(result)
 }
+
+/// Which endpoint a patch goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// `nodes/<name>`: metadata and spec.
+    Spec,
+    /// `nodes/<name>/status`.
+    Status,
+}
+
+impl Target {
+    pub(crate) fn action(self) -> &'static str {
+        match self {
+            Target::Spec => "patch",
+            Target::Status => "patch the status of",
+        }
+    }
+}
+
+/// The result of one planning step.
+pub(crate) type Step = Result<Option<(Target, Vec<PatchOperation>)>, Error>;
 
 #[cfg(test)]
 pub(crate) mod tests {

@@ -17,13 +17,15 @@
 //! assert!(!plan.spec_ops.is_empty());
 //! ```
 
+use ccm_core::runtime::informer::InformerEvent;
 use ccm_core::{InstanceMetadata, names};
 use json_patch::PatchOperation;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, NodeAddress};
 
 use crate::addresses::{self, AddressUpdate, NodeIpError};
+use crate::error::Error;
 use crate::labels::{self, LabelPlan};
-use crate::patch;
+use crate::patch::{self, Step, Target};
 
 /// Whether an update of a cached node (`old` → `new`) gives the cloud node controller anything to do, so that the
 /// update is worth queueing: the node is (or was) tainted uninitialized, or its labels changed (the beta → GA
@@ -48,6 +50,36 @@ pub fn worth_syncing(old: &Node, new: &Node) -> bool {
     let tainted =
         |node: &Node| ccm_core::helpers::node_has_taint(node, names::taints::UNINITIALIZED);
     tainted(new) || tainted(old) || old.metadata.labels != new.metadata.labels
+}
+
+/// The key a Node event queues for the cloud node controller: the name of an added Node, or of an updated one
+/// that is [`worth_syncing`]; deletions and resyncs queue nothing.
+pub(crate) fn node_event_key(event: &InformerEvent<Node>) -> Option<String> {
+    match event {
+        InformerEvent::Added(node) => Some(ccm_core::helpers::node_name(node).to_owned()),
+        InformerEvent::Updated { old, new } => {
+            worth_syncing(old, new).then(|| ccm_core::helpers::node_name(new).to_owned())
+        }
+        InformerEvent::Deleted(_) | InformerEvent::Resync => None,
+    }
+}
+
+/// The write that brings an initialized node's addresses in line with the cloud's (the periodic address sync):
+/// the status patch, none (still uninitialized, unchanged, or no cloud addresses), or the node-IP error.
+pub(crate) fn address_step(current: &Node, cloud_addresses: &[NodeAddress]) -> Step {
+    if ccm_core::helpers::node_has_taint(current, names::taints::UNINITIALIZED) {
+        return Ok(None);
+    }
+    match addresses::plan_address_update(current, cloud_addresses) {
+        Ok(AddressUpdate::Replace(list)) => {
+            Ok(Some((Target::Status, patch::address_ops(current, &list))))
+        }
+        Ok(AddressUpdate::Unchanged | AddressUpdate::NoCloudAddresses) => Ok(None),
+        Err(source) => Err(Error::InvalidNodeIp {
+            node: ccm_core::helpers::node_name(current).to_owned(),
+            source,
+        }),
+    }
 }
 
 /// Everything initialization writes for one node.
@@ -388,5 +420,56 @@ mod tests {
         live.spec.as_mut().unwrap().taints =
             Some(vec![uninit(), taint("kubelet/new", None, NO_SCHEDULE)]);
         assert!(apply(&live, &plan.spec_ops).is_err());
+    }
+
+    #[test]
+    fn node_events_queue_added_nodes_and_updates_worth_syncing() {
+        use std::sync::Arc;
+        let mut plain = Node::default();
+        plain.metadata.name = Some("n1".into());
+        let plain = Arc::new(plain);
+        let mut tainted = (*plain).clone();
+        tainted.spec = Some(NodeSpec {
+            taints: Some(vec![uninit()]),
+            ..Default::default()
+        });
+        let tainted = Arc::new(tainted);
+        assert_eq!(
+            node_event_key(&InformerEvent::Added(plain.clone())),
+            Some("n1".into())
+        );
+        let same = InformerEvent::Updated {
+            old: plain.clone(),
+            new: plain.clone(),
+        };
+        assert_eq!(node_event_key(&same), None);
+        let init = InformerEvent::Updated {
+            old: plain.clone(),
+            new: tainted,
+        };
+        assert_eq!(node_event_key(&init), Some("n1".into()));
+        assert_eq!(node_event_key(&InformerEvent::Deleted(plain)), None);
+        assert_eq!(node_event_key(&InformerEvent::Resync), None);
+    }
+
+    #[test]
+    fn the_address_step_writes_the_status_of_initialized_nodes_only() {
+        let mut node = Node::default();
+        node.metadata.name = Some("n1".into());
+        let cloud = [a("InternalIP", "10.0.0.1")];
+        let step = address_step(&node, &cloud).expect("no node-IP error");
+        assert!(matches!(step, Some((Target::Status, ops)) if !ops.is_empty()));
+        assert!(
+            address_step(&node, &[]).expect("no error").is_none(),
+            "no cloud addresses"
+        );
+        node.spec = Some(NodeSpec {
+            taints: Some(vec![uninit()]),
+            ..Default::default()
+        });
+        assert!(
+            address_step(&node, &cloud).expect("no error").is_none(),
+            "uninitialized"
+        );
     }
 }

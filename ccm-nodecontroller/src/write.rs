@@ -7,33 +7,13 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 
 use crate::error::Error;
+pub(crate) use crate::patch::{Step, Target};
 
 /// How many times a guarded patch is retried after its `test` failed (the node changed meanwhile).
 pub const MAX_GUARD_RETRIES: u32 = 5;
 
 /// Successful writes one [`guarded_update`] may make before it stops (a plan that never converges is a bug).
 const MAX_WRITES: usize = 4;
-
-/// Which endpoint a patch goes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Target {
-    /// `nodes/<name>`: metadata and spec.
-    Spec,
-    /// `nodes/<name>/status`.
-    Status,
-}
-
-impl Target {
-    fn action(self) -> &'static str {
-        match self {
-            Target::Spec => "patch",
-            Target::Status => "patch the status of",
-        }
-    }
-}
-
-/// The result of one planning step.
-pub(crate) type Step = Result<Option<(Target, Vec<PatchOperation>)>, Error>;
 
 /// 404.
 pub(crate) fn is_not_found(err: &kube::Error) -> bool {

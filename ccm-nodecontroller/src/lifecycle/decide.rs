@@ -3,7 +3,7 @@
 
 use ccm_core::helpers::{ConditionStatus, node_condition_status, node_has_taint, node_provider_id};
 use ccm_core::{ErrorKind, names};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Taint};
 
 use super::Config;
 use crate::patch::{self, shutdown_taint, with_taint};
@@ -165,6 +165,45 @@ pub fn decide(node: &Node, config: &Config, provider_name: &str, probe: &Probe) 
             Some(_) => LifecycleAction::Nothing,
         },
     }
+}
+
+/// Whether the pass must look at the node at all: most nodes are Ready and untainted, which is decided without
+/// a task or a probe for each.
+pub(crate) fn needs_attention(node: &Node, config: &Config, provider_name: &str) -> bool {
+    let action = decide(node, config, provider_name, &Probe::default());
+    !matches!(action, LifecycleAction::Nothing | LifecycleAction::Skip(_))
+}
+
+/// The indexes of the `nodes` whose next step, given their `probes` so far, is `step` (the nodes one bulk call
+/// asks about).
+pub(crate) fn asking<N: AsRef<Node>>(
+    nodes: &[N],
+    probes: &[Probe],
+    config: &Config,
+    provider_name: &str,
+    step: LifecycleAction,
+) -> Vec<usize> {
+    let next = |i: usize| decide(nodes[i].as_ref(), config, provider_name, &probes[i]);
+    (0..nodes.len()).filter(|&i| next(i) == step).collect()
+}
+
+impl Probe {
+    /// Record the answer to `step` ([`LifecycleAction::CheckExists`], else the shutdown check).
+    pub(crate) fn record(&mut self, step: LifecycleAction, answer: Result<bool, ErrorKind>) {
+        match step {
+            LifecycleAction::CheckExists => self.exists = Some(answer),
+            _ => self.shutdown = Some(answer),
+        }
+    }
+}
+
+/// The taints of `node` without the shutdown taint, only while the node is still Ready (re-checked on every
+/// re-read); `None` when there is nothing to remove.
+pub(crate) fn without_shutdown_taint_if_ready(node: &Node) -> Option<Vec<Taint>> {
+    let ready = node_condition_status(node, names::conditions::READY) == ConditionStatus::True;
+    ready
+        .then(|| patch::without_matching_taint(node, &shutdown_taint()))
+        .flatten()
 }
 
 #[cfg(test)]
@@ -504,5 +543,31 @@ mod tests {
                 .validate()
                 .is_err()
         );
+    }
+
+    #[test]
+    fn probes_record_answers_and_bulk_calls_ask_the_nodes_at_that_step() {
+        let mut probe = Probe::default();
+        probe.record(LifecycleAction::CheckExists, Ok(true));
+        probe.record(LifecycleAction::CheckShutdown, Err(ErrorKind::Other));
+        assert_eq!(probe.exists, Some(Ok(true)));
+        assert_eq!(probe.shutdown, Some(Err(ErrorKind::Other)));
+        let config = go();
+        let nodes = [
+            std::sync::Arc::new(node("fake://a", Some("False"), vec![])),
+            std::sync::Arc::new(node("fake://b", Some("True"), vec![])),
+        ];
+        let attention: Vec<bool> = nodes
+            .iter()
+            .map(|n| needs_attention(n, &config, "fake"))
+            .collect();
+        assert_eq!(
+            attention,
+            [true, false],
+            "only the NotReady node needs a look"
+        );
+        let probes = [Probe::default(); 2];
+        let exists = LifecycleAction::CheckExists;
+        assert_eq!(asking(&nodes, &probes, &config, "fake", exists), [0]);
     }
 }

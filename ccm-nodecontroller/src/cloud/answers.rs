@@ -1,0 +1,112 @@
+//! What the cloud's instance answers mean for the node controllers: the lookups' results, a bulk answer checked
+//! and split per node, the providerID rule of InstancesV2, and the errors naming the node and the operation.
+
+use ccm_core::helpers::{node_name, node_provider_id};
+use ccm_core::intercept::Operation;
+use ccm_core::{CloudError, InstanceLookup, InstanceMetadata};
+use k8s_openapi::api::core::v1::{Node, NodeAddress};
+
+use crate::error::Error;
+
+/// Where the V1 path found the node's providerID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ProviderIdLookup {
+    /// The providerID (from the spec, or `<provider>://<instance id>`).
+    Found(String),
+    /// The instance is gone (`instance_id` returned InstanceNotFound).
+    InstanceNotFound,
+}
+
+/// [`InstanceLookup::Skip`] → the node controller skips the node on purpose, as Go does for nil metadata.
+pub(crate) type MetadataResult = Result<InstanceLookup, Error>;
+
+/// The node's addresses for the periodic sync, or the provider's reason to skip the node.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum AddressLookup {
+    /// The cloud's addresses of the node.
+    Found(Vec<NodeAddress>),
+    /// The provider skips this node on purpose ([`InstanceLookup::Skip`]), for this reason.
+    Skip(String),
+}
+
+impl From<InstanceLookup> for AddressLookup {
+    fn from(lookup: InstanceLookup) -> Self {
+        match lookup {
+            InstanceLookup::Found(meta) => AddressLookup::Found(meta.node_addresses),
+            InstanceLookup::Skip { reason } => AddressLookup::Skip(reason),
+        }
+    }
+}
+
+/// Wraps a cloud error of `operation` for `node`.
+pub(crate) fn cloud_err(node: &Node, operation: Operation) -> impl FnOnce(CloudError) -> Error {
+    let node = node_name(node).to_owned();
+    move |source| Error::Cloud {
+        node,
+        operation,
+        source,
+    }
+}
+
+/// An InstancesV2 metadata answer as initialization uses it: the providerID filled in from the node's own
+/// when the provider left it empty, and an error when neither has one.
+pub(crate) fn complete(node: &Node, lookup: InstanceLookup) -> MetadataResult {
+    match lookup {
+        InstanceLookup::Skip { reason } => Ok(InstanceLookup::Skip { reason }),
+        InstanceLookup::Found(meta) => fill_provider_id(node, meta)
+            .map(InstanceLookup::Found)
+            .ok_or_else(|| Error::MissingProviderId {
+                node: node_name(node).to_owned(),
+            }),
+    }
+}
+
+/// Check a bulk answer's length and wrap each item's error with its node.
+pub(crate) fn bulk_items<T>(
+    nodes: &[Node],
+    operation: Operation,
+    item_operation: Operation,
+    answers: Result<Vec<Result<T, CloudError>>, CloudError>,
+) -> Result<Vec<Result<T, Error>>, Error> {
+    let failed = |source| Error::BulkCloud {
+        nodes: nodes.len(),
+        operation,
+        source,
+    };
+    let answers = answers.map_err(failed)?;
+    if answers.len() != nodes.len() {
+        return Err(failed(CloudError::message(format!(
+            "the provider returned {} answers for {} nodes; a bulk call must answer every node, in order",
+            answers.len(),
+            nodes.len()
+        ))));
+    }
+    Ok(nodes
+        .iter()
+        .zip(answers)
+        .map(|(node, answer)| answer.map_err(cloud_err(node, item_operation)))
+        .collect())
+}
+
+/// V2 rule (Go 1.30+): metadata without a providerID takes the node's; if the node has none either, `None` (the
+/// node must stay tainted).
+///
+/// ```
+/// use ccm_core::InstanceMetadata;
+/// use ccm_nodecontroller::fill_provider_id;
+/// use k8s_openapi::api::core::v1::{Node, NodeSpec};
+///
+/// let node = Node { spec: Some(NodeSpec { provider_id: Some("fake://a".into()), ..Default::default() }), ..Default::default() };
+/// assert_eq!(fill_provider_id(&node, InstanceMetadata::new("")).unwrap().provider_id, "fake://a");
+/// assert!(fill_provider_id(&Node::default(), InstanceMetadata::new("")).is_none());
+/// ```
+pub fn fill_provider_id(node: &Node, mut meta: InstanceMetadata) -> Option<InstanceMetadata> {
+    if meta.provider_id.is_empty() {
+        let spec_id = node_provider_id(node);
+        if spec_id.is_empty() {
+            return None;
+        }
+        meta.provider_id = spec_id.to_owned();
+    }
+    Some(meta)
+}

@@ -1,0 +1,103 @@
+//! The cloud node lifecycle controller's settings: Go's flag defaults, the SDK's safety rules, and their
+//! validation.
+
+use std::time::Duration;
+
+use ccm_core::names;
+
+use super::NodeOwnership;
+use crate::DEFAULT_CLOUD_CALL_TIMEOUT;
+use crate::error::Error;
+
+/// Default of `--node-monitor-period` (Go: 5 s).
+pub const DEFAULT_NODE_MONITOR_PERIOD: Duration = Duration::from_secs(5);
+/// Default number of nodes checked at once (Go checks one at a time).
+pub const DEFAULT_CONCURRENCY: usize = 10;
+
+/// Settings of the cloud node lifecycle controller. `Default` gives the Go reference's flag defaults plus the
+/// safety rules described on [`NodeOwnership`] and [`Config::protect_initializing_nodes`].
+///
+/// ```
+/// use std::time::Duration;
+/// use ccm_nodecontroller::{CloudNodeLifecycleConfig, NodeOwnership};
+///
+/// let go_compatible = CloudNodeLifecycleConfig::default()
+///     .with_ownership(NodeOwnership::AllNodes)
+///     .with_protect_initializing_nodes(false)
+///     .with_concurrency(1);
+/// assert_eq!(go_compatible.node_monitor_period, Duration::from_secs(5));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Config {
+    /// `--node-monitor-period` (default 5 s, must be > 0): the pause between two passes over the nodes.
+    pub node_monitor_period: Duration,
+    /// Nodes checked at once (default 10, must be > 0; Go: 1).
+    pub concurrency: usize,
+    /// Which nodes are handled (default [`NodeOwnership::ProviderIdPrefix`]).
+    pub ownership: NodeOwnership,
+    /// Leave nodes that still carry `node.cloudprovider.kubernetes.io/uninitialized` alone (default true; Go:
+    /// false, so a node could be deleted before it was ever initialized).
+    pub protect_initializing_nodes: bool,
+    /// The longest a single cloud call may take (default 30 s, must be > 0).
+    pub cloud_call_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            node_monitor_period: DEFAULT_NODE_MONITOR_PERIOD,
+            concurrency: DEFAULT_CONCURRENCY,
+            ownership: NodeOwnership::default(),
+            protect_initializing_nodes: true,
+            cloud_call_timeout: DEFAULT_CLOUD_CALL_TIMEOUT,
+        }
+    }
+}
+
+impl Config {
+    /// Set `--node-monitor-period`.
+    pub fn with_node_monitor_period(mut self, period: Duration) -> Self {
+        self.node_monitor_period = period;
+        self
+    }
+    /// Set how many nodes are checked at once.
+    pub fn with_concurrency(mut self, concurrency: usize) -> Self {
+        self.concurrency = concurrency;
+        self
+    }
+    /// Set the ownership rule.
+    pub fn with_ownership(mut self, ownership: NodeOwnership) -> Self {
+        self.ownership = ownership;
+        self
+    }
+    /// Set whether nodes being initialized are left alone.
+    pub fn with_protect_initializing_nodes(mut self, protect: bool) -> Self {
+        self.protect_initializing_nodes = protect;
+        self
+    }
+    /// Set the cloud call timeout.
+    pub fn with_cloud_call_timeout(mut self, timeout: Duration) -> Self {
+        self.cloud_call_timeout = timeout;
+        self
+    }
+    /// Check the settings.
+    pub fn validate(&self) -> Result<(), Error> {
+        let invalid = |message: &str| {
+            Err(Error::InvalidConfig {
+                controller: names::controllers::CLOUD_NODE_LIFECYCLE,
+                message: message.to_owned(),
+            })
+        };
+        if self.node_monitor_period.is_zero() {
+            return invalid("--node-monitor-period must be greater than 0");
+        }
+        if self.concurrency == 0 {
+            return invalid("the concurrency must be greater than 0");
+        }
+        if self.cloud_call_timeout.is_zero() {
+            return invalid("the cloud call timeout must be greater than 0");
+        }
+        Ok(())
+    }
+}

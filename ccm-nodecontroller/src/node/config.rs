@@ -1,0 +1,119 @@
+//! The cloud node controller's settings: Go's flag defaults, and their validation.
+
+use std::time::Duration;
+
+use ccm_core::names;
+
+use crate::DEFAULT_CLOUD_CALL_TIMEOUT;
+use crate::error::Error;
+use crate::prefetch::DEFAULT_INITIALIZATION_BATCH;
+
+/// Default of `--node-status-update-frequency` (Go: 5 minutes).
+pub const DEFAULT_NODE_STATUS_UPDATE_FREQUENCY: Duration = Duration::from_secs(5 * 60);
+/// Default of `--concurrent-node-syncs` (Go: 1).
+pub const DEFAULT_CONCURRENT_NODE_SYNCS: usize = 1;
+
+/// Settings of the cloud node controller. `Default` gives the Go reference's flag defaults.
+///
+/// ```
+/// use std::time::Duration;
+/// use ccm_nodecontroller::CloudNodeConfig;
+///
+/// let config = CloudNodeConfig::default()
+///     .with_concurrent_node_syncs(10)
+///     .with_node_status_update_frequency(Duration::from_secs(60));
+/// assert_eq!(config.status_update_workers(), 10);
+/// assert!(config.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Config {
+    /// `--concurrent-node-syncs` (default 1, must be > 0): workers initializing nodes.
+    pub concurrent_node_syncs: usize,
+    /// `--concurrent-node-status-updates` (default 0 = use `concurrent_node_syncs`): nodes whose addresses are
+    /// refreshed at once by the periodic sync.
+    pub concurrent_node_status_updates: usize,
+    /// `--node-status-update-frequency` (default 5 minutes, must be > 0): the period of the address sync.
+    pub node_status_update_frequency: Duration,
+    /// The longest a single cloud call may take before it counts as failed (default 30 s, must be > 0). Go has
+    /// no limit, so one hung call blocks a worker forever.
+    pub cloud_call_timeout: Duration,
+    /// The most nodes waiting for initialization whose metadata one bulk call asks about (default
+    /// [`DEFAULT_INITIALIZATION_BATCH`]; 0 = off, one call per node as in Go). Used only with a provider that
+    /// answers bulk calls natively: see [`crate::prefetch`]. The runtime sets 0 when
+    /// `--cloud-instance-cache-ttl` is 0.
+    pub initialization_batch: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            concurrent_node_syncs: DEFAULT_CONCURRENT_NODE_SYNCS,
+            concurrent_node_status_updates: 0,
+            node_status_update_frequency: DEFAULT_NODE_STATUS_UPDATE_FREQUENCY,
+            cloud_call_timeout: DEFAULT_CLOUD_CALL_TIMEOUT,
+            initialization_batch: DEFAULT_INITIALIZATION_BATCH,
+        }
+    }
+}
+
+impl Config {
+    /// Set `--concurrent-node-syncs`.
+    pub fn with_concurrent_node_syncs(mut self, workers: usize) -> Self {
+        self.concurrent_node_syncs = workers;
+        self
+    }
+
+    /// Set `--concurrent-node-status-updates` (0 = use `concurrent_node_syncs`).
+    pub fn with_concurrent_node_status_updates(mut self, workers: usize) -> Self {
+        self.concurrent_node_status_updates = workers;
+        self
+    }
+
+    /// Set `--node-status-update-frequency`.
+    pub fn with_node_status_update_frequency(mut self, frequency: Duration) -> Self {
+        self.node_status_update_frequency = frequency;
+        self
+    }
+
+    /// Set the cloud call timeout.
+    pub fn with_cloud_call_timeout(mut self, timeout: Duration) -> Self {
+        self.cloud_call_timeout = timeout;
+        self
+    }
+
+    /// Set the most nodes one bulk metadata call asks about at initialization (0 = off).
+    pub fn with_initialization_batch(mut self, nodes: usize) -> Self {
+        self.initialization_batch = nodes;
+        self
+    }
+
+    /// How many nodes the periodic address sync handles at once.
+    pub fn status_update_workers(&self) -> usize {
+        if self.concurrent_node_status_updates == 0 {
+            self.concurrent_node_syncs
+        } else {
+            self.concurrent_node_status_updates
+        }
+    }
+
+    /// Check the settings (Go: `--concurrent-node-syncs` must be > 0).
+    pub fn validate(&self) -> Result<(), Error> {
+        let invalid = |message: &str| {
+            Err(Error::InvalidConfig {
+                controller: names::controllers::CLOUD_NODE,
+                message: message.to_owned(),
+            })
+        };
+        if self.concurrent_node_syncs == 0 {
+            return invalid("--concurrent-node-syncs must be greater than 0");
+        }
+        if self.node_status_update_frequency.is_zero() {
+            return invalid("--node-status-update-frequency must be greater than 0");
+        }
+        if self.cloud_call_timeout.is_zero() {
+            return invalid("the cloud call timeout must be greater than 0");
+        }
+        Ok(())
+    }
+}
