@@ -49,6 +49,10 @@ pub struct NodesArgs {
     /// Requests in flight while registering the Nodes (not measured).
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub create_concurrency: u64,
+    /// The Rust fake answers InstancesV2 bulk calls natively (`supportsBulk: true`), so the Rust CCM initializes
+    /// the nodes in batches (`ccm_nodecontroller::prefetch`); the Go fake has no bulk calls.
+    #[arg(long)]
+    pub rust_bulk: bool,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -99,6 +103,15 @@ pub fn inventory_yaml(names: &[String]) -> String {
         ));
     }
     out
+}
+
+/// The Rust CCM's inventory: [`inventory_yaml`], with the fake's native bulk calls on if `bulk`.
+pub fn rust_inventory(names: &[String], bulk: bool) -> String {
+    let mut yaml = inventory_yaml(names);
+    if bulk {
+        yaml.push_str("supportsBulk: true\n");
+    }
+    yaml
 }
 
 /// A Node as a kubelet with `--cloud-provider=external` registers it.
@@ -159,7 +172,7 @@ impl Benchmark for NodesBench<'_> {
 
     fn write_inventory(&self, out: &Path) -> anyhow::Result<PathBuf> {
         let inventory = out.join(format!("inventory-{}.yaml", self.names.len()));
-        std::fs::write(&inventory, inventory_yaml(&self.names))
+        std::fs::write(&inventory, rust_inventory(&self.names, self.args.rust_bulk))
             .with_context(|| format!("writing {}", inventory.display()))?;
         Ok(inventory)
     }
@@ -585,6 +598,7 @@ mod tests {
             nodes: 4,
             workers: vec![1],
             create_concurrency: 2,
+            rust_bulk: false,
             common: CommonArgs {
                 implementations: vec![Implementation::Rust, Implementation::Go],
                 limits: vec![LimitMode::Default],

@@ -19,7 +19,7 @@ use kube::Api;
 
 use super::E2eArgs;
 use super::figures::{self, Window};
-use crate::bench::nodes::{cloud_calls_by_operation, inventory_yaml, node_initialized};
+use crate::bench::nodes::{cloud_calls_by_operation, node_initialized, rust_inventory};
 use crate::bench::support::{
     self, BenchBinaries, CcmProcess, CcmSpec, CommonArgs, Implementation, LimitMode, ProcStats,
     Tracker,
@@ -127,16 +127,6 @@ fn ccm_user(implementation: Implementation) -> String {
 /// The node names: `node-0001`, `node-0002`, ...
 fn node_names(count: usize) -> Vec<String> {
     (1..=count).map(|i| format!("node-{i:04}")).collect()
-}
-
-/// The Rust CCM's inventory: what the Go fake reports for every node (`bench nodes`' inventory),
-/// with the fake's native bulk calls on if `bulk`.
-fn rust_inventory(names: &[String], bulk: bool) -> String {
-    let mut yaml = inventory_yaml(names);
-    if bulk {
-        yaml.push_str("supportsBulk: true\n");
-    }
-    yaml
 }
 
 /// The CCM's flags beyond the benchmarks' common ones.
