@@ -106,6 +106,10 @@ impl Prefetcher {
         if let Some(answer) = take(&mut state, node) {
             return Some(answer);
         }
+        if limit == 0 || state.asked.contains_key(node_name(node)) {
+            // Off, or asked about within ANSWER_KEPT_FOR without an answer: no need to list the store.
+            return None;
+        }
         let waiting = store.list();
         let batch: Vec<Node> = select_batch(
             node,
