@@ -433,7 +433,7 @@ impl FakeCloud {
     pub fn remove_load_balancer(&self, service_key: &str) -> bool {
         let mut st = self.lock();
         let removed = st.load_balancers.remove(service_key).is_some();
-        crate::snapshot::persist_locked(&st);
+        crate::snapshot::persist_locked(&st, service_key);
         removed
     }
 

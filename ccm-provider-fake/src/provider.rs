@@ -483,8 +483,8 @@ impl FakeCloud {
         };
         let status = lb.status();
         tracing::debug!(service = %key, ip = %lb.ingress_ip, hosts = ?lb.hosts, "fake load balancer ensured");
-        st.load_balancers.insert(key, lb);
-        crate::snapshot::persist_locked(&st);
+        st.load_balancers.insert(key.clone(), lb);
+        crate::snapshot::persist_locked(&st, &key);
         Ok(status)
     }
 }
@@ -535,7 +535,7 @@ impl LoadBalancer for FakeCloud {
         match st.load_balancers.get_mut(&key) {
             Some(lb) => {
                 lb.hosts = hosts;
-                crate::snapshot::persist_locked(&st);
+                crate::snapshot::persist_locked(&st, &key);
                 Ok(())
             }
             None => Err(CloudError::provider(
@@ -556,7 +556,7 @@ impl LoadBalancer for FakeCloud {
         let mut st = self.lock();
         if st.load_balancers.remove(&key).is_some() {
             tracing::debug!(service = %key, "fake load balancer deleted");
-            crate::snapshot::persist_locked(&st);
+            crate::snapshot::persist_locked(&st, &key);
         }
         Ok(())
     }

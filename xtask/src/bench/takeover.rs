@@ -355,19 +355,10 @@ fn read_state(path: &Path) -> anyhow::Result<CloudSnapshot> {
 /// Remove `count` load balancers from the fake cloud's state file, as someone deleting them in the cloud's console
 /// while no CCM runs.
 fn delete_behind_the_back(path: &PathBuf, count: usize) -> anyhow::Result<()> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut state: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-    let Some(list) = state
-        .get_mut("loadBalancers")
-        .and_then(serde_json::Value::as_array_mut)
-    else {
-        bail!("{} has no loadBalancers list", path.display());
-    };
-    let keep = list.len().saturating_sub(count);
-    list.truncate(keep);
-    std::fs::write(path, serde_json::to_string_pretty(&state)?)
+    let mut state = read_state(path)?;
+    let keep = state.load_balancers.len().saturating_sub(count);
+    state.load_balancers.truncate(keep);
+    std::fs::write(path, serde_json::to_string(&state)?)
         .with_context(|| format!("writing {}", path.display()))?;
     eprintln!("deleted {count} load balancers from the cloud behind the CCM's back");
     Ok(())
