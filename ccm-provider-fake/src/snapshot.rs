@@ -177,36 +177,35 @@ enum Change {
 }
 
 impl CloudSnapshot {
-    /// Parse the content of a state file: a whole snapshot (JSON), optionally followed by the changes made since,
-    /// one JSON value each, which are applied in order. A last value cut short (a writer appending while the file
-    /// is read) is ignored.
+    /// Parse the content of a state file: the whole state on its first line, then the changes made since, one
+    /// JSON value a line, applied in order (a last line cut short by a writer appending while the file is read is
+    /// ignored); or a single whole-state document, on any number of lines.
     ///
     /// # Errors
     /// If the text is not a state file's JSON.
     pub fn from_json(text: &str) -> Result<CloudSnapshot, serde_json::Error> {
-        let mut values = serde_json::Deserializer::from_str(text).into_iter::<serde_json::Value>();
-        let Some(first) = values.next() else {
-            return serde_json::from_str(text); // no value at all: serde's own error for an empty text
+        let mut lines = text.lines();
+        let Ok(mut snapshot) =
+            serde_json::from_str::<CloudSnapshot>(lines.next().unwrap_or_default())
+        else {
+            return serde_json::from_str(text); // one document over several lines (pretty), or not a state file
         };
-        let mut snapshot: CloudSnapshot = serde_json::from_value(first?)?;
         let mut by_service: BTreeMap<String, LoadBalancerSnapshot> =
             std::mem::take(&mut snapshot.load_balancers)
                 .into_iter()
                 .map(|lb| (lb.service.clone(), lb))
                 .collect();
-        for value in values {
-            let value = match value {
-                Ok(value) => value,
-                Err(err) if err.is_eof() => break,
-                Err(err) => return Err(err),
-            };
-            match serde_json::from_value(value)? {
-                Change::LoadBalancer(lb) => {
+        let mut lines = lines.filter(|line| !line.trim().is_empty()).peekable();
+        while let Some(line) = lines.next() {
+            match serde_json::from_str(line) {
+                Ok(Change::LoadBalancer(lb)) => {
                     by_service.insert(lb.service.clone(), *lb);
                 }
-                Change::Deleted(service) => {
+                Ok(Change::Deleted(service)) => {
                     by_service.remove(&service);
                 }
+                Err(err) if err.is_eof() && lines.peek().is_none() => break,
+                Err(err) => return Err(err),
             }
         }
         snapshot.load_balancers = by_service.into_values().collect();

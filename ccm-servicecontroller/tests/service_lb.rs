@@ -5,7 +5,6 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ccm_core::CloudProvider;
 use ccm_provider_fake::{FakeCloud, Fault, InjectedError, Operation};
 use ccm_servicecontroller::Config;
 use ccm_testenv::{services::ingress_ip, wait_for};
@@ -529,8 +528,7 @@ async fn retry_after_is_honoured_exactly_not_backed_off() {
 #[tokio::test]
 async fn empty_status_from_ensure_is_an_error() {
     let fake = FakeCloud::new();
-    let wrapper = EmptyStatusCloud::new(fake.clone(), 2);
-    let provider: Arc<dyn CloudProvider> = Arc::new(EmptyStatusProvider(wrapper.clone()));
+    let provider = BentCloud::empty_status(fake.clone(), 2).provider();
     let h = Harness::start_with(test_config(), fake, provider).await;
     h.create_node("a").await;
     h.create_lb("web").await;
@@ -878,17 +876,12 @@ async fn unsupported_provider_is_skipped_by_the_descriptor() {
 
 #[tokio::test]
 async fn finalizer_is_stored_before_the_cloud_is_called() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::Ordering;
 
     let env = ccm_testenv::TestEnv::shared().await;
     let fake = FakeCloud::new();
-    let cloud = Arc::new(OrderCheckingCloud {
-        fake: fake.clone(),
-        client: env.client(),
-        ensures_without_finalizer: AtomicUsize::new(0),
-        ensures: AtomicUsize::new(0),
-    });
-    let provider: Arc<dyn CloudProvider> = Arc::new(OrderCheckingProvider(cloud.clone()));
+    let cloud = BentCloud::checking_order(fake.clone(), env.client());
+    let provider = cloud.provider();
     let h = Harness::start_with(test_config(), fake, provider).await;
     h.create_node("a").await;
     for name in ["one", "two", "three"] {

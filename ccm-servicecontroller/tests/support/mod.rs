@@ -392,25 +392,70 @@ pub fn json_patch_remove_finalizers() -> serde_json::Value {
     json!([{"op": "remove", "path": "/metadata/finalizers"}])
 }
 
-/// A provider wrapping the fake cloud whose `ensure_load_balancer` returns an empty status (no ingress) for the
-/// first `empty` calls, then delegates.
-pub struct EmptyStatusCloud {
+/// The fake cloud behind a provider whose `ensure_load_balancer` a test bends; every other call goes to the fake.
+pub struct BentCloud {
     pub fake: FakeCloud,
+    /// How many more ensures return an empty status (no ingress) after the fake created the load balancer.
     pub remaining_empty: AtomicUsize,
+    /// When set, every ensure first reads the Service from the API and counts (in `ensures_without_finalizer`)
+    /// those made while the stored Service, or the one passed, had no cleanup finalizer yet.
+    pub reader: Option<Client>,
+    pub ensures: AtomicUsize,
+    pub ensures_without_finalizer: AtomicUsize,
 }
 
-impl EmptyStatusCloud {
-    pub fn new(fake: FakeCloud, empty: usize) -> Arc<Self> {
-        Arc::new(EmptyStatusCloud {
+impl BentCloud {
+    fn new(fake: FakeCloud, empty: usize, reader: Option<Client>) -> Arc<Self> {
+        Arc::new(BentCloud {
             fake,
             remaining_empty: AtomicUsize::new(empty),
+            reader,
+            ensures: AtomicUsize::new(0),
+            ensures_without_finalizer: AtomicUsize::new(0),
         })
+    }
+
+    /// Ensures answer an empty status for the first `empty` calls, then the fake's.
+    pub fn empty_status(fake: FakeCloud, empty: usize) -> Arc<Self> {
+        Self::new(fake, empty, None)
+    }
+
+    /// Ensures are counted against the Service as stored in the API (read through `client`).
+    pub fn checking_order(fake: FakeCloud, client: Client) -> Arc<Self> {
+        Self::new(fake, 0, Some(client))
+    }
+
+    /// The provider to run the controller on.
+    pub fn provider(self: &Arc<Self>) -> Arc<dyn CloudProvider> {
+        Arc::new(BentProvider(self.clone()))
+    }
+
+    fn lb(&self) -> Arc<dyn LoadBalancer> {
+        CloudProvider::load_balancer(Arc::new(self.fake.clone()))
+            .expect("the fake cloud supports load balancers")
+    }
+
+    async fn count_order(&self, client: &Client, service: &Service) -> Result<(), CloudError> {
+        let api: Api<Service> = Api::namespaced(
+            client.clone(),
+            service.metadata.namespace.as_deref().unwrap_or_default(),
+        );
+        let stored = api
+            .get(&service.name_any())
+            .await
+            .map_err(|e| CloudError::message(format!("reading the service: {e}")))?;
+        self.ensures.fetch_add(1, Ordering::SeqCst);
+        if !has_finalizer(&stored) || !has_finalizer(service) {
+            self.ensures_without_finalizer
+                .fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
     }
 }
 
-pub struct EmptyStatusProvider(pub Arc<EmptyStatusCloud>);
+struct BentProvider(Arc<BentCloud>);
 
-impl CloudProvider for EmptyStatusProvider {
+impl CloudProvider for BentProvider {
     fn provider_name(&self) -> &str {
         "fake"
     }
@@ -420,7 +465,7 @@ impl CloudProvider for EmptyStatusProvider {
 }
 
 #[async_trait]
-impl LoadBalancer for EmptyStatusCloud {
+impl LoadBalancer for BentCloud {
     async fn get_load_balancer(
         &self,
         cluster_name: &str,
@@ -435,6 +480,9 @@ impl LoadBalancer for EmptyStatusCloud {
         service: &Service,
         nodes: &[Node],
     ) -> Result<LoadBalancerStatus, CloudError> {
+        if let Some(client) = &self.reader {
+            self.count_order(client, service).await?;
+        }
         let status = self
             .lb()
             .ensure_load_balancer(cluster_name, service, nodes)
@@ -469,95 +517,5 @@ impl LoadBalancer for EmptyStatusCloud {
         self.lb()
             .ensure_load_balancer_deleted(cluster_name, service)
             .await
-    }
-}
-
-impl EmptyStatusCloud {
-    fn lb(&self) -> Arc<dyn LoadBalancer> {
-        CloudProvider::load_balancer(std::sync::Arc::new(self.fake.clone()))
-            .expect("the fake cloud supports load balancers")
-    }
-}
-
-/// A provider wrapping the fake cloud whose `ensure_load_balancer` first reads the Service from the API and
-/// counts the calls made while the stored Service had no cleanup finalizer yet.
-pub struct OrderCheckingCloud {
-    pub fake: FakeCloud,
-    pub client: Client,
-    pub ensures_without_finalizer: AtomicUsize,
-    pub ensures: AtomicUsize,
-}
-
-pub struct OrderCheckingProvider(pub Arc<OrderCheckingCloud>);
-
-impl CloudProvider for OrderCheckingProvider {
-    fn provider_name(&self) -> &str {
-        "fake"
-    }
-    fn load_balancer(self: Arc<Self>) -> Option<Arc<dyn LoadBalancer>> {
-        Some(self.0.clone())
-    }
-}
-
-#[async_trait]
-impl LoadBalancer for OrderCheckingCloud {
-    async fn get_load_balancer(
-        &self,
-        cluster_name: &str,
-        service: &Service,
-    ) -> Result<Option<LoadBalancerStatus>, CloudError> {
-        self.lb().get_load_balancer(cluster_name, service).await
-    }
-
-    async fn ensure_load_balancer(
-        &self,
-        cluster_name: &str,
-        service: &Service,
-        nodes: &[Node],
-    ) -> Result<LoadBalancerStatus, CloudError> {
-        let api: Api<Service> = Api::namespaced(
-            self.client.clone(),
-            service.metadata.namespace.as_deref().unwrap_or_default(),
-        );
-        let stored = api
-            .get(&service.name_any())
-            .await
-            .map_err(|e| CloudError::message(format!("reading the service: {e}")))?;
-        self.ensures.fetch_add(1, Ordering::SeqCst);
-        if !has_finalizer(&stored) || !has_finalizer(service) {
-            self.ensures_without_finalizer
-                .fetch_add(1, Ordering::SeqCst);
-        }
-        self.lb()
-            .ensure_load_balancer(cluster_name, service, nodes)
-            .await
-    }
-
-    async fn update_load_balancer(
-        &self,
-        cluster_name: &str,
-        service: &Service,
-        nodes: &[Node],
-    ) -> Result<(), CloudError> {
-        self.lb()
-            .update_load_balancer(cluster_name, service, nodes)
-            .await
-    }
-
-    async fn ensure_load_balancer_deleted(
-        &self,
-        cluster_name: &str,
-        service: &Service,
-    ) -> Result<(), CloudError> {
-        self.lb()
-            .ensure_load_balancer_deleted(cluster_name, service)
-            .await
-    }
-}
-
-impl OrderCheckingCloud {
-    fn lb(&self) -> Arc<dyn LoadBalancer> {
-        CloudProvider::load_balancer(std::sync::Arc::new(self.fake.clone()))
-            .expect("the fake cloud supports load balancers")
     }
 }
