@@ -142,26 +142,32 @@ impl From<&FakeLoadBalancer> for LoadBalancerSnapshot {
 
 impl From<&LoadBalancerSnapshot> for FakeLoadBalancer {
     fn from(lb: &LoadBalancerSnapshot) -> Self {
+        FakeLoadBalancer::from(lb.clone())
+    }
+}
+
+impl From<LoadBalancerSnapshot> for FakeLoadBalancer {
+    fn from(lb: LoadBalancerSnapshot) -> Self {
         FakeLoadBalancer {
-            name: lb.name.clone(),
-            service: lb.service.clone(),
-            cluster: lb.cluster.clone(),
-            hosts: lb.backends.clone(),
+            name: lb.name,
+            service: lb.service,
+            cluster: lb.cluster,
+            hosts: lb.backends,
             ports: lb
                 .ports
-                .iter()
+                .into_iter()
                 .map(|p| FakePort {
-                    name: p.name.clone(),
-                    protocol: p.protocol.clone(),
+                    name: p.name,
+                    protocol: p.protocol,
                     port: p.port,
                     node_port: p.node_port,
                 })
                 .collect(),
-            ingress_ip: lb.ingress_ip.clone(),
-            ip_mode: lb.ip_mode.clone(),
-            source_ranges: lb.source_ranges.clone(),
-            health_check: lb.health_check.clone(),
-            fingerprint: lb.fingerprint.clone(),
+            ingress_ip: lb.ingress_ip,
+            ip_mode: lb.ip_mode,
+            source_ranges: lb.source_ranges,
+            health_check: lb.health_check,
+            fingerprint: lb.fingerprint,
         }
     }
 }
@@ -254,10 +260,11 @@ impl FakeCloud {
                         path: path.to_owned(),
                         source,
                     })?;
+                drop(text);
                 let mut st = self.lock();
                 st.load_balancers = snapshot
                     .load_balancers
-                    .iter()
+                    .into_iter()
                     .map(|lb| (lb.service.clone(), FakeLoadBalancer::from(lb)))
                     .collect();
                 st.load_balancers.len()
