@@ -17,6 +17,8 @@
 //! assert!(!plan.spec_ops.is_empty());
 //! ```
 
+use std::collections::BTreeMap;
+
 use ccm_core::runtime::informer::InformerEvent;
 use ccm_core::{InstanceMetadata, names};
 use json_patch::PatchOperation;
@@ -24,7 +26,7 @@ use k8s_openapi::api::core::v1::{Node, NodeAddress};
 
 use crate::addresses::{self, AddressUpdate, NodeIpError};
 use crate::error::Error;
-use crate::labels::{self, LabelPlan};
+use crate::labels::{self, DiscardedLabel, LabelPlan};
 use crate::patch::{self, Step, Target};
 
 /// Whether an update of a cached node (`old` → `new`) gives the cloud node controller anything to do, so that the
@@ -80,6 +82,69 @@ pub(crate) fn address_step(current: &Node, cloud_addresses: &[NodeAddress]) -> S
             source,
         }),
     }
+}
+
+/// One step of a node's initialization: the next write, and the provider's additional labels that are dropped.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct InitStep {
+    /// The next guarded patch; `None` when the node is initialized.
+    pub write: Option<(Target, Vec<PatchOperation>)>,
+    /// The additional labels dropped (for the log).
+    pub discarded: Vec<DiscardedLabel>,
+}
+
+/// The next write of a node's initialization, given the writes already made (`written`): nothing once the
+/// uninitialized taint is gone (someone else initialized it meanwhile, or our last write did); else the
+/// addresses first (status), so the node is never schedulable with only the kubelet's addresses, then labels,
+/// providerID and taint removal (spec). An invalid provided node IP is [`Error::InvalidNodeIp`].
+pub(crate) fn initialization_step(
+    current: &Node,
+    meta: &InstanceMetadata,
+    written: &[Target],
+) -> Result<InitStep, Error> {
+    if !ccm_core::helpers::node_has_taint(current, names::taints::UNINITIALIZED) {
+        return Ok(InitStep {
+            write: None,
+            discarded: Vec::new(),
+        });
+    }
+    let plan = plan_initialization(current, meta).map_err(|source| Error::InvalidNodeIp {
+        node: ccm_core::helpers::node_name(current).to_owned(),
+        source,
+    })?;
+    let write = if !plan.status_ops.is_empty() && !written.contains(&Target::Status) {
+        (Target::Status, plan.status_ops)
+    } else {
+        (Target::Spec, plan.spec_ops)
+    };
+    Ok(InitStep {
+        write: Some(write),
+        discarded: plan.labels.discarded,
+    })
+}
+
+/// The Warning Event reason of a failed initialization the user must act on ([`crate::reasons`]), if it is one.
+pub(crate) fn warning_reason(err: &Error) -> Option<&'static str> {
+    match err {
+        Error::MissingProviderId { .. } => Some(crate::reasons::MISSING_PROVIDER_ID),
+        Error::InvalidNodeIp { .. } => Some(crate::reasons::INVALID_NODE_IP),
+        _ => None,
+    }
+}
+
+/// Go `reconcileNodeLabels`: the GA topology labels to set from their beta names (no cloud call); `None` when
+/// there is nothing to copy.
+pub(crate) fn ga_labels(node: &Node) -> Option<BTreeMap<String, String>> {
+    let set = labels::reconcile_beta_to_ga(node.metadata.labels.as_ref()?);
+    (!set.is_empty()).then_some(set)
+}
+
+/// The nodes the periodic address sync refreshes: those initialized already.
+pub(crate) fn initialized<N: AsRef<Node>>(nodes: Vec<N>) -> Vec<N> {
+    nodes
+        .into_iter()
+        .filter(|n| !ccm_core::helpers::node_has_taint(n.as_ref(), names::taints::UNINITIALIZED))
+        .collect()
 }
 
 /// Everything initialization writes for one node.
