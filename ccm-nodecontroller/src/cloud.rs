@@ -15,7 +15,7 @@ pub(crate) mod answers;
 mod api;
 
 use api::Api;
-pub(crate) use api::CloudInstances;
+pub(crate) use api::{CloudInstances, INSTANCES};
 
 pub(crate) use answers::{AddressLookup, MetadataResult, ProviderIdLookup, complete};
 use answers::{

@@ -36,7 +36,7 @@ use kube::Resource;
 use kube::api::{Api, Patch};
 use tokio_util::sync::CancellationToken;
 
-use crate::cloud::{AddressLookup, CloudInstances};
+use crate::cloud::{AddressLookup, CloudInstances, INSTANCES};
 use crate::error::Error;
 use crate::metrics::NodeMetrics;
 use crate::plan::{
@@ -65,15 +65,10 @@ const CONTROLLER: &str = names::controllers::CLOUD_NODE;
 /// assert_eq!(d.short_name(), "cloud-node");
 /// ```
 pub fn descriptor(config: Config) -> ControllerDescriptor {
-    ControllerDescriptor::new(CONTROLLER, move |ctx: &ControllerContext| {
-        match CloudNodeController::new(ctx, config.clone()) {
-            Ok(controller) => Ok(Some(Box::new(controller) as Box<dyn Controller>)),
-            Err(err @ Error::InstancesUnsupported { .. }) => {
-                tracing::warn!(controller = CONTROLLER, error = %err, "not starting the controller");
-                Ok(None)
-            }
-            Err(err) => Err(Box::new(err) as BoxError),
-        }
+    ControllerDescriptor::build(CONTROLLER, move |ctx: &ControllerContext| {
+        config.validate()?;
+        ctx.require(&INSTANCES)?;
+        Ok(CloudNodeController::new(ctx, config.clone())?)
     })
     .with_aliases(&[names::controllers::CLOUD_NODE_ALIAS])
 }

@@ -35,6 +35,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::BoxError;
+use crate::intercept::Capability;
 use crate::provider::CloudProvider;
 use crate::runtime::events::{EventRecorder, EventSink};
 use crate::runtime::informer::SharedInformers;
@@ -151,6 +152,20 @@ impl ControllerContext {
             .queue_with_metrics(queue_name, &self.workqueue_metrics)
     }
 
+    /// `Ok` when the provider has one of `any_of`, else [`InitError::NotStarted`] naming the provider and what it
+    /// lacks: the check a controller's init makes before it is built ([`ControllerDescriptor::build`]).
+    pub fn require(&self, any_of: &[Capability]) -> Result<(), InitError> {
+        if any_of.iter().any(|c| c.supported_by(&self.provider)) {
+            return Ok(());
+        }
+        let names: Vec<&str> = any_of.iter().map(|c| c.as_str()).collect();
+        Err(InitError::NotStarted(format!(
+            "cloud provider {:?} does not support {}",
+            self.provider.provider_name(),
+            names.join(" or ")
+        )))
+    }
+
     /// An event recorder for `component`, writing through the shared [`EventSink`].
     pub fn recorder(&self, component: &str) -> EventRecorder {
         let client = self
@@ -166,6 +181,22 @@ impl ControllerContext {
 /// capability), which the runtime logs and skips; an error stops the CCM.
 pub type ControllerInitFn =
     Arc<dyn Fn(&ControllerContext) -> Result<Option<Box<dyn Controller>>, BoxError> + Send + Sync>;
+
+/// Why [`ControllerDescriptor::build`]'s function gave no controller.
+#[derive(Debug)]
+pub enum InitError {
+    /// The controller is not started, for this reason (for example the provider lacks a capability it needs, see
+    /// [`ControllerContext::require`]); the runtime logs it and runs the other controllers, as Go does.
+    NotStarted(String),
+    /// The controller cannot be built (for example an invalid setting): the CCM stops.
+    Failed(BoxError),
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for InitError {
+    fn from(err: E) -> Self {
+        InitError::Failed(Box::new(err))
+    }
+}
 
 /// A named controller the runtime can enable with `--controllers`.
 #[derive(Clone)]
@@ -207,6 +238,41 @@ impl ControllerDescriptor {
             disabled_by_default: false,
             init: Arc::new(init),
         }
+    }
+
+    /// A controller named `name`, enabled by `*`, that `build` makes from the context: [`InitError::NotStarted`]
+    /// is logged (a warning with the controller's name and the reason) and the controller is not started;
+    /// [`InitError::Failed`] (what `?` makes of any other error) stops the CCM.
+    ///
+    /// ```no_run
+    /// use ccm_core::intercept::Capability;
+    /// use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
+    /// # struct Tagging;
+    /// # #[async_trait::async_trait]
+    /// # impl Controller for Tagging {
+    /// #     async fn run(self: Box<Self>, _: tokio_util::sync::CancellationToken) -> Result<(), ccm_core::BoxError> { Ok(()) }
+    /// # }
+    ///
+    /// let tagging = ControllerDescriptor::build("tagging-controller", |ctx: &ControllerContext| {
+    ///     ctx.require(&[Capability::InstancesV2])?;
+    ///     Ok(Tagging)
+    /// });
+    /// ```
+    pub fn build<C, F>(name: impl Into<String>, build: F) -> Self
+    where
+        C: Controller,
+        F: Fn(&ControllerContext) -> Result<C, InitError> + Send + Sync + 'static,
+    {
+        let name = name.into();
+        let controller = name.clone();
+        Self::new(name, move |ctx: &ControllerContext| match build(ctx) {
+            Ok(built) => Ok(Some(Box::new(built) as Box<dyn Controller>)),
+            Err(InitError::NotStarted(reason)) => {
+                tracing::warn!(%controller, %reason, "not starting the controller");
+                Ok(None)
+            }
+            Err(InitError::Failed(err)) => Err(err),
+        })
     }
 
     /// Add aliases.

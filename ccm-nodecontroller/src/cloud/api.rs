@@ -4,9 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ccm_core::intercept::Capability;
 use ccm_core::{CloudProvider, Instances, InstancesV2, Zones};
 
 use crate::error::Error;
+
+/// What the node controllers need from the provider: InstancesV2, or else the V1 Instances.
+pub(crate) const INSTANCES: [Capability; 2] = [Capability::InstancesV2, Capability::Instances];
 
 /// The provider's instance API the calls go to.
 #[derive(Clone)]

@@ -187,6 +187,16 @@ pub(crate) fn asking<N: AsRef<Node>>(
     (0..nodes.len()).filter(|&i| next(i) == step).collect()
 }
 
+/// The log line of a failed check of `step` ([`LifecycleAction::CheckExists`], else the shutdown check).
+pub(crate) fn check_failed(step: LifecycleAction) -> &'static str {
+    match step {
+        LifecycleAction::CheckExists => {
+            "error checking if node exists; will check again next period"
+        }
+        _ => "error checking if node is shut down",
+    }
+}
+
 impl Probe {
     /// Record the answer to `step` ([`LifecycleAction::CheckExists`], else the shutdown check).
     pub(crate) fn record(&mut self, step: LifecycleAction, answer: Result<bool, ErrorKind>) {
