@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use ccm_core::helpers::{node_name, node_provider_id};
 use ccm_core::intercept::Operation;
-use ccm_core::{CloudError, InstanceLookup, Instances, InstancesV2, Zones};
+use ccm_core::{CloudError, InstanceLookup, Instances, InstancesV2};
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 
 use crate::error::Error;
@@ -74,19 +74,27 @@ impl CloudInstances {
                     }
                     Err(err) => return Err(cloud_err(node, Operation::InstanceId)(err)),
                 };
-                let addresses = self
-                    .v1_addresses(instances, &provider_id, node_name(node))
-                    .await
-                    .map_err(cloud_err(node, Operation::NodeAddresses))?;
+                let (id, name) = (provider_id.as_str(), node_name(node));
+                let addresses = self.v1_addresses(instances, node, id).await?;
                 let instance_type = self
-                    .v1_instance_type(instances, &provider_id, node_name(node))
-                    .await
-                    .map_err(cloud_err(node, Operation::InstanceType))?;
+                    .by_id_or_name(
+                        node,
+                        (Operation::InstanceTypeByProviderId, Operation::InstanceType),
+                        id,
+                        || instances.instance_type_by_provider_id(id),
+                        || instances.instance_type(name),
+                    )
+                    .await?;
                 let zone = match zones {
                     Some(zones) => Some(
-                        self.v1_zone(zones, &provider_id, node_name(node))
-                            .await
-                            .map_err(cloud_err(node, Operation::GetZoneByNodeName))?,
+                        self.by_id_or_name(
+                            node,
+                            (Operation::GetZoneByProviderId, Operation::GetZoneByNodeName),
+                            id,
+                            || zones.get_zone_by_provider_id(id),
+                            || zones.get_zone_by_node_name(name),
+                        )
+                        .await?,
                     ),
                     None => None,
                 };
@@ -105,10 +113,9 @@ impl CloudInstances {
                 .map_err(cloud_err(node, Operation::InstanceMetadata))?
                 .into()),
             Api::V1 { instances, .. } => self
-                .v1_addresses(instances, node_provider_id(node), node_name(node))
+                .v1_addresses(instances, node, node_provider_id(node))
                 .await
-                .map(AddressLookup::Found)
-                .map_err(cloud_err(node, Operation::NodeAddresses)),
+                .map(AddressLookup::Found),
         }
     }
 
@@ -281,76 +288,50 @@ impl CloudInstances {
 
     /// Run the by-providerID call, falling back to the by-name call on error. With no providerID only the
     /// by-name call is made (Go also tries the by-providerID call with an empty ID, which cannot succeed). Either
-    /// way a failure is the by-name call's (`by_name_op`), with the by-providerID error as context.
+    /// way a failure is the by-name call's (`by_name_op`) for `node`, with the by-providerID error as context.
     async fn by_id_or_name<T, A, B, FA, FB>(
         &self,
+        node: &Node,
         (by_id_op, by_name_op): (Operation, Operation),
         provider_id: &str,
         by_id: FA,
         by_name: FB,
-    ) -> Result<T, CloudError>
+    ) -> Result<T, Error>
     where
         FA: FnOnce() -> A,
         FB: FnOnce() -> B,
         A: Future<Output = Result<T, CloudError>>,
         B: Future<Output = Result<T, CloudError>>,
     {
-        if provider_id.is_empty() {
-            return self.timed(by_name_op, by_name()).await;
-        }
-        match self.timed(by_id_op, by_id()).await {
-            Ok(value) => Ok(value),
-            Err(by_id_err) => self
-                .timed(by_name_op, by_name())
-                .await
-                .map_err(|by_name_err| both_failed(provider_id, &by_id_err, by_name_err)),
-        }
+        let answer = if provider_id.is_empty() {
+            self.timed(by_name_op, by_name()).await
+        } else {
+            match self.timed(by_id_op, by_id()).await {
+                Ok(value) => Ok(value),
+                Err(by_id_err) => self
+                    .timed(by_name_op, by_name())
+                    .await
+                    .map_err(|by_name_err| both_failed(provider_id, &by_id_err, by_name_err)),
+            }
+        };
+        answer.map_err(cloud_err(node, by_name_op))
     }
 
     async fn v1_addresses(
         &self,
         instances: &Arc<dyn Instances>,
+        node: &Node,
         provider_id: &str,
-        name: &str,
-    ) -> Result<Vec<NodeAddress>, CloudError> {
+    ) -> Result<Vec<NodeAddress>, Error> {
         self.by_id_or_name(
+            node,
             (
                 Operation::NodeAddressesByProviderId,
                 Operation::NodeAddresses,
             ),
             provider_id,
             || instances.node_addresses_by_provider_id(provider_id),
-            || instances.node_addresses(name),
-        )
-        .await
-    }
-
-    async fn v1_instance_type(
-        &self,
-        instances: &Arc<dyn Instances>,
-        provider_id: &str,
-        name: &str,
-    ) -> Result<String, CloudError> {
-        self.by_id_or_name(
-            (Operation::InstanceTypeByProviderId, Operation::InstanceType),
-            provider_id,
-            || instances.instance_type_by_provider_id(provider_id),
-            || instances.instance_type(name),
-        )
-        .await
-    }
-
-    async fn v1_zone(
-        &self,
-        zones: &Arc<dyn Zones>,
-        provider_id: &str,
-        name: &str,
-    ) -> Result<ccm_core::Zone, CloudError> {
-        self.by_id_or_name(
-            (Operation::GetZoneByProviderId, Operation::GetZoneByNodeName),
-            provider_id,
-            || zones.get_zone_by_provider_id(provider_id),
-            || zones.get_zone_by_node_name(name),
+            || instances.node_addresses(node_name(node)),
         )
         .await
     }
@@ -360,7 +341,9 @@ impl CloudInstances {
 mod tests {
     use super::*;
     use ccm_core::{CloudProvider, InstanceMetadata};
-    use ccm_core::{ErrorKind, MockCloudProvider, MockInstances, MockInstancesV2, MockZones, Zone};
+    use ccm_core::{
+        ErrorKind, MockCloudProvider, MockInstances, MockInstancesV2, MockZones, Zone, Zones,
+    };
     use k8s_openapi::api::core::v1::NodeSpec;
     use std::time::Duration;
 

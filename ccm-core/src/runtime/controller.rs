@@ -2,11 +2,12 @@
 //!
 //! The runtime (crate `ccm-app`) builds one [`ControllerContext`] for the whole process and calls each enabled
 //! [`ControllerDescriptor`]'s init function with it; the [`Controller`] it returns is then run until shutdown.
-//! Vendors register their own controllers the same way.
+//! Vendors register their own controllers the same way, usually with [`ControllerDescriptor::build`], which
+//! also says why a controller is not started (here: a provider without InstancesV2).
 //!
 //! ```no_run
-//! use std::sync::Arc;
 //! use async_trait::async_trait;
+//! use ccm_core::intercept::Capability;
 //! use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
 //! use ccm_core::BoxError;
 //! use tokio_util::sync::CancellationToken;
@@ -21,8 +22,9 @@
 //!     }
 //! }
 //!
-//! let descriptor = ControllerDescriptor::new("tagging-controller", |_ctx: &ControllerContext| {
-//!     Ok(Some(Box::new(TagSync) as Box<dyn Controller>))
+//! let descriptor = ControllerDescriptor::build("tagging-controller", |ctx: &ControllerContext| {
+//!     ctx.require(&[Capability::InstancesV2])?;
+//!     Ok(TagSync)
 //! })
 //! .with_aliases(&["tagging"])
 //! .disabled_by_default();
@@ -242,22 +244,8 @@ impl ControllerDescriptor {
 
     /// A controller named `name`, enabled by `*`, that `build` makes from the context: [`InitError::NotStarted`]
     /// is logged (a warning with the controller's name and the reason) and the controller is not started;
-    /// [`InitError::Failed`] (what `?` makes of any other error) stops the CCM.
-    ///
-    /// ```no_run
-    /// use ccm_core::intercept::Capability;
-    /// use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
-    /// # struct Tagging;
-    /// # #[async_trait::async_trait]
-    /// # impl Controller for Tagging {
-    /// #     async fn run(self: Box<Self>, _: tokio_util::sync::CancellationToken) -> Result<(), ccm_core::BoxError> { Ok(()) }
-    /// # }
-    ///
-    /// let tagging = ControllerDescriptor::build("tagging-controller", |ctx: &ControllerContext| {
-    ///     ctx.require(&[Capability::InstancesV2])?;
-    ///     Ok(Tagging)
-    /// });
-    /// ```
+    /// [`InitError::Failed`] (what `?` makes of any other error) stops the CCM. Example: the
+    /// [module documentation](self).
     pub fn build<C, F>(name: impl Into<String>, build: F) -> Self
     where
         C: Controller,

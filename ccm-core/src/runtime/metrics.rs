@@ -9,8 +9,7 @@
 //! use prometheus_client::metrics::counter::Counter;
 //!
 //! let registry = SharedRegistry::new();
-//! let syncs = Counter::<u64>::default();
-//! registry.register("route_controller_route_sync", "Route syncs", syncs.clone());
+//! let syncs: Counter = registry.registered("route_controller_route_sync", "Route syncs", Counter::default());
 //! syncs.inc();
 //! assert!(registry.encode().contains("route_controller_route_sync_total 1"));
 //! ```
@@ -48,17 +47,8 @@ impl SharedRegistry {
         self.with(|r| r.register(name, help, metric));
     }
 
-    /// Register `metric` and return it: how a controller declares each of its metrics in one expression.
-    ///
-    /// ```
-    /// use ccm_core::runtime::metrics::SharedRegistry;
-    /// use prometheus_client::metrics::counter::Counter;
-    ///
-    /// let registry = SharedRegistry::new();
-    /// let syncs: Counter = registry.registered("route_controller_route_sync", "Route syncs", Counter::default());
-    /// syncs.inc();
-    /// assert!(registry.encode().contains("route_controller_route_sync_total 1"));
-    /// ```
+    /// Register `metric` and return it: how a controller declares each of its metrics in one expression (see
+    /// the [module documentation](self)).
     pub fn registered<M: Metric + Clone>(&self, name: &str, help: &str, metric: M) -> M {
         self.register(name, help, metric.clone());
         metric
