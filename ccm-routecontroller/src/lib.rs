@@ -45,7 +45,7 @@ mod report;
 
 use ccm_core::intercept::Capability;
 use ccm_core::names;
-use ccm_core::runtime::controller::{ControllerContext, ControllerDescriptor, InitError};
+use ccm_core::runtime::controller::{ControllerContext, ControllerDescriptor, NotStarted};
 
 pub use config::{Config, RouteSyncMode, parse_cluster_cidrs};
 pub use controller::{QUEUE_KEY, QUEUE_NAME, RouteController};
@@ -72,7 +72,7 @@ pub fn descriptor(config: Config) -> ControllerDescriptor {
             if !config.configure_cloud_routes {
                 let reason =
                     "--configure-cloud-routes is false: will not configure cloud provider routes";
-                return Err(InitError::NotStarted(reason.to_owned()));
+                return Err(NotStarted(reason.to_owned()).into());
             }
             ctx.require(&[Capability::Routes])?;
             Ok(RouteController::new(ctx, config.clone())?)

@@ -154,14 +154,14 @@ impl ControllerContext {
             .queue_with_metrics(queue_name, &self.workqueue_metrics)
     }
 
-    /// `Ok` when the provider has one of `any_of`, else [`InitError::NotStarted`] naming the provider and what it
-    /// lacks: the check a controller's init makes before it is built ([`ControllerDescriptor::build`]).
-    pub fn require(&self, any_of: &[Capability]) -> Result<(), InitError> {
+    /// `Ok` when the provider has one of `any_of`, else [`NotStarted`] naming the provider and what it lacks: the
+    /// check a controller's init makes before it is built ([`ControllerDescriptor::build`]).
+    pub fn require(&self, any_of: &[Capability]) -> Result<(), NotStarted> {
         if any_of.iter().any(|c| c.supported_by(&self.provider)) {
             return Ok(());
         }
         let names: Vec<&str> = any_of.iter().map(|c| c.as_str()).collect();
-        Err(InitError::NotStarted(format!(
+        Err(NotStarted(format!(
             "cloud provider {:?} does not support {}",
             self.provider.provider_name(),
             names.join(" or ")
@@ -184,21 +184,12 @@ impl ControllerContext {
 pub type ControllerInitFn =
     Arc<dyn Fn(&ControllerContext) -> Result<Option<Box<dyn Controller>>, BoxError> + Send + Sync>;
 
-/// Why [`ControllerDescriptor::build`]'s function gave no controller.
-#[derive(Debug)]
-pub enum InitError {
-    /// The controller is not started, for this reason (for example the provider lacks a capability it needs, see
-    /// [`ControllerContext::require`]); the runtime logs it and runs the other controllers, as Go does.
-    NotStarted(String),
-    /// The controller cannot be built (for example an invalid setting): the CCM stops.
-    Failed(BoxError),
-}
-
-impl<E: std::error::Error + Send + Sync + 'static> From<E> for InitError {
-    fn from(err: E) -> Self {
-        InitError::Failed(Box::new(err))
-    }
-}
+/// The error of a [`ControllerDescriptor::build`] function that means "do not start this controller", for this
+/// reason (for example the provider lacks a capability it needs, see [`ControllerContext::require`]): the
+/// runtime logs it and runs the other controllers, as Go does.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotStarted(pub String);
 
 /// A named controller the runtime can enable with `--controllers`.
 #[derive(Clone)]
@@ -242,24 +233,25 @@ impl ControllerDescriptor {
         }
     }
 
-    /// A controller named `name`, enabled by `*`, that `build` makes from the context: [`InitError::NotStarted`]
-    /// is logged (a warning with the controller's name and the reason) and the controller is not started;
-    /// [`InitError::Failed`] (what `?` makes of any other error) stops the CCM. Example: the
-    /// [module documentation](self).
+    /// A controller named `name`, enabled by `*`, that `build` makes from the context: a [`NotStarted`] error is
+    /// logged (a warning with the controller's name and the reason) and the controller is not started; any other
+    /// error stops the CCM. Example: the [module documentation](self).
     pub fn build<C, F>(name: impl Into<String>, build: F) -> Self
     where
         C: Controller,
-        F: Fn(&ControllerContext) -> Result<C, InitError> + Send + Sync + 'static,
+        F: Fn(&ControllerContext) -> Result<C, BoxError> + Send + Sync + 'static,
     {
         let name = name.into();
         let controller = name.clone();
         Self::new(name, move |ctx: &ControllerContext| match build(ctx) {
             Ok(built) => Ok(Some(Box::new(built) as Box<dyn Controller>)),
-            Err(InitError::NotStarted(reason)) => {
-                tracing::warn!(%controller, %reason, "not starting the controller");
-                Ok(None)
-            }
-            Err(InitError::Failed(err)) => Err(err),
+            Err(err) => match err.downcast::<NotStarted>() {
+                Ok(reason) => {
+                    tracing::warn!(%controller, %reason, "not starting the controller");
+                    Ok(None)
+                }
+                Err(err) => Err(err),
+            },
         })
     }
 
