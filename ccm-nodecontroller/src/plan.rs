@@ -537,4 +537,74 @@ mod tests {
             "uninitialized"
         );
     }
+
+    #[test]
+    fn an_initialization_writes_the_addresses_first_then_the_spec_then_nothing() {
+        let node = kubelet_node();
+        let meta =
+            InstanceMetadata::new("fake://node0").with_addresses(vec![a("InternalIP", "10.0.0.1")]);
+        let first = initialization_step(&node, &meta, &[]).unwrap();
+        let (target, ops) = first.write.expect("a write");
+        assert_eq!(target, Target::Status);
+        let node = apply(&node, &ops).expect("status patch applies");
+        let second = initialization_step(&node, &meta, &[Target::Status]).unwrap();
+        let (target, ops) = second.write.expect("a write");
+        assert_eq!(target, Target::Spec);
+        let node = apply(&node, &ops).expect("spec patch applies");
+        let done = initialization_step(&node, &meta, &[Target::Status, Target::Spec]).unwrap();
+        assert_eq!(done.write, None, "the taint is gone");
+        assert!(done.discarded.is_empty());
+    }
+
+    #[test]
+    fn an_invalid_node_ip_is_an_error_with_its_event_reason() {
+        let mut node = kubelet_node();
+        node.metadata.annotations = Some(BTreeMap::from([(
+            names::annotations::PROVIDED_NODE_IP.to_owned(),
+            "10.9.9.9".to_owned(),
+        )]));
+        let meta =
+            InstanceMetadata::new("fake://node0").with_addresses(vec![a("InternalIP", "10.0.0.1")]);
+        let err = initialization_step(&node, &meta, &[]).unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidNodeIp { ref node, .. } if node == "node0"),
+            "{err}"
+        );
+        assert_eq!(warning_reason(&err), Some(crate::reasons::INVALID_NODE_IP));
+        let missing = Error::MissingProviderId { node: "n".into() };
+        assert_eq!(
+            warning_reason(&missing),
+            Some(crate::reasons::MISSING_PROVIDER_ID)
+        );
+        let other = Error::InvalidConfig {
+            controller: "c",
+            message: "m".into(),
+        };
+        assert_eq!(warning_reason(&other), None);
+    }
+
+    #[test]
+    fn beta_labels_get_their_ga_copy_and_only_initialized_nodes_get_an_address_sync() {
+        let mut node = kubelet_node();
+        assert_eq!(ga_labels(&node), None, "no labels");
+        node.metadata.labels = Some(BTreeMap::from([(
+            l::FAILURE_DOMAIN_BETA_ZONE.to_owned(),
+            "z1".to_owned(),
+        )]));
+        assert_eq!(
+            ga_labels(&node),
+            Some(BTreeMap::from([(
+                l::TOPOLOGY_ZONE.to_owned(),
+                "z1".to_owned()
+            )]))
+        );
+        let mut ready = node.clone();
+        ready.spec = None;
+        let nodes = vec![std::sync::Arc::new(node), std::sync::Arc::new(ready)];
+        assert_eq!(
+            super::initialized(nodes).len(),
+            1,
+            "the tainted node waits for its initialization"
+        );
+    }
 }

@@ -580,4 +580,10 @@ mod tests {
         let exists = LifecycleAction::CheckExists;
         assert_eq!(asking(&nodes, &probes, &config, "fake", exists), [0]);
     }
+
+    #[test]
+    fn a_failed_check_is_logged_with_what_was_asked() {
+        assert!(check_failed(LifecycleAction::CheckExists).contains("exists"));
+        assert!(check_failed(LifecycleAction::CheckShutdown).contains("shut down"));
+    }
 }
