@@ -27,7 +27,6 @@ use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDes
 use ccm_core::runtime::events::{EventRecorder, EventType};
 use ccm_core::runtime::every::{Timing, every};
 use ccm_core::runtime::informer::Store;
-use ccm_core::runtime::metrics::WorkqueueMetrics;
 use ccm_core::runtime::workers::Action;
 use ccm_core::{BoxError, InstanceLookup};
 use futures::StreamExt;
@@ -92,7 +91,7 @@ struct Inner {
 pub struct CloudNodeController {
     inner: Arc<Inner>,
     informer: ccm_core::runtime::informer::Informer<Node>,
-    queue_metrics: WorkqueueMetrics,
+    kit: Kit,
 }
 
 impl std::fmt::Debug for CloudNodeController {
@@ -124,7 +123,7 @@ impl CloudNodeController {
                 prefetcher: Prefetcher::default(),
             }),
             informer,
-            queue_metrics: ctx.workqueue_metrics.clone(),
+            kit: ctx.controller(CONTROLLER, QUEUE_NAME),
         })
     }
 
@@ -142,7 +141,7 @@ impl Controller for CloudNodeController {
         let CloudNodeController {
             inner,
             informer,
-            queue_metrics,
+            kit,
         } = *self;
         tracing::info!(
             controller = CONTROLLER,
@@ -155,9 +154,7 @@ impl Controller for CloudNodeController {
             Timing::Sliding,
         );
         let status_inner = inner.clone();
-        Kit::new(CONTROLLER)
-            .queue_with_metrics(QUEUE_NAME, &queue_metrics)
-            .watches(&informer, node_event_key)
+        kit.watches(&informer, node_event_key)
             .workers(inner.config.concurrent_node_syncs)
             .with_loop(move |shutdown| async move {
                 status
