@@ -3,21 +3,23 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use ccm_core::helpers::{node_name, node_provider_id};
 use ccm_core::intercept::Operation;
-use ccm_core::{
-    CloudError, CloudProvider, InstanceLookup, InstanceMetadata, Instances, InstancesV2, Zones,
-};
+use ccm_core::{CloudError, InstanceLookup, Instances, InstancesV2};
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 
 use crate::error::Error;
 
 pub(crate) mod answers;
+mod api;
 
-pub(crate) use answers::{
-    AddressLookup, MetadataResult, ProviderIdLookup, bulk_items, cloud_err, complete,
+use api::Api;
+pub(crate) use api::{CloudInstances, INSTANCES};
+
+pub(crate) use answers::{AddressLookup, MetadataResult, ProviderIdLookup, complete};
+use answers::{
+    both_failed, bulk_items, cloud_err, provider_id_from_instance_id, v1_metadata, v1_shutdown,
 };
 
 /// A bulk call's future, as `async_trait` methods return it.
@@ -25,74 +27,7 @@ type BulkFuture<'a, T> = std::pin::Pin<
     Box<dyn Future<Output = Result<Vec<Result<T, CloudError>>, CloudError>> + Send + 'a>,
 >;
 
-#[derive(Clone)]
-enum Api {
-    V2(Arc<dyn InstancesV2>),
-    V1 {
-        instances: Arc<dyn Instances>,
-        zones: Option<Arc<dyn Zones>>,
-    },
-}
-
-/// The instance API of a provider, with a timeout on every call.
-#[derive(Clone)]
-pub(crate) struct CloudInstances {
-    api: Api,
-    provider_name: String,
-    timeout: Duration,
-}
-
-impl std::fmt::Debug for CloudInstances {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CloudInstances")
-            .field("provider", &self.provider_name)
-            .field("v2", &self.is_v2())
-            .field("timeout", &self.timeout)
-            .finish()
-    }
-}
-
 impl CloudInstances {
-    /// The instance API of `provider`, or `None` if it has neither InstancesV2 nor Instances.
-    pub(crate) fn from_provider(
-        provider: &Arc<dyn CloudProvider>,
-        timeout: Duration,
-    ) -> Option<Self> {
-        let api = if let Some(v2) = Arc::clone(provider).instances_v2() {
-            Api::V2(v2)
-        } else {
-            Api::V1 {
-                instances: Arc::clone(provider).instances()?,
-                zones: Arc::clone(provider).zones(),
-            }
-        };
-        Some(CloudInstances {
-            api,
-            provider_name: provider.provider_name().to_owned(),
-            timeout,
-        })
-    }
-
-    /// The instance API `controller` needs: InstancesV2 or Instances, else [`Error::InstancesUnsupported`].
-    pub(crate) fn for_controller(
-        provider: &Arc<dyn CloudProvider>,
-        timeout: Duration,
-        controller: &'static str,
-    ) -> Result<Self, Error> {
-        Self::from_provider(provider, timeout).ok_or_else(|| Error::InstancesUnsupported {
-            provider: provider.provider_name().to_owned(),
-            controller,
-        })
-    }
-
-    pub(crate) fn is_v2(&self) -> bool {
-        matches!(self.api, Api::V2(_))
-    }
-
-    pub(crate) fn provider_name(&self) -> &str {
-        &self.provider_name
-    }
-
     async fn timed<T>(
         &self,
         operation: Operation,
@@ -139,25 +74,31 @@ impl CloudInstances {
                     }
                     Err(err) => return Err(cloud_err(node, Operation::InstanceId)(err)),
                 };
-                let addresses = self
-                    .v1_addresses(instances, &provider_id, node_name(node))
-                    .await
-                    .map_err(cloud_err(node, Operation::NodeAddresses))?;
+                let (id, name) = (provider_id.as_str(), node_name(node));
+                let addresses = self.v1_addresses(instances, node, id).await?;
                 let instance_type = self
-                    .v1_instance_type(instances, &provider_id, node_name(node))
-                    .await
-                    .map_err(cloud_err(node, Operation::InstanceType))?;
-                let mut meta = InstanceMetadata::new(provider_id.clone())
-                    .with_instance_type(instance_type)
-                    .with_addresses(addresses);
-                if let Some(zones) = zones {
-                    let zone = self
-                        .v1_zone(zones, &provider_id, node_name(node))
-                        .await
-                        .map_err(cloud_err(node, Operation::GetZoneByNodeName))?;
-                    meta = meta.with_zone(zone.failure_domain).with_region(zone.region);
-                }
-                Ok(meta.into())
+                    .by_id_or_name(
+                        node,
+                        (Operation::InstanceTypeByProviderId, Operation::InstanceType),
+                        id,
+                        || instances.instance_type_by_provider_id(id),
+                        || instances.instance_type(name),
+                    )
+                    .await?;
+                let zone = match zones {
+                    Some(zones) => Some(
+                        self.by_id_or_name(
+                            node,
+                            (Operation::GetZoneByProviderId, Operation::GetZoneByNodeName),
+                            id,
+                            || zones.get_zone_by_provider_id(id),
+                            || zones.get_zone_by_node_name(name),
+                        )
+                        .await?,
+                    ),
+                    None => None,
+                };
+                Ok(v1_metadata(provider_id, instance_type, addresses, zone).into())
             }
         }
     }
@@ -172,17 +113,10 @@ impl CloudInstances {
                 .map_err(cloud_err(node, Operation::InstanceMetadata))?
                 .into()),
             Api::V1 { instances, .. } => self
-                .v1_addresses(instances, node_provider_id(node), node_name(node))
+                .v1_addresses(instances, node, node_provider_id(node))
                 .await
-                .map(AddressLookup::Found)
-                .map_err(cloud_err(node, Operation::NodeAddresses)),
+                .map(AddressLookup::Found),
         }
-    }
-
-    /// Whether the provider answers InstancesV2 bulk calls natively; the periodic loops then make one call per
-    /// period for all nodes instead of one per node.
-    pub(crate) fn supports_bulk(&self) -> bool {
-        matches!(&self.api, Api::V2(v2) if v2.supports_bulk())
     }
 
     /// One native bulk call of InstancesV2 (only when [`supports_bulk`](Self::supports_bulk)), bounded by the
@@ -311,29 +245,24 @@ impl CloudInstances {
                 .await
                 .map_err(cloud_err(node, Operation::InstanceShutdown)),
             Api::V1 { instances, .. } => {
-                let provider_id = match provider_id {
-                    Some(id) => id.to_owned(),
-                    None => match self
+                let lookup = match provider_id {
+                    Some(id) => ProviderIdLookup::Found(id.to_owned()),
+                    None => self
                         .v1_provider_id(instances, node)
                         .await
-                        .map_err(cloud_err(node, Operation::InstanceId))?
-                    {
-                        ProviderIdLookup::Found(id) => id,
-                        ProviderIdLookup::InstanceNotFound => return Ok(false),
-                    },
+                        .map_err(cloud_err(node, Operation::InstanceId))?,
                 };
-                match self
+                let ProviderIdLookup::Found(provider_id) = lookup else {
+                    return Ok(false);
+                };
+                let operation = Operation::InstanceShutdownByProviderId;
+                let answer = self
                     .timed(
-                        Operation::InstanceShutdownByProviderId,
+                        operation,
                         instances.instance_shutdown_by_provider_id(&provider_id),
                     )
-                    .await
-                {
-                    Err(err) if err.is_not_implemented() => Ok(false),
-                    other => {
-                        other.map_err(cloud_err(node, Operation::InstanceShutdownByProviderId))
-                    }
-                }
+                    .await;
+                v1_shutdown(answer).map_err(cloud_err(node, operation))
             }
         }
     }
@@ -348,98 +277,61 @@ impl CloudInstances {
         if !spec_id.is_empty() {
             return Ok(ProviderIdLookup::Found(spec_id.to_owned()));
         }
-        match self
+        let answer = self
             .timed(
                 Operation::InstanceId,
                 instances.instance_id(node_name(node)),
             )
-            .await
-        {
-            Ok(id) => Ok(ProviderIdLookup::Found(format!(
-                "{}://{}",
-                self.provider_name, id
-            ))),
-            Err(err) if err.is_instance_not_found() => Ok(ProviderIdLookup::InstanceNotFound),
-            Err(err) => Err(err),
-        }
+            .await;
+        provider_id_from_instance_id(&self.provider_name, answer)
     }
 
     /// Run the by-providerID call, falling back to the by-name call on error. With no providerID only the
     /// by-name call is made (Go also tries the by-providerID call with an empty ID, which cannot succeed). Either
-    /// way a failure is the by-name call's (`by_name_op`), with the by-providerID error as context.
+    /// way a failure is the by-name call's (`by_name_op`) for `node`, with the by-providerID error as context.
     async fn by_id_or_name<T, A, B, FA, FB>(
         &self,
+        node: &Node,
         (by_id_op, by_name_op): (Operation, Operation),
         provider_id: &str,
         by_id: FA,
         by_name: FB,
-    ) -> Result<T, CloudError>
+    ) -> Result<T, Error>
     where
         FA: FnOnce() -> A,
         FB: FnOnce() -> B,
         A: Future<Output = Result<T, CloudError>>,
         B: Future<Output = Result<T, CloudError>>,
     {
-        if provider_id.is_empty() {
-            return self.timed(by_name_op, by_name()).await;
-        }
-        match self.timed(by_id_op, by_id()).await {
-            Ok(value) => Ok(value),
-            Err(by_id_err) => self
-                .timed(by_name_op, by_name())
-                .await
-                .map_err(|by_name_err| {
-                    by_name_err.context(format!(
-                        "by provider ID {provider_id}: {by_id_err}; by node name"
-                    ))
-                }),
-        }
+        let answer = if provider_id.is_empty() {
+            self.timed(by_name_op, by_name()).await
+        } else {
+            match self.timed(by_id_op, by_id()).await {
+                Ok(value) => Ok(value),
+                Err(by_id_err) => self
+                    .timed(by_name_op, by_name())
+                    .await
+                    .map_err(|by_name_err| both_failed(provider_id, &by_id_err, by_name_err)),
+            }
+        };
+        answer.map_err(cloud_err(node, by_name_op))
     }
 
     async fn v1_addresses(
         &self,
         instances: &Arc<dyn Instances>,
+        node: &Node,
         provider_id: &str,
-        name: &str,
-    ) -> Result<Vec<NodeAddress>, CloudError> {
+    ) -> Result<Vec<NodeAddress>, Error> {
         self.by_id_or_name(
+            node,
             (
                 Operation::NodeAddressesByProviderId,
                 Operation::NodeAddresses,
             ),
             provider_id,
             || instances.node_addresses_by_provider_id(provider_id),
-            || instances.node_addresses(name),
-        )
-        .await
-    }
-
-    async fn v1_instance_type(
-        &self,
-        instances: &Arc<dyn Instances>,
-        provider_id: &str,
-        name: &str,
-    ) -> Result<String, CloudError> {
-        self.by_id_or_name(
-            (Operation::InstanceTypeByProviderId, Operation::InstanceType),
-            provider_id,
-            || instances.instance_type_by_provider_id(provider_id),
-            || instances.instance_type(name),
-        )
-        .await
-    }
-
-    async fn v1_zone(
-        &self,
-        zones: &Arc<dyn Zones>,
-        provider_id: &str,
-        name: &str,
-    ) -> Result<ccm_core::Zone, CloudError> {
-        self.by_id_or_name(
-            (Operation::GetZoneByProviderId, Operation::GetZoneByNodeName),
-            provider_id,
-            || zones.get_zone_by_provider_id(provider_id),
-            || zones.get_zone_by_node_name(name),
+            || instances.node_addresses(node_name(node)),
         )
         .await
     }
@@ -448,8 +340,12 @@ impl CloudInstances {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ccm_core::{ErrorKind, MockCloudProvider, MockInstances, MockInstancesV2, MockZones, Zone};
+    use ccm_core::{CloudProvider, InstanceMetadata};
+    use ccm_core::{
+        ErrorKind, MockCloudProvider, MockInstances, MockInstancesV2, MockZones, Zone, Zones,
+    };
     use k8s_openapi::api::core::v1::NodeSpec;
+    use std::time::Duration;
 
     fn node(name: &str, provider_id: Option<&str>) -> Node {
         let mut n = Node {

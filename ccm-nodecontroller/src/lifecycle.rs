@@ -33,7 +33,7 @@ use kube::Resource;
 use kube::api::{Api, DeleteParams, Preconditions};
 use tokio_util::sync::CancellationToken;
 
-use crate::cloud::CloudInstances;
+use crate::cloud::{CloudInstances, INSTANCES};
 use crate::error::Error;
 use crate::patch::{self, shutdown_taint, with_taint};
 use crate::write::{self, Target, guarded_update};
@@ -48,7 +48,7 @@ pub use config::{Config, DEFAULT_CONCURRENCY, DEFAULT_NODE_MONITOR_PERIOD};
 pub use decide::{
     LifecycleAction, NodeOwnership, ParseNodeOwnershipError, Probe, SkipReason, decide, is_owned,
 };
-use decide::{asking, needs_attention, without_shutdown_taint_if_ready};
+use decide::{asking, check_failed, needs_attention, without_shutdown_taint_if_ready};
 
 /// The `cloud-node-lifecycle-controller` (alias `cloud-node-lifecycle`) for the runtime: not started (logged)
 /// when the provider has neither InstancesV2 nor Instances; an invalid `config` is an error.
@@ -59,15 +59,10 @@ use decide::{asking, needs_attention, without_shutdown_taint_if_ready};
 /// assert_eq!(d.short_name(), "cloud-node-lifecycle");
 /// ```
 pub fn descriptor(config: Config) -> ControllerDescriptor {
-    ControllerDescriptor::new(CONTROLLER, move |ctx: &ControllerContext| {
-        match CloudNodeLifecycleController::new(ctx, config.clone()) {
-            Ok(controller) => Ok(Some(Box::new(controller) as Box<dyn Controller>)),
-            Err(err @ Error::InstancesUnsupported { .. }) => {
-                tracing::warn!(controller = CONTROLLER, error = %err, "not starting the controller");
-                Ok(None)
-            }
-            Err(err) => Err(Box::new(err) as BoxError),
-        }
+    ControllerDescriptor::build(CONTROLLER, move |ctx: &ControllerContext| {
+        config.validate()?;
+        ctx.require(&INSTANCES)?;
+        Ok(CloudNodeLifecycleController::new(ctx, config.clone())?)
     })
     .with_aliases(&[names::controllers::CLOUD_NODE_LIFECYCLE_ALIAS])
 }
@@ -161,29 +156,19 @@ impl CloudNodeLifecycleController {
             return;
         }
         let list: Vec<Node> = asked.iter().map(|&i| Node::clone(&nodes[i])).collect();
-        let (answers, what) = match step {
-            LifecycleAction::CheckExists => (
-                self.cloud.exists_bulk(&list).await,
-                "error checking if node exists; will check again next period",
-            ),
-            _ => (
-                self.cloud.shutdown_bulk(&list).await,
-                "error checking if node is shut down",
-            ),
+        let answers = match step {
+            LifecycleAction::CheckExists => self.cloud.exists_bulk(&list).await,
+            _ => self.cloud.shutdown_bulk(&list).await,
         };
         let answers: Vec<Result<bool, ErrorKind>> = match answers {
             Ok(answers) => asked
                 .iter()
                 .zip(answers)
-                .map(|(&i, answer)| {
-                    answer.map_err(|err| {
-                        warn_unless_abandoned(&err, node_name(&nodes[i]), what);
-                        err.cloud_kind().unwrap_or(ErrorKind::Other)
-                    })
-                })
+                .map(|(&i, answer)| checked(answer, node_name(&nodes[i]), step))
                 .collect(),
             Err(err) => {
                 if !is_abandoned(&err) {
+                    let what = check_failed(step);
                     tracing::warn!(nodes = asked.len(), error = %err, "{what} (bulk call)");
                 }
                 vec![Err(err.cloud_kind().unwrap_or(ErrorKind::Other)); asked.len()]
@@ -205,36 +190,19 @@ impl CloudNodeLifecycleController {
                     return;
                 }
                 LifecycleAction::Nothing => return,
-                LifecycleAction::CheckExists => {
-                    probe.exists = Some(match self.cloud.exists(node).await {
-                        Ok((exists, id)) => {
+                step @ LifecycleAction::CheckExists => {
+                    let answer = checked(self.cloud.exists(node).await, name, step);
+                    probe.record(
+                        step,
+                        answer.map(|(exists, id)| {
                             provider_id = id;
-                            Ok(exists)
-                        }
-                        Err(err) => {
-                            warn_unless_abandoned(
-                                &err,
-                                name,
-                                "error checking if node exists; will check again next period",
-                            );
-                            Err(err.cloud_kind().unwrap_or(ErrorKind::Other))
-                        }
-                    });
-                }
-                LifecycleAction::CheckShutdown => {
-                    probe.shutdown = Some(
-                        match self.cloud.shutdown(node, provider_id.as_deref()).await {
-                            Ok(shutdown) => Ok(shutdown),
-                            Err(err) => {
-                                warn_unless_abandoned(
-                                    &err,
-                                    name,
-                                    "error checking if node is shut down",
-                                );
-                                Err(err.cloud_kind().unwrap_or(ErrorKind::Other))
-                            }
-                        },
+                            exists
+                        }),
                     );
+                }
+                step @ LifecycleAction::CheckShutdown => {
+                    let answer = self.cloud.shutdown(node, provider_id.as_deref()).await;
+                    probe.record(step, checked(answer, name, step));
                 }
                 LifecycleAction::Delete => return self.delete(node).await,
                 LifecycleAction::AddShutdownTaint => {
@@ -317,12 +285,15 @@ impl CloudNodeLifecycleController {
     }
 }
 
-/// Log a failed check, unless the call was abandoned at shutdown: the cloud-call budget summarises those in one
-/// line.
-fn warn_unless_abandoned(err: &Error, node: &str, message: &str) {
-    if !is_abandoned(err) {
-        tracing::warn!(node, error = %err, "{message}");
-    }
+/// A check's answer as [`decide`] reads it: a failure is logged (unless the call was abandoned at shutdown: the
+/// cloud-call budget summarises those in one line) and kept as its kind.
+fn checked<T>(answer: Result<T, Error>, node: &str, step: LifecycleAction) -> Result<T, ErrorKind> {
+    answer.map_err(|err| {
+        if !is_abandoned(&err) {
+            tracing::warn!(node, error = %err, "{}", check_failed(step));
+        }
+        err.cloud_kind().unwrap_or(ErrorKind::Other)
+    })
 }
 
 #[async_trait]

@@ -18,27 +18,24 @@ pub(crate) struct NodeMetrics {
     initial_sync_delay: Histogram,
 }
 
-fn buckets() -> impl Iterator<Item = f64> {
-    exponential_buckets(1.0, 4.0, 6)
+fn buckets() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 4.0, 6))
 }
 
 impl NodeMetrics {
     pub(crate) fn register(registry: &SharedRegistry) -> Self {
-        let metrics = NodeMetrics {
-            taint_removal_delay: Histogram::new(buckets()),
-            initial_sync_delay: Histogram::new(buckets()),
-        };
-        registry.register(
-            TAINT_REMOVAL_DELAY,
-            "[ALPHA] Number of seconds after node creation when NodeController removed the cloud-provider taint of a single node.",
-            metrics.taint_removal_delay.clone(),
-        );
-        registry.register(
-            INITIAL_NODE_SYNC_DELAY,
-            "[ALPHA] Number of seconds after node creation when NodeController finished the initial synchronization of a single node.",
-            metrics.initial_sync_delay.clone(),
-        );
-        metrics
+        NodeMetrics {
+            taint_removal_delay: registry.registered(
+                TAINT_REMOVAL_DELAY,
+                "[ALPHA] Number of seconds after node creation when NodeController removed the cloud-provider taint of a single node.",
+                buckets(),
+            ),
+            initial_sync_delay: registry.registered(
+                INITIAL_NODE_SYNC_DELAY,
+                "[ALPHA] Number of seconds after node creation when NodeController finished the initial synchronization of a single node.",
+                buckets(),
+            ),
+        }
     }
 
     pub(crate) fn taint_removed(&self, created: Option<&Time>) {

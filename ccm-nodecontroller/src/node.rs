@@ -27,7 +27,6 @@ use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDes
 use ccm_core::runtime::events::{EventRecorder, EventType};
 use ccm_core::runtime::every::{Timing, every};
 use ccm_core::runtime::informer::Store;
-use ccm_core::runtime::metrics::WorkqueueMetrics;
 use ccm_core::runtime::workers::Action;
 use ccm_core::{BoxError, InstanceLookup};
 use futures::StreamExt;
@@ -36,12 +35,13 @@ use kube::Resource;
 use kube::api::{Api, Patch};
 use tokio_util::sync::CancellationToken;
 
-use crate::cloud::{AddressLookup, CloudInstances};
+use crate::cloud::{AddressLookup, CloudInstances, INSTANCES};
 use crate::error::Error;
 use crate::metrics::NodeMetrics;
-use crate::plan::{address_step, node_event_key, plan_initialization};
+use crate::plan::{
+    address_step, ga_labels, initialization_step, initialized, node_event_key, warning_reason,
+};
 use crate::prefetch::Prefetcher;
-use crate::reasons;
 use crate::write::{self, Target, guarded_update};
 use superseded::Superseded;
 
@@ -64,15 +64,10 @@ const CONTROLLER: &str = names::controllers::CLOUD_NODE;
 /// assert_eq!(d.short_name(), "cloud-node");
 /// ```
 pub fn descriptor(config: Config) -> ControllerDescriptor {
-    ControllerDescriptor::new(CONTROLLER, move |ctx: &ControllerContext| {
-        match CloudNodeController::new(ctx, config.clone()) {
-            Ok(controller) => Ok(Some(Box::new(controller) as Box<dyn Controller>)),
-            Err(err @ Error::InstancesUnsupported { .. }) => {
-                tracing::warn!(controller = CONTROLLER, error = %err, "not starting the controller");
-                Ok(None)
-            }
-            Err(err) => Err(Box::new(err) as BoxError),
-        }
+    ControllerDescriptor::build(CONTROLLER, move |ctx: &ControllerContext| {
+        config.validate()?;
+        ctx.require(&INSTANCES)?;
+        Ok(CloudNodeController::new(ctx, config.clone())?)
     })
     .with_aliases(&[names::controllers::CLOUD_NODE_ALIAS])
 }
@@ -96,7 +91,7 @@ struct Inner {
 pub struct CloudNodeController {
     inner: Arc<Inner>,
     informer: ccm_core::runtime::informer::Informer<Node>,
-    queue_metrics: WorkqueueMetrics,
+    kit: Kit,
 }
 
 impl std::fmt::Debug for CloudNodeController {
@@ -128,7 +123,7 @@ impl CloudNodeController {
                 prefetcher: Prefetcher::default(),
             }),
             informer,
-            queue_metrics: ctx.workqueue_metrics.clone(),
+            kit: ctx.controller(CONTROLLER, QUEUE_NAME),
         })
     }
 
@@ -146,7 +141,7 @@ impl Controller for CloudNodeController {
         let CloudNodeController {
             inner,
             informer,
-            queue_metrics,
+            kit,
         } = *self;
         tracing::info!(
             controller = CONTROLLER,
@@ -159,9 +154,7 @@ impl Controller for CloudNodeController {
             Timing::Sliding,
         );
         let status_inner = inner.clone();
-        Kit::new(CONTROLLER)
-            .queue_with_metrics(QUEUE_NAME, &queue_metrics)
-            .watches(&informer, node_event_key)
+        kit.watches(&informer, node_event_key)
             .workers(inner.config.concurrent_node_syncs)
             .with_loop(move |shutdown| async move {
                 status
@@ -199,6 +192,16 @@ impl Inner {
         if !node_has_taint(&node, names::taints::UNINITIALIZED) {
             return self.reconcile_labels(&node).await;
         }
+        self.initialize(&node).await.inspect_err(|err| {
+            if let Some(reason) = warning_reason(err) {
+                self.event(&node, EventType::Warning, reason, err.to_string());
+            }
+        })
+    }
+
+    /// Initialize a node that carries the uninitialized taint.
+    async fn initialize(&self, node: &Node) -> Result<(), Error> {
+        let name = node_name(node);
         tracing::info!(node = name, "initializing node with cloud provider");
         // A new node goes first: its calls never wait behind the periodic sweeps' (see `CallPriority`).
         let lookup = async {
@@ -206,71 +209,34 @@ impl Inner {
                 let limit = self.config.initialization_batch;
                 let batched = self
                     .prefetcher
-                    .metadata(&self.cloud, &node, &self.store, limit);
+                    .metadata(&self.cloud, node, &self.store, limit);
                 if let Some(answer) = batched.await {
-                    return crate::cloud::complete(&node, answer);
+                    return crate::cloud::complete(node, answer);
                 }
             }
-            self.cloud.metadata(&node).await
+            self.cloud.metadata(node).await
         };
-        let meta = match CallPriority::High.scope(lookup).await {
-            Ok(InstanceLookup::Found(meta)) => meta,
-            Ok(InstanceLookup::Skip { reason }) => {
+        let meta = match CallPriority::High.scope(lookup).await? {
+            InstanceLookup::Found(meta) => meta,
+            InstanceLookup::Skip { reason } => {
                 // Go: "Skip sync node" for nil metadata; the node is not retried until it changes.
                 tracing::info!(node = name, reason = %reason, "Skip sync node");
                 return Ok(());
             }
-            Err(err) => {
-                if let Error::MissingProviderId { .. } = err {
-                    self.event(
-                        &node,
-                        EventType::Warning,
-                        reasons::MISSING_PROVIDER_ID,
-                        err.to_string(),
-                    );
-                }
-                return Err(err);
-            }
         };
-
         let mut discarded_logged = false;
         let mut versions = Vec::new();
-        let outcome = guarded_update(&self.nodes, (*node).clone(), |current, written| {
+        let outcome = guarded_update(&self.nodes, node.clone(), |current, written| {
             versions.extend(current.metadata.resource_version.clone());
-            if !node_has_taint(current, names::taints::UNINITIALIZED) {
-                return Ok(None);
-            }
-            let plan = plan_initialization(current, &meta).map_err(|source| Error::InvalidNodeIp {
-                node: name.to_owned(),
-                source,
-            })?;
-            if !discarded_logged {
-                discarded_logged = true;
-                for label in &plan.labels.discarded {
+            let step = initialization_step(current, &meta, written)?;
+            if !std::mem::replace(&mut discarded_logged, true) {
+                for label in &step.discarded {
                     tracing::warn!(node = name, key = %label.key, value = %label.value, reason = ?label.reason, "discarding additional label from the cloud provider");
                 }
             }
-            // Addresses first, so the node is never schedulable with only the kubelet's addresses.
-            if !plan.status_ops.is_empty() && !written.contains(&Target::Status) {
-                return Ok(Some((Target::Status, plan.status_ops)));
-            }
-            Ok(Some((Target::Spec, plan.spec_ops)))
+            Ok(step.write)
         })
-        .await;
-        let outcome = match outcome {
-            Ok(outcome) => outcome,
-            Err(err) => {
-                if let Error::InvalidNodeIp { .. } = err {
-                    self.event(
-                        &node,
-                        EventType::Warning,
-                        reasons::INVALID_NODE_IP,
-                        err.to_string(),
-                    );
-                }
-                return Err(err);
-            }
-        };
+        .await?;
         let Some(updated) = outcome.node else {
             tracing::info!(node = name, "node was deleted while being initialized");
             return Ok(());
@@ -296,13 +262,9 @@ impl Inner {
 
     /// Go: `reconcileNodeLabels`: copy beta topology labels to their GA names; one merge patch, no cloud call.
     async fn reconcile_labels(&self, node: &Node) -> Result<(), Error> {
-        let set = match &node.metadata.labels {
-            Some(labels) => crate::labels::reconcile_beta_to_ga(labels),
-            None => return Ok(()),
-        };
-        if set.is_empty() {
+        let Some(set) = ga_labels(node) else {
             return Ok(());
-        }
+        };
         let name = node_name(node);
         let patch = Patch::Merge(serde_json::json!({ "metadata": { "labels": set } }));
         match self.nodes.patch(name, &write::patch_params(), &patch).await {
@@ -329,12 +291,7 @@ impl Inner {
 
     async fn update_node_status_now(&self) {
         let start = Instant::now();
-        let nodes: Vec<Arc<Node>> = self
-            .store
-            .list()
-            .into_iter()
-            .filter(|n| !node_has_taint(n, names::taints::UNINITIALIZED))
-            .collect();
+        let nodes = initialized(self.store.list());
         let count = nodes.len();
         let bulk = self.cloud.supports_bulk();
         if bulk {
@@ -342,7 +299,8 @@ impl Inner {
         } else {
             futures::stream::iter(nodes)
                 .for_each_concurrent(self.config.status_update_workers(), |node| async move {
-                    self.sync_addresses(&node).await;
+                    self.sync_addresses(&node, self.cloud.addresses(&node).await)
+                        .await;
                 })
                 .await;
         }
@@ -367,42 +325,25 @@ impl Inner {
             }
         };
         futures::stream::iter(list.iter().zip(answers))
-            .for_each_concurrent(
-                self.config.status_update_workers(),
-                |(node, answer)| async move {
-                    match answer {
-                        Ok(AddressLookup::Found(addresses)) => {
-                            self.apply_addresses(node, addresses).await
-                        }
-                        Ok(AddressLookup::Skip(reason)) => {
-                            tracing::debug!(node = node_name(node), reason = %reason, "Skip sync node addresses");
-                        }
-                        Err(err) if is_abandoned(&err) => {}
-                        Err(err) => {
-                            tracing::warn!(node = node_name(node), error = %err, "error getting instance addresses; skipping the node this round");
-                        }
-                    }
-                },
-            )
+            .for_each_concurrent(self.config.status_update_workers(), |(node, answer)| {
+                self.sync_addresses(node, answer)
+            })
             .await;
     }
 
-    async fn sync_addresses(&self, node: &Node) {
+    /// Act on the cloud's answer about a node's addresses: write them, or skip the node this round.
+    async fn sync_addresses(&self, node: &Node, answer: Result<AddressLookup, Error>) {
         let name = node_name(node);
-        let cloud_addresses = match self.cloud.addresses(node).await {
-            Ok(AddressLookup::Found(addresses)) => addresses,
+        match answer {
+            Ok(AddressLookup::Found(addresses)) => self.apply_addresses(node, addresses).await,
             Ok(AddressLookup::Skip(reason)) => {
                 tracing::debug!(node = name, reason = %reason, "Skip sync node addresses");
-                return;
             }
+            Err(err) if is_abandoned(&err) => {}
             Err(err) => {
-                if !is_abandoned(&err) {
-                    tracing::warn!(node = name, error = %err, "error getting instance addresses; skipping the node this round");
-                }
-                return;
+                tracing::warn!(node = name, error = %err, "error getting instance addresses; skipping the node this round");
             }
-        };
-        self.apply_addresses(node, cloud_addresses).await;
+        }
     }
 
     /// Write the cloud's addresses to the node if they changed (Go: `updateNodeAddress`).

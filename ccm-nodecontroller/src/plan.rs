@@ -17,6 +17,8 @@
 //! assert!(!plan.spec_ops.is_empty());
 //! ```
 
+use std::collections::BTreeMap;
+
 use ccm_core::runtime::informer::InformerEvent;
 use ccm_core::{InstanceMetadata, names};
 use json_patch::PatchOperation;
@@ -24,7 +26,7 @@ use k8s_openapi::api::core::v1::{Node, NodeAddress};
 
 use crate::addresses::{self, AddressUpdate, NodeIpError};
 use crate::error::Error;
-use crate::labels::{self, LabelPlan};
+use crate::labels::{self, DiscardedLabel, LabelPlan};
 use crate::patch::{self, Step, Target};
 
 /// Whether an update of a cached node (`old` → `new`) gives the cloud node controller anything to do, so that the
@@ -80,6 +82,69 @@ pub(crate) fn address_step(current: &Node, cloud_addresses: &[NodeAddress]) -> S
             source,
         }),
     }
+}
+
+/// One step of a node's initialization: the next write, and the provider's additional labels that are dropped.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct InitStep {
+    /// The next guarded patch; `None` when the node is initialized.
+    pub write: Option<(Target, Vec<PatchOperation>)>,
+    /// The additional labels dropped (for the log).
+    pub discarded: Vec<DiscardedLabel>,
+}
+
+/// The next write of a node's initialization, given the writes already made (`written`): nothing once the
+/// uninitialized taint is gone (someone else initialized it meanwhile, or our last write did); else the
+/// addresses first (status), so the node is never schedulable with only the kubelet's addresses, then labels,
+/// providerID and taint removal (spec). An invalid provided node IP is [`Error::InvalidNodeIp`].
+pub(crate) fn initialization_step(
+    current: &Node,
+    meta: &InstanceMetadata,
+    written: &[Target],
+) -> Result<InitStep, Error> {
+    if !ccm_core::helpers::node_has_taint(current, names::taints::UNINITIALIZED) {
+        return Ok(InitStep {
+            write: None,
+            discarded: Vec::new(),
+        });
+    }
+    let plan = plan_initialization(current, meta).map_err(|source| Error::InvalidNodeIp {
+        node: ccm_core::helpers::node_name(current).to_owned(),
+        source,
+    })?;
+    let write = if !plan.status_ops.is_empty() && !written.contains(&Target::Status) {
+        (Target::Status, plan.status_ops)
+    } else {
+        (Target::Spec, plan.spec_ops)
+    };
+    Ok(InitStep {
+        write: Some(write),
+        discarded: plan.labels.discarded,
+    })
+}
+
+/// The Warning Event reason of a failed initialization the user must act on ([`crate::reasons`]), if it is one.
+pub(crate) fn warning_reason(err: &Error) -> Option<&'static str> {
+    match err {
+        Error::MissingProviderId { .. } => Some(crate::reasons::MISSING_PROVIDER_ID),
+        Error::InvalidNodeIp { .. } => Some(crate::reasons::INVALID_NODE_IP),
+        _ => None,
+    }
+}
+
+/// Go `reconcileNodeLabels`: the GA topology labels to set from their beta names (no cloud call); `None` when
+/// there is nothing to copy.
+pub(crate) fn ga_labels(node: &Node) -> Option<BTreeMap<String, String>> {
+    let set = labels::reconcile_beta_to_ga(node.metadata.labels.as_ref()?);
+    (!set.is_empty()).then_some(set)
+}
+
+/// The nodes the periodic address sync refreshes: those initialized already.
+pub(crate) fn initialized<N: AsRef<Node>>(nodes: Vec<N>) -> Vec<N> {
+    nodes
+        .into_iter()
+        .filter(|n| !ccm_core::helpers::node_has_taint(n.as_ref(), names::taints::UNINITIALIZED))
+        .collect()
 }
 
 /// Everything initialization writes for one node.
@@ -470,6 +535,76 @@ mod tests {
         assert!(
             address_step(&node, &cloud).expect("no error").is_none(),
             "uninitialized"
+        );
+    }
+
+    #[test]
+    fn an_initialization_writes_the_addresses_first_then_the_spec_then_nothing() {
+        let node = kubelet_node();
+        let meta =
+            InstanceMetadata::new("fake://node0").with_addresses(vec![a("InternalIP", "10.0.0.1")]);
+        let first = initialization_step(&node, &meta, &[]).unwrap();
+        let (target, ops) = first.write.expect("a write");
+        assert_eq!(target, Target::Status);
+        let node = apply(&node, &ops).expect("status patch applies");
+        let second = initialization_step(&node, &meta, &[Target::Status]).unwrap();
+        let (target, ops) = second.write.expect("a write");
+        assert_eq!(target, Target::Spec);
+        let node = apply(&node, &ops).expect("spec patch applies");
+        let done = initialization_step(&node, &meta, &[Target::Status, Target::Spec]).unwrap();
+        assert_eq!(done.write, None, "the taint is gone");
+        assert!(done.discarded.is_empty());
+    }
+
+    #[test]
+    fn an_invalid_node_ip_is_an_error_with_its_event_reason() {
+        let mut node = kubelet_node();
+        node.metadata.annotations = Some(BTreeMap::from([(
+            names::annotations::PROVIDED_NODE_IP.to_owned(),
+            "10.9.9.9".to_owned(),
+        )]));
+        let meta =
+            InstanceMetadata::new("fake://node0").with_addresses(vec![a("InternalIP", "10.0.0.1")]);
+        let err = initialization_step(&node, &meta, &[]).unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidNodeIp { ref node, .. } if node == "node0"),
+            "{err}"
+        );
+        assert_eq!(warning_reason(&err), Some(crate::reasons::INVALID_NODE_IP));
+        let missing = Error::MissingProviderId { node: "n".into() };
+        assert_eq!(
+            warning_reason(&missing),
+            Some(crate::reasons::MISSING_PROVIDER_ID)
+        );
+        let other = Error::InvalidConfig {
+            controller: "c",
+            message: "m".into(),
+        };
+        assert_eq!(warning_reason(&other), None);
+    }
+
+    #[test]
+    fn beta_labels_get_their_ga_copy_and_only_initialized_nodes_get_an_address_sync() {
+        let mut node = kubelet_node();
+        assert_eq!(ga_labels(&node), None, "no labels");
+        node.metadata.labels = Some(BTreeMap::from([(
+            l::FAILURE_DOMAIN_BETA_ZONE.to_owned(),
+            "z1".to_owned(),
+        )]));
+        assert_eq!(
+            ga_labels(&node),
+            Some(BTreeMap::from([(
+                l::TOPOLOGY_ZONE.to_owned(),
+                "z1".to_owned()
+            )]))
+        );
+        let mut ready = node.clone();
+        ready.spec = None;
+        let nodes = vec![std::sync::Arc::new(node), std::sync::Arc::new(ready)];
+        assert_eq!(
+            super::initialized(nodes).len(),
+            1,
+            "the tainted node waits for its initialization"
         );
     }
 }

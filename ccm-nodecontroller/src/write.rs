@@ -70,60 +70,39 @@ where
     F: FnMut(&Node, &[Target]) -> Step,
 {
     let name = ccm_core::helpers::node_name(&start).to_owned();
-    let mut node = start;
+    let mut node = Some(start);
     let mut written = Vec::new();
     let mut retries = 0;
-    loop {
-        let Some((target, ops)) = plan(&node, &written)? else {
-            return Ok(Outcome {
-                node: Some(node),
-                written,
-            });
+    while let Some(current) = &node {
+        let Some((target, ops)) = plan(current, &written)? else {
+            break;
         };
         if ops.is_empty() || written.len() >= MAX_WRITES {
-            return Ok(Outcome {
-                node: Some(node),
-                written,
-            });
+            break;
         }
-        match send(api, &name, target, ops).await {
+        node = match send(api, &name, target, ops).await {
             Ok(updated) => {
                 written.push(target);
-                node = updated;
+                Some(updated)
             }
-            Err(err) if is_not_found(&err) => {
-                return Ok(Outcome {
-                    node: None,
-                    written,
-                });
-            }
-            Err(err) if is_guard_failure(&err) => {
+            Err(err) if is_not_found(&err) => None,
+            Err(err) if is_guard_failure(&err) && retries < MAX_GUARD_RETRIES => {
                 retries += 1;
-                if retries > MAX_GUARD_RETRIES {
-                    return Err(Error::Contended {
-                        node: name,
-                        action: target.action(),
-                        attempts: retries,
-                        source: err,
-                    });
-                }
                 tracing::debug!(node = %name, error = %err, "node changed since it was read; re-reading");
-                match api.get_opt(&name).await {
-                    Ok(Some(fresh)) => node = fresh,
-                    Ok(None) => {
-                        return Ok(Outcome {
-                            node: None,
-                            written,
-                        });
-                    }
-                    Err(source) => {
-                        return Err(Error::Kube {
-                            node: name,
-                            action: "read",
-                            source,
-                        });
-                    }
-                }
+                let read = api.get_opt(&name).await;
+                read.map_err(|source| Error::Kube {
+                    node: name.clone(),
+                    action: "read",
+                    source,
+                })?
+            }
+            Err(source) if is_guard_failure(&source) => {
+                return Err(Error::Contended {
+                    node: name,
+                    action: target.action(),
+                    attempts: retries + 1,
+                    source,
+                });
             }
             Err(source) => {
                 return Err(Error::Kube {
@@ -132,6 +111,7 @@ where
                     source,
                 });
             }
-        }
+        };
     }
+    Ok(Outcome { node, written })
 }

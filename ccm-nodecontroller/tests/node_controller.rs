@@ -585,3 +585,29 @@ async fn a_kubelet_taint_added_during_initialization_survives() {
     );
     h.finish().await;
 }
+
+#[tokio::test]
+async fn descriptors_start_with_instances_and_skip_a_provider_without() {
+    use ccm_nodecontroller::{
+        CloudNodeLifecycleConfig, cloud_node_descriptor, cloud_node_lifecycle_descriptor,
+    };
+    let fake = FakeCloud::new();
+    fake.set_capability(Capability::InstancesV2, false);
+    let h = Harness::new(fake.clone()).await;
+    let node = cloud_node_descriptor(CloudNodeConfig::default());
+    let lifecycle = cloud_node_lifecycle_descriptor(CloudNodeLifecycleConfig::default());
+    // V1 Instances is enough.
+    assert!((node.init)(&h.ctx).unwrap().is_some());
+    assert!((lifecycle.init)(&h.ctx).unwrap().is_some());
+    // Neither InstancesV2 nor Instances: not started, not an error.
+    fake.set_capability(Capability::Instances, false);
+    assert!((node.init)(&h.ctx).unwrap().is_none());
+    assert!((lifecycle.init)(&h.ctx).unwrap().is_none());
+    // An invalid setting is an error, whatever the provider.
+    let bad = cloud_node_descriptor(CloudNodeConfig::default().with_concurrent_node_syncs(0));
+    let err = (bad.init)(&h.ctx)
+        .err()
+        .expect("an invalid setting is an error");
+    assert!(err.to_string().contains("cloud-node-controller"), "{err}");
+    h.finish().await;
+}

@@ -43,8 +43,9 @@ pub mod metrics;
 pub mod plan;
 mod report;
 
+use ccm_core::intercept::Capability;
 use ccm_core::names;
-use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
+use ccm_core::runtime::controller::{ControllerContext, ControllerDescriptor, NotStarted};
 
 pub use config::{Config, RouteSyncMode, parse_cluster_cidrs};
 pub use controller::{QUEUE_KEY, QUEUE_NAME, RouteController};
@@ -65,24 +66,17 @@ pub use report::PassReport;
 /// assert_eq!(d.short_name(), "route");
 /// ```
 pub fn descriptor(config: Config) -> ControllerDescriptor {
-    ControllerDescriptor::new(names::controllers::NODE_ROUTE, move |ctx: &ControllerContext| {
-        if !config.configure_cloud_routes {
-            tracing::info!(
-                configure_cloud_routes = false,
-                "will not configure cloud provider routes"
-            );
-            return Ok(None);
-        }
-        if std::sync::Arc::clone(&ctx.provider).routes().is_none() {
-            tracing::warn!(
-                provider = ctx.provider.provider_name(),
-                "--configure-cloud-routes is set, but the cloud provider does not support routes; \
-                 will not configure cloud provider routes"
-            );
-            return Ok(None);
-        }
-        let controller = RouteController::new(ctx, config.clone())?;
-        Ok(Some(Box::new(controller) as Box<dyn Controller>))
-    })
+    ControllerDescriptor::build(
+        names::controllers::NODE_ROUTE,
+        move |ctx: &ControllerContext| {
+            if !config.configure_cloud_routes {
+                let reason =
+                    "--configure-cloud-routes is false: will not configure cloud provider routes";
+                return Err(NotStarted(reason.to_owned()).into());
+            }
+            ctx.require(&[Capability::Routes])?;
+            Ok(RouteController::new(ctx, config.clone())?)
+        },
+    )
     .with_aliases(&[names::controllers::NODE_ROUTE_ALIAS])
 }

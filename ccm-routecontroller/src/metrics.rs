@@ -30,18 +30,18 @@ pub struct RouteMetrics {
 impl RouteMetrics {
     /// Create the metrics and register them into `registry`.
     pub fn register(registry: &SharedRegistry) -> Self {
-        let metrics = RouteMetrics::default();
-        registry.register(
-            "route_controller_route_sync",
-            "A metric counting the amount of times routes have been synced with the cloud provider.",
-            metrics.route_sync.clone(),
-        );
-        registry.register(
-            "route_controller_route_operations",
-            "Cloud route calls made by the route controller, by operation (list, create, delete) and result.",
-            metrics.operations.clone(),
-        );
-        metrics
+        RouteMetrics {
+            route_sync: registry.registered(
+                "route_controller_route_sync",
+                "A metric counting the amount of times routes have been synced with the cloud provider.",
+                Counter::default(),
+            ),
+            operations: registry.registered(
+                "route_controller_route_operations",
+                "Cloud route calls made by the route controller, by operation (list, create, delete) and result.",
+                Family::default(),
+            ),
+        }
     }
 
     /// One more pass.

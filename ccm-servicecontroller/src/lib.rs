@@ -46,8 +46,9 @@ pub mod predicates;
 mod state;
 pub mod takeover;
 
+use ccm_core::intercept::Capability;
 use ccm_core::names;
-use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
+use ccm_core::runtime::controller::{ControllerContext, ControllerDescriptor};
 
 pub use config::{Config, Takeover};
 pub use controller::ServiceController;
@@ -66,19 +67,12 @@ pub use error::Error;
 /// assert_eq!(d.aliases, vec!["service".to_string()]);
 /// ```
 pub fn descriptor(config: Config) -> ControllerDescriptor {
-    ControllerDescriptor::new(
+    ControllerDescriptor::build(
         names::controllers::SERVICE_LB,
         move |ctx: &ControllerContext| {
             config.validate()?;
-            if std::sync::Arc::clone(&ctx.provider).load_balancer().is_none() {
-                tracing::warn!(
-                    provider = %ctx.provider.provider_name(),
-                    "the cloud provider does not support external load balancers; not starting the service controller"
-                );
-                return Ok(None);
-            }
-            let controller = ServiceController::new(ctx, config.clone())?;
-            Ok(Some(Box::new(controller) as Box<dyn Controller>))
+            ctx.require(&[Capability::LoadBalancer])?;
+            Ok(ServiceController::new(ctx, config.clone())?)
         },
     )
     .with_aliases(&[names::controllers::SERVICE_LB_ALIAS])

@@ -37,33 +37,28 @@ fn buckets() -> Histogram {
 impl ServiceMetrics {
     /// Create the metrics and register them into `registry`.
     pub fn register(registry: &SharedRegistry) -> Self {
-        let metrics = ServiceMetrics {
-            loadbalancer_sync: Counter::default(),
-            nodesync_error: Counter::default(),
-            nodesync_latency: buckets(),
-            update_host_latency: buckets(),
-        };
-        registry.register(
-            "service_controller_loadbalancer_sync",
-            "A metric counting the amount of times any load balancer has been configured, as an effect of service/node changes on the cluster",
-            metrics.loadbalancer_sync.clone(),
-        );
-        registry.register(
-            "service_controller_nodesync_error",
-            "A metric counting the amount of times any load balancer has been configured and errored, as an effect of node changes on the cluster",
-            metrics.nodesync_error.clone(),
-        );
-        registry.register(
-            "service_controller_nodesync_latency_seconds",
-            "A metric measuring the latency for nodesync which updates loadbalancer hosts on cluster node updates.",
-            metrics.nodesync_latency.clone(),
-        );
-        registry.register(
-            "service_controller_update_loadbalancer_host_latency_seconds",
-            "A metric measuring the latency for updating each load balancer hosts.",
-            metrics.update_host_latency.clone(),
-        );
-        metrics
+        ServiceMetrics {
+            loadbalancer_sync: registry.registered(
+                "service_controller_loadbalancer_sync",
+                "A metric counting the amount of times any load balancer has been configured, as an effect of service/node changes on the cluster",
+                Counter::default(),
+            ),
+            nodesync_error: registry.registered(
+                "service_controller_nodesync_error",
+                "A metric counting the amount of times any load balancer has been configured and errored, as an effect of node changes on the cluster",
+                Counter::default(),
+            ),
+            nodesync_latency: registry.registered(
+                "service_controller_nodesync_latency_seconds",
+                "A metric measuring the latency for nodesync which updates loadbalancer hosts on cluster node updates.",
+                buckets(),
+            ),
+            update_host_latency: registry.registered(
+                "service_controller_update_loadbalancer_host_latency_seconds",
+                "A metric measuring the latency for updating each load balancer hosts.",
+                buckets(),
+            ),
+        }
     }
 
     pub(crate) fn observe_nodesync(&self, took: Duration) {

@@ -2,11 +2,12 @@
 //!
 //! The runtime (crate `ccm-app`) builds one [`ControllerContext`] for the whole process and calls each enabled
 //! [`ControllerDescriptor`]'s init function with it; the [`Controller`] it returns is then run until shutdown.
-//! Vendors register their own controllers the same way.
+//! Vendors register their own controllers the same way, usually with [`ControllerDescriptor::build`], which
+//! also says why a controller is not started (here: a provider without InstancesV2).
 //!
 //! ```no_run
-//! use std::sync::Arc;
 //! use async_trait::async_trait;
+//! use ccm_core::intercept::Capability;
 //! use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
 //! use ccm_core::BoxError;
 //! use tokio_util::sync::CancellationToken;
@@ -21,8 +22,9 @@
 //!     }
 //! }
 //!
-//! let descriptor = ControllerDescriptor::new("tagging-controller", |_ctx: &ControllerContext| {
-//!     Ok(Some(Box::new(TagSync) as Box<dyn Controller>))
+//! let descriptor = ControllerDescriptor::build("tagging-controller", |ctx: &ControllerContext| {
+//!     ctx.require(&[Capability::InstancesV2])?;
+//!     Ok(TagSync)
 //! })
 //! .with_aliases(&["tagging"])
 //! .disabled_by_default();
@@ -35,6 +37,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::BoxError;
+use crate::intercept::Capability;
 use crate::provider::CloudProvider;
 use crate::runtime::events::{EventRecorder, EventSink};
 use crate::runtime::informer::SharedInformers;
@@ -151,6 +154,20 @@ impl ControllerContext {
             .queue_with_metrics(queue_name, &self.workqueue_metrics)
     }
 
+    /// `Ok` when the provider has one of `any_of`, else [`NotStarted`] naming the provider and what it lacks: the
+    /// check a controller's init makes before it is built ([`ControllerDescriptor::build`]).
+    pub fn require(&self, any_of: &[Capability]) -> Result<(), NotStarted> {
+        if any_of.iter().any(|c| c.supported_by(&self.provider)) {
+            return Ok(());
+        }
+        let names: Vec<&str> = any_of.iter().map(|c| c.as_str()).collect();
+        Err(NotStarted(format!(
+            "cloud provider {:?} does not support {}",
+            self.provider.provider_name(),
+            names.join(" or ")
+        )))
+    }
+
     /// An event recorder for `component`, writing through the shared [`EventSink`].
     pub fn recorder(&self, component: &str) -> EventRecorder {
         let client = self
@@ -166,6 +183,13 @@ impl ControllerContext {
 /// capability), which the runtime logs and skips; an error stops the CCM.
 pub type ControllerInitFn =
     Arc<dyn Fn(&ControllerContext) -> Result<Option<Box<dyn Controller>>, BoxError> + Send + Sync>;
+
+/// The error of a [`ControllerDescriptor::build`] function that means "do not start this controller", for this
+/// reason (for example the provider lacks a capability it needs, see [`ControllerContext::require`]): the
+/// runtime logs it and runs the other controllers, as Go does.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotStarted(pub String);
 
 /// A named controller the runtime can enable with `--controllers`.
 #[derive(Clone)]
@@ -207,6 +231,28 @@ impl ControllerDescriptor {
             disabled_by_default: false,
             init: Arc::new(init),
         }
+    }
+
+    /// A controller named `name`, enabled by `*`, that `build` makes from the context: a [`NotStarted`] error is
+    /// logged (a warning with the controller's name and the reason) and the controller is not started; any other
+    /// error stops the CCM. Example: the [module documentation](self).
+    pub fn build<C, F>(name: impl Into<String>, build: F) -> Self
+    where
+        C: Controller,
+        F: Fn(&ControllerContext) -> Result<C, BoxError> + Send + Sync + 'static,
+    {
+        let name = name.into();
+        let controller = name.clone();
+        Self::new(name, move |ctx: &ControllerContext| match build(ctx) {
+            Ok(built) => Ok(Some(Box::new(built) as Box<dyn Controller>)),
+            Err(err) => match err.downcast::<NotStarted>() {
+                Ok(reason) => {
+                    tracing::warn!(%controller, %reason, "not starting the controller");
+                    Ok(None)
+                }
+                Err(err) => Err(err),
+            },
+        })
     }
 
     /// Add aliases.

@@ -9,8 +9,7 @@
 //! use prometheus_client::metrics::counter::Counter;
 //!
 //! let registry = SharedRegistry::new();
-//! let syncs = Counter::<u64>::default();
-//! registry.register("route_controller_route_sync", "Route syncs", syncs.clone());
+//! let syncs: Counter = registry.registered("route_controller_route_sync", "Route syncs", Counter::default());
 //! syncs.inc();
 //! assert!(registry.encode().contains("route_controller_route_sync_total 1"));
 //! ```
@@ -48,6 +47,13 @@ impl SharedRegistry {
         self.with(|r| r.register(name, help, metric));
     }
 
+    /// Register `metric` and return it: how a controller declares each of its metrics in one expression (see
+    /// the [module documentation](self)).
+    pub fn registered<M: Metric + Clone>(&self, name: &str, help: &str, metric: M) -> M {
+        self.register(name, help, metric.clone());
+        metric
+    }
+
     /// Run `f` with the registry locked.
     pub fn with<R>(&self, f: impl FnOnce(&mut Registry) -> R) -> R {
         let mut registry = self.inner.lock().unwrap_or_else(|e| e.into_inner());
@@ -81,35 +87,29 @@ pub struct WorkqueueMetrics {
 impl WorkqueueMetrics {
     /// Create the families and register them into `registry`.
     pub fn register(registry: &SharedRegistry) -> Self {
-        let metrics = WorkqueueMetrics {
-            depth: Family::default(),
-            adds: Family::default(),
-            retries: Family::default(),
-            queue_duration: Family::new_with_constructor(|| {
-                Histogram::new(exponential_buckets(10e-9, 10.0, 12))
-            }),
-        };
-        registry.register(
-            "workqueue_depth",
-            "Current depth of workqueue",
-            metrics.depth.clone(),
-        );
-        registry.register(
-            "workqueue_adds",
-            "Total number of adds handled by workqueue",
-            metrics.adds.clone(),
-        );
-        registry.register(
-            "workqueue_retries",
-            "Total number of retries handled by workqueue",
-            metrics.retries.clone(),
-        );
-        registry.register(
-            "workqueue_queue_duration_seconds",
-            "How long in seconds an item stays in workqueue before being requested",
-            metrics.queue_duration.clone(),
-        );
-        metrics
+        let durations: fn() -> Histogram = || Histogram::new(exponential_buckets(10e-9, 10.0, 12));
+        WorkqueueMetrics {
+            depth: registry.registered(
+                "workqueue_depth",
+                "Current depth of workqueue",
+                Family::default(),
+            ),
+            adds: registry.registered(
+                "workqueue_adds",
+                "Total number of adds handled by workqueue",
+                Family::default(),
+            ),
+            retries: registry.registered(
+                "workqueue_retries",
+                "Total number of retries handled by workqueue",
+                Family::default(),
+            ),
+            queue_duration: registry.registered(
+                "workqueue_queue_duration_seconds",
+                "How long in seconds an item stays in workqueue before being requested",
+                Family::new_with_constructor(durations),
+            ),
+        }
     }
 
     pub(crate) fn add(&self, name: &str) {
@@ -140,14 +140,12 @@ pub struct ControllerManagerMetrics {
 impl ControllerManagerMetrics {
     /// Register the gauge family for the manager `manager` (Go: `cloud-controller-manager`).
     pub fn register(registry: &SharedRegistry, manager: &str) -> Self {
-        let running = Family::default();
-        registry.register(
-            "running_managed_controllers",
-            "Indicates where instances of a controller are currently running",
-            running.clone(),
-        );
         ControllerManagerMetrics {
-            running,
+            running: registry.registered(
+                "running_managed_controllers",
+                "Indicates where instances of a controller are currently running",
+                Family::default(),
+            ),
             manager: manager.to_owned(),
         }
     }

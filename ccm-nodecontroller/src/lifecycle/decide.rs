@@ -187,6 +187,16 @@ pub(crate) fn asking<N: AsRef<Node>>(
     (0..nodes.len()).filter(|&i| next(i) == step).collect()
 }
 
+/// The log line of a failed check of `step` ([`LifecycleAction::CheckExists`], else the shutdown check).
+pub(crate) fn check_failed(step: LifecycleAction) -> &'static str {
+    match step {
+        LifecycleAction::CheckExists => {
+            "error checking if node exists; will check again next period"
+        }
+        _ => "error checking if node is shut down",
+    }
+}
+
 impl Probe {
     /// Record the answer to `step` ([`LifecycleAction::CheckExists`], else the shutdown check).
     pub(crate) fn record(&mut self, step: LifecycleAction, answer: Result<bool, ErrorKind>) {
@@ -569,5 +579,11 @@ mod tests {
         let probes = [Probe::default(); 2];
         let exists = LifecycleAction::CheckExists;
         assert_eq!(asking(&nodes, &probes, &config, "fake", exists), [0]);
+    }
+
+    #[test]
+    fn a_failed_check_is_logged_with_what_was_asked() {
+        assert!(check_failed(LifecycleAction::CheckExists).contains("exists"));
+        assert!(check_failed(LifecycleAction::CheckShutdown).contains("shut down"));
     }
 }

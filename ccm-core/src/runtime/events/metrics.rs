@@ -53,18 +53,18 @@ pub struct EventMetrics {
 impl EventMetrics {
     /// Create the families and register them into `registry`.
     pub fn register(registry: &SharedRegistry) -> Self {
-        let metrics = EventMetrics::default();
-        registry.register(
-            "ccm_events",
-            "Kubernetes Events emitted by the controllers, by component and what became of them",
-            metrics.events.clone(),
-        );
-        registry.register(
-            "ccm_events_backlog",
-            "Events waiting to be written, by component",
-            metrics.backlog.clone(),
-        );
-        metrics
+        EventMetrics {
+            events: registry.registered(
+                "ccm_events",
+                "Kubernetes Events emitted by the controllers, by component and what became of them",
+                Family::default(),
+            ),
+            backlog: registry.registered(
+                "ccm_events_backlog",
+                "Events waiting to be written, by component",
+                Family::default(),
+            ),
+        }
     }
 
     pub(crate) fn count(&self, component: &str, outcome: Outcome) {

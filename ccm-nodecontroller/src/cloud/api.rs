@@ -1,0 +1,89 @@
+//! Which instance API of the provider the node controllers use: InstancesV2 when the provider has it, otherwise
+//! the V1 Instances API (with Zones if the provider has them); neither means the controllers cannot run.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ccm_core::intercept::Capability;
+use ccm_core::{CloudProvider, Instances, InstancesV2, Zones};
+
+use crate::error::Error;
+
+/// What the node controllers need from the provider: InstancesV2, or else the V1 Instances.
+pub(crate) const INSTANCES: [Capability; 2] = [Capability::InstancesV2, Capability::Instances];
+
+/// The provider's instance API the calls go to.
+#[derive(Clone)]
+pub(crate) enum Api {
+    V2(Arc<dyn InstancesV2>),
+    V1 {
+        instances: Arc<dyn Instances>,
+        zones: Option<Arc<dyn Zones>>,
+    },
+}
+
+/// The instance API of a provider, with a timeout on every call.
+#[derive(Clone)]
+pub(crate) struct CloudInstances {
+    pub(super) api: Api,
+    pub(super) provider_name: String,
+    pub(super) timeout: Duration,
+}
+
+impl std::fmt::Debug for CloudInstances {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CloudInstances")
+            .field("provider", &self.provider_name)
+            .field("v2", &self.is_v2())
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl CloudInstances {
+    /// The instance API of `provider`, or `None` if it has neither InstancesV2 nor Instances.
+    pub(crate) fn from_provider(
+        provider: &Arc<dyn CloudProvider>,
+        timeout: Duration,
+    ) -> Option<Self> {
+        let api = if let Some(v2) = Arc::clone(provider).instances_v2() {
+            Api::V2(v2)
+        } else {
+            Api::V1 {
+                instances: Arc::clone(provider).instances()?,
+                zones: Arc::clone(provider).zones(),
+            }
+        };
+        Some(CloudInstances {
+            api,
+            provider_name: provider.provider_name().to_owned(),
+            timeout,
+        })
+    }
+
+    /// The instance API `controller` needs: InstancesV2 or Instances, else [`Error::InstancesUnsupported`].
+    pub(crate) fn for_controller(
+        provider: &Arc<dyn CloudProvider>,
+        timeout: Duration,
+        controller: &'static str,
+    ) -> Result<Self, Error> {
+        Self::from_provider(provider, timeout).ok_or_else(|| Error::InstancesUnsupported {
+            provider: provider.provider_name().to_owned(),
+            controller,
+        })
+    }
+
+    pub(crate) fn is_v2(&self) -> bool {
+        matches!(self.api, Api::V2(_))
+    }
+
+    pub(crate) fn provider_name(&self) -> &str {
+        &self.provider_name
+    }
+
+    /// Whether the provider answers InstancesV2 bulk calls natively; the periodic loops then make one call per
+    /// period for all nodes instead of one per node.
+    pub(crate) fn supports_bulk(&self) -> bool {
+        matches!(&self.api, Api::V2(v2) if v2.supports_bulk())
+    }
+}
