@@ -1,7 +1,8 @@
 //! `loc`: how much of each controller crate is plumbing and how much is decision, and how big the runtime is.
 //!
-//! A controller crate's `src/` files are counted up to their first `#[cfg(test)]` (files named `tests.rs` or
-//! under a `tests/` folder are left out), non-blank, non-comment lines only. A whole file is **plumbing** when one
+//! A controller crate's `src/` files are counted up to their first `#[cfg(test)]`, non-blank, non-comment lines
+//! only. Test files are left out: files named `tests.rs`, files under a `tests/` folder, and the file of every
+//! module declared only under `#[cfg(test)]` (`#[cfg(test)] mod fence_tests;`) with its sub-module folder. A whole file is **plumbing** when one
 //! of those lines does I/O or runtime wiring (see [`PLUMBING_MARKERS`]), else **decision**. `--runtime` prints
 //! every line before the first `#[cfg(test)]` of the runtime's crates instead (docs/architecture.md).
 
@@ -115,6 +116,60 @@ fn is_test_file(relative: &Path) -> bool {
             .is_some_and(|p| p.components().any(|c| c.as_os_str() == "tests"))
 }
 
+/// The names of the modules `source` declares out of line only under `#[cfg(test)]` (`#[cfg(test)] mod x;`).
+fn test_modules(source: &str) -> Vec<&str> {
+    let mut names = Vec::new();
+    let mut after_cfg_test = false;
+    for line in source.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if after_cfg_test {
+            let declaration = line
+                .strip_prefix("pub(crate) ")
+                .or_else(|| line.strip_prefix("pub "))
+                .unwrap_or(line);
+            if let Some(name) = declaration
+                .strip_prefix("mod ")
+                .and_then(|rest| rest.strip_suffix(';'))
+            {
+                names.push(name.trim());
+            }
+        }
+        after_cfg_test = line == "#[cfg(test)]";
+    }
+    names
+}
+
+/// Where the files of `file`'s child module `name` live: `name.rs` and the `name/` folder, next to `file` when
+/// `file` is `lib.rs`, `main.rs` or `mod.rs`, else in the folder named after `file`.
+fn child_module_paths(file: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let parent = file.parent().unwrap_or(Path::new(""));
+    let owns_folder = file
+        .file_name()
+        .is_some_and(|n| n == "lib.rs" || n == "main.rs" || n == "mod.rs");
+    let folder = match file.file_stem() {
+        Some(stem) if !owns_folder => parent.join(stem),
+        _ => parent.to_owned(),
+    };
+    (folder.join(format!("{name}.rs")), folder.join(name))
+}
+
+/// `files` without the files of modules declared only under `#[cfg(test)]` (and everything below them).
+fn without_test_modules(files: Vec<PathBuf>) -> anyhow::Result<Vec<PathBuf>> {
+    let mut test_paths = Vec::new();
+    for file in &files {
+        let text =
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        for name in test_modules(&text) {
+            let (module_file, module_folder) = child_module_paths(file, name);
+            test_paths.push(module_file);
+            test_paths.push(module_folder);
+        }
+    }
+    Ok(files
+        .into_iter()
+        .filter(|f| !test_paths.iter().any(|t| f.starts_with(t)))
+        .collect())
+}
+
 /// The `.rs` files under `dir`, sorted, test files left out.
 fn source_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
@@ -134,7 +189,7 @@ fn source_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
         }
     }
     files.sort();
-    Ok(files)
+    without_test_modules(files)
 }
 
 /// The counts of every source file of `krate`'s `src/`.
@@ -227,6 +282,39 @@ mod tests {
         assert!(is_test_file(Path::new("tests/support.rs")));
         assert!(!is_test_file(Path::new("plan.rs")));
         assert!(!is_test_file(Path::new("tests_support.rs")));
+    }
+
+    #[test]
+    fn modules_declared_only_for_tests_are_test_code() {
+        let source = "mod plan;\n#[cfg(test)]\nmod apiserver_tests;\n\n#[cfg(test)]\npub(crate) mod support;\n\
+                      #[cfg(test)]\nmod tests {\n    mod inner;\n}\n#[cfg(feature = \"x\")]\nmod gated;\n";
+        assert_eq!(test_modules(source), ["apiserver_tests", "support"]);
+        assert_eq!(
+            child_module_paths(Path::new("src/client.rs"), "fence_tests"),
+            (
+                PathBuf::from("src/client/fence_tests.rs"),
+                PathBuf::from("src/client/fence_tests")
+            )
+        );
+        assert_eq!(
+            child_module_paths(Path::new("src/lib.rs"), "properties_tests"),
+            (
+                PathBuf::from("src/properties_tests.rs"),
+                PathBuf::from("src/properties_tests")
+            )
+        );
+        assert_eq!(
+            child_module_paths(Path::new("src/auth/mod.rs"), "t"),
+            (PathBuf::from("src/auth/t.rs"), PathBuf::from("src/auth/t"))
+        );
+    }
+
+    #[test]
+    fn the_app_test_modules_are_not_counted() {
+        let files = source_files(&workspace_root().join("ccm-app/src")).expect("ccm-app's sources");
+        assert!(files.iter().any(|f| f.ends_with("client.rs")));
+        assert!(!files.iter().any(|f| f.ends_with("client/fence_tests.rs")));
+        assert!(!files.iter().any(|f| f.ends_with("properties_tests.rs")));
     }
 
     #[test]
