@@ -40,61 +40,17 @@ impl CcmOptions {
                 reason: format!("{} is not a number", self.kube_api_qps),
             },
         );
-        check(
-            self.concurrent_node_syncs > 0,
-            ValidationError::NotPositive {
-                setting: "concurrent-node-syncs",
-                value: i64::from(self.concurrent_node_syncs),
-            },
-        );
-        check(
-            self.concurrent_node_status_updates >= 0,
-            ValidationError::Negative {
-                setting: "concurrent-node-status-updates",
-                value: i64::from(self.concurrent_node_status_updates),
-            },
-        );
-        check(
-            self.concurrent_service_syncs > 0,
-            ValidationError::NotPositive {
-                setting: "concurrent-service-syncs",
-                value: i64::from(self.concurrent_service_syncs),
-            },
-        );
-        for (setting, value) in [
-            (
-                "node-lifecycle-concurrency",
-                self.node_lifecycle_concurrency,
-            ),
-            (
-                "route-max-concurrent-operations",
-                self.route_max_concurrent_operations,
-            ),
-        ] {
-            check(
-                value > 0,
-                ValidationError::NotPositive {
-                    setting,
-                    value: i64::from(value),
-                },
-            );
+        // A flag out of range is reported whether or not its controller runs, as Go does; the controllers'
+        // other rules are checked for the enabled ones only (`crate::defaults::validate`).
+        for (_, error) in crate::defaults::violations(self) {
+            check(!crate::defaults::out_of_range(&error), error);
         }
-        for (setting, value) in [
-            ("cloud-call-timeout", self.cloud_call_timeout),
-            ("service-retry-base-delay", self.service_retry_base_delay),
-            (
-                "route-reconciliation-period",
-                self.route_reconciliation_period,
-            ),
-            ("node-monitor-period", self.node_monitor_period),
-            (
-                "node-status-update-frequency",
-                self.node_status_update_frequency,
-            ),
-            ("shutdown-timeout", self.shutdown_timeout),
-        ] {
-            check(!value.is_zero(), ValidationError::ZeroDuration { setting });
-        }
+        check(
+            !self.shutdown_timeout.is_zero(),
+            ValidationError::ZeroDuration {
+                setting: "shutdown-timeout",
+            },
+        );
         check(
             self.cluster_name.is_empty() || !self.cluster_name.chars().any(char::is_control),
             ValidationError::Invalid {
