@@ -1,10 +1,12 @@
 //! `loc`: how much of each controller crate is plumbing and how much is decision, and how big the runtime is.
 //!
-//! A controller crate's `src/` files are counted up to their first `#[cfg(test)]`, non-blank, non-comment lines
-//! only. Test files are left out: files named `tests.rs`, files under a `tests/` folder, and the file of every
-//! module declared only under `#[cfg(test)]` (`#[cfg(test)] mod fence_tests;`) with its sub-module folder. A whole file is **plumbing** when one
-//! of those lines does I/O or runtime wiring (see [`PLUMBING_MARKERS`]), else **decision**. `--runtime` prints
-//! every line before the first `#[cfg(test)]` of the runtime's crates instead (docs/architecture.md).
+//! A controller crate's `src/` files are counted up to their in-file test module (`#[cfg(test)]` followed by
+//! `mod tests {`; an item gated `#[cfg(test)]` before it is counted), non-blank, non-comment lines only. Test
+//! files are left out: files named `tests.rs`, files under a `tests/` folder, and the file of every module declared
+//! only under `#[cfg(test)]` (`#[cfg(test)] mod fence_tests;`) with its sub-module folder. A whole file is
+//! **plumbing** when one of those lines does I/O or runtime wiring (see [`PLUMBING_MARKERS`]), else **decision**.
+//! `--runtime` prints every line before the in-file test module of the runtime's crates instead
+//! (docs/architecture.md).
 
 use std::path::{Path, PathBuf};
 
@@ -50,7 +52,7 @@ const PLUMBING_MARKERS: [&str; 14] = [
 /// Arguments of `cargo xtask loc`.
 #[derive(Debug, clap::Args)]
 pub struct LocArgs {
-    /// Print the non-test lines of the runtime's crates (every line before the first `#[cfg(test)]`) instead.
+    /// Print the non-test lines of the runtime's crates (every line before the in-file test module) instead.
     #[arg(long)]
     runtime: bool,
     /// The workspace to count (default: this one), for example a checkout of another commit.
@@ -58,7 +60,7 @@ pub struct LocArgs {
     root: Option<PathBuf>,
 }
 
-/// Lines of one file up to its first `#[cfg(test)]`.
+/// Lines of one file up to its in-file test module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct FileCount {
     /// Every line, blank and comment lines included.
@@ -69,13 +71,14 @@ struct FileCount {
     plumbing: bool,
 }
 
-/// Counts `source` up to its first `#[cfg(test)]`.
+/// Counts `source` up to its first in-file test module (`#[cfg(test)]` then `mod tests {`); an item gated
+/// `#[cfg(test)]` before it (an import, a helper) is counted like any line.
 fn count(source: &str) -> FileCount {
     let mut counted = FileCount::default();
     let mut in_block_comment = false;
-    for line in source.lines() {
-        let trimmed = line.trim();
-        if trimmed.starts_with("#[cfg(test)]") {
+    let lines: Vec<&str> = source.lines().map(str::trim).collect();
+    for (index, &trimmed) in lines.iter().enumerate() {
+        if trimmed == "#[cfg(test)]" && opens_inline_module(&lines[index + 1..]) {
             break;
         }
         counted.all += 1;
@@ -86,6 +89,17 @@ fn count(source: &str) -> FileCount {
         counted.plumbing |= PLUMBING_MARKERS.iter().any(|m| code.contains(m));
     }
     counted
+}
+
+/// Whether the first non-blank line of `rest` opens a module written in the file (`mod tests {`), not `mod x;`.
+fn opens_inline_module(rest: &[&str]) -> bool {
+    rest.iter().find(|l| !l.is_empty()).is_some_and(|line| {
+        let declaration = line
+            .strip_prefix("pub(crate) ")
+            .or_else(|| line.strip_prefix("pub "))
+            .unwrap_or(line);
+        declaration.starts_with("mod ") && declaration.contains('{')
+    })
 }
 
 /// The code on a trimmed line, `None` for a blank or comment-only line; tracks `/* ... */` across lines.
@@ -259,6 +273,13 @@ mod tests {
                 plumbing: false
             }
         );
+    }
+
+    #[test]
+    fn counting_stops_at_the_test_module_not_at_a_test_only_item() {
+        let source = "#[cfg(test)]\nuse std::fmt;\nfn f() {}\n#[cfg(test)]\nmod samples;\n#[cfg(test)]\n\nmod tests {\n}\n";
+        assert_eq!(count(source).code, 5);
+        assert_eq!(count("fn f() {}\n#[cfg(test)]\npub(crate) mod support {\n}\n").all, 1);
     }
 
     #[test]
