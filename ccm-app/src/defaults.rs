@@ -127,7 +127,10 @@ fn bootstrap_selfcheck() -> Option<ControllerDescriptor> {
 /// The flag that sets each field of the standard controllers' `Config`s a rule checks.
 const FLAGS: [(&str, &str); 15] = [
     ("concurrent_node_syncs", "concurrent-node-syncs"),
-    ("node_status_update_frequency", "node-status-update-frequency"),
+    (
+        "node_status_update_frequency",
+        "node-status-update-frequency",
+    ),
     ("cloud_call_timeout", "cloud-call-timeout"),
     ("node_monitor_period", "node-monitor-period"),
     ("concurrency", "node-lifecycle-concurrency"),
@@ -140,7 +143,10 @@ const FLAGS: [(&str, &str); 15] = [
     ("route_reconciliation_period", "route-reconciliation-period"),
     ("resync", "route-resync-period"),
     ("max_retry_backoff", "route-max-retry-backoff"),
-    ("max_concurrent_route_operations", "route-max-concurrent-operations"),
+    (
+        "max_concurrent_route_operations",
+        "route-max-concurrent-operations",
+    ),
 ];
 
 /// Every rule of the standard controllers' `Config::validate` the settings break, with the controller, each

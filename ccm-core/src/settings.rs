@@ -81,7 +81,10 @@ mod tests {
     #[test]
     fn only_zero_breaks_the_zero_rules() {
         assert_eq!(InvalidSetting::positive("n", 1), None);
-        assert_eq!(InvalidSetting::non_zero("d", Duration::from_millis(1)), None);
+        assert_eq!(
+            InvalidSetting::non_zero("d", Duration::from_millis(1)),
+            None
+        );
         assert_eq!(
             InvalidSetting::non_zero("period", Duration::ZERO)
                 .map(|i| i.to_string())
