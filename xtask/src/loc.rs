@@ -279,7 +279,10 @@ mod tests {
     fn counting_stops_at_the_test_module_not_at_a_test_only_item() {
         let source = "#[cfg(test)]\nuse std::fmt;\nfn f() {}\n#[cfg(test)]\nmod samples;\n#[cfg(test)]\n\nmod tests {\n}\n";
         assert_eq!(count(source).code, 5);
-        assert_eq!(count("fn f() {}\n#[cfg(test)]\npub(crate) mod support {\n}\n").all, 1);
+        assert_eq!(
+            count("fn f() {}\n#[cfg(test)]\npub(crate) mod support {\n}\n").all,
+            1
+        );
     }
 
     #[test]
