@@ -109,12 +109,6 @@ impl KubeApiLimits {
         }
     }
 
-    /// Explicit limits with client-go's rules (`qps < 0`: none).
-    #[cfg(test)]
-    pub fn explicit(qps: f32, burst: i32) -> Self {
-        Self::decide(qps.into(), burst.into(), None)
-    }
-
     /// Decide the limits of `options`, asking the API server behind `client` about APF (once, bounded by
     /// [`APF_DETECTION_TIMEOUT`]) only when both flags are unset, and log the decision.
     pub async fn resolve(client: &kube::Client, options: &CcmOptions) -> Self {
@@ -372,12 +366,6 @@ impl std::fmt::Debug for ClientFactory {
 }
 
 impl ClientFactory {
-    /// A factory over an existing client (its own layers stay in place), with explicit limits.
-    #[cfg(test)]
-    pub fn from_client(base: kube::Client, qps: f32, burst: i32, agent_prefix: &str) -> Self {
-        Self::new(base, KubeApiLimits::explicit(qps, burst), agent_prefix)
-    }
-
     /// A factory over an existing client (its own layers stay in place) with decided limits
     /// ([`KubeApiLimits::resolve`]).
     pub fn new(base: kube::Client, limits: KubeApiLimits, agent_prefix: &str) -> Self {
@@ -505,6 +493,25 @@ mod fence_tests;
 mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
+
+    impl KubeApiLimits {
+        /// Explicit limits with client-go's rules (`qps < 0`: none).
+        pub(crate) fn explicit(qps: f32, burst: i32) -> Self {
+            Self::decide(qps.into(), burst.into(), None)
+        }
+    }
+
+    impl ClientFactory {
+        /// A factory over an existing client (its own layers stay in place), with explicit limits.
+        pub(crate) fn from_client(
+            base: kube::Client,
+            qps: f32,
+            burst: i32,
+            agent_prefix: &str,
+        ) -> Self {
+            Self::new(base, KubeApiLimits::explicit(qps, burst), agent_prefix)
+        }
+    }
 
     #[test]
     fn the_limit_mode_decision() {

@@ -76,19 +76,6 @@ pub enum ConfigFileError {
     },
 }
 
-impl ConfigFileError {
-    /// The key the error is about, if any.
-    #[cfg(test)]
-    pub(crate) fn field(&self) -> Option<&str> {
-        match self {
-            ConfigFileError::UnknownKey { key, .. }
-            | ConfigFileError::UnknownSectionKey { key, .. } => Some(key),
-            ConfigFileError::InvalidValue { field, .. } => Some(field),
-            ConfigFileError::Read { .. } | ConfigFileError::Syntax { .. } => None,
-        }
-    }
-}
-
 fn location(err: &serde_saphyr::Error) -> String {
     match err.location() {
         Some(loc) if loc.line() > 0 => format!(" (line {}, column {})", loc.line(), loc.column()),
@@ -310,16 +297,6 @@ impl<'de, A: MapAccess<'de>, T: DeserializeOwned> MapAccess<'de> for WithoutSect
     }
 }
 
-/// Read and parse the config file at `path`.
-///
-/// # Errors
-///
-/// [`ConfigFileError::Read`] if the file cannot be read, otherwise as [`parse_config_str`].
-#[cfg(test)]
-pub fn load_config_file(path: &Path) -> Result<Settings, ConfigFileError> {
-    parse_config_str(&read_config_file(path)?, &path.display().to_string())
-}
-
 /// The text of the config file at `path`.
 ///
 /// # Errors
@@ -346,6 +323,27 @@ pub fn config_schema_json() -> String {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    impl ConfigFileError {
+        /// The key the error is about, if any.
+        pub(crate) fn field(&self) -> Option<&str> {
+            match self {
+                ConfigFileError::UnknownKey { key, .. }
+                | ConfigFileError::UnknownSectionKey { key, .. } => Some(key),
+                ConfigFileError::InvalidValue { field, .. } => Some(field),
+                ConfigFileError::Read { .. } | ConfigFileError::Syntax { .. } => None,
+            }
+        }
+    }
+
+    /// Read and parse the config file at `path`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigFileError::Read`] if the file cannot be read, otherwise as [`parse_config_str`].
+    pub(crate) fn load_config_file(path: &Path) -> Result<Settings, ConfigFileError> {
+        parse_config_str(&read_config_file(path)?, &path.display().to_string())
+    }
 
     use crate::options::{CcmOptions, LogFormat};
 

@@ -170,12 +170,6 @@ impl ControllerCatalog {
             .map(String::as_str)
     }
 
-    /// Controllers `*` leaves off.
-    #[cfg(test)]
-    pub fn disabled_by_default(&self) -> &BTreeSet<String> {
-        &self.disabled_by_default
-    }
-
     /// Rewrite aliases to canonical names, keeping `-` prefixes; `*` and unknown names are kept as they are.
     pub fn canonicalize(&self, controllers: &[String]) -> Vec<String> {
         controllers
@@ -233,6 +227,13 @@ impl ControllerCatalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl ControllerCatalog {
+        /// Controllers `*` leaves off.
+        pub(crate) fn disabled_by_default(&self) -> &BTreeSet<String> {
+            &self.disabled_by_default
+        }
+    }
 
     fn list(entries: &[&str]) -> Vec<String> {
         entries.iter().map(|s| (*s).to_owned()).collect()

@@ -13,6 +13,7 @@
 
 use ccm_core::names;
 use ccm_core::runtime::controller::ControllerDescriptor;
+use ccm_core::settings::{InvalidSetting, Rule};
 use ccm_nodecontroller::{CloudNodeConfig, CloudNodeLifecycleConfig, NodeOwnership};
 use ccm_routecontroller::RouteSyncMode;
 
@@ -123,52 +124,153 @@ fn bootstrap_selfcheck() -> Option<ControllerDescriptor> {
     None
 }
 
-/// Check the settings of the enabled standard controllers with their own rules, before anything starts.
-pub(crate) fn validate(options: &CcmOptions, enabled: &[String]) -> Vec<ValidationError> {
-    let on = |name: &str| enabled.iter().any(|e| e == name);
-    let mut errors = Vec::new();
-    let mut push = |setting: &'static str, result: Result<(), String>| {
-        if let Err(reason) = result {
-            errors.push(ValidationError::Invalid { setting, reason });
+/// The flag that sets each field of the standard controllers' `Config`s a rule checks.
+const FLAGS: [(&str, &str); 15] = [
+    ("concurrent_node_syncs", "concurrent-node-syncs"),
+    (
+        "node_status_update_frequency",
+        "node-status-update-frequency",
+    ),
+    ("cloud_call_timeout", "cloud-call-timeout"),
+    ("node_monitor_period", "node-monitor-period"),
+    ("concurrency", "node-lifecycle-concurrency"),
+    ("concurrent_service_syncs", "concurrent-service-syncs"),
+    ("retry_base_delay", "service-retry-base-delay"),
+    ("node_sync_debounce", "service-node-sync-debounce"),
+    ("periodic_reensure", "service-periodic-reensure"),
+    ("load_balancer_class", "load-balancer-class"),
+    ("class_less_services", "class-less-services"),
+    ("route_reconciliation_period", "route-reconciliation-period"),
+    ("resync", "route-resync-period"),
+    ("max_retry_backoff", "route-max-retry-backoff"),
+    (
+        "max_concurrent_route_operations",
+        "route-max-concurrent-operations",
+    ),
+];
+
+/// Every rule of the standard controllers' `Config::validate` the settings break, with the controller, each
+/// reported once under the flag that sets it (the rules live in the controllers; this only names the flags).
+pub(crate) fn violations(options: &CcmOptions) -> Vec<(&'static str, ValidationError)> {
+    let mut found = Vec::new();
+    add(
+        &mut found,
+        options,
+        names::controllers::CLOUD_NODE,
+        cloud_node_config(options).violations(),
+    );
+    // 0 means "as many as --concurrent-node-syncs"; a negative count has no `Config` value at all.
+    if options.concurrent_node_status_updates < 0 {
+        found.push((
+            names::controllers::CLOUD_NODE,
+            ValidationError::Negative {
+                setting: "concurrent-node-status-updates",
+                value: i64::from(options.concurrent_node_status_updates),
+            },
+        ));
+    }
+    add(
+        &mut found,
+        options,
+        names::controllers::SERVICE_LB,
+        service_config(options).violations(),
+    );
+    add(
+        &mut found,
+        options,
+        names::controllers::CLOUD_NODE_LIFECYCLE,
+        cloud_node_lifecycle_config(options).violations(),
+    );
+    add(
+        &mut found,
+        options,
+        names::controllers::NODE_ROUTE,
+        route_config(options).violations(),
+    );
+    found
+}
+
+/// Adds `controller`'s violations to `found` under their flags, leaving out one already there (the node
+/// controllers share `--cloud-call-timeout`).
+fn add(
+    found: &mut Vec<(&'static str, ValidationError)>,
+    options: &CcmOptions,
+    controller: &'static str,
+    violations: Vec<InvalidSetting>,
+) {
+    for invalid in violations {
+        let flag = FLAGS
+            .iter()
+            .find(|(field, _)| *field == invalid.setting)
+            .map(|(_, flag)| *flag);
+        let error = match (flag, &invalid.rule) {
+            (Some(setting), Rule::Positive) => ValidationError::NotPositive {
+                setting,
+                value: i64::from(count_flag(options, setting)),
+            },
+            (Some(setting), Rule::NonZeroDuration) => ValidationError::ZeroDuration { setting },
+            (Some(setting), _) => ValidationError::Invalid {
+                setting,
+                reason: invalid.to_string(),
+            },
+            (None, _) => ValidationError::Invalid {
+                setting: "controllers",
+                reason: format!("{controller}: {invalid}"),
+            },
+        };
+        if !found.iter().any(|(_, known)| *known == error) {
+            found.push((controller, error));
         }
+    }
+}
+
+/// The value given to the count flag `flag` (a negative one becomes 0 in the `Config`).
+fn count_flag(options: &CcmOptions, flag: &str) -> i32 {
+    match flag {
+        "concurrent-node-syncs" => options.concurrent_node_syncs,
+        "node-lifecycle-concurrency" => options.node_lifecycle_concurrency,
+        "concurrent-service-syncs" => options.concurrent_service_syncs,
+        "route-max-concurrent-operations" => options.route_max_concurrent_operations,
+        _ => 0,
+    }
+}
+
+/// Whether `error` is a flag out of range on its own (a count below 1 or a zero period), which is reported whether
+/// or not its controller runs.
+pub(crate) fn out_of_range(error: &ValidationError) -> bool {
+    matches!(
+        error,
+        ValidationError::NotPositive { .. }
+            | ValidationError::Negative { .. }
+            | ValidationError::ZeroDuration { .. }
+    )
+}
+
+/// Check the settings of the enabled standard controllers with their own rules, before anything starts (the flags
+/// out of range are reported by [`CcmOptions::validate`]).
+pub(crate) fn validate(options: &CcmOptions, enabled: &[String]) -> Vec<ValidationError> {
+    // The route controller's settings matter only when it configures routes for a cluster CIDR; an empty
+    // --cluster-cidr is only an error if the provider supports routes, which is known at start-up.
+    let routes = options.configure_cloud_routes && !options.cluster_cidr.trim().is_empty();
+    let checked = |controller: &str| {
+        enabled.iter().any(|e| e == controller)
+            && (controller != names::controllers::NODE_ROUTE || routes)
     };
-    if on(names::controllers::CLOUD_NODE) {
-        push(
-            "concurrent-node-syncs",
-            cloud_node_config(options)
-                .validate()
-                .map_err(|e| e.to_string()),
-        );
-    }
-    if on(names::controllers::CLOUD_NODE_LIFECYCLE) {
-        push(
-            "node-monitor-period",
-            cloud_node_lifecycle_config(options)
-                .validate()
-                .map_err(|e| e.to_string()),
-        );
-    }
-    if on(names::controllers::SERVICE_LB) {
-        push(
-            "concurrent-service-syncs",
-            service_config(options)
-                .validate()
-                .map_err(|e| e.to_string()),
-        );
-    }
-    // An empty --cluster-cidr is only an error if the provider supports routes, which is known at start-up.
-    if on(names::controllers::NODE_ROUTE)
-        && options.configure_cloud_routes
-        && !options.cluster_cidr.trim().is_empty()
+    let mut errors = Vec::new();
+    if checked(names::controllers::NODE_ROUTE)
+        && let Err(err) = route_config(options).cluster_cidrs()
     {
-        push(
-            "cluster-cidr",
-            route_config(options)
-                .validate()
-                .map(|_| ())
-                .map_err(|e| e.to_string()),
-        );
+        errors.push(ValidationError::Invalid {
+            setting: "cluster-cidr",
+            reason: err.to_string(),
+        });
     }
+    errors.extend(
+        violations(options)
+            .into_iter()
+            .filter(|(controller, error)| checked(controller) && !out_of_range(error))
+            .map(|(_, error)| error),
+    );
     errors
 }
 

@@ -65,12 +65,6 @@ impl TokenBucketLayer {
             priority: Priority::Low,
         }
     }
-
-    /// Whether requests are limited at all.
-    #[cfg(test)]
-    pub fn is_limited(&self) -> bool {
-        self.bucket.is_some()
-    }
 }
 
 /// client-go's rules: `qps == 0` → 5, `burst == 0` → 10, `qps < 0` → no limit (`None`).
@@ -202,6 +196,13 @@ mod tests {
     use super::*;
     use std::time::Duration;
     use tower::ServiceExt;
+
+    impl TokenBucketLayer {
+        /// Whether requests are limited at all.
+        pub(crate) fn is_limited(&self) -> bool {
+            self.bucket.is_some()
+        }
+    }
 
     fn echo()
     -> impl Service<u32, Response = (u32, Instant), Error = std::convert::Infallible, Future: Send>

@@ -58,20 +58,6 @@ impl RetryAfterLayer {
         }
     }
 
-    /// At most `retries` retries of one request.
-    #[cfg(test)]
-    pub fn max_retries(mut self, retries: u32) -> Self {
-        self.max_retries = retries;
-        self
-    }
-
-    /// Wait at most `wait` before one retry.
-    #[cfg(test)]
-    pub fn max_wait(mut self, wait: Duration) -> Self {
-        self.max_wait = wait;
-        self
-    }
-
     /// Count every 429 answer in `counter`.
     pub fn count_throttled(mut self, counter: Counter) -> Self {
         self.throttled = Some(counter);
@@ -223,6 +209,20 @@ mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
     use tokio::time::Instant;
+
+    impl RetryAfterLayer {
+        /// At most `retries` retries of one request.
+        pub(crate) fn max_retries(mut self, retries: u32) -> Self {
+            self.max_retries = retries;
+            self
+        }
+
+        /// Wait at most `wait` before one retry.
+        pub(crate) fn max_wait(mut self, wait: Duration) -> Self {
+            self.max_wait = wait;
+            self
+        }
+    }
 
     fn answer(status: u16, retry_after: Option<&str>) -> Response<()> {
         let mut builder = Response::builder().status(status);

@@ -10,7 +10,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::rustls::crypto::SupportedKxGroup;
 use tokio_rustls::rustls::crypto::ring::kx_group;
 use tokio_rustls::rustls::server::danger::ClientCertVerifier;
@@ -260,23 +259,14 @@ impl PortFlags {
             sni,
             provider.clone(),
         )?);
-        let builder = ServerConfig::builder_with_provider(provider)
-            .with_protocol_versions(policy.versions())
-            .map_err(|e| TlsError::Policy {
-                setting: self.flag("tls-cipher-suites"),
-                reason: e.to_string(),
-            })?;
-        let builder = match client_certs {
-            Some(verifier) => builder.with_client_cert_verifier(verifier),
-            None => builder.with_no_client_auth(),
-        };
-        let mut config = builder.with_cert_resolver(certs.clone());
-        // HTTP/2 is never offered (--disable-http2-serving is always in effect).
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Ok((
-            ServingCert::from_config(certs.default_pem(), Arc::new(config)),
-            certs,
-        ))
+        let config = crate::tls::server_config(
+            certs.clone(),
+            provider,
+            &policy,
+            client_certs,
+            self.flag("tls-cipher-suites"),
+        )?;
+        Ok((ServingCert::from_config(certs.default_pem(), config), certs))
     }
 
     /// Bind the port: SO_REUSEADDR as Go's net package sets it, SO_REUSEPORT with `--permit-port-sharing`.
@@ -531,7 +521,7 @@ mod tests {
     }
 
     /// The leaf certificate a TLS client asking for `name` is served.
-    async fn served(config: Arc<ServerConfig>, name: &str) -> Vec<u8> {
+    async fn served(config: Arc<tokio_rustls::rustls::ServerConfig>, name: &str) -> Vec<u8> {
         let (client_io, server_io) = tokio::io::duplex(64 * 1024);
         let record = Arc::new(Record(std::sync::Mutex::default()));
         let client = tokio_rustls::rustls::ClientConfig::builder()

@@ -13,11 +13,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::crypto::{CryptoProvider, ring};
 use tokio_rustls::rustls::pki_types::CertificateDer;
-#[cfg(test)]
-use tokio_rustls::rustls::pki_types::PrivateKeyDer;
-#[cfg(test)]
-use tokio_rustls::rustls::pki_types::pem::PemObject;
-#[cfg(test)]
+use tokio_rustls::rustls::server::ResolvesServerCert;
 use tokio_rustls::rustls::server::danger::ClientCertVerifier;
 use tokio_rustls::rustls::{ServerConfig, SupportedCipherSuite, SupportedProtocolVersion};
 use tokio_rustls::server::TlsStream;
@@ -275,115 +271,10 @@ impl std::fmt::Debug for ServingCert {
     }
 }
 
-fn load_err<'a>(what: &'static str, path: &'a Path) -> impl Fn(String) -> TlsError + 'a {
-    move |reason| TlsError::Load {
-        what,
-        path: path.to_owned(),
-        reason,
-    }
-}
-
 impl ServingCert {
-    /// Load or generate the certificate described by `source` (the tests' path; the servers load through
-    /// `serving::certs`).
-    #[cfg(test)]
-    ///
-    /// # Errors
-    ///
-    /// [`TlsError`] naming the file or step that failed.
-    pub fn load(source: &CertSource) -> Result<Self, TlsError> {
-        Self::load_with(source, &TlsPolicy::default(), None)
-    }
-
-    /// Load or generate the certificate described by `source`, serving with `policy`, and asking clients for a
-    /// certificate through `client_certs` when given (see [`crate::auth`]).
-    ///
-    /// # Errors
-    ///
-    /// [`TlsError`] naming the file or step that failed.
-    #[cfg(test)]
-    pub fn load_with(
-        source: &CertSource,
-        policy: &TlsPolicy,
-        client_certs: Option<Arc<dyn ClientCertVerifier>>,
-    ) -> Result<Self, TlsError> {
-        let settings = Settings {
-            policy,
-            client_certs,
-        };
-        match source {
-            CertSource::Files { cert, key } => Self::from_files(cert, key, &settings),
-            CertSource::SelfSigned { dir, extra_names } => {
-                let pair = self_signed(dir.as_deref(), PAIR_NAME, extra_names)?;
-                let origin = pair
-                    .files
-                    .as_ref()
-                    .map_or_else(|| PathBuf::from("(generated)"), |(cert, _)| cert.clone());
-                Self::from_pem(&pair.cert_pem, &pair.key_pem, &origin, &settings)
-            }
-        }
-    }
-
     /// A certificate served through `config` (whose resolver may change it); `cert_pem` is the one loaded at start.
     pub(crate) fn from_config(cert_pem: String, config: Arc<ServerConfig>) -> Self {
         ServingCert { cert_pem, config }
-    }
-
-    #[cfg(test)]
-    fn from_files(cert: &Path, key: &Path, settings: &Settings<'_>) -> Result<Self, TlsError> {
-        let cert_pem = std::fs::read_to_string(cert)
-            .map_err(|e| load_err("certificate", cert)(e.to_string()))?;
-        let key_pem = std::fs::read_to_string(key)
-            .map_err(|e| load_err("private key", key)(e.to_string()))?;
-        Self::from_pem_paths(&cert_pem, &key_pem, [cert, key], settings)
-    }
-
-    #[cfg(test)]
-    fn from_pem(
-        cert_pem: &str,
-        key_pem: &str,
-        origin: &Path,
-        settings: &Settings<'_>,
-    ) -> Result<Self, TlsError> {
-        Self::from_pem_paths(cert_pem, key_pem, [origin, origin], settings)
-    }
-
-    #[cfg(test)]
-    fn from_pem_paths(
-        cert_pem: &str,
-        key_pem: &str,
-        [cert_path, key_path]: [&Path; 2],
-        settings: &Settings<'_>,
-    ) -> Result<Self, TlsError> {
-        let chain: Vec<CertificateDer<'static>> =
-            CertificateDer::pem_slice_iter(cert_pem.as_bytes())
-                .collect::<Result<_, _>>()
-                .map_err(|e| load_err("certificate", cert_path)(e.to_string()))?;
-        if chain.is_empty() {
-            return Err(load_err("certificate", cert_path)(
-                "no PEM certificate found".to_owned(),
-            ));
-        }
-        let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
-            .map_err(|e| load_err("private key", key_path)(e.to_string()))?;
-        let builder = ServerConfig::builder_with_provider(Arc::new(settings.policy.provider()))
-            .with_protocol_versions(settings.policy.versions())
-            .map_err(|e| TlsError::Policy {
-                setting: "tls-cipher-suites",
-                reason: e.to_string(),
-            })?;
-        let builder = match &settings.client_certs {
-            Some(verifier) => builder.with_client_cert_verifier(verifier.clone()),
-            None => builder.with_no_client_auth(),
-        };
-        let mut config = builder
-            .with_single_cert(chain, key)
-            .map_err(|e| TlsError::Rustls(e.to_string()))?;
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Ok(ServingCert {
-            cert_pem: cert_pem.to_owned(),
-            config: Arc::new(config),
-        })
     }
 
     /// The rustls server configuration.
@@ -392,11 +283,29 @@ impl ServingCert {
     }
 }
 
-/// What the server configuration is built with besides the certificate.
-#[cfg(test)]
-struct Settings<'a> {
-    policy: &'a TlsPolicy,
+/// The server configuration serving the certificates of `certs`: `provider`'s cipher suites, `policy`'s
+/// protocol versions, asking clients for a certificate through `client_certs` when given, HTTP/1.1 only (HTTP/2 is
+/// never offered: `--disable-http2-serving` is always in effect). `cipher_flag` names the flag in errors.
+pub(crate) fn server_config(
+    certs: Arc<dyn ResolvesServerCert>,
+    provider: Arc<CryptoProvider>,
+    policy: &TlsPolicy,
     client_certs: Option<Arc<dyn ClientCertVerifier>>,
+    cipher_flag: &'static str,
+) -> Result<Arc<ServerConfig>, TlsError> {
+    let builder = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(policy.versions())
+        .map_err(|e| TlsError::Policy {
+            setting: cipher_flag,
+            reason: e.to_string(),
+        })?;
+    let builder = match client_certs {
+        Some(verifier) => builder.with_client_cert_verifier(verifier),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(certs);
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
 }
 
 /// The names a self-signed certificate covers: `localhost`, `127.0.0.1`, then `extra` (deduplicated).
@@ -441,7 +350,11 @@ pub(crate) fn self_signed(
     let key_path = dir.join(format!("{pair_name}.key"));
     if cert_path.is_file() && key_path.is_file() {
         let read = |what: &'static str, path: &Path| {
-            std::fs::read_to_string(path).map_err(|e| load_err(what, path)(e.to_string()))
+            std::fs::read_to_string(path).map_err(|e| TlsError::Load {
+                what,
+                path: path.to_owned(),
+                reason: e.to_string(),
+            })
         };
         return Ok(SelfSignedPair {
             cert_pem: read("certificate", &cert_path)?,
@@ -595,6 +508,37 @@ impl axum::serve::Listener for TlsListener {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::serving::certs::DynamicCerts;
+
+    impl ServingCert {
+        /// Load or generate the certificate described by `source`, as the servers do.
+        fn load(source: &CertSource) -> Result<Self, TlsError> {
+            Self::load_with(source, &TlsPolicy::default(), None)
+        }
+
+        /// Load or generate the certificate described by `source`, serving with `policy`.
+        fn load_with(
+            source: &CertSource,
+            policy: &TlsPolicy,
+            client_certs: Option<Arc<dyn ClientCertVerifier>>,
+        ) -> Result<Self, TlsError> {
+            let provider = Arc::new(policy.provider());
+            let certs = Arc::new(DynamicCerts::load(
+                source,
+                PAIR_NAME,
+                Vec::new(),
+                provider.clone(),
+            )?);
+            let config = server_config(
+                certs.clone(),
+                provider,
+                policy,
+                client_certs,
+                "tls-cipher-suites",
+            )?;
+            Ok(Self::from_config(certs.default_pem(), config))
+        }
+    }
 
     #[test]
     fn self_signed_in_memory() {

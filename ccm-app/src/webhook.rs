@@ -142,12 +142,6 @@ impl WebhookDescriptor {
         self.timeout = timeout;
         self
     }
-
-    /// The name.
-    #[cfg(test)]
-    pub(crate) fn name(&self) -> &str {
-        &self.name
-    }
 }
 
 /// Why the webhooks cannot be set up.
@@ -314,6 +308,13 @@ pub(crate) async fn start_from_options(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl WebhookDescriptor {
+        /// The name.
+        pub(crate) fn name(&self) -> &str {
+            &self.name
+        }
+    }
 
     fn hook(name: &str, path: &str) -> WebhookDescriptor {
         WebhookDescriptor::new(name, path, |_ctx, request| async move {

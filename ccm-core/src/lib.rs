@@ -23,7 +23,8 @@
 //!   short-lived instance cache;
 //! - [`duration`]: Go durations (`1h30m`, `1.5s`), the one parser and formatter of every duration the SDK reads
 //!   or writes, with serde helpers and a JSON schema;
-//! - [`runtime`]: shared informers, the work queue, events, metrics and the controller interface.
+//! - [`runtime`]: shared informers, the work queue, events, metrics and the controller interface;
+//! - [`settings`]: [`settings::InvalidSetting`], which setting of a controller's `Config` breaks which rule.
 //!
 //! See `docs/architecture.md` in the repository for how the crates fit together.
 //!
@@ -51,6 +52,7 @@ pub mod provider;
 pub mod registry;
 pub mod reload;
 pub mod runtime;
+pub mod settings;
 pub mod types;
 pub mod vendor;
 

@@ -43,38 +43,43 @@ impl Default for Timing {
 
 impl Timing {
     /// Checks `lease > renew > 1.2 × retry`, all at least one second, and that the lease
-    /// duration fits the `int32` `leaseDurationSeconds` field.
+    /// duration fits the `int32` `leaseDurationSeconds` field: the first of [`Timing::violations`].
     pub(crate) fn validate(&self) -> Result<(), Error> {
-        for (setting, value) in [
+        self.violations().into_iter().next().map_or(Ok(()), Err)
+    }
+
+    /// Every timing rule broken, in the order [`Timing::validate`] checks them.
+    pub(crate) fn violations(&self) -> Vec<Error> {
+        let mut errors: Vec<Error> = [
             ("lease duration", self.lease_duration),
             ("renew deadline", self.renew_deadline),
             ("retry period", self.retry_period),
-        ] {
-            if value < ONE_SECOND {
-                return Err(Error::DurationTooShort { setting, value });
-            }
-        }
+        ]
+        .into_iter()
+        .filter(|(_, value)| *value < ONE_SECOND)
+        .map(|(setting, value)| Error::DurationTooShort { setting, value })
+        .collect();
         if self.lease_duration <= self.renew_deadline {
-            return Err(Error::LeaseDurationNotAboveRenewDeadline {
+            errors.push(Error::LeaseDurationNotAboveRenewDeadline {
                 lease_duration: self.lease_duration,
                 renew_deadline: self.renew_deadline,
             });
         }
         let minimum = self.retry_period.mul_f64(JITTER_FACTOR);
         if self.renew_deadline <= minimum {
-            return Err(Error::RenewDeadlineNotAboveRetryPeriod {
+            errors.push(Error::RenewDeadlineNotAboveRetryPeriod {
                 renew_deadline: self.renew_deadline,
                 retry_period: self.retry_period,
                 minimum,
             });
         }
         if self.lease_duration_seconds().is_none() {
-            return Err(Error::LeaseDurationTooLong {
+            errors.push(Error::LeaseDurationTooLong {
                 value: self.lease_duration,
                 max: i32::MAX,
             });
         }
-        Ok(())
+        errors
     }
 
     /// The lease duration in whole seconds, truncated like client-go's
@@ -87,6 +92,40 @@ impl Timing {
     pub(crate) fn default_api_timeout(&self) -> Duration {
         (self.renew_deadline / 2).max(ONE_SECOND)
     }
+}
+
+/// Every rule the election settings break, in order: each timing at least one second,
+/// `lease > renew > 1.2 × retry`, the lease duration fits `leaseDurationSeconds`, then the Lease
+/// name (a DNS subdomain) and namespace (a DNS label). [`LeaderElectorBuilder::build`](crate::LeaderElectorBuilder::build)
+/// fails with the first of them; a binary can report them all before anything starts.
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// let errors = ccm_leaderelection::violations(
+///     [Duration::from_secs(10), Duration::from_secs(10), Duration::from_secs(2)],
+///     "kube-system",
+///     "cloud-controller-manager",
+/// );
+/// assert!(matches!(
+///     errors[..],
+///     [ccm_leaderelection::Error::LeaseDurationNotAboveRenewDeadline { .. }]
+/// ));
+/// ```
+pub fn violations(
+    [lease_duration, renew_deadline, retry_period]: [Duration; 3],
+    namespace: &str,
+    name: &str,
+) -> Vec<Error> {
+    let timing = Timing {
+        lease_duration,
+        renew_deadline,
+        retry_period,
+    };
+    let mut errors = timing.violations();
+    errors.extend(validate_lease_name(name).err());
+    errors.extend(validate_namespace(namespace).err());
+    errors
 }
 
 /// Validates the per-request timeout against the renew deadline.
@@ -166,6 +205,47 @@ mod tests {
             renew_deadline: Duration::from_secs(renew),
             retry_period: Duration::from_millis(retry_ms),
         }
+    }
+
+    #[test]
+    fn violations_lists_every_broken_rule_in_order() {
+        let secs = Duration::from_secs;
+        assert!(violations([secs(15), secs(10), secs(2)], "kube-system", "ccm").is_empty());
+        let errors = violations(
+            [secs(10), Duration::from_millis(500), secs(2)],
+            "Kube_System",
+            "",
+        );
+        let kinds: Vec<String> = errors
+            .iter()
+            .map(|e| {
+                format!("{e:?}")
+                    .split([' ', '{'])
+                    .next()
+                    .unwrap_or("")
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "DurationTooShort",
+                "RenewDeadlineNotAboveRetryPeriod",
+                "InvalidLeaseName",
+                "InvalidLeaseName",
+            ]
+        );
+        assert!(matches!(
+            errors[2],
+            Error::InvalidLeaseName { what: "name", .. }
+        ));
+        assert!(matches!(
+            errors[3],
+            Error::InvalidLeaseName {
+                what: "namespace",
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -84,12 +84,6 @@ impl Election {
         }
     }
 
-    /// The last observation, if any.
-    #[cfg(test)]
-    pub(crate) fn observed(&self) -> Option<&Observation> {
-        self.observed.as_ref()
-    }
-
     /// client-go's `IsLeader`: the last observed record names us as holder.
     pub(crate) fn is_leader(&self) -> bool {
         self.observed
@@ -268,6 +262,13 @@ impl Election {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Election {
+        /// The last observation, if any.
+        pub(crate) fn observed(&self) -> Option<&Observation> {
+            self.observed.as_ref()
+        }
+    }
 
     #[test]
     fn a_candidate_tries_again_when_the_lease_it_saw_runs_out() {

@@ -10,12 +10,12 @@ use crate::addresses::NodeIpError;
 #[non_exhaustive]
 pub enum Error {
     /// A setting is out of range.
-    #[error("invalid {controller} configuration: {message}")]
+    #[error("invalid {controller} configuration: {setting}")]
     InvalidConfig {
         /// The controller (`cloud-node-controller` or `cloud-node-lifecycle-controller`).
         controller: &'static str,
-        /// What is wrong and how to fix it.
-        message: String,
+        /// Which setting breaks which rule.
+        setting: ccm_core::settings::InvalidSetting,
     },
     /// The provider has neither InstancesV2 nor Instances (Go: "cloud provider does not support instances").
     #[error(

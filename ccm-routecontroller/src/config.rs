@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use ccm_core::runtime::debounce::Schedule;
+use ccm_core::settings::InvalidSetting;
 use ipnet::IpNet;
 
 use crate::error::Error;
@@ -181,12 +182,43 @@ impl Config {
         parse_cluster_cidrs(&self.cluster_cidr)
     }
 
-    /// Check every setting the controller needs (the cluster CIDRs, periods and limits), returning the parsed
-    /// cluster CIDRs.
+    /// Check every setting the controller needs (the cluster CIDRs, then [`violations`](Self::violations)),
+    /// returning the parsed cluster CIDRs.
     pub fn validate(&self) -> Result<Vec<IpNet>, Error> {
         let cidrs = self.cluster_cidrs()?;
+        match self.rule_errors().into_iter().next() {
+            Some(err) => Err(err),
+            None => Ok(cidrs),
+        }
+    }
+
+    /// Every rule the periods and limits break, in field order (the cluster CIDRs are checked by
+    /// [`cluster_cidrs`](Self::cluster_cidrs)).
+    pub fn violations(&self) -> Vec<InvalidSetting> {
+        self.rule_errors()
+            .iter()
+            .filter_map(|err| match err {
+                Error::ZeroConcurrency => {
+                    InvalidSetting::positive("max_concurrent_route_operations", 0)
+                }
+                Error::InvalidDuration {
+                    setting: setting @ "route_reconciliation_period",
+                    value,
+                    ..
+                } => InvalidSetting::non_zero(setting, *value),
+                Error::InvalidDuration { setting, .. } => {
+                    Some(InvalidSetting::other(setting, err.to_string()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The rules of the periods and limits, each broken one as the error `validate` returns.
+    fn rule_errors(&self) -> Vec<Error> {
+        let mut errors = Vec::new();
         if self.route_reconciliation_period.is_zero() {
-            return Err(Error::InvalidDuration {
+            errors.push(Error::InvalidDuration {
                 setting: "route_reconciliation_period",
                 value: self.route_reconciliation_period,
                 reason: "it must be greater than zero (the default is 10s)",
@@ -195,23 +227,23 @@ impl Config {
         if let RouteSyncMode::EventDriven { resync } = self.sync_mode
             && resync < self.route_reconciliation_period
         {
-            return Err(Error::InvalidDuration {
+            errors.push(Error::InvalidDuration {
                 setting: "resync",
                 value: resync,
                 reason: "the event-driven full resync must not be shorter than the route reconciliation period",
             });
         }
         if self.max_retry_backoff < self.route_reconciliation_period {
-            return Err(Error::InvalidDuration {
+            errors.push(Error::InvalidDuration {
                 setting: "max_retry_backoff",
                 value: self.max_retry_backoff,
                 reason: "the retry backoff cap must not be shorter than the route reconciliation period",
             });
         }
         if self.max_concurrent_route_operations == 0 {
-            return Err(Error::ZeroConcurrency);
+            errors.push(Error::ZeroConcurrency);
         }
-        Ok(cidrs)
+        errors
     }
 }
 

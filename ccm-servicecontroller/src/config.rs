@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use ccm_core::settings::InvalidSetting;
+
 use crate::error::Error;
 use crate::predicates::ServiceSelector;
 
@@ -182,54 +184,77 @@ impl Config {
         }
     }
 
-    /// Check the settings; the error names the setting and what to change.
-    pub fn validate(&self) -> Result<(), Error> {
-        let invalid = |msg: String| Err(Error::InvalidConfig(msg));
-        if self.concurrent_service_syncs == 0 {
-            return invalid("concurrent_service_syncs is 0; it must be at least 1".into());
-        }
-        if self.retry_base_delay.is_zero() {
-            return invalid("retry_base_delay is 0; use a positive delay such as 5s".into());
-        }
-        if self.retry_base_delay > self.retry_max_delay {
-            return invalid(format!(
+    /// Every rule the settings break, in field order; each names the setting and what to change.
+    pub fn violations(&self) -> Vec<InvalidSetting> {
+        let mut invalid: Vec<InvalidSetting> = [
+            InvalidSetting::positive("concurrent_service_syncs", self.concurrent_service_syncs),
+            InvalidSetting::non_zero("retry_base_delay", self.retry_base_delay),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let mut check = |ok: bool, setting, reason: String| {
+            if !ok {
+                invalid.push(InvalidSetting::other(setting, reason));
+            }
+        };
+        check(
+            self.retry_base_delay <= self.retry_max_delay,
+            "retry_base_delay",
+            format!(
                 "retry_base_delay ({:?}) is longer than retry_max_delay ({:?}); make the base delay the shorter one",
                 self.retry_base_delay, self.retry_max_delay
-            ));
-        }
-        if self.node_sync_debounce > self.node_sync_max_delay {
-            return invalid(format!(
+            ),
+        );
+        check(
+            self.node_sync_debounce <= self.node_sync_max_delay,
+            "node_sync_debounce",
+            format!(
                 "node_sync_debounce ({:?}) is longer than node_sync_max_delay ({:?}); raise the maximum or shorten the quiet period",
                 self.node_sync_debounce, self.node_sync_max_delay
-            ));
-        }
-        if let Some(period) = self.periodic_reensure
-            && period < Duration::from_secs(1)
-        {
-            return invalid(format!(
-                "periodic_reensure ({period:?}) is shorter than 1s; use a longer period or None to disable it"
-            ));
-        }
-        if !(0.0..=1.0).contains(&self.periodic_reensure_jitter) {
-            return invalid(format!(
-                "periodic_reensure_jitter ({}) is outside 0.0..=1.0",
-                self.periodic_reensure_jitter
-            ));
-        }
-        if let Some(class) = &self.load_balancer_class
-            && (class.is_empty() || class.chars().any(char::is_whitespace))
-        {
-            return invalid(format!(
-                "load_balancer_class {class:?} is not a valid class name; use a non-empty name without spaces such as example.com/internal"
-            ));
-        }
-        if !self.class_less_services && self.load_balancer_class.is_none() {
-            return invalid(
-                "class_less_services is false and no load_balancer_class is set, so no Service would be served; set a class or own class-less Services"
-                    .into(),
+            ),
+        );
+        if let Some(period) = self.periodic_reensure {
+            check(
+                period >= Duration::from_secs(1),
+                "periodic_reensure",
+                format!(
+                    "periodic_reensure ({period:?}) is shorter than 1s; use a longer period or None to disable it"
+                ),
             );
         }
-        Ok(())
+        check(
+            (0.0..=1.0).contains(&self.periodic_reensure_jitter),
+            "periodic_reensure_jitter",
+            format!(
+                "periodic_reensure_jitter ({}) is outside 0.0..=1.0",
+                self.periodic_reensure_jitter
+            ),
+        );
+        if let Some(class) = &self.load_balancer_class {
+            check(
+                !class.is_empty() && !class.chars().any(char::is_whitespace),
+                "load_balancer_class",
+                format!(
+                    "load_balancer_class {class:?} is not a valid class name; use a non-empty name without spaces such as example.com/internal"
+                ),
+            );
+        }
+        check(
+            self.class_less_services || self.load_balancer_class.is_some(),
+            "class_less_services",
+            "class_less_services is false and no load_balancer_class is set, so no Service would be served; set a class or own class-less Services"
+                .to_owned(),
+        );
+        invalid
+    }
+
+    /// Check the settings: the first of [`violations`](Self::violations).
+    pub fn validate(&self) -> Result<(), Error> {
+        match self.violations().into_iter().next() {
+            Some(setting) => Err(Error::InvalidConfig(setting)),
+            None => Ok(()),
+        }
     }
 }
 

@@ -10,9 +10,9 @@ use ccm_core::CloudError;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The settings are inconsistent.
+    /// A setting breaks a rule of [`Config::validate`](crate::Config::validate).
     #[error("invalid service controller configuration: {0}")]
-    InvalidConfig(String),
+    InvalidConfig(ccm_core::settings::InvalidSetting),
     /// The cloud provider has no load-balancer support.
     #[error(
         "the cloud provider {provider:?} does not support external load balancers; disable the service controller or use a provider with load balancers"

@@ -1,9 +1,12 @@
 //! `loc`: how much of each controller crate is plumbing and how much is decision, and how big the runtime is.
 //!
-//! A controller crate's `src/` files are counted up to their first `#[cfg(test)]` (files named `tests.rs` or
-//! under a `tests/` folder are left out), non-blank, non-comment lines only. A whole file is **plumbing** when one
-//! of those lines does I/O or runtime wiring (see [`PLUMBING_MARKERS`]), else **decision**. `--runtime` prints
-//! every line before the first `#[cfg(test)]` of the runtime's crates instead (docs/architecture.md).
+//! A controller crate's `src/` files are counted up to their in-file test module (`#[cfg(test)]` followed by
+//! `mod tests {`; an item gated `#[cfg(test)]` before it is counted), non-blank, non-comment lines only. Test
+//! files are left out: files named `tests.rs`, files under a `tests/` folder, and the file of every module declared
+//! only under `#[cfg(test)]` (`#[cfg(test)] mod fence_tests;`) with its sub-module folder. A whole file is
+//! **plumbing** when one of those lines does I/O or runtime wiring (see [`PLUMBING_MARKERS`]), else **decision**.
+//! `--runtime` prints every line before the in-file test module of the runtime's crates instead
+//! (docs/architecture.md).
 
 use std::path::{Path, PathBuf};
 
@@ -49,7 +52,7 @@ const PLUMBING_MARKERS: [&str; 14] = [
 /// Arguments of `cargo xtask loc`.
 #[derive(Debug, clap::Args)]
 pub struct LocArgs {
-    /// Print the non-test lines of the runtime's crates (every line before the first `#[cfg(test)]`) instead.
+    /// Print the non-test lines of the runtime's crates (every line before the in-file test module) instead.
     #[arg(long)]
     runtime: bool,
     /// The workspace to count (default: this one), for example a checkout of another commit.
@@ -57,7 +60,7 @@ pub struct LocArgs {
     root: Option<PathBuf>,
 }
 
-/// Lines of one file up to its first `#[cfg(test)]`.
+/// Lines of one file up to its in-file test module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct FileCount {
     /// Every line, blank and comment lines included.
@@ -68,13 +71,14 @@ struct FileCount {
     plumbing: bool,
 }
 
-/// Counts `source` up to its first `#[cfg(test)]`.
+/// Counts `source` up to its first in-file test module (`#[cfg(test)]` then `mod tests {`); an item gated
+/// `#[cfg(test)]` before it (an import, a helper) is counted like any line.
 fn count(source: &str) -> FileCount {
     let mut counted = FileCount::default();
     let mut in_block_comment = false;
-    for line in source.lines() {
-        let trimmed = line.trim();
-        if trimmed.starts_with("#[cfg(test)]") {
+    let lines: Vec<&str> = source.lines().map(str::trim).collect();
+    for (index, &trimmed) in lines.iter().enumerate() {
+        if trimmed == "#[cfg(test)]" && opens_inline_module(&lines[index + 1..]) {
             break;
         }
         counted.all += 1;
@@ -85,6 +89,17 @@ fn count(source: &str) -> FileCount {
         counted.plumbing |= PLUMBING_MARKERS.iter().any(|m| code.contains(m));
     }
     counted
+}
+
+/// Whether the first non-blank line of `rest` opens a module written in the file (`mod tests {`), not `mod x;`.
+fn opens_inline_module(rest: &[&str]) -> bool {
+    rest.iter().find(|l| !l.is_empty()).is_some_and(|line| {
+        let declaration = line
+            .strip_prefix("pub(crate) ")
+            .or_else(|| line.strip_prefix("pub "))
+            .unwrap_or(line);
+        declaration.starts_with("mod ") && declaration.contains('{')
+    })
 }
 
 /// The code on a trimmed line, `None` for a blank or comment-only line; tracks `/* ... */` across lines.
@@ -115,6 +130,60 @@ fn is_test_file(relative: &Path) -> bool {
             .is_some_and(|p| p.components().any(|c| c.as_os_str() == "tests"))
 }
 
+/// The names of the modules `source` declares out of line only under `#[cfg(test)]` (`#[cfg(test)] mod x;`).
+fn test_modules(source: &str) -> Vec<&str> {
+    let mut names = Vec::new();
+    let mut after_cfg_test = false;
+    for line in source.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if after_cfg_test {
+            let declaration = line
+                .strip_prefix("pub(crate) ")
+                .or_else(|| line.strip_prefix("pub "))
+                .unwrap_or(line);
+            if let Some(name) = declaration
+                .strip_prefix("mod ")
+                .and_then(|rest| rest.strip_suffix(';'))
+            {
+                names.push(name.trim());
+            }
+        }
+        after_cfg_test = line == "#[cfg(test)]";
+    }
+    names
+}
+
+/// Where the files of `file`'s child module `name` live: `name.rs` and the `name/` folder, next to `file` when
+/// `file` is `lib.rs`, `main.rs` or `mod.rs`, else in the folder named after `file`.
+fn child_module_paths(file: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let parent = file.parent().unwrap_or(Path::new(""));
+    let owns_folder = file
+        .file_name()
+        .is_some_and(|n| n == "lib.rs" || n == "main.rs" || n == "mod.rs");
+    let folder = match file.file_stem() {
+        Some(stem) if !owns_folder => parent.join(stem),
+        _ => parent.to_owned(),
+    };
+    (folder.join(format!("{name}.rs")), folder.join(name))
+}
+
+/// `files` without the files of modules declared only under `#[cfg(test)]` (and everything below them).
+fn without_test_modules(files: Vec<PathBuf>) -> anyhow::Result<Vec<PathBuf>> {
+    let mut test_paths = Vec::new();
+    for file in &files {
+        let text =
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        for name in test_modules(&text) {
+            let (module_file, module_folder) = child_module_paths(file, name);
+            test_paths.push(module_file);
+            test_paths.push(module_folder);
+        }
+    }
+    Ok(files
+        .into_iter()
+        .filter(|f| !test_paths.iter().any(|t| f.starts_with(t)))
+        .collect())
+}
+
 /// The `.rs` files under `dir`, sorted, test files left out.
 fn source_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
@@ -134,7 +203,7 @@ fn source_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
         }
     }
     files.sort();
-    Ok(files)
+    without_test_modules(files)
 }
 
 /// The counts of every source file of `krate`'s `src/`.
@@ -207,6 +276,16 @@ mod tests {
     }
 
     #[test]
+    fn counting_stops_at_the_test_module_not_at_a_test_only_item() {
+        let source = "#[cfg(test)]\nuse std::fmt;\nfn f() {}\n#[cfg(test)]\nmod samples;\n#[cfg(test)]\n\nmod tests {\n}\n";
+        assert_eq!(count(source).code, 5);
+        assert_eq!(
+            count("fn f() {}\n#[cfg(test)]\npub(crate) mod support {\n}\n").all,
+            1
+        );
+    }
+
+    #[test]
     fn a_marker_on_a_code_line_makes_the_file_plumbing() {
         assert!(count("async fn f() {}\n").plumbing);
         assert!(count("fn f() { g().await }\n").plumbing);
@@ -227,6 +306,39 @@ mod tests {
         assert!(is_test_file(Path::new("tests/support.rs")));
         assert!(!is_test_file(Path::new("plan.rs")));
         assert!(!is_test_file(Path::new("tests_support.rs")));
+    }
+
+    #[test]
+    fn modules_declared_only_for_tests_are_test_code() {
+        let source = "mod plan;\n#[cfg(test)]\nmod apiserver_tests;\n\n#[cfg(test)]\npub(crate) mod support;\n\
+                      #[cfg(test)]\nmod tests {\n    mod inner;\n}\n#[cfg(feature = \"x\")]\nmod gated;\n";
+        assert_eq!(test_modules(source), ["apiserver_tests", "support"]);
+        assert_eq!(
+            child_module_paths(Path::new("src/client.rs"), "fence_tests"),
+            (
+                PathBuf::from("src/client/fence_tests.rs"),
+                PathBuf::from("src/client/fence_tests")
+            )
+        );
+        assert_eq!(
+            child_module_paths(Path::new("src/lib.rs"), "properties_tests"),
+            (
+                PathBuf::from("src/properties_tests.rs"),
+                PathBuf::from("src/properties_tests")
+            )
+        );
+        assert_eq!(
+            child_module_paths(Path::new("src/auth/mod.rs"), "t"),
+            (PathBuf::from("src/auth/t.rs"), PathBuf::from("src/auth/t"))
+        );
+    }
+
+    #[test]
+    fn the_app_test_modules_are_not_counted() {
+        let files = source_files(&workspace_root().join("ccm-app/src")).expect("ccm-app's sources");
+        assert!(files.iter().any(|f| f.ends_with("client.rs")));
+        assert!(!files.iter().any(|f| f.ends_with("client/fence_tests.rs")));
+        assert!(!files.iter().any(|f| f.ends_with("properties_tests.rs")));
     }
 
     #[test]

@@ -63,23 +63,23 @@ impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
         }
         entries.insert(key, (value, now + ttl));
     }
-
-    /// The number of entries held (expired ones included until they are dropped).
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
-
-    /// Whether the cache holds nothing.
-    #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
+        /// The number of entries held (expired ones included until they are dropped).
+        pub(crate) fn len(&self) -> usize {
+            self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
+        }
+
+        /// Whether the cache holds nothing.
+        pub(crate) fn is_empty(&self) -> bool {
+            self.len() == 0
+        }
+    }
 
     #[tokio::test(start_paused = true)]
     async fn entries_expire_after_their_own_ttl() {

@@ -5,9 +5,8 @@
 //! election timings, the TLS pair, the cloud budget), and the order in which violations are reported is part of the
 //! output.
 
-use std::time::Duration;
-
 use ccm_core::duration::format_go_duration;
+use ccm_leaderelection::Error as LeaderElectionError;
 
 use super::CcmOptions;
 
@@ -40,61 +39,17 @@ impl CcmOptions {
                 reason: format!("{} is not a number", self.kube_api_qps),
             },
         );
-        check(
-            self.concurrent_node_syncs > 0,
-            ValidationError::NotPositive {
-                setting: "concurrent-node-syncs",
-                value: i64::from(self.concurrent_node_syncs),
-            },
-        );
-        check(
-            self.concurrent_node_status_updates >= 0,
-            ValidationError::Negative {
-                setting: "concurrent-node-status-updates",
-                value: i64::from(self.concurrent_node_status_updates),
-            },
-        );
-        check(
-            self.concurrent_service_syncs > 0,
-            ValidationError::NotPositive {
-                setting: "concurrent-service-syncs",
-                value: i64::from(self.concurrent_service_syncs),
-            },
-        );
-        for (setting, value) in [
-            (
-                "node-lifecycle-concurrency",
-                self.node_lifecycle_concurrency,
-            ),
-            (
-                "route-max-concurrent-operations",
-                self.route_max_concurrent_operations,
-            ),
-        ] {
-            check(
-                value > 0,
-                ValidationError::NotPositive {
-                    setting,
-                    value: i64::from(value),
-                },
-            );
+        // A flag out of range is reported whether or not its controller runs, as Go does; the controllers'
+        // other rules are checked for the enabled ones only (`crate::defaults::validate`).
+        for (_, error) in crate::defaults::violations(self) {
+            check(!crate::defaults::out_of_range(&error), error);
         }
-        for (setting, value) in [
-            ("cloud-call-timeout", self.cloud_call_timeout),
-            ("service-retry-base-delay", self.service_retry_base_delay),
-            (
-                "route-reconciliation-period",
-                self.route_reconciliation_period,
-            ),
-            ("node-monitor-period", self.node_monitor_period),
-            (
-                "node-status-update-frequency",
-                self.node_status_update_frequency,
-            ),
-            ("shutdown-timeout", self.shutdown_timeout),
-        ] {
-            check(!value.is_zero(), ValidationError::ZeroDuration { setting });
-        }
+        check(
+            !self.shutdown_timeout.is_zero(),
+            ValidationError::ZeroDuration {
+                setting: "shutdown-timeout",
+            },
+        );
         check(
             self.cluster_name.is_empty() || !self.cluster_name.chars().any(char::is_control),
             ValidationError::Invalid {
@@ -210,75 +165,61 @@ impl CcmOptions {
                 ),
             });
         }
-        for (setting, value) in [
-            (
-                "leader-elect-lease-duration",
-                self.leader_elect_lease_duration,
-            ),
-            (
-                "leader-elect-renew-deadline",
-                self.leader_elect_renew_deadline,
-            ),
-            ("leader-elect-retry-period", self.leader_elect_retry_period),
-        ] {
-            if value < Duration::from_secs(1) {
-                errors.push(ValidationError::Invalid {
-                    setting,
-                    reason: format!(
-                        "{} is shorter than the minimum of 1s",
-                        format_go_duration(value)
+        // The rules live in ccm-leaderelection; this names the flags.
+        let go = format_go_duration;
+        let timings = [
+            self.leader_elect_lease_duration,
+            self.leader_elect_renew_deadline,
+            self.leader_elect_retry_period,
+        ];
+        let namespace = &self.leader_elect_resource_namespace;
+        let name = &self.leader_elect_resource_name;
+        for violation in ccm_leaderelection::violations(timings, namespace, name) {
+            let (setting, reason) = match violation {
+                LeaderElectionError::DurationTooShort { setting, value } => (
+                    match setting {
+                        "lease duration" => "leader-elect-lease-duration",
+                        "renew deadline" => "leader-elect-renew-deadline",
+                        _ => "leader-elect-retry-period",
+                    },
+                    format!("{} is shorter than the minimum of 1s", go(value)),
+                ),
+                LeaderElectionError::LeaseDurationNotAboveRenewDeadline {
+                    lease_duration,
+                    renew_deadline,
+                } => (
+                    "leader-elect-lease-duration",
+                    format!(
+                        "the lease duration ({}) must be greater than the renew deadline ({})",
+                        go(lease_duration),
+                        go(renew_deadline)
                     ),
-                });
-            }
-        }
-        if self.leader_elect_lease_duration <= self.leader_elect_renew_deadline {
-            errors.push(ValidationError::Invalid {
-                setting: "leader-elect-lease-duration",
-                reason: format!(
-                    "the lease duration ({}) must be greater than the renew deadline ({})",
-                    format_go_duration(self.leader_elect_lease_duration),
-                    format_go_duration(self.leader_elect_renew_deadline)
                 ),
-            });
-        }
-        if self.leader_elect_renew_deadline.as_secs_f64()
-            <= self.leader_elect_retry_period.as_secs_f64() * ccm_leaderelection::JITTER_FACTOR
-        {
-            errors.push(ValidationError::Invalid {
-                setting: "leader-elect-renew-deadline",
-                reason: format!(
-                    "the renew deadline ({}) must be greater than 1.2 × the retry period ({})",
-                    format_go_duration(self.leader_elect_renew_deadline),
-                    format_go_duration(self.leader_elect_retry_period)
+                LeaderElectionError::RenewDeadlineNotAboveRetryPeriod {
+                    renew_deadline,
+                    retry_period,
+                    ..
+                } => (
+                    "leader-elect-renew-deadline",
+                    format!(
+                        "the renew deadline ({}) must be greater than 1.2 × the retry period ({})",
+                        go(renew_deadline),
+                        go(retry_period)
+                    ),
                 ),
-            });
-        }
-        for (setting, value, label) in [
-            (
-                "leader-elect-resource-name",
-                &self.leader_elect_resource_name,
-                false,
-            ),
-            (
-                "leader-elect-resource-namespace",
-                &self.leader_elect_resource_namespace,
-                true,
-            ),
-        ] {
-            let ok = if label {
-                is_dns_label(value)
-            } else {
-                is_dns_subdomain(value)
+                LeaderElectionError::InvalidLeaseName {
+                    what: "namespace", ..
+                } => (
+                    "leader-elect-resource-namespace",
+                    format!("{namespace:?} is not a valid namespace name"),
+                ),
+                LeaderElectionError::InvalidLeaseName { .. } => (
+                    "leader-elect-resource-name",
+                    format!("{name:?} is not a valid Lease name"),
+                ),
+                other => ("leader-elect-lease-duration", other.to_string()),
             };
-            if !ok {
-                errors.push(ValidationError::Invalid {
-                    setting,
-                    reason: format!(
-                        "{value:?} is not a valid {} name",
-                        if label { "namespace" } else { "Lease" }
-                    ),
-                });
-            }
+            errors.push(ValidationError::Invalid { setting, reason });
         }
         errors
     }
@@ -294,11 +235,6 @@ pub(crate) fn is_dns_label(value: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
         && bytes[0].is_ascii_alphanumeric()
         && bytes[bytes.len() - 1].is_ascii_alphanumeric()
-}
-
-/// A DNS-1123 subdomain: dot-separated labels, at most 253 characters.
-pub(crate) fn is_dns_subdomain(value: &str) -> bool {
-    value.len() <= 253 && value.split('.').all(is_dns_label)
 }
 
 /// One violated rule.
@@ -362,6 +298,12 @@ fn uid_headers_problem(headers: &[String]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    /// A DNS-1123 subdomain: dot-separated labels, at most 253 characters.
+    fn is_dns_subdomain(value: &str) -> bool {
+        value.len() <= 253 && value.split('.').all(is_dns_label)
+    }
 
     fn valid() -> CcmOptions {
         CcmOptions {

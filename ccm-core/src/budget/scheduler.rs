@@ -269,12 +269,6 @@ impl Scheduler {
         ids
     }
 
-    /// True once [`shut_down`](Self::shut_down) was called.
-    #[cfg(test)]
-    pub(crate) fn is_shut_down(&self) -> bool {
-        self.shut_down
-    }
-
     /// The calls abandoned so far, by operation, and forget them (for the one summary line at shutdown).
     pub(crate) fn take_abandoned(&mut self) -> BTreeMap<Operation, usize> {
         std::mem::take(&mut self.abandoned)
@@ -343,6 +337,13 @@ impl Scheduler {
 mod tests {
     use super::*;
     use crate::intercept::Operation as Op;
+
+    impl Scheduler {
+        /// True once [`shut_down`](Self::shut_down) was called.
+        pub(crate) fn is_shut_down(&self) -> bool {
+            self.shut_down
+        }
+    }
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use ccm_core::names;
+use ccm_core::settings::InvalidSetting;
 
 use super::NodeOwnership;
 use crate::DEFAULT_CLOUD_CALL_TIMEOUT;
@@ -81,23 +82,27 @@ impl Config {
         self.cloud_call_timeout = timeout;
         self
     }
-    /// Check the settings.
+    /// Every rule the settings break, in field order: the period, the concurrency and the cloud call timeout
+    /// must be > 0.
+    pub fn violations(&self) -> Vec<InvalidSetting> {
+        [
+            InvalidSetting::non_zero("node_monitor_period", self.node_monitor_period),
+            InvalidSetting::positive("concurrency", self.concurrency),
+            InvalidSetting::non_zero("cloud_call_timeout", self.cloud_call_timeout),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
+    /// Check the settings: the first of [`violations`](Self::violations).
     pub fn validate(&self) -> Result<(), Error> {
-        let invalid = |message: &str| {
-            Err(Error::InvalidConfig {
+        match self.violations().into_iter().next() {
+            Some(setting) => Err(Error::InvalidConfig {
                 controller: names::controllers::CLOUD_NODE_LIFECYCLE,
-                message: message.to_owned(),
-            })
-        };
-        if self.node_monitor_period.is_zero() {
-            return invalid("--node-monitor-period must be greater than 0");
+                setting,
+            }),
+            None => Ok(()),
         }
-        if self.concurrency == 0 {
-            return invalid("the concurrency must be greater than 0");
-        }
-        if self.cloud_call_timeout.is_zero() {
-            return invalid("the cloud call timeout must be greater than 0");
-        }
-        Ok(())
     }
 }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use ccm_core::names;
+use ccm_core::settings::InvalidSetting;
 
 use crate::DEFAULT_CLOUD_CALL_TIMEOUT;
 use crate::error::Error;
@@ -97,23 +98,30 @@ impl Config {
         }
     }
 
-    /// Check the settings (Go: `--concurrent-node-syncs` must be > 0).
+    /// Every rule the settings break, in field order (Go: `--concurrent-node-syncs` must be > 0; the periods
+    /// must be > 0).
+    pub fn violations(&self) -> Vec<InvalidSetting> {
+        [
+            InvalidSetting::positive("concurrent_node_syncs", self.concurrent_node_syncs),
+            InvalidSetting::non_zero(
+                "node_status_update_frequency",
+                self.node_status_update_frequency,
+            ),
+            InvalidSetting::non_zero("cloud_call_timeout", self.cloud_call_timeout),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
+    /// Check the settings: the first of [`violations`](Self::violations).
     pub fn validate(&self) -> Result<(), Error> {
-        let invalid = |message: &str| {
-            Err(Error::InvalidConfig {
+        match self.violations().into_iter().next() {
+            Some(setting) => Err(Error::InvalidConfig {
                 controller: names::controllers::CLOUD_NODE,
-                message: message.to_owned(),
-            })
-        };
-        if self.concurrent_node_syncs == 0 {
-            return invalid("--concurrent-node-syncs must be greater than 0");
+                setting,
+            }),
+            None => Ok(()),
         }
-        if self.node_status_update_frequency.is_zero() {
-            return invalid("--node-status-update-frequency must be greater than 0");
-        }
-        if self.cloud_call_timeout.is_zero() {
-            return invalid("the cloud call timeout must be greater than 0");
-        }
-        Ok(())
     }
 }
