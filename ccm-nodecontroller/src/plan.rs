@@ -578,7 +578,7 @@ mod tests {
         );
         let other = Error::InvalidConfig {
             controller: "c",
-            message: "m".into(),
+            setting: ccm_core::settings::InvalidSetting::positive("s", 0).expect("0 breaks it"),
         };
         assert_eq!(warning_reason(&other), None);
     }
