@@ -170,28 +170,16 @@ impl StdError for CloudError {}
 /// assert_eq!(texts.last().map(String::as_str), Some("connection reset"));
 /// assert!(causes(&err).any(|e| e.is::<std::io::Error>()));
 /// ```
-pub fn causes<'a>(err: &'a (dyn StdError + 'static)) -> Causes<'a> {
-    Causes { next: Some(err) }
-}
-
-/// The iterator of [`causes`].
-#[derive(Debug, Clone)]
-pub struct Causes<'a> {
-    next: Option<&'a (dyn StdError + 'static)>,
-}
-
-impl<'a> Iterator for Causes<'a> {
-    type Item = &'a (dyn StdError + 'static);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let current = self.next?;
-        self.next = match current.downcast_ref::<CloudError>() {
+pub fn causes<'a>(
+    err: &'a (dyn StdError + 'static),
+) -> impl Iterator<Item = &'a (dyn StdError + 'static)> + Clone {
+    std::iter::successors(Some(err), |&current| {
+        match current.downcast_ref::<CloudError>() {
             Some(CloudError::Provider { source, .. }) => Some(&**source),
             Some(CloudError::NotLeader { reason, .. }) => Some(reason),
             _ => current.source(),
-        };
-        Some(current)
-    }
+        }
+    })
 }
 
 /// `err` and its causes on one line, joined with `: `, each text once: a cause whose text the line already

@@ -485,6 +485,15 @@ impl InterceptedProvider {
     pub fn inner(&self) -> &Arc<dyn CloudProvider> {
         &self.inner
     }
+
+    /// `capability` of the wrapped provider, its calls passing through the chain.
+    fn wrap<T: ?Sized>(&self, capability: Arc<T>) -> Arc<Wrapped<T>> {
+        let chain = self.chain.clone();
+        Arc::new(Wrapped {
+            inner: capability,
+            chain,
+        })
+    }
 }
 
 #[async_trait]
@@ -500,46 +509,22 @@ impl CloudProvider for InterceptedProvider {
         self.inner.reload(ctx).await
     }
     fn load_balancer(self: Arc<Self>) -> Option<Arc<dyn LoadBalancer>> {
-        let inner = Arc::clone(&self.inner).load_balancer()?;
-        Some(Arc::new(Wrapped {
-            inner,
-            chain: self.chain.clone(),
-        }))
+        Some(self.wrap(Arc::clone(&self.inner).load_balancer()?))
     }
     fn instances(self: Arc<Self>) -> Option<Arc<dyn Instances>> {
-        let inner = Arc::clone(&self.inner).instances()?;
-        Some(Arc::new(Wrapped {
-            inner,
-            chain: self.chain.clone(),
-        }))
+        Some(self.wrap(Arc::clone(&self.inner).instances()?))
     }
     fn instances_v2(self: Arc<Self>) -> Option<Arc<dyn InstancesV2>> {
-        let inner = Arc::clone(&self.inner).instances_v2()?;
-        Some(Arc::new(Wrapped {
-            inner,
-            chain: self.chain.clone(),
-        }))
+        Some(self.wrap(Arc::clone(&self.inner).instances_v2()?))
     }
     fn zones(self: Arc<Self>) -> Option<Arc<dyn Zones>> {
-        let inner = Arc::clone(&self.inner).zones()?;
-        Some(Arc::new(Wrapped {
-            inner,
-            chain: self.chain.clone(),
-        }))
+        Some(self.wrap(Arc::clone(&self.inner).zones()?))
     }
     fn clusters(self: Arc<Self>) -> Option<Arc<dyn Clusters>> {
-        let inner = Arc::clone(&self.inner).clusters()?;
-        Some(Arc::new(Wrapped {
-            inner,
-            chain: self.chain.clone(),
-        }))
+        Some(self.wrap(Arc::clone(&self.inner).clusters()?))
     }
     fn routes(self: Arc<Self>) -> Option<Arc<dyn Routes>> {
-        let inner = Arc::clone(&self.inner).routes()?;
-        Some(Arc::new(Wrapped {
-            inner,
-            chain: self.chain.clone(),
-        }))
+        Some(self.wrap(Arc::clone(&self.inner).routes()?))
     }
     fn has_cluster_id(&self) -> bool {
         self.inner.has_cluster_id()

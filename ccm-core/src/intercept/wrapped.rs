@@ -10,7 +10,7 @@ use super::{Chain, Operation};
 use crate::error::CloudError;
 use crate::helpers::{node_name, node_provider_id, service_key};
 use crate::listing::LoadBalancerPage;
-use crate::provider::{Clusters, Instances, InstancesV2, LoadBalancer, Routes, Zones};
+use crate::provider::{self, Clusters, Instances, InstancesV2, LoadBalancer, Routes, Zones};
 use crate::types::{InstanceLookup, Route, Zone};
 
 pub(super) struct Wrapped<T: ?Sized> {
@@ -18,9 +18,15 @@ pub(super) struct Wrapped<T: ?Sized> {
     pub(super) chain: Chain,
 }
 
+/// The node's providerID, or its name if it has none.
 fn node_target(node: &Node) -> &str {
     let id = node_provider_id(node);
     if id.is_empty() { node_name(node) } else { id }
+}
+
+/// The target of a bulk call: `<n> nodes`.
+fn nodes_target(nodes: &[Node]) -> String {
+    format!("{} nodes", nodes.len())
 }
 
 #[async_trait]
@@ -30,13 +36,10 @@ impl LoadBalancer for Wrapped<dyn LoadBalancer> {
         cluster_name: &str,
         service: &Service,
     ) -> Result<Option<LoadBalancerStatus>, CloudError> {
+        let call = self.inner.get_load_balancer(cluster_name, service);
         let key = service_key(service);
         self.chain
-            .call(
-                Operation::GetLoadBalancer,
-                &key,
-                self.inner.get_load_balancer(cluster_name, service),
-            )
+            .call(Operation::GetLoadBalancer, &key, call)
             .await
     }
     fn get_load_balancer_name(&self, cluster_name: &str, service: &Service) -> String {
@@ -48,14 +51,12 @@ impl LoadBalancer for Wrapped<dyn LoadBalancer> {
         service: &Service,
         nodes: &[Node],
     ) -> Result<LoadBalancerStatus, CloudError> {
+        let call = self
+            .inner
+            .ensure_load_balancer(cluster_name, service, nodes);
         let key = service_key(service);
         self.chain
-            .call(
-                Operation::EnsureLoadBalancer,
-                &key,
-                self.inner
-                    .ensure_load_balancer(cluster_name, service, nodes),
-            )
+            .call(Operation::EnsureLoadBalancer, &key, call)
             .await
     }
     async fn update_load_balancer(
@@ -64,14 +65,12 @@ impl LoadBalancer for Wrapped<dyn LoadBalancer> {
         service: &Service,
         nodes: &[Node],
     ) -> Result<(), CloudError> {
+        let call = self
+            .inner
+            .update_load_balancer(cluster_name, service, nodes);
         let key = service_key(service);
         self.chain
-            .call(
-                Operation::UpdateLoadBalancer,
-                &key,
-                self.inner
-                    .update_load_balancer(cluster_name, service, nodes),
-            )
+            .call(Operation::UpdateLoadBalancer, &key, call)
             .await
     }
     async fn ensure_load_balancer_deleted(
@@ -79,15 +78,12 @@ impl LoadBalancer for Wrapped<dyn LoadBalancer> {
         cluster_name: &str,
         service: &Service,
     ) -> Result<(), CloudError> {
+        let call = self
+            .inner
+            .ensure_load_balancer_deleted(cluster_name, service);
         let key = service_key(service);
-        self.chain
-            .call(
-                Operation::EnsureLoadBalancerDeleted,
-                &key,
-                self.inner
-                    .ensure_load_balancer_deleted(cluster_name, service),
-            )
-            .await
+        let op = Operation::EnsureLoadBalancerDeleted;
+        self.chain.call(op, &key, call).await
     }
     fn supports_listing(&self) -> bool {
         self.inner.supports_listing()
@@ -97,65 +93,44 @@ impl LoadBalancer for Wrapped<dyn LoadBalancer> {
         cluster_name: &str,
         page_token: Option<String>,
     ) -> Result<LoadBalancerPage, CloudError> {
-        self.chain
-            .call(
-                Operation::ListLoadBalancers,
-                cluster_name,
-                self.inner.list_load_balancers(cluster_name, page_token),
-            )
-            .await
+        let call = self.inner.list_load_balancers(cluster_name, page_token);
+        let op = Operation::ListLoadBalancers;
+        self.chain.call(op, cluster_name, call).await
     }
 }
 
 #[async_trait]
 impl Instances for Wrapped<dyn Instances> {
     async fn node_addresses(&self, node_name: &str) -> Result<Vec<NodeAddress>, CloudError> {
+        let call = self.inner.node_addresses(node_name);
         self.chain
-            .call(
-                Operation::NodeAddresses,
-                node_name,
-                self.inner.node_addresses(node_name),
-            )
+            .call(Operation::NodeAddresses, node_name, call)
             .await
     }
     async fn node_addresses_by_provider_id(
         &self,
         provider_id: &str,
     ) -> Result<Vec<NodeAddress>, CloudError> {
-        self.chain
-            .call(
-                Operation::NodeAddressesByProviderId,
-                provider_id,
-                self.inner.node_addresses_by_provider_id(provider_id),
-            )
-            .await
+        let call = self.inner.node_addresses_by_provider_id(provider_id);
+        let op = Operation::NodeAddressesByProviderId;
+        self.chain.call(op, provider_id, call).await
     }
     async fn instance_id(&self, node_name: &str) -> Result<String, CloudError> {
+        let call = self.inner.instance_id(node_name);
         self.chain
-            .call(
-                Operation::InstanceId,
-                node_name,
-                self.inner.instance_id(node_name),
-            )
+            .call(Operation::InstanceId, node_name, call)
             .await
     }
     async fn instance_type(&self, node_name: &str) -> Result<String, CloudError> {
+        let call = self.inner.instance_type(node_name);
         self.chain
-            .call(
-                Operation::InstanceType,
-                node_name,
-                self.inner.instance_type(node_name),
-            )
+            .call(Operation::InstanceType, node_name, call)
             .await
     }
     async fn instance_type_by_provider_id(&self, provider_id: &str) -> Result<String, CloudError> {
-        self.chain
-            .call(
-                Operation::InstanceTypeByProviderId,
-                provider_id,
-                self.inner.instance_type_by_provider_id(provider_id),
-            )
-            .await
+        let call = self.inner.instance_type_by_provider_id(provider_id);
+        let op = Operation::InstanceTypeByProviderId;
+        self.chain.call(op, provider_id, call).await
     }
     async fn add_ssh_key_to_all_instances(&self, user: &str, key: &[u8]) -> Result<(), CloudError> {
         self.inner.add_ssh_key_to_all_instances(user, key).await
@@ -164,165 +139,112 @@ impl Instances for Wrapped<dyn Instances> {
         self.inner.current_node_name(hostname).await
     }
     async fn instance_exists_by_provider_id(&self, provider_id: &str) -> Result<bool, CloudError> {
-        self.chain
-            .call(
-                Operation::InstanceExistsByProviderId,
-                provider_id,
-                self.inner.instance_exists_by_provider_id(provider_id),
-            )
-            .await
+        let call = self.inner.instance_exists_by_provider_id(provider_id);
+        let op = Operation::InstanceExistsByProviderId;
+        self.chain.call(op, provider_id, call).await
     }
     async fn instance_shutdown_by_provider_id(
         &self,
         provider_id: &str,
     ) -> Result<bool, CloudError> {
-        self.chain
-            .call(
-                Operation::InstanceShutdownByProviderId,
-                provider_id,
-                self.inner.instance_shutdown_by_provider_id(provider_id),
-            )
-            .await
+        let call = self.inner.instance_shutdown_by_provider_id(provider_id);
+        let op = Operation::InstanceShutdownByProviderId;
+        self.chain.call(op, provider_id, call).await
     }
 }
 
 #[async_trait]
 impl InstancesV2 for Wrapped<dyn InstancesV2> {
     async fn instance_exists(&self, node: &Node) -> Result<bool, CloudError> {
-        self.chain
-            .call(
-                Operation::InstanceExists,
-                node_target(node),
-                self.inner.instance_exists(node),
-            )
-            .await
+        let call = self.inner.instance_exists(node);
+        let op = Operation::InstanceExists;
+        self.chain.call(op, node_target(node), call).await
     }
     async fn instance_shutdown(&self, node: &Node) -> Result<bool, CloudError> {
-        self.chain
-            .call(
-                Operation::InstanceShutdown,
-                node_target(node),
-                self.inner.instance_shutdown(node),
-            )
-            .await
+        let call = self.inner.instance_shutdown(node);
+        let op = Operation::InstanceShutdown;
+        self.chain.call(op, node_target(node), call).await
     }
     async fn instance_metadata(&self, node: &Node) -> Result<InstanceLookup, CloudError> {
-        self.chain
-            .call(
-                Operation::InstanceMetadata,
-                node_target(node),
-                self.inner.instance_metadata(node),
-            )
-            .await
+        let call = self.inner.instance_metadata(node);
+        let op = Operation::InstanceMetadata;
+        self.chain.call(op, node_target(node), call).await
     }
     fn supports_bulk(&self) -> bool {
         self.inner.supports_bulk()
     }
+    // Without native bulk calls, the bulk methods go through the single calls, so each one is intercepted.
     async fn instance_metadata_bulk(
         &self,
         nodes: &[Node],
     ) -> Result<Vec<Result<InstanceLookup, CloudError>>, CloudError> {
         if !self.inner.supports_bulk() {
-            // Go through the single calls so each one is intercepted.
-            return Ok(crate::provider::metadata_one_by_one(self, nodes).await);
+            return Ok(provider::metadata_one_by_one(self, nodes).await);
         }
-        let target = format!("{} nodes", nodes.len());
-        self.chain
-            .call(
-                Operation::InstanceMetadataBulk,
-                &target,
-                self.inner.instance_metadata_bulk(nodes),
-            )
-            .await
+        let call = self.inner.instance_metadata_bulk(nodes);
+        let op = Operation::InstanceMetadataBulk;
+        self.chain.call(op, &nodes_target(nodes), call).await
     }
     async fn instance_exists_bulk(
         &self,
         nodes: &[Node],
     ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
         if !self.inner.supports_bulk() {
-            return Ok(crate::provider::exists_one_by_one(self, nodes).await);
+            return Ok(provider::exists_one_by_one(self, nodes).await);
         }
-        let target = format!("{} nodes", nodes.len());
-        self.chain
-            .call(
-                Operation::InstanceExistsBulk,
-                &target,
-                self.inner.instance_exists_bulk(nodes),
-            )
-            .await
+        let call = self.inner.instance_exists_bulk(nodes);
+        let op = Operation::InstanceExistsBulk;
+        self.chain.call(op, &nodes_target(nodes), call).await
     }
     async fn instance_shutdown_bulk(
         &self,
         nodes: &[Node],
     ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
         if !self.inner.supports_bulk() {
-            return Ok(crate::provider::shutdown_one_by_one(self, nodes).await);
+            return Ok(provider::shutdown_one_by_one(self, nodes).await);
         }
-        let target = format!("{} nodes", nodes.len());
-        self.chain
-            .call(
-                Operation::InstanceShutdownBulk,
-                &target,
-                self.inner.instance_shutdown_bulk(nodes),
-            )
-            .await
+        let call = self.inner.instance_shutdown_bulk(nodes);
+        let op = Operation::InstanceShutdownBulk;
+        self.chain.call(op, &nodes_target(nodes), call).await
     }
 }
 
 #[async_trait]
 impl Zones for Wrapped<dyn Zones> {
     async fn get_zone(&self) -> Result<Zone, CloudError> {
-        self.chain
-            .call(Operation::GetZone, "", self.inner.get_zone())
-            .await
+        let call = self.inner.get_zone();
+        self.chain.call(Operation::GetZone, "", call).await
     }
     async fn get_zone_by_provider_id(&self, provider_id: &str) -> Result<Zone, CloudError> {
-        self.chain
-            .call(
-                Operation::GetZoneByProviderId,
-                provider_id,
-                self.inner.get_zone_by_provider_id(provider_id),
-            )
-            .await
+        let call = self.inner.get_zone_by_provider_id(provider_id);
+        let op = Operation::GetZoneByProviderId;
+        self.chain.call(op, provider_id, call).await
     }
     async fn get_zone_by_node_name(&self, node_name: &str) -> Result<Zone, CloudError> {
-        self.chain
-            .call(
-                Operation::GetZoneByNodeName,
-                node_name,
-                self.inner.get_zone_by_node_name(node_name),
-            )
-            .await
+        let call = self.inner.get_zone_by_node_name(node_name);
+        let op = Operation::GetZoneByNodeName;
+        self.chain.call(op, node_name, call).await
     }
 }
 
 #[async_trait]
 impl Clusters for Wrapped<dyn Clusters> {
     async fn list_clusters(&self) -> Result<Vec<String>, CloudError> {
-        self.chain
-            .call(Operation::ListClusters, "", self.inner.list_clusters())
-            .await
+        let call = self.inner.list_clusters();
+        self.chain.call(Operation::ListClusters, "", call).await
     }
     async fn master(&self, cluster_name: &str) -> Result<String, CloudError> {
-        self.chain
-            .call(
-                Operation::Master,
-                cluster_name,
-                self.inner.master(cluster_name),
-            )
-            .await
+        let call = self.inner.master(cluster_name);
+        self.chain.call(Operation::Master, cluster_name, call).await
     }
 }
 
 #[async_trait]
 impl Routes for Wrapped<dyn Routes> {
     async fn list_routes(&self, cluster_name: &str) -> Result<Vec<Route>, CloudError> {
+        let call = self.inner.list_routes(cluster_name);
         self.chain
-            .call(
-                Operation::ListRoutes,
-                cluster_name,
-                self.inner.list_routes(cluster_name),
-            )
+            .call(Operation::ListRoutes, cluster_name, call)
             .await
     }
     async fn create_route(
@@ -331,21 +253,13 @@ impl Routes for Wrapped<dyn Routes> {
         name_hint: &str,
         route: &Route,
     ) -> Result<(), CloudError> {
-        self.chain
-            .call(
-                Operation::CreateRoute,
-                &route.destination_cidr,
-                self.inner.create_route(cluster_name, name_hint, route),
-            )
-            .await
+        let call = self.inner.create_route(cluster_name, name_hint, route);
+        let cidr = &route.destination_cidr;
+        self.chain.call(Operation::CreateRoute, cidr, call).await
     }
     async fn delete_route(&self, cluster_name: &str, route: &Route) -> Result<(), CloudError> {
-        self.chain
-            .call(
-                Operation::DeleteRoute,
-                &route.destination_cidr,
-                self.inner.delete_route(cluster_name, route),
-            )
-            .await
+        let call = self.inner.delete_route(cluster_name, route);
+        let cidr = &route.destination_cidr;
+        self.chain.call(Operation::DeleteRoute, cidr, call).await
     }
 }

@@ -35,7 +35,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -66,7 +66,7 @@ pub const EVENT_BUFFER: usize = 4 * 1024;
 pub const LIST_PAGE_SIZE: u32 = 100;
 
 /// A change seen by an informer.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum InformerEvent<K> {
     /// A new object.
     Added(Arc<K>),
@@ -81,20 +81,6 @@ pub enum InformerEvent<K> {
     Deleted(Arc<K>),
     /// Events were missed: re-read the whole [`Store`].
     Resync,
-}
-
-impl<K> Clone for InformerEvent<K> {
-    fn clone(&self) -> Self {
-        match self {
-            InformerEvent::Added(o) => InformerEvent::Added(o.clone()),
-            InformerEvent::Updated { old, new } => InformerEvent::Updated {
-                old: old.clone(),
-                new: new.clone(),
-            },
-            InformerEvent::Deleted(o) => InformerEvent::Deleted(o.clone()),
-            InformerEvent::Resync => InformerEvent::Resync,
-        }
-    }
 }
 
 /// A read-only view of an informer's cache. Cheap to clone.
@@ -130,38 +116,32 @@ impl<K> Store<K> {
         Self::default()
     }
 
+    fn read(&self) -> RwLockReadGuard<'_, HashMap<String, Arc<K>>> {
+        self.objects.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, HashMap<String, Arc<K>>> {
+        self.objects.write().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The object with key `namespace/name` (or `name` for cluster-scoped kinds).
     pub fn get(&self, key: &str) -> Option<Arc<K>> {
-        self.objects
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(key)
-            .cloned()
+        self.read().get(key).cloned()
     }
 
     /// Every cached object, in no particular order.
     pub fn list(&self) -> Vec<Arc<K>> {
-        self.objects
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect()
+        self.read().values().cloned().collect()
     }
 
     /// Every cached key.
     pub fn keys(&self) -> Vec<String> {
-        self.objects
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect()
+        self.read().keys().cloned().collect()
     }
 
     /// How many objects are cached.
     pub fn len(&self) -> usize {
-        self.objects.read().unwrap_or_else(|e| e.into_inner()).len()
+        self.read().len()
     }
 
     /// True if nothing is cached.
@@ -217,20 +197,12 @@ impl<K> StoreWriter<K> {
 
     /// Insert or replace the object under `key`, returning the previous one.
     pub fn insert(&self, key: String, object: Arc<K>) -> Option<Arc<K>> {
-        self.store
-            .objects
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, object)
+        self.store.write().insert(key, object)
     }
 
     /// Remove the object under `key`, returning it.
     pub fn remove(&self, key: &str) -> Option<Arc<K>> {
-        self.store
-            .objects
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key)
+        self.store.write().remove(key)
     }
 }
 
@@ -306,16 +278,6 @@ impl<K: Clone> Subscription<K> {
                 None => return,
             }
         }
-    }
-
-    /// The events as a stream, ending when the informer is gone.
-    pub fn into_stream(self) -> impl futures::Stream<Item = InformerEvent<K>> + Send
-    where
-        K: Send + Sync + 'static,
-    {
-        futures::stream::unfold(self, |mut subscription| async move {
-            subscription.recv().await.map(|event| (event, subscription))
-        })
     }
 }
 
