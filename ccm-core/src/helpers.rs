@@ -1,8 +1,6 @@
 //! Helpers that providers and controllers share: load-balancer names, source ranges, health-check settings,
 //! providerIDs and node conditions.
 
-use std::net::IpAddr;
-
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
 
@@ -262,11 +260,6 @@ pub fn node_provider_id(node: &Node) -> &str {
 /// The node's name, or `""`.
 pub fn node_name(node: &Node) -> &str {
     node.metadata.name.as_deref().unwrap_or_default()
-}
-
-/// Parse an IP address strictly (no surrounding whitespace).
-pub fn parse_ip(value: &str) -> Option<IpAddr> {
-    value.parse().ok()
 }
 
 #[cfg(test)]

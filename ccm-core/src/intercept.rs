@@ -392,32 +392,13 @@ impl Chain {
     {
         let info = CallInfo::new(operation, target);
         let start = Instant::now();
-        let mut result = Ok(());
-        for interceptor in &self.interceptors {
-            if let Err(err) = interceptor.before_call(&info).await {
-                result = Err(err);
-                break;
-            }
-        }
-        // The fence is checked last, right before the call: an interceptor may have waited (for budget) across
-        // the moment leadership stopped being confirmed.
-        let result = result.and_then(|()| match &self.fence {
-            Some(fence) => fence
-                .check()
-                .map_err(|reason| CloudError::NotLeader { operation, reason }),
-            None => Ok(()),
-        });
-        let result = match result {
+        let result = match self.admit(&info).await {
             Err(err) => Err(err),
             Ok(()) => match self.timeout {
                 None => f.await,
-                Some(limit) => match tokio::time::timeout(limit, f).await {
-                    Ok(r) => r,
-                    Err(_) => Err(CloudError::Timeout {
-                        operation,
-                        after: limit,
-                    }),
-                },
+                Some(after) => tokio::time::timeout(after, f)
+                    .await
+                    .unwrap_or_else(|_| Err(CloudError::Timeout { operation, after })),
             },
         };
         let elapsed = start.elapsed();
@@ -426,6 +407,22 @@ impl Chain {
             interceptor.after_call(&info, elapsed, outcome);
         }
         result
+    }
+
+    /// Every interceptor's `before_call`, then the fence: the first refusal fails the call.
+    async fn admit(&self, info: &CallInfo<'_>) -> Result<(), CloudError> {
+        for interceptor in &self.interceptors {
+            interceptor.before_call(info).await?;
+        }
+        // The fence is checked last, right before the call: an interceptor may have waited (for budget) across
+        // the moment leadership stopped being confirmed.
+        let Some(fence) = &self.fence else {
+            return Ok(());
+        };
+        let operation = info.operation;
+        fence
+            .check()
+            .map_err(|reason| CloudError::NotLeader { operation, reason })
     }
 }
 

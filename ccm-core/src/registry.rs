@@ -41,7 +41,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
@@ -251,6 +251,10 @@ impl ProviderRegistry {
         Self::default()
     }
 
+    fn factories(&self) -> MutexGuard<'_, BTreeMap<String, ProviderFactory>> {
+        self.factories.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The process-wide registry, for vendors that register from their `main` and look up by flag.
     pub fn global() -> &'static ProviderRegistry {
         static GLOBAL: OnceLock<ProviderRegistry> = OnceLock::new();
@@ -263,7 +267,7 @@ impl ProviderRegistry {
         F: Fn(ProviderSettings) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Arc<dyn CloudProvider>, BoxError>> + Send + 'static,
     {
-        let mut factories = self.factories.lock().unwrap_or_else(|e| e.into_inner());
+        let mut factories = self.factories();
         if factories.contains_key(name) {
             return Err(RegistryError::Duplicate {
                 name: name.to_owned(),
@@ -276,20 +280,12 @@ impl ProviderRegistry {
 
     /// Whether a factory is registered under `name`.
     pub fn is_registered(&self, name: &str) -> bool {
-        self.factories
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains_key(name)
+        self.factories().contains_key(name)
     }
 
     /// The registered names, sorted.
     pub fn names(&self) -> Vec<String> {
-        self.factories
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect()
+        self.factories().keys().cloned().collect()
     }
 
     /// Run the factory registered under `name` with `settings`; `Ok(None)` if no such factory exists.
@@ -298,24 +294,16 @@ impl ProviderRegistry {
         name: &str,
         settings: ProviderSettings,
     ) -> Result<Option<Arc<dyn CloudProvider>>, RegistryError> {
-        let factory = self
-            .factories
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .cloned();
-        match factory {
-            None => Ok(None),
-            Some(factory) => {
-                factory(settings)
-                    .await
-                    .map(Some)
-                    .map_err(|source| RegistryError::Factory {
-                        name: name.to_owned(),
-                        source,
-                    })
-            }
-        }
+        let Some(factory) = self.factories().get(name).cloned() else {
+            return Ok(None);
+        };
+        factory(settings)
+            .await
+            .map(Some)
+            .map_err(|source| RegistryError::Factory {
+                name: name.to_owned(),
+                source,
+            })
     }
 
     /// Create the provider for `--cloud-provider` = `name` with `settings`.

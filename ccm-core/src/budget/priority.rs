@@ -67,11 +67,7 @@ impl CallPriority {
 
     /// The position in [`ALL`](CallPriority::ALL) (0 is served first).
     pub fn index(self) -> usize {
-        match self {
-            CallPriority::High => 0,
-            CallPriority::Normal => 1,
-            CallPriority::Low => 2,
-        }
+        self as usize
     }
 
     /// The priority of the calls the current task makes: the innermost [`scope`](CallPriority::scope), or

@@ -133,13 +133,9 @@ impl Scheduler {
         Some((id, self.dispatch(now)))
     }
 
-    fn class(operation: Operation) -> Class {
-        operation.capability()
-    }
-
     fn held(holds: &HashMap<Class, Instant>, operation: Operation, now: Instant) -> bool {
         holds
-            .get(&Self::class(operation))
+            .get(&operation.capability())
             .is_some_and(|until| *until > now)
     }
 
@@ -227,7 +223,7 @@ impl Scheduler {
         let mut best: Option<Instant> = None;
         for waiter in queues.iter().flatten() {
             let mut at = now;
-            if let Some(until) = holds.get(&Self::class(waiter.operation)) {
+            if let Some(until) = holds.get(&waiter.operation.capability()) {
                 at = at.max(*until);
             }
             if let Some(bucket) = operations.get_mut(&waiter.operation) {
@@ -293,7 +289,7 @@ impl Scheduler {
             Outcome::Congested { retry_after } => {
                 if let Some(after) = retry_after.filter(|d| !d.is_zero()) {
                     let until = now + after.min(MAX_HOLD);
-                    let hold = self.holds.entry(Self::class(operation)).or_insert(until);
+                    let hold = self.holds.entry(operation.capability()).or_insert(until);
                     *hold = (*hold).max(until);
                 }
                 adaptive.on_congestion(now)
@@ -304,10 +300,7 @@ impl Scheduler {
     /// The rate calls may go at now, calls per second: the lower of the hard cap and the adaptive limit; `None`
     /// if neither limits.
     pub(crate) fn rate(&mut self, now: Instant) -> Option<f64> {
-        let adaptive = self.adaptive.as_mut().and_then(|a| {
-            a.advance(now);
-            a.limit()
-        });
+        let adaptive = self.adaptive_limit(now);
         let cap = self.cap.as_ref().map(TokenBucket::qps);
         match (cap, adaptive) {
             (Some(c), Some(a)) => Some(c.min(a)),

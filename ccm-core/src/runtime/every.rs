@@ -113,9 +113,7 @@ impl Every {
             }
         }
     }
-}
 
-impl Every {
     /// [`run`](Self::run) for a pass that never waits (it queues keys or reads a cache).
     pub async fn run_sync(&self, shutdown: &CancellationToken, mut pass: impl FnMut()) {
         self.run(shutdown, || {

@@ -228,19 +228,6 @@ impl<K: Clone> Subscription<K> {
         }
     }
 
-    /// Drop every event already buffered, returning how many: for a controller that has just read the whole
-    /// [`Store`] (after [`Informer::wait_synced`]) and queued every object, so the initial list's events would
-    /// only queue them again. Unlike polling `recv` until it is not ready, this is not cut short by Tokio's
-    /// cooperative budget (which makes `recv` report "not ready" after 128 events in one go).
-    pub fn skip_buffered(&mut self) -> usize {
-        use futures::FutureExt;
-        let mut skipped = 0;
-        while let Some(Some(_)) = tokio::task::unconstrained(self.recv()).now_or_never() {
-            skipped += 1;
-        }
-        skipped
-    }
-
     /// Hand every event to `handle` until `shutdown` is cancelled or the informer is gone: an event pump for code
     /// outside a controller (controllers map events to keys with [`crate::runtime::Controller::watches`]).
     ///

@@ -80,7 +80,6 @@ struct SinkInner {
     correlator: Mutex<Correlator>,
     lanes: Mutex<HashMap<String, Arc<Lane>>>,
     progress: Arc<Notify>,
-    backlog: usize,
     metrics: Option<EventMetrics>,
 }
 
@@ -93,7 +92,6 @@ pub struct EventSink {
 impl std::fmt::Debug for EventSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EventSink")
-            .field("backlog", &self.inner.backlog)
             .field("waiting", &self.waiting())
             .finish_non_exhaustive()
     }
@@ -108,30 +106,24 @@ impl Default for EventSink {
 impl EventSink {
     /// A sink with a backlog of [`DEFAULT_BACKLOG`] events per component and no metrics.
     pub fn new() -> Self {
-        Self::build(DEFAULT_BACKLOG, None)
+        Self::build(None)
     }
 
-    fn build(backlog: usize, metrics: Option<EventMetrics>) -> Self {
+    fn build(metrics: Option<EventMetrics>) -> Self {
         EventSink {
             inner: Arc::new(SinkInner {
                 correlator: Mutex::new(Correlator::default()),
                 lanes: Mutex::new(HashMap::new()),
                 progress: Arc::new(Notify::new()),
-                backlog: backlog.max(1),
                 metrics,
             }),
         }
     }
 
-    /// The same sink with a backlog of `backlog` events per component (before any recorder is made).
-    pub fn with_backlog(self, backlog: usize) -> Self {
-        Self::build(backlog, self.inner.metrics.clone())
-    }
-
     /// The same sink, counting into `ccm_events_total` and `ccm_events_backlog` in `registry` (before any
     /// recorder is made).
     pub fn with_metrics(self, registry: &crate::runtime::metrics::SharedRegistry) -> Self {
-        Self::build(self.inner.backlog, Some(EventMetrics::register(registry)))
+        Self::build(Some(EventMetrics::register(registry)))
     }
 
     /// The same sink, counting into the metrics of `other` (if it has any): several sinks of one process share
@@ -147,7 +139,7 @@ impl EventSink {
     /// # drop(leader_election);
     /// ```
     pub fn sharing_metrics(self, other: &EventSink) -> Self {
-        Self::build(self.inner.backlog, other.inner.metrics.clone())
+        Self::build(other.inner.metrics.clone())
     }
 
     /// The metrics, if registered.
@@ -171,7 +163,7 @@ impl EventSink {
                     let lane = Arc::new(Lane::new(
                         component,
                         client,
-                        self.inner.backlog,
+                        DEFAULT_BACKLOG,
                         self.inner.progress.clone(),
                         self.inner.metrics.clone(),
                     ));
@@ -235,9 +227,7 @@ impl EventSink {
         }
         left
     }
-}
 
-impl EventSink {
     /// Leadership was lost: accept no more events and drop every waiting one unsent (counted as
     /// `ccm_events_total{outcome="fenced"}`), with one summary log line, as Go drops the Events still queued in
     /// its broadcaster when it loses the lease. Returns how many were dropped. A write already in flight is
