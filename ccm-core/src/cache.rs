@@ -66,7 +66,7 @@ use crate::provider::{
 };
 use crate::reload::ReloadContext;
 use crate::runtime::informer::{Informer, InformerEvent};
-use crate::runtime::metrics::SharedRegistry;
+use crate::runtime::metrics::{Labels, SharedRegistry, labels};
 use crate::types::InstanceLookup;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -162,8 +162,6 @@ pub struct CacheStats {
     pub misses: u64,
 }
 
-type Labels = Vec<(String, String)>;
-
 #[derive(Default)]
 struct Counters {
     hits: AtomicU64,
@@ -191,13 +189,8 @@ impl Counters {
         };
         counter.fetch_add(n, Ordering::Relaxed);
         if let Some(family) = self.family.get() {
-            let labels = vec![
-                (
-                    "operation".to_owned(),
-                    question.operation().as_str().to_owned(),
-                ),
-                ("result".to_owned(), result.to_owned()),
-            ];
+            let operation = question.operation().as_str();
+            let labels = labels(&[("operation", operation), ("result", result)]);
             family.get_or_create(&labels).inc_by(n);
         }
     }
@@ -330,7 +323,7 @@ impl InstanceCache {
                 state.insert(key, answer.clone(), self.ttl);
             }
         }
-        result.map_err(|e| e.duplicate())
+        result.map_err(|e| CloudError::clone(&e))
     }
 
     /// Whether answers to `question` are kept (a metadata question with a TTL above zero).

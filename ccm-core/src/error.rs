@@ -366,14 +366,6 @@ impl CloudError {
         self.kind() == ErrorKind::ImplementedElsewhere
     }
 
-    /// A copy of this error: the same message, [`kind`](CloudError::kind), retry delay and causes.
-    ///
-    /// Equivalent to [`Clone::clone`] (the source of a [`CloudError::Provider`] is shared, not copied); kept for
-    /// existing callers.
-    pub fn duplicate(&self) -> CloudError {
-        self.clone()
-    }
-
     fn own_kind(&self) -> ErrorKind {
         match self {
             CloudError::InstanceNotFound => ErrorKind::InstanceNotFound,
@@ -587,7 +579,7 @@ mod tests {
             CloudError::provider("listing", std::io::Error::other("eof")),
         ];
         for err in errs {
-            let dup = err.duplicate();
+            let dup = err.clone();
             assert_eq!(dup.to_string(), err.to_string());
             assert_eq!(dup.kind(), err.kind());
             assert_eq!(dup.retry_after(), err.retry_after());

@@ -199,16 +199,18 @@ impl LeadershipFence {
     pub fn is_open(&self) -> bool {
         self.check().is_ok()
     }
-
-    /// Whether this fence is always open (no leader election).
-    pub fn is_unfenced(&self) -> bool {
-        self.get() == State::Unfenced
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl LeadershipFence {
+        /// Whether this fence is always open (no leader election).
+        fn is_unfenced(&self) -> bool {
+            self.get() == State::Unfenced
+        }
+    }
 
     const VALID: Duration = Duration::from_secs(10);
 

@@ -19,11 +19,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{CloudError, ErrorKind};
 use crate::intercept::{CallInfo, Operation, ProviderInterceptor};
-use crate::runtime::metrics::SharedRegistry;
+use crate::runtime::metrics::{Labels, SharedRegistry, labels};
 
 use super::adaptive::AimdConfig;
 use super::config::{BudgetError, CloudBudget};
-use super::metrics::{OpLabels, labels, latency_histogram};
+use super::metrics::latency_histogram;
 use super::priority::CallPriority;
 use super::scheduler::{self, Outcome, Scheduler};
 
@@ -47,7 +47,7 @@ const ABANDONED: &str = "abandoned while waiting for the cloud-call budget: shut
 ///
 /// let err = CloudError::provider("cloud call instance-exists for fake://n1", Abandoned).context("node n1");
 /// assert!(is_abandoned(&err));
-/// assert!(is_abandoned(&err.duplicate()));
+/// assert!(is_abandoned(&err.clone()));
 /// assert!(!is_abandoned(&CloudError::message("boom")));
 /// ```
 pub fn is_abandoned(error: &(dyn StdError + 'static)) -> bool {
@@ -94,10 +94,10 @@ struct State {
 
 #[derive(Debug, Clone)]
 struct BudgetMetrics {
-    waits: Family<OpLabels, Histogram>,
+    waits: Family<Labels, Histogram>,
     rate: Gauge<f64, AtomicU64>,
-    throttled: Family<OpLabels, Counter>,
-    waiting: Family<OpLabels, Gauge>,
+    throttled: Family<Labels, Counter>,
+    waiting: Family<Labels, Gauge>,
 }
 
 impl Shared {
@@ -254,31 +254,27 @@ impl RateLimitInterceptor {
     /// - `cloudprovider_api_budget_waiting{priority}`: calls waiting now, by [`CallPriority`].
     pub fn with_metrics(self, registry: &SharedRegistry) -> Self {
         let metrics = BudgetMetrics {
-            waits: Family::new_with_constructor(latency_histogram),
-            rate: Gauge::default(),
-            throttled: Family::default(),
-            waiting: Family::default(),
+            waits: registry.registered(
+                "cloudprovider_api_budget_wait_seconds",
+                "Time cloud provider calls waited for the client-side cloud-call budget, by operation",
+                Family::new_with_constructor(latency_histogram),
+            ),
+            rate: registry.registered(
+                "cloudprovider_api_budget_rate",
+                "Cloud provider calls per second the cloud-call budget allows now (hard cap or adaptive limit); 0 = no limit",
+                Gauge::default(),
+            ),
+            throttled: registry.registered(
+                "cloudprovider_api_budget_throttled",
+                "Throttled cloud provider answers the cloud-call budget adapted to, by operation",
+                Family::default(),
+            ),
+            waiting: registry.registered(
+                "cloudprovider_api_budget_waiting",
+                "Cloud provider calls waiting for the cloud-call budget, by priority",
+                Family::default(),
+            ),
         };
-        registry.register(
-            "cloudprovider_api_budget_wait_seconds",
-            "Time cloud provider calls waited for the client-side cloud-call budget, by operation",
-            metrics.waits.clone(),
-        );
-        registry.register(
-            "cloudprovider_api_budget_rate",
-            "Cloud provider calls per second the cloud-call budget allows now (hard cap or adaptive limit); 0 = no limit",
-            metrics.rate.clone(),
-        );
-        registry.register(
-            "cloudprovider_api_budget_throttled",
-            "Throttled cloud provider answers the cloud-call budget adapted to, by operation",
-            metrics.throttled.clone(),
-        );
-        registry.register(
-            "cloudprovider_api_budget_waiting",
-            "Cloud provider calls waiting for the cloud-call budget, by priority",
-            metrics.waiting.clone(),
-        );
         for priority in CallPriority::ALL {
             let _ = metrics
                 .waiting
@@ -290,11 +286,6 @@ impl RateLimitInterceptor {
             self.shared.report(&mut state, Instant::now());
         }
         self
-    }
-
-    /// The rate calls may go at now, calls per second (`None`: nothing limits).
-    pub fn current_rate(&self) -> Option<f64> {
-        self.shared.lock().scheduler.rate(Instant::now())
     }
 
     fn observe_wait(&self, operation: Operation, waited: Duration) {
@@ -414,6 +405,13 @@ impl ProviderInterceptor for RateLimitInterceptor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl RateLimitInterceptor {
+        /// The rate calls may go at now, calls per second (`None`: nothing limits).
+        fn current_rate(&self) -> Option<f64> {
+            self.shared.lock().scheduler.rate(Instant::now())
+        }
+    }
 
     fn call(op: Operation) -> CallInfo<'static> {
         CallInfo::new(op, "n1")

@@ -8,10 +8,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
 use crate::error::CloudError;
 use crate::intercept::{CallInfo, Operation, ProviderInterceptor};
-use crate::runtime::metrics::SharedRegistry;
-
-/// The labels of the budget's and the calls' metric families.
-pub(super) type OpLabels = Vec<(String, String)>;
+use crate::runtime::metrics::{Labels, SharedRegistry, labels};
 
 /// Per-operation cloud-call metrics (an SDK addition; the Go framework has none):
 ///
@@ -24,35 +21,31 @@ pub(super) type OpLabels = Vec<(String, String)>;
 ///   `cloudprovider_api_budget_wait_seconds`).
 #[derive(Debug, Clone)]
 pub struct CloudCallMetrics {
-    requests: Family<OpLabels, Counter>,
-    errors: Family<OpLabels, Counter>,
-    duration: Family<OpLabels, Histogram>,
+    requests: Family<Labels, Counter>,
+    errors: Family<Labels, Counter>,
+    duration: Family<Labels, Histogram>,
 }
 
 impl CloudCallMetrics {
     /// Create the families and register them into `registry`.
     pub fn register(registry: &SharedRegistry) -> Self {
-        let metrics = CloudCallMetrics {
-            requests: Family::default(),
-            errors: Family::default(),
-            duration: Family::new_with_constructor(latency_histogram),
-        };
-        registry.register(
-            "cloudprovider_api_requests",
-            "Cloud provider calls, by operation and result",
-            metrics.requests.clone(),
-        );
-        registry.register(
-            "cloudprovider_api_request_errors",
-            "Failed cloud provider calls, by operation and error kind",
-            metrics.errors.clone(),
-        );
-        registry.register(
-            "cloudprovider_api_request_duration_seconds",
-            "Latency of cloud provider calls, by operation",
-            metrics.duration.clone(),
-        );
-        metrics
+        CloudCallMetrics {
+            requests: registry.registered(
+                "cloudprovider_api_requests",
+                "Cloud provider calls, by operation and result",
+                Family::default(),
+            ),
+            errors: registry.registered(
+                "cloudprovider_api_request_errors",
+                "Failed cloud provider calls, by operation and error kind",
+                Family::default(),
+            ),
+            duration: registry.registered(
+                "cloudprovider_api_request_duration_seconds",
+                "Latency of cloud provider calls, by operation",
+                Family::new_with_constructor(latency_histogram),
+            ),
+        }
     }
 
     /// Calls of `operation` with `result` (`success` or `error`) so far.
@@ -68,13 +61,6 @@ impl CloudCallMetrics {
 
 pub(super) fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 17))
-}
-
-pub(super) fn labels(pairs: &[(&str, &str)]) -> OpLabels {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
 }
 
 impl ProviderInterceptor for CloudCallMetrics {

@@ -69,19 +69,28 @@ impl SharedRegistry {
     }
 }
 
-type NameLabel = Vec<(String, String)>;
+/// The label set of every metric family of the SDK: `(name, value)` pairs.
+pub(crate) type Labels = Vec<(String, String)>;
 
-fn name_label(name: &str) -> NameLabel {
-    vec![("name".to_owned(), name.to_owned())]
+/// The label set of `pairs`.
+pub(crate) fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn name_label(name: &str) -> Labels {
+    labels(&[("name", name)])
 }
 
 /// The `workqueue_*` metrics (label `name` = the queue name, as in client-go).
 #[derive(Clone, Debug)]
 pub struct WorkqueueMetrics {
-    depth: Family<NameLabel, Gauge>,
-    adds: Family<NameLabel, Counter>,
-    retries: Family<NameLabel, Counter>,
-    queue_duration: Family<NameLabel, Histogram>,
+    depth: Family<Labels, Gauge>,
+    adds: Family<Labels, Counter>,
+    retries: Family<Labels, Counter>,
+    queue_duration: Family<Labels, Histogram>,
 }
 
 impl WorkqueueMetrics {
@@ -133,7 +142,7 @@ impl WorkqueueMetrics {
 /// `running_managed_controllers{name, manager}`: 1 while a controller runs, 0 after it stops.
 #[derive(Clone, Debug)]
 pub struct ControllerManagerMetrics {
-    running: Family<Vec<(String, String)>, Gauge>,
+    running: Family<Labels, Gauge>,
     manager: String,
 }
 
@@ -161,12 +170,8 @@ impl ControllerManagerMetrics {
     }
 
     fn gauge(&self, name: &str) -> Gauge {
-        self.running
-            .get_or_create(&vec![
-                ("manager".to_owned(), self.manager.clone()),
-                ("name".to_owned(), name.to_owned()),
-            ])
-            .clone()
+        let labels = labels(&[("manager", &self.manager), ("name", name)]);
+        self.running.get_or_create(&labels).clone()
     }
 }
 

@@ -4,7 +4,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
-use crate::runtime::metrics::SharedRegistry;
+use crate::runtime::metrics::{Labels, SharedRegistry, labels};
 
 /// What became of one emitted event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,8 +41,6 @@ impl Outcome {
     }
 }
 
-type Labels = Vec<(String, String)>;
-
 /// `ccm_events_total{component,outcome}` and `ccm_events_backlog{component}`.
 #[derive(Debug, Clone, Default)]
 pub struct EventMetrics {
@@ -69,26 +67,24 @@ impl EventMetrics {
 
     pub(crate) fn count(&self, component: &str, outcome: Outcome) {
         self.events
-            .get_or_create(&vec![
-                ("component".to_owned(), component.to_owned()),
-                ("outcome".to_owned(), outcome.as_str().to_owned()),
-            ])
+            .get_or_create(&event_labels(component, outcome))
             .inc();
     }
 
     pub(crate) fn set_backlog(&self, component: &str, len: usize) {
         self.backlog
-            .get_or_create(&vec![("component".to_owned(), component.to_owned())])
+            .get_or_create(&labels(&[("component", component)]))
             .set(i64::try_from(len).unwrap_or(i64::MAX));
     }
 
     /// How many events of `component` ended with `outcome` so far.
     pub fn total(&self, component: &str, outcome: Outcome) -> u64 {
         self.events
-            .get_or_create(&vec![
-                ("component".to_owned(), component.to_owned()),
-                ("outcome".to_owned(), outcome.as_str().to_owned()),
-            ])
+            .get_or_create(&event_labels(component, outcome))
             .get()
     }
+}
+
+fn event_labels(component: &str, outcome: Outcome) -> Labels {
+    labels(&[("component", component), ("outcome", outcome.as_str())])
 }
