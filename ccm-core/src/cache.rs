@@ -85,14 +85,6 @@ impl Question {
             Question::Metadata => Operation::InstanceMetadata,
         }
     }
-
-    /// Whether answers to this question may be kept for the TTL. Only metadata is: existence and shutdown
-    /// answers decide whether a Node is deleted or tainted, so they must come from the cloud every time (the Go
-    /// reference asks the cloud on every lifecycle pass; a kept "exists" or "not shut down" would hide a gone or
-    /// stopped instance for up to a TTL).
-    fn keeps_answers(self) -> bool {
-        matches!(self, Question::Metadata)
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -134,13 +126,6 @@ struct State {
 }
 
 impl State {
-    fn fresh(&self, key: &Key, ttl: Duration) -> Option<Answer> {
-        self.answers
-            .get(key)
-            .filter(|(at, _)| at.elapsed() < ttl)
-            .map(|(_, answer)| answer.clone())
-    }
-
     fn insert(&mut self, key: Key, answer: Answer, ttl: Duration) {
         self.answers.insert(key, (Instant::now(), answer));
         self.inserts += 1;
@@ -326,18 +311,18 @@ impl InstanceCache {
         result.map_err(|e| CloudError::clone(&e))
     }
 
-    /// Whether answers to `question` are kept (a metadata question with a TTL above zero).
+    /// Whether answers to `question` are kept: only metadata answers, with a TTL above zero. Existence and
+    /// shutdown answers decide whether a Node is deleted or tainted, so they must come from the cloud every time
+    /// (the Go reference asks the cloud on every lifecycle pass; a kept "exists" or "not shut down" would hide a
+    /// gone or stopped instance for up to a TTL).
     fn keeps(&self, question: Question) -> bool {
-        question.keeps_answers() && !self.ttl.is_zero()
+        question == Question::Metadata && !self.ttl.is_zero()
     }
 
     /// The kept, unexpired answer for `key`, if its question keeps answers at all.
     fn kept(&self, state: &State, key: &Key) -> Option<Answer> {
-        if self.keeps(key.0) {
-            state.fresh(key, self.ttl)
-        } else {
-            None
-        }
+        let (at, answer) = state.answers.get(key).filter(|_| self.keeps(key.0))?;
+        (at.elapsed() < self.ttl).then(|| answer.clone())
     }
 
     /// The kept answer of each node (`None`: ask the cloud), and the epoch to pass to

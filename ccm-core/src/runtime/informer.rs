@@ -361,23 +361,6 @@ where
         }
     }
 
-    /// Send `event` to the subscribers as if the watch had produced it (the cache is not changed); for this
-    /// crate's tests of code that consumes informer events.
-    #[cfg(test)]
-    pub(crate) fn inject_for_test(&self, event: InformerEvent<K>) {
-        self.emit(event);
-    }
-
-    /// Apply `events` as the watch would have produced them, starting from a fresh list state; for this crate's
-    /// tests of code that runs on an informer.
-    #[cfg(test)]
-    pub(crate) fn apply_for_test(&self, events: Vec<watcher::Event<K>>) {
-        let mut init = None;
-        for event in events {
-            self.apply(event, &mut init);
-        }
-    }
-
     /// Run `handler` on every event from now on, inside the informer's task, before the event is broadcast to
     /// the subscriptions; until the returned registration is dropped. For reactions that are quick and never wait
     /// or panic (queue a key, drop a cache entry): it saves the task wake-up per event that a [`Subscription`]
@@ -626,6 +609,27 @@ impl SharedInformers {
 pub(crate) mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    impl<K> Informer<K>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Default,
+    {
+        /// Send `event` to the subscribers as if the watch had produced it (the cache is not changed); for this
+        /// crate's tests of code that consumes informer events.
+        pub(crate) fn inject_for_test(&self, event: InformerEvent<K>) {
+            self.emit(event);
+        }
+
+        /// Apply `events` as the watch would have produced them, starting from a fresh list state; for this
+        /// crate's tests of code that runs on an informer.
+        pub(crate) fn apply_for_test(&self, events: Vec<watcher::Event<K>>) {
+            let mut init = None;
+            for event in events {
+                self.apply(event, &mut init);
+            }
+        }
+    }
 
     /// A Node named `name` at resourceVersion `rv`.
     pub(crate) fn node(name: &str, rv: &str) -> Node {
