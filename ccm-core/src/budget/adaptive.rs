@@ -204,11 +204,6 @@ impl AdaptiveRate {
         }
     }
 
-    /// The tuning.
-    pub fn config(&self) -> &AimdConfig {
-        &self.config
-    }
-
     /// The current limit in calls per second, `None` while open. Call [`advance`](Self::advance) first for the
     /// value at a given time.
     pub fn limit(&self) -> Option<f64> {

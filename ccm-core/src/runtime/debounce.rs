@@ -114,11 +114,6 @@ impl Debounced {
         self
     }
 
-    /// What starts a pass.
-    pub fn mode(&self) -> Schedule {
-        self.mode
-    }
-
     /// The debounce in use.
     pub fn debounce(&self) -> Duration {
         self.debounce

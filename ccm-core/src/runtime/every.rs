@@ -72,11 +72,6 @@ impl Every {
         self
     }
 
-    /// The period before jitter.
-    pub fn period(&self) -> Duration {
-        self.period
-    }
-
     /// One period with its jitter (Go: `wait.Jitter(period, jitter)`).
     fn jittered(&self) -> Duration {
         if self.jitter > 0.0 {

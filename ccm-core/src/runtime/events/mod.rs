@@ -264,11 +264,6 @@ impl std::fmt::Debug for EventRecorder {
 }
 
 impl EventRecorder {
-    /// The component name (`source.component`).
-    pub fn component(&self) -> &str {
-        &self.component
-    }
-
     /// The sink this recorder writes through.
     pub fn sink(&self) -> &EventSink {
         &self.sink
