@@ -214,7 +214,8 @@ pub fn report(err: &(dyn StdError + 'static)) -> String {
 }
 
 /// The meaning of a [`CloudError`], independent of how deeply it is wrapped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 #[non_exhaustive]
 pub enum ErrorKind {
     /// See [`CloudError::InstanceNotFound`].
@@ -240,17 +241,7 @@ pub enum ErrorKind {
 impl ErrorKind {
     /// A short, bounded label for metrics (`instance_not_found`, `retry`, `other`, ...).
     pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::InstanceNotFound => "instance_not_found",
-            ErrorKind::NotImplemented => "not_implemented",
-            ErrorKind::ImplementedElsewhere => "implemented_elsewhere",
-            ErrorKind::DiskNotFound => "disk_not_found",
-            ErrorKind::Retry => "retry",
-            ErrorKind::Throttled => "throttled",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::NotLeader => "not_leader",
-            ErrorKind::Other => "other",
-        }
+        self.into()
     }
 }
 

@@ -53,7 +53,8 @@ mod wrapped;
 use wrapped::Wrapped;
 
 /// A provider capability.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, strum::IntoStaticStr)]
+#[strum(serialize_all = "kebab-case")]
 #[non_exhaustive]
 pub enum Capability {
     /// [`LoadBalancer`].
@@ -83,14 +84,7 @@ impl Capability {
 
     /// A stable lower-case name (`load-balancer`, `instances-v2`, ...).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Capability::LoadBalancer => "load-balancer",
-            Capability::Instances => "instances",
-            Capability::InstancesV2 => "instances-v2",
-            Capability::Zones => "zones",
-            Capability::Clusters => "clusters",
-            Capability::Routes => "routes",
-        }
+        self.into()
     }
 
     /// Whether `provider` supports this capability.

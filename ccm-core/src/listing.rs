@@ -136,7 +136,8 @@ impl ObservedLoadBalancer {
 }
 
 /// Why a listed load balancer does not match its Service ([`ObservedLoadBalancer::drift`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 #[non_exhaustive]
 pub enum Drift {
     /// No load balancer of that name was listed.
@@ -154,13 +155,7 @@ pub enum Drift {
 impl Drift {
     /// A lower-case word for logs and metrics labels.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Drift::Missing => "missing",
-            Drift::Configuration => "configuration",
-            Drift::Ports => "ports",
-            Drift::Backends => "backends",
-            Drift::Status => "status",
-        }
+        self.into()
     }
 }
 

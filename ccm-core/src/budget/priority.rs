@@ -2,6 +2,8 @@
 
 use std::future::Future;
 
+use strum::{Display, IntoStaticStr};
+
 tokio::task_local! {
     static PRIORITY: CallPriority;
 }
@@ -40,7 +42,10 @@ tokio::task_local! {
 ///     .await;
 /// # }
 /// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, IntoStaticStr, Display,
+)]
+#[strum(serialize_all = "lowercase")]
 pub enum CallPriority {
     /// Served first: work someone is waiting for (new-node initialization).
     High,
@@ -58,11 +63,7 @@ impl CallPriority {
 
     /// The label value in metrics: `high`, `normal`, `low`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            CallPriority::High => "high",
-            CallPriority::Normal => "normal",
-            CallPriority::Low => "low",
-        }
+        self.into()
     }
 
     /// The position in [`ALL`](CallPriority::ALL) (0 is served first).
@@ -79,12 +80,6 @@ impl CallPriority {
     /// Run `future` with every cloud call it makes (in this task) at this priority.
     pub async fn scope<F: Future>(self, future: F) -> F::Output {
         PRIORITY.scope(self, future).await
-    }
-}
-
-impl std::fmt::Display for CallPriority {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -7,7 +7,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use crate::runtime::metrics::{Labels, SharedRegistry, labels};
 
 /// What became of one emitted event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Outcome {
     /// Written as a new Event object.
     Created,
@@ -29,15 +30,7 @@ pub enum Outcome {
 impl Outcome {
     /// The `outcome` label value.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Created => "created",
-            Outcome::Patched => "patched",
-            Outcome::Merged => "merged",
-            Outcome::SpamFiltered => "spam_filtered",
-            Outcome::Dropped => "dropped",
-            Outcome::Failed => "failed",
-            Outcome::Fenced => "fenced",
-        }
+        self.into()
     }
 }
 

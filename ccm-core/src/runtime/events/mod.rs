@@ -58,7 +58,7 @@ pub const DEFAULT_BACKLOG: usize = 4096;
 pub const MAX_MESSAGE_BYTES: usize = 1024;
 
 /// The type of an Event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
 pub enum EventType {
     /// Something expected happened.
     Normal,
@@ -69,10 +69,7 @@ pub enum EventType {
 impl EventType {
     /// `Normal` or `Warning`, as written in `type`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Normal => "Normal",
-            EventType::Warning => "Warning",
-        }
+        self.into()
     }
 }
 
