@@ -40,6 +40,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use strum::{Display, IntoStaticStr};
 use tokio::time::Instant;
 
 use crate::error::CloudError;
@@ -53,7 +54,7 @@ mod wrapped;
 use wrapped::Wrapped;
 
 /// A provider capability.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, strum::IntoStaticStr)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, IntoStaticStr)]
 #[strum(serialize_all = "kebab-case")]
 #[non_exhaustive]
 pub enum Capability {
@@ -155,7 +156,8 @@ impl Capability {
 /// assert_eq!(Operation::InstanceMetadata.capability(), Some(Capability::InstancesV2));
 /// assert!(Operation::from_name("instance-metadata").is_none());
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, IntoStaticStr, Display)]
+#[strum(serialize_all = "kebab-case")]
 #[non_exhaustive]
 pub enum Operation {
     /// [`CloudProvider::initialize`] (not intercepted).
@@ -163,10 +165,13 @@ pub enum Operation {
     /// [`LoadBalancer::get_load_balancer`].
     GetLoadBalancer,
     /// [`LoadBalancer::ensure_load_balancer`].
+    #[strum(serialize = "create")]
     EnsureLoadBalancer,
     /// [`LoadBalancer::update_load_balancer`].
+    #[strum(serialize = "update")]
     UpdateLoadBalancer,
     /// [`LoadBalancer::ensure_load_balancer_deleted`].
+    #[strum(serialize = "delete")]
     EnsureLoadBalancerDeleted,
     /// [`Instances::node_addresses`].
     NodeAddresses,
@@ -187,6 +192,7 @@ pub enum Operation {
     /// [`InstancesV2::instance_shutdown`].
     InstanceShutdown,
     /// [`InstancesV2::instance_metadata`].
+    #[strum(serialize = "instance-metadata-by-provider-id")]
     InstanceMetadata,
     /// [`InstancesV2::instance_metadata_bulk`] (native bulk implementations only).
     InstanceMetadataBulk,
@@ -201,6 +207,7 @@ pub enum Operation {
     /// [`Zones::get_zone_by_node_name`].
     GetZoneByNodeName,
     /// [`Clusters::list_clusters`].
+    #[strum(serialize = "list")]
     ListClusters,
     /// [`Clusters::master`].
     Master,
@@ -248,35 +255,7 @@ impl Operation {
 
     /// The stable name (see the table above).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Operation::Initialize => "initialize",
-            Operation::GetLoadBalancer => "get-load-balancer",
-            Operation::EnsureLoadBalancer => "create",
-            Operation::UpdateLoadBalancer => "update",
-            Operation::EnsureLoadBalancerDeleted => "delete",
-            Operation::NodeAddresses => "node-addresses",
-            Operation::NodeAddressesByProviderId => "node-addresses-by-provider-id",
-            Operation::InstanceId => "instance-id",
-            Operation::InstanceType => "instance-type",
-            Operation::InstanceTypeByProviderId => "instance-type-by-provider-id",
-            Operation::InstanceExistsByProviderId => "instance-exists-by-provider-id",
-            Operation::InstanceShutdownByProviderId => "instance-shutdown-by-provider-id",
-            Operation::InstanceExists => "instance-exists",
-            Operation::InstanceShutdown => "instance-shutdown",
-            Operation::InstanceMetadata => "instance-metadata-by-provider-id",
-            Operation::InstanceMetadataBulk => "instance-metadata-bulk",
-            Operation::InstanceExistsBulk => "instance-exists-bulk",
-            Operation::InstanceShutdownBulk => "instance-shutdown-bulk",
-            Operation::GetZone => "get-zone",
-            Operation::GetZoneByProviderId => "get-zone-by-provider-id",
-            Operation::GetZoneByNodeName => "get-zone-by-node-name",
-            Operation::ListClusters => "list",
-            Operation::Master => "master",
-            Operation::ListRoutes => "list-routes",
-            Operation::CreateRoute => "create-route",
-            Operation::DeleteRoute => "delete-route",
-            Operation::ListLoadBalancers => "list-load-balancers",
-        }
+        self.into()
     }
 
     /// The operation with this name.
@@ -330,12 +309,6 @@ impl Operation {
             ListClusters | Master => Capability::Clusters,
             ListRoutes | CreateRoute | DeleteRoute => Capability::Routes,
         })
-    }
-}
-
-impl std::fmt::Display for Operation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
