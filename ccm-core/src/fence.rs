@@ -76,11 +76,12 @@ pub fn is_fenced(error: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// The state of a fence. Transitions: `Unconfirmed → Confirmed → … → Revoked`; `Unfenced` never changes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 enum State {
     /// No leader election: always open.
     Unfenced,
     /// Leader election runs but the lease was never acquired.
+    #[default]
     Unconfirmed,
     /// The lease was confirmed by a request sent at `sent`; trusted until `sent + valid_for`.
     Confirmed { sent: Instant, valid_for: Duration },
@@ -129,31 +130,21 @@ impl State {
 ///
 /// The elector [confirms](Self::confirm) and [revokes](Self::revoke) it; the Kubernetes client layer and the cloud
 /// interception layer ([`crate::intercept::InterceptedProvider::with_fence`]) [check](Self::check) it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct LeadershipFence {
     state: Arc<Mutex<State>>,
-}
-
-impl Default for LeadershipFence {
-    fn default() -> Self {
-        Self::new()
-    }
 }
 
 impl LeadershipFence {
     /// A fence for a replica that runs leader election: closed until the lease is acquired.
     pub fn new() -> Self {
-        Self::with_state(State::Unconfirmed)
+        Self::default()
     }
 
     /// A fence that is always open (leader election disabled, `--leader-elect=false`).
     pub fn unfenced() -> Self {
-        Self::with_state(State::Unfenced)
-    }
-
-    fn with_state(state: State) -> Self {
         LeadershipFence {
-            state: Arc::new(Mutex::new(state)),
+            state: Arc::new(Mutex::new(State::Unfenced)),
         }
     }
 

@@ -73,6 +73,7 @@ impl EventType {
     }
 }
 
+#[derive(Default)]
 struct SinkInner {
     correlator: Mutex<Correlator>,
     lanes: Mutex<HashMap<String, Arc<Lane>>>,
@@ -81,7 +82,7 @@ struct SinkInner {
 }
 
 /// The process-wide Event pipeline: one correlator, and one background writer per component. Cheap to clone.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct EventSink {
     inner: Arc<SinkInner>,
 }
@@ -94,26 +95,19 @@ impl std::fmt::Debug for EventSink {
     }
 }
 
-impl Default for EventSink {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl EventSink {
     /// A sink with a backlog of [`DEFAULT_BACKLOG`] events per component and no metrics.
     pub fn new() -> Self {
-        Self::build(None)
+        Self::default()
     }
 
     fn build(metrics: Option<EventMetrics>) -> Self {
+        let inner = SinkInner {
+            metrics,
+            ..SinkInner::default()
+        };
         EventSink {
-            inner: Arc::new(SinkInner {
-                correlator: Mutex::new(Correlator::default()),
-                lanes: Mutex::new(HashMap::new()),
-                progress: Arc::new(Notify::new()),
-                metrics,
-            }),
+            inner: Arc::new(inner),
         }
     }
 
@@ -160,7 +154,6 @@ impl EventSink {
                     let lane = Arc::new(Lane::new(
                         component,
                         client,
-                        DEFAULT_BACKLOG,
                         self.inner.progress.clone(),
                         self.inner.metrics.clone(),
                     ));

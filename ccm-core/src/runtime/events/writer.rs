@@ -10,6 +10,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use tokio::sync::Notify;
 
+use super::DEFAULT_BACKLOG;
 use super::correlator::Correlated;
 use super::metrics::{EventMetrics, Outcome};
 
@@ -40,11 +41,10 @@ struct State {
     closed: bool,
 }
 
-/// The backlog and writer of one component's Events.
+/// The backlog (at most [`DEFAULT_BACKLOG`] events) and writer of one component's Events.
 pub(super) struct Lane {
     component: String,
     client: kube::Client,
-    capacity: usize,
     state: Mutex<State>,
     wake: Notify,
     progress: Arc<Notify>,
@@ -55,7 +55,6 @@ impl std::fmt::Debug for Lane {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lane")
             .field("component", &self.component)
-            .field("capacity", &self.capacity)
             .finish_non_exhaustive()
     }
 }
@@ -64,14 +63,12 @@ impl Lane {
     pub(super) fn new(
         component: &str,
         client: kube::Client,
-        capacity: usize,
         progress: Arc<Notify>,
         metrics: Option<EventMetrics>,
     ) -> Self {
         Lane {
             component: component.to_owned(),
             client,
-            capacity: capacity.max(1),
             state: Mutex::new(State::default()),
             wake: Notify::new(),
             progress,
@@ -120,7 +117,7 @@ impl Lane {
             self.count(Outcome::Merged);
             return;
         }
-        if state.pending.len() >= self.capacity {
+        if state.pending.len() >= DEFAULT_BACKLOG {
             drop(state);
             self.count(Outcome::Dropped);
             tracing::debug!(component = %self.component, event = %name, "event backlog full, event dropped");
