@@ -282,16 +282,9 @@ struct Inner<K: Resource + Clone> {
 }
 
 /// A shared list-watch cache of one resource kind. Cheap to clone; clones share the cache.
+#[derive(Clone)]
 pub struct Informer<K: Resource + Clone> {
     inner: Arc<Inner<K>>,
-}
-
-impl<K: Resource + Clone> Clone for Informer<K> {
-    fn clone(&self) -> Self {
-        Informer {
-            inner: self.inner.clone(),
-        }
-    }
 }
 
 impl<K: Resource + Clone> Debug for Informer<K> {
