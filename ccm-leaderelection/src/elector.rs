@@ -68,7 +68,7 @@ pub struct LeaderElectorBuilder {
     api_timeout: Option<Duration>,
     release_on_cancel: bool,
     health_tolerance: Duration,
-    metrics: Option<LeaderElectionMetrics>,
+    metrics: LeaderElectionMetrics,
     events: Events,
     field_manager: String,
     fence: Option<LeadershipFence>,
@@ -145,7 +145,7 @@ impl LeaderElectorBuilder {
     /// Keep `leader_election_master_status{name}` (and the slow-path counter) up to date in
     /// these metrics; see [`LeaderElectionMetrics::register`].
     pub fn metrics(mut self, metrics: LeaderElectionMetrics) -> Self {
-        self.metrics = Some(metrics);
+        self.metrics = metrics;
         self
     }
 
@@ -212,9 +212,16 @@ impl LeaderElectorBuilder {
     /// one second, the API timeout is not below the renew deadline, the Lease name or namespace
     /// is invalid, the identity is empty, or no default identity could be determined.
     pub fn build(self) -> Result<LeaderElector, Error> {
-        self.timing.validate()?;
-        config::validate_namespace(&self.namespace)?;
-        config::validate_lease_name(&self.name)?;
+        let Timing {
+            lease_duration,
+            renew_deadline,
+            retry_period,
+        } = self.timing;
+        let timings = [lease_duration, renew_deadline, retry_period];
+        let violations = config::violations(timings, &self.namespace, &self.name);
+        if let Some(error) = violations.into_iter().next() {
+            return Err(error);
+        }
         let api_timeout = self
             .api_timeout
             .unwrap_or_else(|| self.timing.default_api_timeout());
@@ -226,19 +233,11 @@ impl LeaderElectorBuilder {
         if identity.is_empty() {
             return Err(Error::EmptyIdentity);
         }
-        let lease_duration_seconds =
-            self.timing
-                .lease_duration_seconds()
-                .ok_or(Error::LeaseDurationTooLong {
-                    value: self.timing.lease_duration,
-                    max: i32::MAX,
-                })?;
         Ok(LeaderElector {
             api: Api::namespaced(self.client, &self.namespace),
             namespace: self.namespace,
             name: self.name,
             identity,
-            lease_duration_seconds,
             timing: self.timing,
             api_timeout,
             release_on_cancel: self.release_on_cancel,
@@ -275,12 +274,11 @@ pub struct LeaderElector {
     namespace: String,
     name: String,
     identity: String,
-    lease_duration_seconds: i32,
     timing: Timing,
     api_timeout: Duration,
     release_on_cancel: bool,
     health_tolerance: Duration,
-    metrics: Option<LeaderElectionMetrics>,
+    metrics: LeaderElectionMetrics,
     fence: LeadershipFence,
     events: Events,
     post_params: PostParams,
@@ -337,7 +335,7 @@ impl LeaderElector {
             api_timeout: None,
             release_on_cancel: true,
             health_tolerance: config::DEFAULT_HEALTH_TOLERANCE,
-            metrics: None,
+            metrics: LeaderElectionMetrics::default(),
             events,
             field_manager: DEFAULT_COMPONENT.to_owned(),
             fence: None,
