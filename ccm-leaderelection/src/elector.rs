@@ -23,13 +23,13 @@ pub const EVENT_REASON: &str = "LeaderElection";
 const MAX_REPORTING_INSTANCE: usize = 128;
 
 /// Where the `LeaderElection` Events go.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 enum Events {
     /// Not recorded.
     Off,
     /// A recorder of the kit's event pipeline of its own, made when the loop starts (component
-    /// `cloud-controller-manager`, instance the identity), with this client.
-    Own(Client),
+    /// `cloud-controller-manager`, instance the identity), with the elector's client.
+    Own,
     /// The recorder the runner gave.
     Given(EventRecorder),
 }
@@ -57,10 +57,10 @@ enum Events {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 #[must_use = "a builder does nothing until built"]
 pub struct LeaderElectorBuilder {
-    client: Client,
+    api: Api<Lease>,
     namespace: String,
     name: String,
     identity: Option<String>,
@@ -71,23 +71,7 @@ pub struct LeaderElectorBuilder {
     metrics: LeaderElectionMetrics,
     events: Events,
     field_manager: String,
-    fence: Option<LeadershipFence>,
-}
-
-impl std::fmt::Debug for LeaderElectorBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeaderElectorBuilder")
-            .field("namespace", &self.namespace)
-            .field("name", &self.name)
-            .field("identity", &self.identity)
-            .field("timing", &self.timing)
-            .field("api_timeout", &self.api_timeout)
-            .field("release_on_cancel", &self.release_on_cancel)
-            .field("health_tolerance", &self.health_tolerance)
-            .field("events", &!matches!(self.events, Events::Off))
-            .field("field_manager", &self.field_manager)
-            .finish_non_exhaustive()
-    }
+    fence: LeadershipFence,
 }
 
 impl LeaderElectorBuilder {
@@ -157,7 +141,7 @@ impl LeaderElectorBuilder {
     pub fn events(mut self, enabled: bool) -> Self {
         self.events = match (enabled, self.events) {
             (false, _) => Events::Off,
-            (true, Events::Off) => Events::Own(self.client.clone()),
+            (true, Events::Off) => Events::Own,
             (true, kept) => kept,
         };
         self
@@ -194,7 +178,7 @@ impl LeaderElectorBuilder {
     /// the same fence to the clients and the cloud provider that must only act while leading. Default: a
     /// fence of its own, read with [`LeaderHandle::fence`].
     pub fn fence(mut self, fence: LeadershipFence) -> Self {
-        self.fence = Some(fence);
+        self.fence = fence;
         self
     }
 
@@ -234,7 +218,7 @@ impl LeaderElectorBuilder {
             return Err(Error::EmptyIdentity);
         }
         Ok(LeaderElector {
-            api: Api::namespaced(self.client, &self.namespace),
+            api: self.api,
             namespace: self.namespace,
             name: self.name,
             identity,
@@ -243,7 +227,7 @@ impl LeaderElectorBuilder {
             release_on_cancel: self.release_on_cancel,
             health_tolerance: self.health_tolerance,
             metrics: self.metrics,
-            fence: self.fence.unwrap_or_default(),
+            fence: self.fence,
             events: self.events,
             post_params: PostParams {
                 dry_run: false,
@@ -269,6 +253,7 @@ fn truncate(s: &str, max: usize) -> &str {
 /// It implements client-go's `tools/leaderelection` algorithm on a `coordination.k8s.io/v1`
 /// Lease, writing the same fields the same way, so that it can share a Lease with Go replicas
 /// (for example during a migration from a Go cloud controller manager).
+#[derive(Debug)]
 pub struct LeaderElector {
     api: Api<Lease>,
     namespace: String,
@@ -282,19 +267,6 @@ pub struct LeaderElector {
     fence: LeadershipFence,
     events: Events,
     post_params: PostParams,
-}
-
-impl std::fmt::Debug for LeaderElector {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeaderElector")
-            .field("namespace", &self.namespace)
-            .field("name", &self.name)
-            .field("identity", &self.identity)
-            .field("timing", &self.timing)
-            .field("api_timeout", &self.api_timeout)
-            .field("release_on_cancel", &self.release_on_cancel)
-            .finish_non_exhaustive()
-    }
 }
 
 impl LeaderElector {
@@ -325,10 +297,10 @@ impl LeaderElector {
         namespace: impl Into<String>,
         name: impl Into<String>,
     ) -> LeaderElectorBuilder {
-        let events = Events::Own(client.clone());
+        let namespace = namespace.into();
         LeaderElectorBuilder {
-            client,
-            namespace: namespace.into(),
+            api: Api::namespaced(client, &namespace),
+            namespace,
             name: name.into(),
             identity: None,
             timing: Timing::default(),
@@ -336,9 +308,9 @@ impl LeaderElector {
             release_on_cancel: true,
             health_tolerance: config::DEFAULT_HEALTH_TOLERANCE,
             metrics: LeaderElectionMetrics::default(),
-            events,
+            events: Events::Own,
             field_manager: DEFAULT_COMPONENT.to_owned(),
-            fence: None,
+            fence: LeadershipFence::default(),
         }
     }
 
@@ -361,8 +333,8 @@ impl LeaderElector {
     fn recorder(&self) -> Option<EventRecorder> {
         match &self.events {
             Events::Off => None,
-            Events::Own(client) => Some(EventSink::new().recorder(
-                client.clone(),
+            Events::Own => Some(EventSink::new().recorder(
+                self.api.clone().into_client(),
                 DEFAULT_COMPONENT,
                 Some(truncate(&self.identity, MAX_REPORTING_INSTANCE).to_owned()),
             )),
