@@ -142,13 +142,7 @@ impl ServiceController {
     pub async fn run(self, shutdown: CancellationToken) {
         let inner = self.inner;
         tracing::info!(provider = %inner.provider, "starting service controller");
-        let (all, initial, services, nodes, node_sync) = (
-            inner.clone(),
-            inner.clone(),
-            inner.clone(),
-            inner.clone(),
-            inner.clone(),
-        );
+        let [all, initial, services, nodes, node_sync] = std::array::from_fn(|_| inner.clone());
         let mut kit = Kit::new("service-controller")
             .queue(inner.queue.clone())
             .workers(inner.config.concurrent_service_syncs)
