@@ -155,12 +155,8 @@ fn validate_dns(value: &str, dots: bool) -> Result<(), &'static str> {
             "must be at most 63 characters"
         });
     }
-    let segments: Vec<&str> = if dots {
-        value.split('.').collect()
-    } else {
-        vec![value]
-    };
-    for segment in segments {
+    // A label is one segment: `splitn(1, ..)` yields the whole value.
+    for segment in value.splitn(if dots { usize::MAX } else { 1 }, '.') {
         let bytes = segment.as_bytes();
         let (Some(first), Some(last)) = (bytes.first(), bytes.last()) else {
             return Err("must not contain empty dot-separated parts");

@@ -237,15 +237,12 @@ impl LeaderElectorBuilder {
     }
 }
 
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
 fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
+    let end = (0..=max.min(s.len()))
+        .rev()
+        .find(|&i| s.is_char_boundary(i));
+    &s[..end.unwrap_or(0)]
 }
 
 /// A validated leader elector for one Lease; [`run`](Self::run) starts it.
