@@ -168,25 +168,15 @@ fn matches_key_and_effect(a: &Taint, b: &Taint) -> bool {
 /// replaced unless it is identical; `None` when nothing changes.
 pub fn with_taint(node: &Node, taint: &Taint) -> Option<Vec<Taint>> {
     let current = taints(node);
-    let mut found = false;
-    let mut changed = false;
-    let mut result = Vec::with_capacity(current.len() + 1);
-    for t in current {
-        if matches_key_and_effect(t, taint) {
-            found = true;
-            if t.value != taint.value {
-                changed = true;
-                result.push(taint.clone());
-                continue;
-            }
-        }
-        result.push(t.clone());
+    if !current.iter().any(|t| matches_key_and_effect(t, taint)) {
+        return Some(current.iter().chain([taint]).cloned().collect());
     }
-    if !found {
-        result.push(taint.clone());
-        changed = true;
-    }
-    changed.then_some(result)
+    let differs = |t: &Taint| matches_key_and_effect(t, taint) && t.value != taint.value;
+    let replaced = current.iter().map(|t| if differs(t) { taint } else { t });
+    current
+        .iter()
+        .any(differs)
+        .then(|| replaced.cloned().collect())
 }
 
 /// The taints after removing every taint with the key and effect of `taint` (Go: `RemoveTaintOffNode`); `None`
