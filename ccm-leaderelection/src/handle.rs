@@ -186,14 +186,12 @@ impl LeaderHandle {
     /// [`StepDownReason::Cancelled`]).
     pub async fn wait_leading(&self) -> Result<(), StepDownReason> {
         let mut rx = self.state.clone();
-        let result = rx
-            .wait_for(|s| matches!(s, LeaderState::Leading | LeaderState::Stopped { .. }))
-            .await
-            .map(|s| s.clone());
-        match result {
+        let done =
+            |s: &LeaderState| matches!(s, LeaderState::Leading | LeaderState::Stopped { .. });
+        match rx.wait_for(done).await.as_deref() {
             Ok(LeaderState::Leading) => Ok(()),
-            Ok(LeaderState::Stopped { reason }) => Err(reason),
-            Ok(_) | Err(_) => Err(StepDownReason::Aborted),
+            Ok(LeaderState::Stopped { reason }) => Err(reason.clone()),
+            _ => Err(StepDownReason::Aborted),
         }
     }
 
@@ -202,13 +200,10 @@ impl LeaderHandle {
     /// be stopped at once. A follower resolves when it is cancelled.
     pub async fn lost(&self) -> StepDownReason {
         let mut rx = self.state.clone();
-        let result = rx
-            .wait_for(|s| matches!(s, LeaderState::Stopped { .. }))
-            .await
-            .map(|s| s.clone());
-        match result {
-            Ok(LeaderState::Stopped { reason }) => reason,
-            Ok(_) | Err(_) => StepDownReason::Aborted,
+        let stopped = |s: &LeaderState| matches!(s, LeaderState::Stopped { .. });
+        match rx.wait_for(stopped).await.as_deref() {
+            Ok(LeaderState::Stopped { reason }) => reason.clone(),
+            _ => StepDownReason::Aborted,
         }
     }
 
