@@ -42,13 +42,8 @@ impl Default for Timing {
 }
 
 impl Timing {
-    /// Checks `lease > renew > 1.2 × retry`, all at least one second, and that the lease
-    /// duration fits the `int32` `leaseDurationSeconds` field: the first of [`Timing::violations`].
-    pub(crate) fn validate(&self) -> Result<(), Error> {
-        self.violations().into_iter().next().map_or(Ok(()), Err)
-    }
-
-    /// Every timing rule broken, in the order [`Timing::validate`] checks them.
+    /// Every timing rule broken, in order: each timing at least one second, `lease > renew > 1.2 × retry`, and
+    /// the lease duration fits the `int32` `leaseDurationSeconds` field.
     pub(crate) fn violations(&self) -> Vec<Error> {
         let mut errors: Vec<Error> = [
             ("lease duration", self.lease_duration),
@@ -123,8 +118,17 @@ pub fn violations(
         retry_period,
     };
     let mut errors = timing.violations();
-    errors.extend(validate_lease_name(name).err());
-    errors.extend(validate_namespace(namespace).err());
+    for (what, value, subdomain) in [("name", name, true), ("namespace", namespace, false)] {
+        errors.extend(
+            validate_dns(value, subdomain)
+                .err()
+                .map(|reason| Error::InvalidLeaseName {
+                    what,
+                    value: value.to_owned(),
+                    reason,
+                }),
+        );
+    }
     errors
 }
 
@@ -139,41 +143,20 @@ pub(crate) fn validate_api_timeout(api_timeout: Duration, timing: &Timing) -> Re
     Ok(())
 }
 
-/// Validates a namespace (an RFC 1123 DNS label).
-pub(crate) fn validate_namespace(value: &str) -> Result<(), Error> {
-    validate_dns(value, 63, false).map_err(|reason| Error::InvalidLeaseName {
-        what: "namespace",
-        value: value.to_owned(),
-        reason,
-    })
-}
-
-/// Validates a Lease name (an RFC 1123 DNS subdomain).
-pub(crate) fn validate_lease_name(value: &str) -> Result<(), Error> {
-    validate_dns(value, 253, true).map_err(|reason| Error::InvalidLeaseName {
-        what: "name",
-        value: value.to_owned(),
-        reason,
-    })
-}
-
-fn validate_dns(value: &str, max_len: usize, dots: bool) -> Result<(), &'static str> {
+/// Why `value` is not an RFC 1123 DNS subdomain (`dots`: a Lease name) or DNS label (a namespace).
+fn validate_dns(value: &str, dots: bool) -> Result<(), &'static str> {
     if value.is_empty() {
         return Err("must not be empty");
     }
-    if value.len() > max_len {
+    if value.len() > if dots { 253 } else { 63 } {
         return Err(if dots {
             "must be at most 253 characters"
         } else {
             "must be at most 63 characters"
         });
     }
-    let segments: Vec<&str> = if dots {
-        value.split('.').collect()
-    } else {
-        vec![value]
-    };
-    for segment in segments {
+    // A label is one segment: `splitn(1, ..)` yields the whole value.
+    for segment in value.splitn(if dots { usize::MAX } else { 1 }, '.') {
         let bytes = segment.as_bytes();
         let (Some(first), Some(last)) = (bytes.first(), bytes.last()) else {
             return Err("must not contain empty dot-separated parts");
@@ -198,6 +181,30 @@ fn validate_dns(value: &str, max_len: usize, dots: bool) -> Result<(), &'static 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn first(errors: Vec<Error>) -> Result<(), Error> {
+        errors.into_iter().next().map_or(Ok(()), Err)
+    }
+
+    impl Timing {
+        fn validate(&self) -> Result<(), Error> {
+            first(self.violations())
+        }
+    }
+
+    const DEFAULTS: [Duration; 3] = [
+        DEFAULT_LEASE_DURATION,
+        DEFAULT_RENEW_DEADLINE,
+        DEFAULT_RETRY_PERIOD,
+    ];
+
+    fn validate_lease_name(value: &str) -> Result<(), Error> {
+        first(violations(DEFAULTS, "default", value))
+    }
+
+    fn validate_namespace(value: &str) -> Result<(), Error> {
+        first(violations(DEFAULTS, value, "lease"))
+    }
 
     fn timing(lease: u64, renew: u64, retry_ms: u64) -> Timing {
         Timing {

@@ -23,13 +23,13 @@ pub const EVENT_REASON: &str = "LeaderElection";
 const MAX_REPORTING_INSTANCE: usize = 128;
 
 /// Where the `LeaderElection` Events go.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 enum Events {
     /// Not recorded.
     Off,
     /// A recorder of the kit's event pipeline of its own, made when the loop starts (component
-    /// `cloud-controller-manager`, instance the identity), with this client.
-    Own(Client),
+    /// `cloud-controller-manager`, instance the identity), with the elector's client.
+    Own,
     /// The recorder the runner gave.
     Given(EventRecorder),
 }
@@ -57,10 +57,10 @@ enum Events {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 #[must_use = "a builder does nothing until built"]
 pub struct LeaderElectorBuilder {
-    client: Client,
+    api: Api<Lease>,
     namespace: String,
     name: String,
     identity: Option<String>,
@@ -68,26 +68,10 @@ pub struct LeaderElectorBuilder {
     api_timeout: Option<Duration>,
     release_on_cancel: bool,
     health_tolerance: Duration,
-    metrics: Option<LeaderElectionMetrics>,
+    metrics: LeaderElectionMetrics,
     events: Events,
     field_manager: String,
-    fence: Option<LeadershipFence>,
-}
-
-impl std::fmt::Debug for LeaderElectorBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeaderElectorBuilder")
-            .field("namespace", &self.namespace)
-            .field("name", &self.name)
-            .field("identity", &self.identity)
-            .field("timing", &self.timing)
-            .field("api_timeout", &self.api_timeout)
-            .field("release_on_cancel", &self.release_on_cancel)
-            .field("health_tolerance", &self.health_tolerance)
-            .field("events", &!matches!(self.events, Events::Off))
-            .field("field_manager", &self.field_manager)
-            .finish_non_exhaustive()
-    }
+    fence: LeadershipFence,
 }
 
 impl LeaderElectorBuilder {
@@ -145,7 +129,7 @@ impl LeaderElectorBuilder {
     /// Keep `leader_election_master_status{name}` (and the slow-path counter) up to date in
     /// these metrics; see [`LeaderElectionMetrics::register`].
     pub fn metrics(mut self, metrics: LeaderElectionMetrics) -> Self {
-        self.metrics = Some(metrics);
+        self.metrics = metrics;
         self
     }
 
@@ -157,7 +141,7 @@ impl LeaderElectorBuilder {
     pub fn events(mut self, enabled: bool) -> Self {
         self.events = match (enabled, self.events) {
             (false, _) => Events::Off,
-            (true, Events::Off) => Events::Own(self.client.clone()),
+            (true, Events::Off) => Events::Own,
             (true, kept) => kept,
         };
         self
@@ -194,7 +178,7 @@ impl LeaderElectorBuilder {
     /// the same fence to the clients and the cloud provider that must only act while leading. Default: a
     /// fence of its own, read with [`LeaderHandle::fence`].
     pub fn fence(mut self, fence: LeadershipFence) -> Self {
-        self.fence = Some(fence);
+        self.fence = fence;
         self
     }
 
@@ -212,9 +196,16 @@ impl LeaderElectorBuilder {
     /// one second, the API timeout is not below the renew deadline, the Lease name or namespace
     /// is invalid, the identity is empty, or no default identity could be determined.
     pub fn build(self) -> Result<LeaderElector, Error> {
-        self.timing.validate()?;
-        config::validate_namespace(&self.namespace)?;
-        config::validate_lease_name(&self.name)?;
+        let Timing {
+            lease_duration,
+            renew_deadline,
+            retry_period,
+        } = self.timing;
+        let timings = [lease_duration, renew_deadline, retry_period];
+        let violations = config::violations(timings, &self.namespace, &self.name);
+        if let Some(error) = violations.into_iter().next() {
+            return Err(error);
+        }
         let api_timeout = self
             .api_timeout
             .unwrap_or_else(|| self.timing.default_api_timeout());
@@ -226,25 +217,17 @@ impl LeaderElectorBuilder {
         if identity.is_empty() {
             return Err(Error::EmptyIdentity);
         }
-        let lease_duration_seconds =
-            self.timing
-                .lease_duration_seconds()
-                .ok_or(Error::LeaseDurationTooLong {
-                    value: self.timing.lease_duration,
-                    max: i32::MAX,
-                })?;
         Ok(LeaderElector {
-            api: Api::namespaced(self.client, &self.namespace),
+            api: self.api,
             namespace: self.namespace,
             name: self.name,
             identity,
-            lease_duration_seconds,
             timing: self.timing,
             api_timeout,
             release_on_cancel: self.release_on_cancel,
             health_tolerance: self.health_tolerance,
             metrics: self.metrics,
-            fence: self.fence.unwrap_or_default(),
+            fence: self.fence,
             events: self.events,
             post_params: PostParams {
                 dry_run: false,
@@ -254,15 +237,12 @@ impl LeaderElectorBuilder {
     }
 }
 
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
 fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
+    let end = (0..=max.min(s.len()))
+        .rev()
+        .find(|&i| s.is_char_boundary(i));
+    &s[..end.unwrap_or(0)]
 }
 
 /// A validated leader elector for one Lease; [`run`](Self::run) starts it.
@@ -270,33 +250,20 @@ fn truncate(s: &str, max: usize) -> &str {
 /// It implements client-go's `tools/leaderelection` algorithm on a `coordination.k8s.io/v1`
 /// Lease, writing the same fields the same way, so that it can share a Lease with Go replicas
 /// (for example during a migration from a Go cloud controller manager).
+#[derive(Debug)]
 pub struct LeaderElector {
     api: Api<Lease>,
     namespace: String,
     name: String,
     identity: String,
-    lease_duration_seconds: i32,
     timing: Timing,
     api_timeout: Duration,
     release_on_cancel: bool,
     health_tolerance: Duration,
-    metrics: Option<LeaderElectionMetrics>,
+    metrics: LeaderElectionMetrics,
     fence: LeadershipFence,
     events: Events,
     post_params: PostParams,
-}
-
-impl std::fmt::Debug for LeaderElector {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeaderElector")
-            .field("namespace", &self.namespace)
-            .field("name", &self.name)
-            .field("identity", &self.identity)
-            .field("timing", &self.timing)
-            .field("api_timeout", &self.api_timeout)
-            .field("release_on_cancel", &self.release_on_cancel)
-            .finish_non_exhaustive()
-    }
 }
 
 impl LeaderElector {
@@ -327,20 +294,20 @@ impl LeaderElector {
         namespace: impl Into<String>,
         name: impl Into<String>,
     ) -> LeaderElectorBuilder {
-        let events = Events::Own(client.clone());
+        let namespace = namespace.into();
         LeaderElectorBuilder {
-            client,
-            namespace: namespace.into(),
+            api: Api::namespaced(client, &namespace),
+            namespace,
             name: name.into(),
             identity: None,
             timing: Timing::default(),
             api_timeout: None,
             release_on_cancel: true,
             health_tolerance: config::DEFAULT_HEALTH_TOLERANCE,
-            metrics: None,
-            events,
+            metrics: LeaderElectionMetrics::default(),
+            events: Events::Own,
             field_manager: DEFAULT_COMPONENT.to_owned(),
-            fence: None,
+            fence: LeadershipFence::default(),
         }
     }
 
@@ -363,8 +330,8 @@ impl LeaderElector {
     fn recorder(&self) -> Option<EventRecorder> {
         match &self.events {
             Events::Off => None,
-            Events::Own(client) => Some(EventSink::new().recorder(
-                client.clone(),
+            Events::Own => Some(EventSink::new().recorder(
+                self.api.clone().into_client(),
                 DEFAULT_COMPONENT,
                 Some(truncate(&self.identity, MAX_REPORTING_INSTANCE).to_owned()),
             )),

@@ -1,7 +1,6 @@
 //! What a running election hands back: state, step-down notification, health.
 
-use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -47,35 +46,26 @@ impl LeaderState {
 }
 
 /// Why an elector stopped leading (or stopped before it ever led).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum StepDownReason {
     /// The lease could not be renewed within the renew deadline (API errors, timeouts or
     /// conflicts); the lease is left to expire, it is not released.
+    #[error("failed to renew the lease within the renew deadline")]
     RenewDeadlineExceeded,
     /// A read of the Lease showed another holder: somebody else took over.
+    #[error("the lease is now held by {holder:?}")]
     HolderChanged {
         /// The new holder, empty if the lease was cleared.
         holder: String,
     },
     /// The cancellation token was cancelled (graceful shutdown); the lease was released
     /// afterwards if release-on-cancel is enabled.
+    #[error("leader election was cancelled")]
     Cancelled,
     /// The election task was aborted or panicked.
+    #[error("the leader election task was aborted")]
     Aborted,
-}
-
-impl fmt::Display for StepDownReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::RenewDeadlineExceeded => {
-                f.write_str("failed to renew the lease within the renew deadline")
-            }
-            Self::HolderChanged { holder } => write!(f, "the lease is now held by {holder:?}"),
-            Self::Cancelled => f.write_str("leader election was cancelled"),
-            Self::Aborted => f.write_str("the leader election task was aborted"),
-        }
-    }
 }
 
 /// A cheap, clonable health check implementing client-go's `HealthzAdaptor` rule: it fails only
@@ -129,25 +119,14 @@ impl LeaderHealth {
     /// [`Error::RenewalOverdue`] if this replica leads and has not renewed for longer than the
     /// lease duration plus the tolerance.
     pub fn check(&self) -> Result<(), Error> {
-        let last = *self
-            .inner
-            .last_renewal
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        match last {
-            Some(at) => {
-                let elapsed = at.elapsed();
-                if elapsed > self.inner.limit {
-                    Err(Error::RenewalOverdue {
-                        lease: self.inner.lease.clone(),
-                        elapsed,
-                        limit: self.inner.limit,
-                    })
-                } else {
-                    Ok(())
-                }
-            }
-            None => Ok(()),
+        let elapsed = self.last_renewal().map(|at| at.elapsed());
+        match elapsed {
+            Some(elapsed) if elapsed > self.inner.limit => Err(Error::RenewalOverdue {
+                lease: self.inner.lease.clone(),
+                elapsed,
+                limit: self.inner.limit,
+            }),
+            _ => Ok(()),
         }
     }
 
@@ -156,20 +135,17 @@ impl LeaderHealth {
         self.check().is_ok()
     }
 
+    fn last_renewal(&self) -> MutexGuard<'_, Option<Instant>> {
+        let last = self.inner.last_renewal.lock();
+        last.unwrap_or_else(PoisonError::into_inner)
+    }
+
     pub(crate) fn renewed(&self, at: Instant) {
-        *self
-            .inner
-            .last_renewal
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(at);
+        *self.last_renewal() = Some(at);
     }
 
     pub(crate) fn not_leading(&self) {
-        *self
-            .inner
-            .last_renewal
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = None;
+        *self.last_renewal() = None;
     }
 }
 
@@ -210,14 +186,12 @@ impl LeaderHandle {
     /// [`StepDownReason::Cancelled`]).
     pub async fn wait_leading(&self) -> Result<(), StepDownReason> {
         let mut rx = self.state.clone();
-        let result = rx
-            .wait_for(|s| matches!(s, LeaderState::Leading | LeaderState::Stopped { .. }))
-            .await
-            .map(|s| s.clone());
-        match result {
+        let done =
+            |s: &LeaderState| matches!(s, LeaderState::Leading | LeaderState::Stopped { .. });
+        match rx.wait_for(done).await.as_deref() {
             Ok(LeaderState::Leading) => Ok(()),
-            Ok(LeaderState::Stopped { reason }) => Err(reason),
-            Ok(_) | Err(_) => Err(StepDownReason::Aborted),
+            Ok(LeaderState::Stopped { reason }) => Err(reason.clone()),
+            _ => Err(StepDownReason::Aborted),
         }
     }
 
@@ -226,13 +200,10 @@ impl LeaderHandle {
     /// be stopped at once. A follower resolves when it is cancelled.
     pub async fn lost(&self) -> StepDownReason {
         let mut rx = self.state.clone();
-        let result = rx
-            .wait_for(|s| matches!(s, LeaderState::Stopped { .. }))
-            .await
-            .map(|s| s.clone());
-        match result {
-            Ok(LeaderState::Stopped { reason }) => reason,
-            Ok(_) | Err(_) => StepDownReason::Aborted,
+        let stopped = |s: &LeaderState| matches!(s, LeaderState::Stopped { .. });
+        match rx.wait_for(stopped).await.as_deref() {
+            Ok(LeaderState::Stopped { reason }) => reason.clone(),
+            _ => StepDownReason::Aborted,
         }
     }
 

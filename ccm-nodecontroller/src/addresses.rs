@@ -114,18 +114,16 @@ pub fn parse_ip_sloppy(value: &str) -> Option<IpAddr> {
 /// assert!(parse_node_ip_annotation("10.0.0.1,10.0.0.2").is_err());
 /// ```
 pub fn parse_node_ip_annotation(annotation: &str) -> Result<Vec<IpAddr>, NodeIpError> {
-    let mut ips = Vec::new();
-    for part in annotation.split(',') {
-        match parse_ip_sloppy(part) {
-            Some(ip) => ips.push(ip),
-            None => {
-                return Err(NodeIpError::Unparsable {
-                    annotation: annotation.to_owned(),
-                    value: part.to_owned(),
-                });
-            }
-        }
-    }
+    let parse = |part: &str| {
+        parse_ip_sloppy(part).ok_or_else(|| NodeIpError::Unparsable {
+            annotation: annotation.to_owned(),
+            value: part.to_owned(),
+        })
+    };
+    let ips = annotation
+        .split(',')
+        .map(parse)
+        .collect::<Result<Vec<_>, _>>()?;
     let same_family = ips.len() == 2 && ips[0].is_ipv6() == ips[1].is_ipv6();
     if ips.len() > 2 || same_family {
         return Err(NodeIpError::NotSingleOrDualStack {

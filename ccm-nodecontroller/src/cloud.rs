@@ -155,50 +155,26 @@ impl CloudInstances {
         .await
     }
 
-    /// The addresses of many nodes in one bulk call (InstancesV2 `instance_metadata_bulk`; only when
-    /// [`supports_bulk`](Self::supports_bulk)): one answer per node, in order. The outer error means the whole
-    /// call failed.
-    pub(crate) async fn addresses_bulk(
+    /// Whether the instances of many nodes exist (`exists`: InstancesV2 `instance_exists_bulk`) or are shut down
+    /// (`instance_shutdown_bulk`), in one bulk call (only when [`supports_bulk`](Self::supports_bulk)): one answer
+    /// per node, in order. The outer error means the whole call failed.
+    pub(crate) async fn check_bulk(
         &self,
         nodes: &[Node],
-    ) -> Result<Vec<Result<AddressLookup, Error>>, Error> {
-        Ok(self
-            .metadata_bulk(nodes)
-            .await?
-            .into_iter()
-            .map(|answer| answer.map(AddressLookup::from))
-            .collect())
-    }
-
-    /// Whether the instances of many nodes exist, in one bulk call (InstancesV2 `instance_exists_bulk`; only when
-    /// [`supports_bulk`](Self::supports_bulk)): one answer per node, in order. The outer error means the whole call
-    /// failed.
-    pub(crate) async fn exists_bulk(
-        &self,
-        nodes: &[Node],
+        exists: bool,
     ) -> Result<Vec<Result<bool, Error>>, Error> {
-        self.v2_bulk(
-            nodes,
-            Operation::InstanceExistsBulk,
-            Operation::InstanceExists,
-            |v2| v2.instance_exists_bulk(nodes),
-        )
-        .await
-    }
-
-    /// Whether the instances of many nodes are shut down, in one bulk call (InstancesV2
-    /// `instance_shutdown_bulk`; only when [`supports_bulk`](Self::supports_bulk)): one answer per node, in order.
-    /// The outer error means the whole call failed.
-    pub(crate) async fn shutdown_bulk(
-        &self,
-        nodes: &[Node],
-    ) -> Result<Vec<Result<bool, Error>>, Error> {
-        self.v2_bulk(
-            nodes,
-            Operation::InstanceShutdownBulk,
-            Operation::InstanceShutdown,
-            |v2| v2.instance_shutdown_bulk(nodes),
-        )
+        let (operation, item) = if exists {
+            (Operation::InstanceExistsBulk, Operation::InstanceExists)
+        } else {
+            (Operation::InstanceShutdownBulk, Operation::InstanceShutdown)
+        };
+        self.v2_bulk(nodes, operation, item, |v2| {
+            if exists {
+                v2.instance_exists_bulk(nodes)
+            } else {
+                v2.instance_shutdown_bulk(nodes)
+            }
+        })
         .await
     }
 
@@ -341,6 +317,10 @@ impl CloudInstances {
 mod tests {
     use super::*;
     use ccm_core::{CloudProvider, InstanceMetadata};
+
+    fn retry_after(err: &Error) -> Option<Duration> {
+        ccm_core::find_cloud_error(err).and_then(CloudError::retry_after)
+    }
     use ccm_core::{
         ErrorKind, MockCloudProvider, MockInstances, MockInstancesV2, MockZones, Zone, Zones,
     };
@@ -602,7 +582,7 @@ mod tests {
         );
         let err = cloud.metadata(&node("n", None)).await.unwrap_err();
         assert_eq!(err.cloud_kind(), Some(ErrorKind::Throttled));
-        assert_eq!(err.retry_after(), Some(Duration::from_secs(3)));
+        assert_eq!(retry_after(&err), Some(Duration::from_secs(3)));
     }
 
     struct Slow;
@@ -725,7 +705,7 @@ mod tests {
         let cloud = v2_cloud(v2);
         assert!(cloud.supports_bulk());
         let nodes = vec![node("a", None), node("gone", None), node("bad", None)];
-        let answers = cloud.exists_bulk(&nodes).await.unwrap();
+        let answers = cloud.check_bulk(&nodes, true).await.unwrap();
         assert!(matches!(answers[0], Ok(true)));
         assert!(matches!(answers[1], Ok(false)));
         let err = answers[2].as_ref().unwrap_err();
@@ -734,7 +714,7 @@ mod tests {
             "{err}"
         );
         // a provider answering for fewer nodes than asked fails the whole call
-        let err = cloud.addresses_bulk(&nodes).await.unwrap_err();
+        let err = cloud.metadata_bulk(&nodes).await.unwrap_err();
         assert!(
             matches!(
                 err,
@@ -763,16 +743,19 @@ mod tests {
             })
         });
         let cloud = v2_cloud(v2);
-        let err = cloud.exists_bulk(&[node("a", None)]).await.unwrap_err();
+        let err = cloud
+            .check_bulk(&[node("a", None)], true)
+            .await
+            .unwrap_err();
         assert_eq!(err.cloud_kind(), Some(ErrorKind::Throttled));
-        assert_eq!(err.retry_after(), Some(Duration::from_secs(2)));
+        assert_eq!(retry_after(&err), Some(Duration::from_secs(2)));
 
         let mut plain = MockInstancesV2::new();
         plain.expect_supports_bulk().return_const(false);
         assert!(!v2_cloud(plain).supports_bulk());
         let v1 = v1_cloud(MockInstances::new(), None);
         assert!(!v1.supports_bulk());
-        let err = v1.addresses_bulk(&[node("a", None)]).await.unwrap_err();
+        let err = v1.metadata_bulk(&[node("a", None)]).await.unwrap_err();
         assert_eq!(err.cloud_kind(), Some(ErrorKind::NotImplemented));
     }
 }

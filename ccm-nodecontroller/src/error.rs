@@ -111,12 +111,4 @@ impl Error {
             _ => None,
         }
     }
-
-    /// How long the provider asked to wait before retrying, if it did.
-    pub fn retry_after(&self) -> Option<std::time::Duration> {
-        match self {
-            Error::Cloud { source, .. } | Error::BulkCloud { source, .. } => source.retry_after(),
-            _ => None,
-        }
-    }
 }

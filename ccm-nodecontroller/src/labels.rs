@@ -153,24 +153,8 @@ pub fn validate_label(key: &str, value: &str) -> Result<(), String> {
 /// whose value differs from the node's are in [`LabelPlan::set`].
 pub fn plan_cloud_labels(current: &BTreeMap<String, String>, meta: &InstanceMetadata) -> LabelPlan {
     let mut desired: BTreeMap<String, String> = BTreeMap::new();
-    let pairs = [
-        (
-            &meta.instance_type,
-            labels::INSTANCE_TYPE_BETA,
-            labels::INSTANCE_TYPE,
-        ),
-        (
-            &meta.zone,
-            labels::FAILURE_DOMAIN_BETA_ZONE,
-            labels::TOPOLOGY_ZONE,
-        ),
-        (
-            &meta.region,
-            labels::FAILURE_DOMAIN_BETA_REGION,
-            labels::TOPOLOGY_REGION,
-        ),
-    ];
-    for (value, beta, ga) in pairs {
+    let values = [&meta.zone, &meta.region, &meta.instance_type];
+    for ((beta, ga), value) in BETA_GA_PAIRS.into_iter().zip(values) {
         if !value.is_empty() {
             desired.insert(beta.to_owned(), value.clone());
             desired.insert(ga.to_owned(), value.clone());

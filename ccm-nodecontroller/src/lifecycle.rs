@@ -156,10 +156,8 @@ impl CloudNodeLifecycleController {
             return;
         }
         let list: Vec<Node> = asked.iter().map(|&i| Node::clone(&nodes[i])).collect();
-        let answers = match step {
-            LifecycleAction::CheckExists => self.cloud.exists_bulk(&list).await,
-            _ => self.cloud.shutdown_bulk(&list).await,
-        };
+        let exists = step == LifecycleAction::CheckExists;
+        let answers = self.cloud.check_bulk(&list, exists).await;
         let answers: Vec<Result<bool, ErrorKind>> = match answers {
             Ok(answers) => asked
                 .iter()

@@ -79,9 +79,7 @@ struct Inner {
     recorder: EventRecorder,
     metrics: NodeMetrics,
     config: Config,
-    /// Per node initialized by this controller, the resourceVersions its writes superseded. A cached node
-    /// still at one of them is older than our own write: the watch has not caught up yet, and the event for
-    /// the newer version will queue the node again. Skipping it saves a cloud call and a doomed patch.
+    /// The resourceVersions our writes superseded (see [`superseded`]).
     superseded: Superseded,
     /// Batched initialization (bulk-capable providers only, see [`crate::prefetch`]).
     prefetcher: Prefetcher,
@@ -314,7 +312,7 @@ impl Inner {
             return;
         }
         let list: Vec<Node> = nodes.iter().map(|n| Node::clone(n)).collect();
-        let answers = match self.cloud.addresses_bulk(&list).await {
+        let answers = match self.cloud.metadata_bulk(&list).await {
             Ok(answers) => answers,
             Err(err) => {
                 // (calls abandoned at shutdown are summarised by the cloud-call budget)
@@ -326,7 +324,7 @@ impl Inner {
         };
         futures::stream::iter(list.iter().zip(answers))
             .for_each_concurrent(self.config.status_update_workers(), |(node, answer)| {
-                self.sync_addresses(node, answer)
+                self.sync_addresses(node, answer.map(AddressLookup::from))
             })
             .await;
     }

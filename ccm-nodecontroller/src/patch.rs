@@ -50,13 +50,44 @@ fn add(path: PointerBuf, value: Value) -> PatchOperation {
     PatchOperation::Add(AddOperation { path, value })
 }
 
-fn resource_version_guard(node: &Node) -> Option<PatchOperation> {
-    node.metadata.resource_version.as_ref().map(|rv| {
-        test(
-            pointer(&["metadata", "resourceVersion"]),
-            Value::String(rv.clone()),
-        )
-    })
+/// `add` `value` as `parent/field`, or `{field: value}` as `parent` when the node has no `parent` yet.
+fn add_field(has_parent: bool, parent: &str, field: &str, value: Value) -> PatchOperation {
+    if has_parent {
+        add(pointer(&[parent, field]), value)
+    } else {
+        add(pointer(&[parent]), serde_json::json!({ field: value }))
+    }
+}
+
+/// Operations that change the list `parent/field` from `current` to `new` (`None`: remove it): a `test` of the
+/// exact current list, then `replace` (or `remove`) it. With no current list, a `test` of the resourceVersion (if
+/// known) and an `add`.
+fn list_ops<T: serde::Serialize>(
+    node: &Node,
+    (parent, has_parent): (&str, bool),
+    field: &str,
+    current: &[T],
+    new: Option<Value>,
+) -> Vec<PatchOperation> {
+    let path = pointer(&[parent, field]);
+    if current.is_empty() {
+        let resource_version = node.metadata.resource_version.clone();
+        let guard = resource_version
+            .map(|rv| test(pointer(&["metadata", "resourceVersion"]), Value::String(rv)));
+        let value = new.unwrap_or(Value::Array(Vec::new()));
+        return guard
+            .into_iter()
+            .chain([add_field(has_parent, parent, field, value)])
+            .collect();
+    }
+    let change = match new {
+        Some(value) => PatchOperation::Replace(ReplaceOperation {
+            path: path.clone(),
+            value,
+        }),
+        None => PatchOperation::Remove(RemoveOperation { path: path.clone() }),
+    };
+    vec![test(path, to_value(&current)), change]
 }
 
 /// The node's taints.
@@ -84,30 +115,8 @@ pub fn taint_ops(node: &Node, new: Vec<Taint>) -> Vec<PatchOperation> {
     if current == new.as_slice() {
         return Vec::new();
     }
-    let path = pointer(&["spec", "taints"]);
-    if current.is_empty() {
-        let mut ops: Vec<_> = resource_version_guard(node).into_iter().collect();
-        let spec_exists = node.spec.is_some();
-        if spec_exists {
-            ops.push(add(path, to_value(&new)));
-        } else {
-            ops.push(add(
-                pointer(&["spec"]),
-                serde_json::json!({ "taints": to_value(&new) }),
-            ));
-        }
-        return ops;
-    }
-    let mut ops = vec![test(path.clone(), to_value(&current))];
-    if new.is_empty() {
-        ops.push(PatchOperation::Remove(RemoveOperation { path }));
-    } else {
-        ops.push(PatchOperation::Replace(ReplaceOperation {
-            path,
-            value: to_value(&new),
-        }));
-    }
-    ops
+    let new = (!new.is_empty()).then(|| to_value(&new));
+    list_ops(node, ("spec", node.spec.is_some()), "taints", current, new)
 }
 
 /// Operations that set these labels (adding or overwriting each key); the other labels are untouched.
@@ -130,43 +139,16 @@ pub fn label_ops(node: &Node, set: &BTreeMap<String, String>) -> Vec<PatchOperat
 
 /// The operation that sets `spec.providerID` (only used when it is empty).
 pub fn provider_id_op(node: &Node, provider_id: &str) -> PatchOperation {
-    if node.spec.is_some() {
-        add(
-            pointer(&["spec", "providerID"]),
-            Value::String(provider_id.to_owned()),
-        )
-    } else {
-        add(
-            pointer(&["spec"]),
-            serde_json::json!({ "providerID": provider_id }),
-        )
-    }
+    let value = Value::String(provider_id.to_owned());
+    add_field(node.spec.is_some(), "spec", "providerID", value)
 }
 
 /// Operations for the status subresource that replace `status.addresses` with `new`: a `test` of the exact
 /// current list, then `replace`; or, with no current list, a resourceVersion `test` and an `add`.
 pub fn address_ops(node: &Node, new: &[NodeAddress]) -> Vec<PatchOperation> {
     let current = crate::addresses::node_addresses(node);
-    let path = pointer(&["status", "addresses"]);
-    if current.is_empty() {
-        let mut ops: Vec<_> = resource_version_guard(node).into_iter().collect();
-        if node.status.is_some() {
-            ops.push(add(path, to_value(&new)));
-        } else {
-            ops.push(add(
-                pointer(&["status"]),
-                serde_json::json!({ "addresses": to_value(&new) }),
-            ));
-        }
-        return ops;
-    }
-    vec![
-        test(path.clone(), to_value(&current)),
-        PatchOperation::Replace(ReplaceOperation {
-            path,
-            value: to_value(&new),
-        }),
-    ]
+    let status = ("status", node.status.is_some());
+    list_ops(node, status, "addresses", current, Some(to_value(&new)))
 }
 
 /// The shutdown taint (`node.cloudprovider.kubernetes.io/shutdown:NoSchedule`, no value).
@@ -186,25 +168,15 @@ fn matches_key_and_effect(a: &Taint, b: &Taint) -> bool {
 /// replaced unless it is identical; `None` when nothing changes.
 pub fn with_taint(node: &Node, taint: &Taint) -> Option<Vec<Taint>> {
     let current = taints(node);
-    let mut found = false;
-    let mut changed = false;
-    let mut result = Vec::with_capacity(current.len() + 1);
-    for t in current {
-        if matches_key_and_effect(t, taint) {
-            found = true;
-            if t.value != taint.value {
-                changed = true;
-                result.push(taint.clone());
-                continue;
-            }
-        }
-        result.push(t.clone());
+    if !current.iter().any(|t| matches_key_and_effect(t, taint)) {
+        return Some(current.iter().chain([taint]).cloned().collect());
     }
-    if !found {
-        result.push(taint.clone());
-        changed = true;
-    }
-    changed.then_some(result)
+    let differs = |t: &Taint| matches_key_and_effect(t, taint) && t.value != taint.value;
+    let replaced = current.iter().map(|t| if differs(t) { taint } else { t });
+    current
+        .iter()
+        .any(differs)
+        .then(|| replaced.cloned().collect())
 }
 
 /// The taints after removing every taint with the key and effect of `taint` (Go: `RemoveTaintOffNode`); `None`

@@ -214,71 +214,44 @@ impl RouteController {
             self.routes.delete_route(&self.cluster_name, route).await
         };
         self.metrics.operation("delete", result.is_ok());
-        match result {
+        let (node, cidr, reason) = (&route.target_node, &route.destination_cidr, delete.reason);
+        let elapsed = start.elapsed();
+        match &result {
             Ok(()) => {
-                tracing::info!(
-                    route = %route.name,
-                    node = %route.target_node,
-                    cidr = %route.destination_cidr,
-                    reason = ?delete.reason,
-                    elapsed = ?start.elapsed(),
-                    "deleted route"
-                );
-                true
+                tracing::info!(route = %route.name, %node, %cidr, ?reason, ?elapsed, "deleted route");
             }
             Err(error) => {
-                tracing::error!(
-                    route = %route.name,
-                    node = %route.target_node,
-                    cidr = %route.destination_cidr,
-                    reason = ?delete.reason,
-                    elapsed = ?start.elapsed(),
-                    %error,
-                    "could not delete route"
-                );
-                false
+                tracing::error!(route = %route.name, %node, %cidr, ?reason, ?elapsed, %error, "could not delete route");
             }
         }
+        result.is_ok()
     }
 
     async fn create_route(&self, limit: &Semaphore, create: &RouteCreate) -> bool {
+        let (node, cidr) = (&create.node_name, &create.route.destination_cidr);
+        let name_hint = &create.name_hint;
         let start = Instant::now();
         let result = {
             let _permit = limit.acquire().await;
-            tracing::info!(
-                node = %create.node_name,
-                cidr = %create.route.destination_cidr,
-                name_hint = %create.name_hint,
-                action = ?create.action,
-                throttled = ?start.elapsed(),
-                "creating route"
-            );
+            let (action, throttled) = (create.action, start.elapsed());
+            tracing::info!(%node, %cidr, %name_hint, ?action, ?throttled, "creating route");
+            let cluster = &self.cluster_name;
             self.routes
-                .create_route(&self.cluster_name, &create.name_hint, &create.route)
+                .create_route(cluster, name_hint, &create.route)
                 .await
         };
         self.metrics.operation("create", result.is_ok());
-        match result {
-            Ok(()) => {
-                tracing::info!(
-                    node = %create.node_name,
-                    cidr = %create.route.destination_cidr,
-                    name_hint = %create.name_hint,
-                    elapsed = ?start.elapsed(),
-                    "created route"
-                );
-                true
-            }
+        let elapsed = start.elapsed();
+        match &result {
+            Ok(()) => tracing::info!(%node, %cidr, %name_hint, ?elapsed, "created route"),
             Err(error) => {
-                let note = failed_create_message(create, start.elapsed(), &error);
-                self.recorder.warning(
-                    &node_reference(&create.node_name, &create.name_hint),
-                    names::events::FAILED_TO_CREATE_ROUTE,
-                    note,
-                );
-                false
+                let note = failed_create_message(create, elapsed, error);
+                let reference = node_reference(node, name_hint);
+                let reason = names::events::FAILED_TO_CREATE_ROUTE;
+                self.recorder.warning(&reference, reason, note);
             }
         }
+        result.is_ok()
     }
 
     async fn write_conditions(

@@ -142,13 +142,7 @@ impl ServiceController {
     pub async fn run(self, shutdown: CancellationToken) {
         let inner = self.inner;
         tracing::info!(provider = %inner.provider, "starting service controller");
-        let (all, initial, services, nodes, node_sync) = (
-            inner.clone(),
-            inner.clone(),
-            inner.clone(),
-            inner.clone(),
-            inner.clone(),
-        );
+        let [all, initial, services, nodes, node_sync] = std::array::from_fn(|_| inner.clone());
         let mut kit = Kit::new("service-controller")
             .queue(inner.queue.clone())
             .workers(inner.config.concurrent_service_syncs)
@@ -256,8 +250,9 @@ impl Inner {
 
     /// Emit `note` about `svc`.
     fn emit(&self, svc: &Service, note: Note) {
+        let (regarding, message) = (svc.object_ref(&()), note.message.into());
         self.recorder
-            .publish(&svc.object_ref(&()), note.type_, note.reason, note.message);
+            .publish(&regarding, note.type_, note.reason, message);
     }
 
     /// Queue a node change for the node-sync loop.
@@ -399,7 +394,7 @@ impl Inner {
                 .is_some();
         if exists {
             tracing::info!(service = %key, "deleting load balancer");
-            self.emit(svc, plan::deleting());
+            self.emit(svc, plan::DELETING);
             match self
                 .balancer
                 .ensure_load_balancer_deleted(&self.cluster_name, svc)
@@ -420,7 +415,7 @@ impl Inner {
         if path.removes_finalizer() {
             self.remove_finalizer(key, svc).await?;
         }
-        self.emit(svc, plan::deleted());
+        self.emit(svc, plan::DELETED);
         Ok(())
     }
 
@@ -437,14 +432,14 @@ impl Inner {
             (Operation::Delete, LoadBalancerStatus::default())
         } else {
             tracing::info!(service = %key, "ensuring load balancer");
-            self.emit(svc, plan::ensuring());
+            self.emit(svc, plan::ENSURING);
             let svc = self.add_finalizer(key, svc).await?;
             let answer = self.ensure_load_balancer(key, &svc).await;
             let Some(status) = plan::ensured_status(answer)? else {
                 tracing::debug!(service = %key, "load balancer implemented elsewhere; nothing to do");
                 return Ok(Operation::Ensure);
             };
-            self.emit(&svc, plan::ensured());
+            self.emit(&svc, plan::ENSURED);
             (Operation::Ensure, status)
         };
         self.patch_status(key, svc, &previous, &status).await?;

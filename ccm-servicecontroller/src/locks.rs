@@ -64,17 +64,17 @@ impl ServiceLocks {
         let out = self.guard(key, guard);
         held.then_some(out)
     }
-
-    /// How many keys have a lock (for tests).
-    #[cfg(test)]
-    pub(crate) fn entries(&self) -> usize {
-        self.map().len()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl ServiceLocks {
+        fn entries(&self) -> usize {
+            self.map().len()
+        }
+    }
     use std::time::Duration;
 
     #[tokio::test(start_paused = true)]

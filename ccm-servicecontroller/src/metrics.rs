@@ -1,7 +1,5 @@
 //! The service controller's metrics, under the Go names (subsystem `service_controller`).
 
-use std::time::Duration;
-
 use ccm_core::runtime::metrics::SharedRegistry;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -60,14 +58,6 @@ impl ServiceMetrics {
             ),
         }
     }
-
-    pub(crate) fn observe_nodesync(&self, took: Duration) {
-        self.nodesync_latency.observe(took.as_secs_f64());
-    }
-
-    pub(crate) fn observe_host_update(&self, took: Duration) {
-        self.update_host_latency.observe(took.as_secs_f64());
-    }
 }
 
 #[cfg(test)]
@@ -80,8 +70,8 @@ mod tests {
         let m = ServiceMetrics::register(&registry);
         m.loadbalancer_sync.inc();
         m.nodesync_error.inc();
-        m.observe_nodesync(Duration::from_millis(1500));
-        m.observe_host_update(Duration::from_millis(300));
+        m.nodesync_latency.observe(1.5);
+        m.update_host_latency.observe(0.3);
         let text = registry.encode();
         for needle in [
             "service_controller_loadbalancer_sync_total 1",

@@ -2,6 +2,7 @@
 //! branch a sync takes, when a finalizer patch is read again, and which Event reports a host update. The
 //! controller ([`crate::controller`]) fetches, calls these, and writes.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -72,7 +73,7 @@ impl DeletePath {
 pub(crate) struct Note {
     pub(crate) type_: EventType,
     pub(crate) reason: &'static str,
-    pub(crate) message: String,
+    pub(crate) message: Cow<'static, str>,
 }
 
 /// `namespace/name` split in two; anything else is [`Error::InvalidKey`].
@@ -191,11 +192,11 @@ pub(crate) fn reensure_keys(
 }
 
 /// A Normal Event with a fixed message.
-fn normal(reason: &'static str, message: &str) -> Note {
+const fn normal(reason: &'static str, message: &'static str) -> Note {
     Note {
         type_: EventType::Normal,
         reason,
-        message: message.to_owned(),
+        message: Cow::Borrowed(message),
     }
 }
 
@@ -204,41 +205,30 @@ fn warning(reason: &'static str, message: String) -> Note {
     Note {
         type_: EventType::Warning,
         reason,
-        message,
+        message: Cow::Owned(message),
     }
 }
 
 /// Normal `EnsuringLoadBalancer`, before an ensure.
-pub(crate) fn ensuring() -> Note {
-    normal(
-        names::events::ENSURING_LOAD_BALANCER,
-        "Ensuring load balancer",
-    )
-}
-
+pub(crate) const ENSURING: Note = normal(
+    names::events::ENSURING_LOAD_BALANCER,
+    "Ensuring load balancer",
+);
 /// Normal `EnsuredLoadBalancer`, after an ensure that returned an ingress point.
-pub(crate) fn ensured() -> Note {
-    normal(
-        names::events::ENSURED_LOAD_BALANCER,
-        "Ensured load balancer",
-    )
-}
-
+pub(crate) const ENSURED: Note = normal(
+    names::events::ENSURED_LOAD_BALANCER,
+    "Ensured load balancer",
+);
 /// Normal `DeletingLoadBalancer`, before a delete.
-pub(crate) fn deleting() -> Note {
-    normal(
-        names::events::DELETING_LOAD_BALANCER,
-        "Deleting load balancer",
-    )
-}
-
+pub(crate) const DELETING: Note = normal(
+    names::events::DELETING_LOAD_BALANCER,
+    "Deleting load balancer",
+);
 /// Normal `DeletedLoadBalancer`, after a delete (on the cleanup path even when no load balancer existed).
-pub(crate) fn deleted() -> Note {
-    normal(
-        names::events::DELETED_LOAD_BALANCER,
-        "Deleted load balancer",
-    )
-}
+pub(crate) const DELETED: Note = normal(
+    names::events::DELETED_LOAD_BALANCER,
+    "Deleted load balancer",
+);
 
 /// Warning `DeleteLoadBalancerFailed`, when deleting the load balancer of a vanished Service failed.
 pub(crate) fn delete_failed(error: &dyn std::fmt::Display) -> Note {
@@ -479,7 +469,7 @@ mod tests {
 
     #[test]
     fn sync_events_follow_go() {
-        let events = [ensuring(), ensured(), deleting(), deleted()];
+        let events = [ENSURING, ENSURED, DELETING, DELETED];
         let reasons: Vec<_> = events.iter().map(|n| (n.type_, n.reason)).collect();
         let normal = EventType::Normal;
         assert_eq!(

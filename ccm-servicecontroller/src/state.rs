@@ -21,14 +21,6 @@ pub(crate) struct Tracker {
     entries: Arc<Mutex<HashMap<String, Entry>>>,
 }
 
-impl std::fmt::Debug for Tracker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tracker")
-            .field("services", &self.map().len())
-            .finish()
-    }
-}
-
 impl Tracker {
     fn map(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
@@ -71,17 +63,17 @@ impl Tracker {
     pub(crate) fn set_synced(&self, key: &str, nodes: NodeSet) {
         self.map().entry(key.to_owned()).or_default().synced = Some(nodes);
     }
-
-    /// How many keys have an entry (for tests).
-    #[cfg(test)]
-    pub(crate) fn entries(&self) -> usize {
-        self.map().len()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Tracker {
+        fn entries(&self) -> usize {
+            self.map().len()
+        }
+    }
 
     #[test]
     fn services_are_remembered_until_forgotten() {

@@ -35,7 +35,11 @@ pub(super) fn start(elector: LeaderElector, token: CancellationToken) -> LeaderH
     let identity = elector.identity.clone();
     let recorder = elector.recorder();
     let runner = Runner {
-        election: Election::new(elector.identity.clone(), elector.lease_duration_seconds),
+        // `build` checked that the lease duration fits `leaseDurationSeconds`.
+        election: Election::new(
+            elector.identity.clone(),
+            elector.timing.lease_duration_seconds().unwrap_or(i32::MAX),
+        ),
         lease,
         elector,
         cached: None,
@@ -418,7 +422,7 @@ impl Runner {
                     return Ok(Attempt::Conflict);
                 };
                 if was_leader && self.election.is_leader() {
-                    self.slowpath_exercised();
+                    self.elector.metrics.slowpath_exercised(&self.elector.name);
                 }
                 let lease = Lease {
                     spec: Some(spec),
@@ -519,15 +523,9 @@ impl Runner {
     }
 
     fn set_metric(&self, leading: bool) {
-        if let Some(metrics) = &self.elector.metrics {
-            metrics.set_leading(&self.elector.name, leading);
-        }
-    }
-
-    fn slowpath_exercised(&self) {
-        if let Some(metrics) = &self.elector.metrics {
-            metrics.slowpath_exercised(&self.elector.name);
-        }
+        self.elector
+            .metrics
+            .set_leading(&self.elector.name, leading);
     }
 
     /// Emits a `LeaderElection` event on the Lease, client-go's `"<identity> <what>"`: queued for the

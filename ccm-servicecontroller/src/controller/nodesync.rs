@@ -57,7 +57,7 @@ impl Inner {
             .collect()
             .await;
         let took = started.elapsed();
-        self.metrics.observe_nodesync(took);
+        self.metrics.nodesync_latency.observe(took.as_secs_f64());
         tracing::info!(
             services = total,
             failed = retry.len(),
@@ -114,7 +114,8 @@ impl Inner {
             .balancer
             .update_load_balancer(&self.cluster_name, svc, &nodes)
             .await;
-        self.metrics.observe_host_update(started.elapsed());
+        let took = started.elapsed().as_secs_f64();
+        self.metrics.update_host_latency.observe(took);
         let err = match result {
             Ok(()) => {
                 self.emit(svc, hosts_updated(nodes.len()));
