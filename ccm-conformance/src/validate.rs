@@ -4,6 +4,8 @@
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
+use ccm_core::syntax;
+use ccm_nodecontroller::labels::is_kubernetes_namespaced;
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, NodeAddress};
 
 /// The node address types Kubernetes knows.
@@ -142,76 +144,20 @@ pub(crate) fn address_set(addresses: &[NodeAddress]) -> BTreeSet<String> {
         .collect()
 }
 
-/// A valid label value: at most 63 characters, empty or starting and ending with an alphanumeric, with `-`,
-/// `_` and `.` inside.
+/// A valid label value: empty, or at most 63 alphanumerics, `-`, `_` and `.`, starting and ending with an
+/// alphanumeric ([`ccm_core::syntax::label_value`]).
 pub(crate) fn label_value(value: &str) -> Result<(), String> {
-    if value.len() > 63 {
-        return Err(format!(
-            "{value:?} is {} characters long; label values have at most 63",
-            value.len()
-        ));
-    }
-    if value.is_empty() {
-        return Ok(());
-    }
-    let alnum = |c: char| c.is_ascii_alphanumeric();
-    let ok_inside = |c: char| alnum(c) || "-_.".contains(c);
-    let starts = value.chars().next().is_some_and(alnum);
-    let ends = value.chars().last().is_some_and(alnum);
-    if !starts || !ends || !value.chars().all(ok_inside) {
-        return Err(format!(
-            "{value:?} is not a valid label value (alphanumerics, '-', '_' and '.', starting and ending with an alphanumeric)"
-        ));
-    }
-    Ok(())
+    syntax::label_value(value).map_err(|why| format!("label value {value:?} {why}"))
 }
 
-/// A valid label key (`[prefix/]name`, the prefix a DNS subdomain) that the node controller will not drop
-/// (keys under `kubernetes.io` and `k8s.io` are reserved).
+/// A valid label key (`[prefix/]name`, the prefix a DNS subdomain; [`ccm_core::syntax::label_key`]) that the node
+/// controller will not drop (keys under `kubernetes.io` and `k8s.io` are reserved).
 pub(crate) fn label_key(key: &str) -> Result<(), String> {
-    let (prefix, name) = match key.split_once('/') {
-        Some((prefix, name)) => (Some(prefix), name),
-        None => (None, key),
-    };
-    if name.is_empty() || name.len() > 63 {
+    syntax::label_key(key).map_err(|why| format!("label key {key:?}: {why}"))?;
+    if is_kubernetes_namespaced(key) {
         return Err(format!(
-            "label key {key:?} has a name part of {} characters; it must have 1 to 63",
-            name.len()
+            "label key {key:?} is under a reserved domain (kubernetes.io, k8s.io); the node controller drops it"
         ));
-    }
-    label_value(name)
-        .map_err(|_| format!("label key {key:?} has an invalid name part {name:?}"))?;
-    if let Some(prefix) = prefix {
-        dns_subdomain(prefix).map_err(|why| format!("label key {key:?}: {why}"))?;
-        let reserved = |domain: &str| prefix == domain || prefix.ends_with(&format!(".{domain}"));
-        if reserved("kubernetes.io") || reserved("k8s.io") {
-            return Err(format!(
-                "label key {key:?} is under {prefix}, which is reserved; the node controller drops it"
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn dns_subdomain(value: &str) -> Result<(), String> {
-    if value.is_empty() || value.len() > 253 {
-        return Err(format!(
-            "prefix {value:?} must be a DNS subdomain of 1 to 253 characters"
-        ));
-    }
-    for part in value.split('.') {
-        let ok = !part.is_empty()
-            && part.len() <= 63
-            && part
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-            && !part.starts_with('-')
-            && !part.ends_with('-');
-        if !ok {
-            return Err(format!(
-                "prefix {value:?} is not a DNS subdomain (lower-case alphanumerics and '-', dot separated)"
-            ));
-        }
     }
     Ok(())
 }

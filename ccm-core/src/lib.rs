@@ -53,6 +53,7 @@ pub mod registry;
 pub mod reload;
 pub mod runtime;
 pub mod settings;
+pub mod syntax;
 pub mod types;
 pub mod vendor;
 

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use ccm_core::syntax::{dns_label, dns_subdomain};
+
 use crate::Error;
 
 /// client-go's `JitterFactor`: candidates wait between 1 and 2.2 retry periods, and the renew
@@ -118,16 +120,16 @@ pub fn violations(
         retry_period,
     };
     let mut errors = timing.violations();
-    for (what, value, subdomain) in [("name", name, true), ("namespace", namespace, false)] {
-        errors.extend(
-            validate_dns(value, subdomain)
-                .err()
-                .map(|reason| Error::InvalidLeaseName {
-                    what,
-                    value: value.to_owned(),
-                    reason,
-                }),
-        );
+    let checks: [(_, _, fn(&str) -> _); 2] = [
+        ("name", name, dns_subdomain),
+        ("namespace", namespace, dns_label),
+    ];
+    for (what, value, check) in checks {
+        errors.extend(check(value).err().map(|reason| Error::InvalidLeaseName {
+            what,
+            value: value.to_owned(),
+            reason,
+        }));
     }
     errors
 }
@@ -139,41 +141,6 @@ pub(crate) fn validate_api_timeout(api_timeout: Duration, timing: &Timing) -> Re
             api_timeout,
             renew_deadline: timing.renew_deadline,
         });
-    }
-    Ok(())
-}
-
-/// Why `value` is not an RFC 1123 DNS subdomain (`dots`: a Lease name) or DNS label (a namespace).
-fn validate_dns(value: &str, dots: bool) -> Result<(), &'static str> {
-    if value.is_empty() {
-        return Err("must not be empty");
-    }
-    if value.len() > if dots { 253 } else { 63 } {
-        return Err(if dots {
-            "must be at most 253 characters"
-        } else {
-            "must be at most 63 characters"
-        });
-    }
-    // A label is one segment: `splitn(1, ..)` yields the whole value.
-    for segment in value.splitn(if dots { usize::MAX } else { 1 }, '.') {
-        let bytes = segment.as_bytes();
-        let (Some(first), Some(last)) = (bytes.first(), bytes.last()) else {
-            return Err("must not contain empty dot-separated parts");
-        };
-        if !first.is_ascii_alphanumeric() || !last.is_ascii_alphanumeric() {
-            return Err("must start and end with a lower-case letter or digit");
-        }
-        if !bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-        {
-            return Err(if dots {
-                "may contain only lower-case letters, digits, '-' and '.'"
-            } else {
-                "may contain only lower-case letters, digits and '-'"
-            });
-        }
     }
     Ok(())
 }

@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 
 use ccm_core::InstanceMetadata;
 use ccm_core::names::labels;
+use ccm_core::syntax::{self, LabelKeyError};
 
 /// The (beta, GA) label pairs: written together at initialization, and reconciled beta → GA afterwards.
 pub const BETA_GA_PAIRS: [(&str, &str); 3] = [
@@ -77,34 +78,6 @@ pub fn is_kubernetes_namespaced(key: &str) -> bool {
     })
 }
 
-fn is_alnum(b: u8) -> bool {
-    b.is_ascii_alphanumeric()
-}
-
-fn valid_name_part(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && is_alnum(bytes[0])
-        && is_alnum(bytes[bytes.len() - 1])
-        && bytes
-            .iter()
-            .all(|b| is_alnum(*b) || matches!(b, b'-' | b'_' | b'.'))
-}
-
-fn valid_dns_subdomain(prefix: &str) -> bool {
-    prefix.len() <= 253
-        && prefix.split('.').all(|label| {
-            let b = label.as_bytes();
-            !b.is_empty()
-                && b.len() <= 63
-                && b.iter()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-                && b[0] != b'-'
-                && b[b.len() - 1] != b'-'
-        })
-}
-
 /// Check a label key and value against the API server's rules: the key is `[prefix/]name` with a DNS subdomain
 /// prefix and a name of at most 63 characters (alphanumerics, `-`, `_`, `.`, starting and ending alphanumeric);
 /// the value is empty or follows the name rules.
@@ -116,28 +89,18 @@ fn valid_dns_subdomain(prefix: &str) -> bool {
 /// assert!(validate_label("Example.com/rack", "x").is_err());
 /// ```
 pub fn validate_label(key: &str, value: &str) -> Result<(), String> {
-    let (prefix, name) = match key.split_once('/') {
-        Some((prefix, name)) => (Some(prefix), name),
-        None => (None, key),
-    };
-    if let Some(prefix) = prefix
-        && !valid_dns_subdomain(prefix)
-    {
-        return Err(format!(
+    match syntax::label_key(key) {
+        Err(LabelKeyError::Prefix(_)) => Err(format!(
             "label key {key:?}: the prefix must be a lower-case DNS subdomain"
-        ));
-    }
-    if !valid_name_part(name) {
-        return Err(format!(
+        )),
+        Err(LabelKeyError::Name(_)) => Err(format!(
             "label key {key:?}: the name must be 1-63 alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
-        ));
-    }
-    if !value.is_empty() && !valid_name_part(value) {
-        return Err(format!(
+        )),
+        Ok(()) if syntax::label_value(value).is_err() => Err(format!(
             "label {key:?}: the value {value:?} must be empty or 1-63 alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
-        ));
+        )),
+        Ok(()) => Ok(()),
     }
-    Ok(())
 }
 
 /// The labels initialization writes, given the node's current labels and the cloud's metadata (Go:

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use ccm_core::helpers::ProviderId;
 use ccm_core::intercept::Operation;
+use ccm_core::syntax::{self, LabelKeyError};
 use ipnet::IpNet;
 
 use super::*;
@@ -168,53 +169,18 @@ impl Checker<'_> {
     }
 }
 
-/// Whether `key` is a valid Kubernetes label key (`[prefix/]name`).
+/// Why `key` is not a valid Kubernetes label key (`[prefix/]name`), if it is not.
 pub(super) fn label_key_problem(key: &str) -> Option<String> {
-    let (prefix, name) = match key.rsplit_once('/') {
-        Some((prefix, name)) => (Some(prefix), name),
-        None => (None, key),
-    };
-    if let Some(prefix) = prefix {
-        let valid_prefix = !prefix.is_empty()
-            && prefix.len() <= 253
-            && prefix.split('.').all(|part| {
-                !part.is_empty()
-                    && part.len() <= 63
-                    && part
-                        .bytes()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                    && !part.starts_with('-')
-                    && !part.ends_with('-')
-            });
-        if !valid_prefix {
-            return Some(format!(
-                "label key prefix {prefix:?} must be a lower-case DNS subdomain"
-            ));
-        }
+    let (prefix, name) = key.split_once('/').unwrap_or(("", key));
+    match syntax::label_key(key).err()? {
+        LabelKeyError::Prefix(_) => Some(format!(
+            "label key prefix {prefix:?} must be a lower-case DNS subdomain"
+        )),
+        LabelKeyError::Name(why) => Some(format!("label key name {name:?} {why}")),
     }
-    if name.is_empty() {
-        return Some("label key name must not be empty".to_owned());
-    }
-    label_value_problem(name).map(|p| format!("label key name {name:?} {p}"))
 }
 
 /// Why `value` is not a valid label value (`""` is valid).
 pub(super) fn label_value_problem(value: &str) -> Option<String> {
-    if value.is_empty() {
-        return None;
-    }
-    if value.len() > 63 {
-        return Some("must be at most 63 characters".to_owned());
-    }
-    let alnum = |c: char| c.is_ascii_alphanumeric();
-    if !value.starts_with(alnum) || !value.ends_with(alnum) {
-        return Some("must start and end with a letter or digit".to_owned());
-    }
-    if !value
-        .chars()
-        .all(|c| alnum(c) || c == '-' || c == '_' || c == '.')
-    {
-        return Some("may contain only letters, digits, '-', '_' and '.'".to_owned());
-    }
-    None
+    syntax::label_value(value).err().map(str::to_owned)
 }
