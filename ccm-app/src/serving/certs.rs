@@ -245,14 +245,19 @@ impl DynamicCerts {
     ) -> Result<Self, TlsError> {
         let default = match source {
             CertSource::Files { cert, key } => Slot::from_files(cert, key, &provider)?,
-            CertSource::SelfSigned { dir, extra_names } => {
-                let pair = crate::tls::self_signed(dir.as_deref(), pair_name, extra_names)?;
-                Slot::from_pem(
-                    pair.cert_pem.as_bytes(),
-                    pair.key_pem.as_bytes(),
-                    pair.files,
-                    &provider,
-                )?
+            CertSource::SelfSigned {
+                dir: Some(dir),
+                extra_names,
+            } => {
+                let (cert, key) = crate::tls::kept_self_signed(dir, pair_name, extra_names)?;
+                Slot::from_files(&cert, &key, &provider)?
+            }
+            CertSource::SelfSigned {
+                dir: None,
+                extra_names,
+            } => {
+                let (cert, key) = crate::tls::generate(extra_names)?;
+                Slot::from_pem(cert.as_bytes(), key.as_bytes(), None, &provider)?
             }
         };
         let mut slots = Vec::new();
