@@ -181,42 +181,14 @@ impl HealthChecks {
 pub fn parse_query(query: Option<&str>) -> (bool, Vec<String>) {
     let mut verbose = false;
     let mut exclude = Vec::new();
-    for pair in query
-        .unwrap_or_default()
-        .split('&')
-        .filter(|p| !p.is_empty())
-    {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        match key {
+    for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        match &*key {
             "verbose" => verbose = value != "false" && value != "0",
-            "exclude" if !value.is_empty() => exclude.push(percent_decode(value)),
+            "exclude" if !value.is_empty() => exclude.push(value.into_owned()),
             _ => {}
         }
     }
     (verbose, exclude)
-}
-
-fn percent_decode(value: &str) -> String {
-    let bytes = value.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push(u8::try_from(h * 16 + l).unwrap_or(b'?'));
-                    i += 3;
-                    continue;
-                }
-                _ => out.push(b'%'),
-            },
-            b'+' => out.push(b' '),
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
