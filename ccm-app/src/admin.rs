@@ -75,13 +75,21 @@ impl std::fmt::Debug for AdminState {
 /// The admin routes, behind the authentication and authorization of `state.auth` when set.
 pub fn router(state: AdminState) -> Router {
     let auth = state.auth.clone();
-    let router = Router::new()
-        .route("/healthz", get(healthz))
-        .route("/healthz/{check}", get(healthz_one))
-        .route("/livez", get(livez))
-        .route("/livez/{check}", get(livez_one))
-        .route("/readyz", get(readyz))
-        .route("/readyz/{check}", get(readyz_one))
+    let mut router = Router::new();
+    for &endpoint in Endpoint::ALL {
+        router = router
+            .route(
+                &format!("/{}", endpoint.name()),
+                get(move |State(state), uri: Uri| async move { report(&state, endpoint, &uri) }),
+            )
+            .route(
+                &format!("/{}/{{check}}", endpoint.name()),
+                get(move |State(state), Path(check): Path<String>| async move {
+                    one(&state, endpoint, &check)
+                }),
+            );
+    }
+    let router = router
         .route("/metrics", get(metrics))
         .route("/configz", get(configz))
         .with_state(state);
@@ -130,25 +138,6 @@ fn one(state: &AdminState, endpoint: Endpoint, check: &str) -> Response {
             format!("internal server error: {reason}\n"),
         ),
     }
-}
-
-async fn healthz(State(state): State<AdminState>, uri: Uri) -> Response {
-    report(&state, Endpoint::Healthz, &uri)
-}
-async fn livez(State(state): State<AdminState>, uri: Uri) -> Response {
-    report(&state, Endpoint::Livez, &uri)
-}
-async fn readyz(State(state): State<AdminState>, uri: Uri) -> Response {
-    report(&state, Endpoint::Readyz, &uri)
-}
-async fn healthz_one(State(state): State<AdminState>, Path(check): Path<String>) -> Response {
-    one(&state, Endpoint::Healthz, &check)
-}
-async fn livez_one(State(state): State<AdminState>, Path(check): Path<String>) -> Response {
-    one(&state, Endpoint::Livez, &check)
-}
-async fn readyz_one(State(state): State<AdminState>, Path(check): Path<String>) -> Response {
-    one(&state, Endpoint::Readyz, &check)
 }
 
 async fn metrics(State(state): State<AdminState>) -> Response {
