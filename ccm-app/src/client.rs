@@ -283,12 +283,7 @@ pub async fn kube_config(options: &CcmOptions) -> Result<kube::Config, ClientErr
     };
     let mut config = match (&options.kubeconfig, &master) {
         (Some(path), _) => {
-            let kubeconfig =
-                Kubeconfig::read_from(path).map_err(|source| ClientError::Kubeconfig {
-                    path: path.clone(),
-                    source,
-                })?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            config_from_file(path)
                 .await
                 .map_err(|source| ClientError::Kubeconfig {
                     path: path.clone(),
@@ -317,6 +312,14 @@ pub async fn kube_config(options: &CcmOptions) -> Result<kube::Config, ClientErr
         config.cluster_url = url;
     }
     Ok(config)
+}
+
+/// The client configuration of the kubeconfig file at `path`.
+pub(crate) async fn config_from_file(
+    path: &std::path::Path,
+) -> Result<kube::Config, kube::config::KubeconfigError> {
+    let kubeconfig = Kubeconfig::read_from(path)?;
+    kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await
 }
 
 fn parse_master(value: &str) -> Result<http::Uri, ClientError> {

@@ -37,7 +37,6 @@ use axum::response::{IntoResponse, Response};
 use ccm_core::runtime::metrics::SharedRegistry;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio_rustls::rustls::crypto::{CryptoProvider, ring};
 use tokio_rustls::rustls::pki_types::CertificateDer;
 use tokio_rustls::rustls::server::danger::ClientCertVerifier;
@@ -128,12 +127,9 @@ async fn delegated_client(
         reason,
     };
     let config = match path {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path).map_err(|e| error(e.to_string()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| error(e.to_string()))?
-        }
+        Some(path) => crate::client::config_from_file(path)
+            .await
+            .map_err(|e| error(e.to_string()))?,
         None => match kube::Config::incluster() {
             Ok(config) => config,
             Err(err) => {
