@@ -49,7 +49,7 @@ use decide::{
 };
 use review::{AccessQuestion, AccessReviewer, ReviewMetrics, TokenReviewer};
 use tokio_util::sync::CancellationToken;
-use trust::{FromCluster, StopOnDrop, Trust, TrustCell};
+use trust::{FromCluster, Trust, TrustCell};
 use x509::{CaBundle, RequestClientCert};
 
 /// Why delegated authentication or authorization cannot be set up.
@@ -111,7 +111,7 @@ struct Inner {
     access: Option<AccessReviewer>,
     provider: Arc<CryptoProvider>,
     /// Stops following the ConfigMap when the last handle is dropped.
-    _follow: Option<StopOnDrop>,
+    _follow: Option<tokio_util::sync::DropGuard>,
 }
 
 /// The client of a delegated-auth kubeconfig flag: the file when given, else the in-cluster configuration, else
@@ -264,7 +264,7 @@ impl DelegatedAuth {
                     provider.clone(),
                     stop.clone(),
                 ));
-                Some(StopOnDrop(stop))
+                Some(stop.drop_guard())
             }
             _ => None,
         };

@@ -174,16 +174,6 @@ pub(crate) async fn follow(
     }
 }
 
-/// Cancels the follower task when the last handle of the authenticator is dropped.
-#[derive(Debug)]
-pub(crate) struct StopOnDrop(pub(crate) CancellationToken);
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        self.0.cancel();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
