@@ -225,18 +225,12 @@ pub enum CertSource {
 }
 
 /// A loaded serving certificate.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct ServingCert {
     /// The certificate chain, PEM (the first is the serving certificate); clients of a self-signed certificate
     /// may trust it directly.
     pub cert_pem: String,
     config: Arc<ServerConfig>,
-}
-
-impl std::fmt::Debug for ServingCert {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServingCert").finish_non_exhaustive()
-    }
 }
 
 impl ServingCert {
