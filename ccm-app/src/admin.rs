@@ -18,8 +18,8 @@ use crate::auth::DelegatedAuth;
 use crate::client::{KUBE_API_CLIENT_CONFIGZ, KubeApiLimits};
 use crate::health::{Endpoint, HealthChecks, parse_query};
 use crate::options::CcmOptions;
-use crate::serving::PortFlags;
 use crate::serving::certs::RELOAD_INTERVAL;
+use crate::serving::{PortFlags, TEXT_PLAIN, reply};
 use crate::tls::{PeerCertificates, ServingCert, TlsListener};
 
 /// The content type of `/metrics` (prometheus-client writes OpenMetrics text).
@@ -103,16 +103,7 @@ pub fn router(state: AdminState) -> Router {
 }
 
 fn plain(status: StatusCode, body: String) -> Response {
-    (
-        status,
-        [
-            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
-            (header::CACHE_CONTROL, "no-cache, private"),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        ],
-        body,
-    )
-        .into_response()
+    reply(status, TEXT_PLAIN, true, body)
 }
 
 fn report(state: &AdminState, endpoint: Endpoint, uri: &Uri) -> Response {
@@ -259,23 +250,21 @@ pub(crate) async fn start_from_options(
         configz: Arc::new(configz.to_string()),
         auth: Some(auth),
     };
-    let mut server = match listener {
+    let listener = match listener {
         Some(listener) => {
             listener
                 .set_nonblocking(true)
                 .map_err(AdminError::Listener)?;
-            let listener =
-                tokio::net::TcpListener::from_std(listener).map_err(AdminError::Listener)?;
-            AdminServer::start(listener, &cert, state)?
+            tokio::net::TcpListener::from_std(listener).map_err(AdminError::Listener)?
         }
         None => {
             let address = SocketAddr::new(options.bind_address, options.secure_port);
-            let listener = flags
+            flags
                 .bind()
-                .map_err(|source| AdminError::Bind { address, source })?;
-            AdminServer::start(listener, &cert, state)?
+                .map_err(|source| AdminError::Bind { address, source })?
         }
     };
+    let mut server = AdminServer::start(listener, &cert, state)?;
     server.reload = Some(reload.drop_guard());
     Ok(Some(server))
 }

@@ -277,14 +277,10 @@ pub(crate) async fn start_from_options(
     let flags = PortFlags::webhook(options);
     let (cert, certs) = flags.tls(None)?;
     let address = SocketAddr::new(flags.bind_address, flags.port);
-    let listener = flags
-        .bind()
-        .map_err(|source| WebhookError::Bind { address, source })?;
-    let local = listener
-        .local_addr()
-        .map_err(|source| WebhookError::Bind { address, source })?;
-    let tls = TlsListener::new(listener, &cert)
-        .map_err(|source| WebhookError::Bind { address, source })?;
+    let bind_error = |source| WebhookError::Bind { address, source };
+    let listener = flags.bind().map_err(bind_error)?;
+    let local = listener.local_addr().map_err(bind_error)?;
+    let tls = TlsListener::new(listener, &cert).map_err(bind_error)?;
     let stop = tasks.shutdown_token();
     certs.watch(RELOAD_INTERVAL, stop.clone(), "webhook");
     let router = review::router(&enabled, context, WebhookMetrics::register(metrics));
