@@ -121,12 +121,9 @@ impl HealthChecks {
 
     /// The names of the checks of `endpoint`, in order.
     pub fn names(&self, endpoint: Endpoint) -> Vec<String> {
-        self.entries
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .filter(|e| e.endpoints.contains(&endpoint))
-            .map(|e| e.name.clone())
+        self.checks(endpoint)
+            .into_iter()
+            .map(|(name, _)| name)
             .collect()
     }
 

@@ -68,29 +68,24 @@ impl RetryAfterLayer {
     /// How long to wait before retrying a request answered with `status` and `headers`; `None`: do not retry.
     /// A pure function of the answer and the cap.
     pub fn wait_for(&self, status: StatusCode, headers: &HeaderMap) -> Option<Duration> {
-        retry_wait(status, headers, self.max_wait)
+        let retry_after = headers
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            // "0" would mean "at once": never hammer the server
+            .filter(|seconds| *seconds > 0)
+            .map(Duration::from_secs);
+        let wait = match status {
+            StatusCode::TOO_MANY_REQUESTS
+            | StatusCode::SERVICE_UNAVAILABLE
+            | StatusCode::GATEWAY_TIMEOUT => retry_after.unwrap_or(DEFAULT_WAIT),
+            s if s.is_server_error() && headers.contains_key(RETRY_AFTER) => {
+                retry_after.unwrap_or(DEFAULT_WAIT)
+            }
+            _ => return None,
+        };
+        Some(wait.min(self.max_wait))
     }
-}
-
-/// See [`RetryAfterLayer::wait_for`].
-fn retry_wait(status: StatusCode, headers: &HeaderMap, cap: Duration) -> Option<Duration> {
-    let retry_after = headers
-        .get(RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        // "0" would mean "at once": never hammer the server
-        .filter(|seconds| *seconds > 0)
-        .map(Duration::from_secs);
-    let wait = match status {
-        StatusCode::TOO_MANY_REQUESTS
-        | StatusCode::SERVICE_UNAVAILABLE
-        | StatusCode::GATEWAY_TIMEOUT => retry_after.unwrap_or(DEFAULT_WAIT),
-        s if s.is_server_error() && headers.contains_key(RETRY_AFTER) => {
-            retry_after.unwrap_or(DEFAULT_WAIT)
-        }
-        _ => return None,
-    };
-    Some(wait.min(cap))
 }
 
 /// A watch (`?watch=true`, `?watch=1`, or a legacy `/watch/` path): never retried.
