@@ -299,15 +299,9 @@ pub(crate) fn kept_self_signed(
         return Ok((cert_path, key_path));
     }
     let (cert, key) = generate(extra)?;
-    std::fs::create_dir_all(dir).map_err(|source| TlsError::Write {
-        path: dir.to_owned(),
-        source,
-    })?;
-    write_private(&key_path, &key)?;
-    std::fs::write(&cert_path, &cert).map_err(|source| TlsError::Write {
-        path: cert_path.clone(),
-        source,
-    })?;
+    std::fs::create_dir_all(dir).map_err(write_error(dir))?;
+    write_private(&key_path, &key).map_err(write_error(&key_path))?;
+    std::fs::write(&cert_path, &cert).map_err(write_error(&cert_path))?;
     tracing::info!(cert = %cert_path.display(), "wrote a self-signed serving certificate");
     Ok((cert_path, key_path))
 }
@@ -330,7 +324,7 @@ pub(crate) fn generate(extra: &[String]) -> Result<(String, String), TlsError> {
     Ok((cert.pem(), key.serialize_pem()))
 }
 
-fn write_private(path: &Path, content: &str) -> Result<(), TlsError> {
+fn write_private(path: &Path, content: &str) -> std::io::Result<()> {
     use std::io::Write;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
@@ -339,15 +333,15 @@ fn write_private(path: &Path, content: &str) -> Result<(), TlsError> {
         use std::os::unix::fs::OpenOptionsExt;
         options.mode(0o600);
     }
-    let mut file = options.open(path).map_err(|source| TlsError::Write {
+    options.open(path)?.write_all(content.as_bytes())
+}
+
+/// The error of writing `path`.
+fn write_error(path: &Path) -> impl FnOnce(std::io::Error) -> TlsError + '_ {
+    |source| TlsError::Write {
         path: path.to_owned(),
         source,
-    })?;
-    file.write_all(content.as_bytes())
-        .map_err(|source| TlsError::Write {
-            path: path.to_owned(),
-            source,
-        })
+    }
 }
 
 /// The client certificate chain of a connection, leaf first (empty when the client sent none); the admin router
