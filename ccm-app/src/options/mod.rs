@@ -44,11 +44,11 @@ use ccm_routecontroller::{Config as RouteConfig, RouteSyncMode};
 use ccm_servicecontroller::{Config as ServiceConfig, Takeover as ServiceTakeover};
 
 use define::settings;
+use parse::parse_duration_flag;
 pub use parse::{
     KubeApiLimit, LogFormat, NodeOwnershipOption, OperationLimit, RouteSyncModeOption,
     ServiceTakeoverOption,
 };
-use parse::{parse_duration_flag, parse_kube_api_burst, parse_kube_api_qps};
 pub(crate) use parse::{parse_go_bool, parse_operation_limit};
 pub use validate::ValidationError;
 
@@ -106,12 +106,12 @@ settings! {
     /// client-go; 0 means 5, negative means unlimited). Unset (or `auto`): no client-side limit when the API server
     /// runs API Priority and Fairness (detected at start), Go's 20 otherwise; --kube-api-qps=20
     /// --kube-api-burst=30 is Go's fixed behaviour. Default: auto.
-    #[arg(long, value_name = "QPS", value_parser = parse_kube_api_qps, help_heading = "Kubernetes client")]
+    #[arg(long, value_name = "QPS", help_heading = "Kubernetes client")]
     kube_api_qps: KubeApiLimit<f32> = KubeApiLimit::Auto,
 
     /// The burst of each client's token bucket (0 means 10). Unset (or `auto`): decided with --kube-api-qps (Go's
     /// 30 when only --kube-api-qps is set). Default: auto.
-    #[arg(long, value_name = "N", value_parser = parse_kube_api_burst, help_heading = "Kubernetes client")]
+    #[arg(long, value_name = "N", help_heading = "Kubernetes client")]
     kube_api_burst: KubeApiLimit<i32> = KubeApiLimit::Auto,
 
     /// Accepted for compatibility; requests are always sent as JSON. Default: application/vnd.kubernetes.protobuf.

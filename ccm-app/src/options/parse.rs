@@ -137,16 +137,6 @@ impl<T: std::str::FromStr> std::str::FromStr for KubeApiLimit<T> {
     }
 }
 
-/// Parse `--kube-api-qps`: a number or `auto`.
-pub(crate) fn parse_kube_api_qps(value: &str) -> Result<KubeApiLimit<f32>, String> {
-    value.parse()
-}
-
-/// Parse `--kube-api-burst`: a whole number or `auto`.
-pub(crate) fn parse_kube_api_burst(value: &str) -> Result<KubeApiLimit<i32>, String> {
-    value.parse()
-}
-
 impl<T: Serialize> Serialize for KubeApiLimit<T> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
@@ -264,6 +254,9 @@ mod tests {
 
     #[test]
     fn kube_api_limits_read_numbers_and_auto() {
+        // how clap reads --kube-api-qps and --kube-api-burst
+        let parse_kube_api_qps = str::parse::<KubeApiLimit<f32>>;
+        let parse_kube_api_burst = str::parse::<KubeApiLimit<i32>>;
         assert_eq!(parse_kube_api_qps("auto"), Ok(KubeApiLimit::Auto));
         assert_eq!(parse_kube_api_qps("-1"), Ok(KubeApiLimit::Value(-1.0)));
         assert_eq!(parse_kube_api_burst("30"), Ok(KubeApiLimit::Value(30)));
