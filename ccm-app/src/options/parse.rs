@@ -2,7 +2,6 @@
 //! `--logging-format`, `--node-lifecycle-ownership` and `--route-sync-mode`.
 
 use ccm_core::budget::OperationBudget;
-use ccm_core::duration::{DurationError, GoDuration};
 use ccm_core::intercept::Operation;
 use clap::ValueEnum;
 use schemars::JsonSchema;
@@ -22,11 +21,6 @@ pub(crate) fn parse_go_bool(value: &str) -> Result<bool, String> {
             "invalid boolean {other:?}; use true or false (or 1, t, T, TRUE, True, 0, f, F, FALSE, False)"
         )),
     }
-}
-
-/// Parse a Go duration flag (`10s`, `1h30m`) with the one parser of the workspace.
-pub(crate) fn parse_duration_flag(value: &str) -> Result<GoDuration, String> {
-    value.parse().map_err(|e: DurationError| e.to_string())
 }
 
 /// One `--cloud-api-operation-limit` value: an operation's call-log name and its limit.
