@@ -100,11 +100,6 @@ impl HealthReport {
 }
 
 impl HealthChecks {
-    /// An empty set.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// Add (or replace) the check `name` on `endpoints`.
     pub fn add(&self, name: &str, endpoints: &[Endpoint], check: HealthCheck) {
         let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
@@ -210,7 +205,7 @@ mod tests {
 
     #[test]
     fn aggregation_per_endpoint() {
-        let checks = HealthChecks::new();
+        let checks = HealthChecks::default();
         let leader = Arc::new(AtomicBool::new(false));
         checks.add("ping", Endpoint::ALL, ok());
         checks.add("leaderElection", Endpoint::ALL, ok());
@@ -250,7 +245,7 @@ mod tests {
 
     #[test]
     fn exclude_and_single_checks() {
-        let checks = HealthChecks::new();
+        let checks = HealthChecks::default();
         let down = Arc::new(AtomicBool::new(false));
         checks.add("ping", Endpoint::ALL, ok());
         checks.add("broken", &[Endpoint::Healthz], flag(&down));
@@ -271,7 +266,7 @@ mod tests {
 
     #[test]
     fn adding_a_name_again_replaces_it_in_place() {
-        let checks = HealthChecks::new();
+        let checks = HealthChecks::default();
         checks.add("a", Endpoint::ALL, ok());
         checks.add("b", Endpoint::ALL, ok());
         checks.add("a", &[Endpoint::Healthz], Arc::new(|| Err("x".into())));
@@ -282,7 +277,7 @@ mod tests {
 
     #[test]
     fn an_empty_set_is_healthy() {
-        let report = HealthChecks::new().report(Endpoint::Livez, &[]);
+        let report = HealthChecks::default().report(Endpoint::Livez, &[]);
         assert!(report.healthy());
         assert_eq!(report.render(true), "livez check passed\n");
     }
@@ -315,7 +310,7 @@ mod tests {
         use crate::health::{Endpoint, HealthChecks};
         use std::sync::Arc;
 
-        let checks = HealthChecks::new();
+        let checks = HealthChecks::default();
         checks.add("ping", Endpoint::ALL, Arc::new(|| Ok(())));
         checks.add(
             "leader",

@@ -42,12 +42,6 @@ pub struct RetryAfterLayer {
     retries: u32,
 }
 
-impl Default for RetryAfterLayer {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl RetryAfterLayer {
     /// Up to 10 retries, each wait at most 10 s.
     pub fn new() -> Self {
