@@ -416,14 +416,10 @@ impl ClientFactory {
     }
 
     /// A client named `name` and a second one for its Events over the same token bucket, at a lower priority:
-    /// Event writes only use tokens the first client leaves free, so they never delay its object writes.
-    pub fn client_with_events(&self, name: &str) -> (kube::Client, kube::Client) {
-        self.client_with_events_as(name, None)
-    }
-
-    /// [`client_with_events`](Self::client_with_events); `Some((connection, tokens))`: a controller's own
-    /// ServiceAccount ([`crate::service_accounts::TokenSource::authorize`] on `connection`).
-    pub fn client_with_events_as(
+    /// Event writes only use tokens the first client leaves free, so they never delay its object writes. With
+    /// `Some((connection, tokens))`, both act as a controller's own ServiceAccount
+    /// ([`crate::service_accounts::TokenSource::authorize`] on `connection`).
+    pub fn client_with_events(
         &self,
         name: &str,
         identity: Identity<'_>,
