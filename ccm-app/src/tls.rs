@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::crypto::{CryptoProvider, ring};
 use tokio_rustls::rustls::pki_types::CertificateDer;
@@ -17,6 +16,7 @@ use tokio_rustls::rustls::server::ResolvesServerCert;
 use tokio_rustls::rustls::server::danger::ClientCertVerifier;
 use tokio_rustls::rustls::{ServerConfig, SupportedCipherSuite, SupportedProtocolVersion};
 use tokio_rustls::server::TlsStream;
+use tokio_util::task::AbortOnDropHandle;
 
 /// The base name of the self-signed pair in `--cert-dir` (Go: `cloud-controller-manager.crt` / `.key`).
 pub const PAIR_NAME: &str = "cloud-controller-manager";
@@ -368,7 +368,8 @@ impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, TlsL
 pub(crate) struct TlsListener {
     rx: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
     local: SocketAddr,
-    acceptor: JoinHandle<()>,
+    /// The accept loop, stopped when the listener is dropped.
+    _acceptor: AbortOnDropHandle<()>,
 }
 
 impl TlsListener {
@@ -404,14 +405,8 @@ impl TlsListener {
         Ok(TlsListener {
             rx,
             local,
-            acceptor,
+            _acceptor: AbortOnDropHandle::new(acceptor),
         })
-    }
-}
-
-impl Drop for TlsListener {
-    fn drop(&mut self) {
-        self.acceptor.abort();
     }
 }
 
