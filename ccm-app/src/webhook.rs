@@ -207,22 +207,17 @@ pub(crate) fn enabled(
 ) -> Result<Vec<WebhookDescriptor>, Result<ValidationError, WebhookError>> {
     let catalog = catalog(webhooks).map_err(Err)?;
     let names = catalog.enabled(selection).map_err(|unknown| {
+        let known = match catalog.names() {
+            [] => "none".to_owned(),
+            names => names.join(", "),
+        };
+        // (a name has no white space, so only the message's own words are replaced)
+        let unknown = unknown
+            .to_string()
+            .replace("known controllers", "known webhooks");
         Ok(ValidationError::Invalid {
             setting: "webhooks",
-            reason: unknown
-                .names
-                .iter()
-                .map(|n| format!("{n:?} is not in the list of known webhooks"))
-                .collect::<Vec<_>>()
-                .join("; ")
-                + &format!(
-                    " (known webhooks: {})",
-                    if catalog.names().is_empty() {
-                        "none".to_owned()
-                    } else {
-                        catalog.names().join(", ")
-                    }
-                ),
+            reason: format!("{unknown} (known webhooks: {known})"),
         })
     })?;
     Ok(webhooks
