@@ -651,16 +651,6 @@ impl CcmOptions {
         options
     }
 
-    /// The number of parallel address refreshes: `--concurrent-node-status-updates`, or
-    /// `--concurrent-node-syncs` when it is 0.
-    pub fn effective_node_status_updates(&self) -> i32 {
-        if self.concurrent_node_status_updates == 0 {
-            self.concurrent_node_syncs
-        } else {
-            self.concurrent_node_status_updates
-        }
-    }
-
     /// The cloud-call budget of `--cloud-api-qps`, `--cloud-api-burst`, `cloudApiOperationLimits` and
     /// `--cloud-api-operation-limit`.
     pub fn cloud_budget(&self) -> CloudBudget {
@@ -704,7 +694,10 @@ mod tests {
         assert_eq!(o.node_status_update_frequency, Duration::from_secs(300));
         assert_eq!(o.concurrent_node_syncs, 1);
         assert_eq!(o.concurrent_node_status_updates, 0);
-        assert_eq!(o.effective_node_status_updates(), 1);
+        assert_eq!(
+            crate::defaults::cloud_node_config(&o).status_update_workers(),
+            1
+        );
         assert_eq!(o.concurrent_service_syncs, 1);
         assert!(o.leader_elect);
         assert_eq!(o.leader_elect_lease_duration, Duration::from_secs(15));
