@@ -18,8 +18,8 @@ use crate::auth::DelegatedAuth;
 use crate::client::{KUBE_API_CLIENT_CONFIGZ, KubeApiLimits};
 use crate::health::{Endpoint, HealthChecks, parse_query};
 use crate::options::CcmOptions;
-use crate::serving::PortFlags;
 use crate::serving::certs::RELOAD_INTERVAL;
+use crate::serving::{PortFlags, TEXT_PLAIN, reply};
 use crate::tls::{PeerCertificates, ServingCert, TlsListener};
 
 /// The content type of `/metrics` (prometheus-client writes OpenMetrics text).
@@ -75,13 +75,21 @@ impl std::fmt::Debug for AdminState {
 /// The admin routes, behind the authentication and authorization of `state.auth` when set.
 pub fn router(state: AdminState) -> Router {
     let auth = state.auth.clone();
-    let router = Router::new()
-        .route("/healthz", get(healthz))
-        .route("/healthz/{check}", get(healthz_one))
-        .route("/livez", get(livez))
-        .route("/livez/{check}", get(livez_one))
-        .route("/readyz", get(readyz))
-        .route("/readyz/{check}", get(readyz_one))
+    let mut router = Router::new();
+    for &endpoint in Endpoint::ALL {
+        router = router
+            .route(
+                &format!("/{}", endpoint.name()),
+                get(move |State(state), uri: Uri| async move { report(&state, endpoint, &uri) }),
+            )
+            .route(
+                &format!("/{}/{{check}}", endpoint.name()),
+                get(move |State(state), Path(check): Path<String>| async move {
+                    one(&state, endpoint, &check)
+                }),
+            );
+    }
+    let router = router
         .route("/metrics", get(metrics))
         .route("/configz", get(configz))
         .with_state(state);
@@ -95,16 +103,7 @@ pub fn router(state: AdminState) -> Router {
 }
 
 fn plain(status: StatusCode, body: String) -> Response {
-    (
-        status,
-        [
-            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
-            (header::CACHE_CONTROL, "no-cache, private"),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        ],
-        body,
-    )
-        .into_response()
+    reply(status, TEXT_PLAIN, true, body)
 }
 
 fn report(state: &AdminState, endpoint: Endpoint, uri: &Uri) -> Response {
@@ -130,25 +129,6 @@ fn one(state: &AdminState, endpoint: Endpoint, check: &str) -> Response {
             format!("internal server error: {reason}\n"),
         ),
     }
-}
-
-async fn healthz(State(state): State<AdminState>, uri: Uri) -> Response {
-    report(&state, Endpoint::Healthz, &uri)
-}
-async fn livez(State(state): State<AdminState>, uri: Uri) -> Response {
-    report(&state, Endpoint::Livez, &uri)
-}
-async fn readyz(State(state): State<AdminState>, uri: Uri) -> Response {
-    report(&state, Endpoint::Readyz, &uri)
-}
-async fn healthz_one(State(state): State<AdminState>, Path(check): Path<String>) -> Response {
-    one(&state, Endpoint::Healthz, &check)
-}
-async fn livez_one(State(state): State<AdminState>, Path(check): Path<String>) -> Response {
-    one(&state, Endpoint::Livez, &check)
-}
-async fn readyz_one(State(state): State<AdminState>, Path(check): Path<String>) -> Response {
-    one(&state, Endpoint::Readyz, &check)
 }
 
 async fn metrics(State(state): State<AdminState>) -> Response {
@@ -270,23 +250,21 @@ pub(crate) async fn start_from_options(
         configz: Arc::new(configz.to_string()),
         auth: Some(auth),
     };
-    let mut server = match listener {
+    let listener = match listener {
         Some(listener) => {
             listener
                 .set_nonblocking(true)
                 .map_err(AdminError::Listener)?;
-            let listener =
-                tokio::net::TcpListener::from_std(listener).map_err(AdminError::Listener)?;
-            AdminServer::start(listener, &cert, state)?
+            tokio::net::TcpListener::from_std(listener).map_err(AdminError::Listener)?
         }
         None => {
             let address = SocketAddr::new(options.bind_address, options.secure_port);
-            let listener = flags
+            flags
                 .bind()
-                .map_err(|source| AdminError::Bind { address, source })?;
-            AdminServer::start(listener, &cert, state)?
+                .map_err(|source| AdminError::Bind { address, source })?
         }
     };
+    let mut server = AdminServer::start(listener, &cert, state)?;
     server.reload = Some(reload.drop_guard());
     Ok(Some(server))
 }

@@ -283,12 +283,7 @@ pub async fn kube_config(options: &CcmOptions) -> Result<kube::Config, ClientErr
     };
     let mut config = match (&options.kubeconfig, &master) {
         (Some(path), _) => {
-            let kubeconfig =
-                Kubeconfig::read_from(path).map_err(|source| ClientError::Kubeconfig {
-                    path: path.clone(),
-                    source,
-                })?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            config_from_file(path)
                 .await
                 .map_err(|source| ClientError::Kubeconfig {
                     path: path.clone(),
@@ -317,6 +312,14 @@ pub async fn kube_config(options: &CcmOptions) -> Result<kube::Config, ClientErr
         config.cluster_url = url;
     }
     Ok(config)
+}
+
+/// The client configuration of the kubeconfig file at `path`.
+pub(crate) async fn config_from_file(
+    path: &std::path::Path,
+) -> Result<kube::Config, kube::config::KubeconfigError> {
+    let kubeconfig = Kubeconfig::read_from(path)?;
+    kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await
 }
 
 fn parse_master(value: &str) -> Result<http::Uri, ClientError> {
@@ -413,14 +416,10 @@ impl ClientFactory {
     }
 
     /// A client named `name` and a second one for its Events over the same token bucket, at a lower priority:
-    /// Event writes only use tokens the first client leaves free, so they never delay its object writes.
-    pub fn client_with_events(&self, name: &str) -> (kube::Client, kube::Client) {
-        self.client_with_events_as(name, None)
-    }
-
-    /// [`client_with_events`](Self::client_with_events); `Some((connection, tokens))`: a controller's own
-    /// ServiceAccount ([`crate::service_accounts::TokenSource::authorize`] on `connection`).
-    pub fn client_with_events_as(
+    /// Event writes only use tokens the first client leaves free, so they never delay its object writes. With
+    /// `Some((connection, tokens))`, both act as a controller's own ServiceAccount
+    /// ([`crate::service_accounts::TokenSource::authorize`] on `connection`).
+    pub fn client_with_events(
         &self,
         name: &str,
         identity: Identity<'_>,

@@ -100,28 +100,14 @@ pub fn route_config(options: &CcmOptions) -> ccm_routecontroller::Config {
 /// The four standard controllers, in start order — cloud-node, cloud-node-lifecycle, service, route — and, with
 /// the `doctor` feature, the bootstrap self-check.
 pub fn default_controllers(options: &CcmOptions) -> Vec<ControllerDescriptor> {
-    let mut descriptors = vec![
+    vec![
         ccm_nodecontroller::cloud_node_descriptor(cloud_node_config(options)),
         ccm_nodecontroller::cloud_node_lifecycle_descriptor(cloud_node_lifecycle_config(options)),
         ccm_servicecontroller::descriptor(service_config(options)),
         ccm_routecontroller::descriptor(route_config(options)),
-    ];
-    descriptors.extend(bootstrap_selfcheck());
-    descriptors
-}
-
-/// The doctor's bootstrap self-check (`node-bootstrap-selfcheck`).
-#[cfg(feature = "doctor")]
-fn bootstrap_selfcheck() -> Option<ControllerDescriptor> {
-    Some(ccm_doctor::selfcheck::descriptor(
-        ccm_doctor::selfcheck::SelfCheckConfig::default(),
-    ))
-}
-
-/// Without the `doctor` feature there is no self-check.
-#[cfg(not(feature = "doctor"))]
-fn bootstrap_selfcheck() -> Option<ControllerDescriptor> {
-    None
+        #[cfg(feature = "doctor")]
+        ccm_doctor::selfcheck::descriptor(ccm_doctor::selfcheck::SelfCheckConfig::default()),
+    ]
 }
 
 /// The flag that sets each field of the standard controllers' `Config`s a rule checks.

@@ -32,22 +32,14 @@
 use std::collections::BTreeMap;
 
 use ccm_core::names;
-use k8s_openapi::api::apps::v1::{
-    Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
-};
-use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource,
-    HTTPGetAction, ObjectFieldSelector, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec,
-    Probe, ResourceRequirements, SeccompProfile, SecurityContext, ServiceAccount, Toleration,
-    Volume, VolumeMount,
-};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ServiceAccount, Toleration};
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
 };
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
+use serde_json::{Value, json};
 
 use crate::auth::decide::{AUTHENTICATION_CONFIGMAP_NAMESPACE, AUTHENTICATION_READER_ROLE};
 
@@ -301,11 +293,25 @@ pub(crate) fn service_account(options: &ManifestOptions) -> ServiceAccount {
 }
 
 fn subject(options: &ManifestOptions) -> Subject {
+    service_account_subject(&options.name, &options.namespace)
+}
+
+/// The ServiceAccount `name` in `namespace`, as the subject of a binding.
+pub(crate) fn service_account_subject(name: &str, namespace: &str) -> Subject {
     Subject {
         kind: "ServiceAccount".to_owned(),
-        name: options.name.clone(),
-        namespace: Some(options.namespace.clone()),
+        name: name.to_owned(),
+        namespace: Some(namespace.to_owned()),
         ..Subject::default()
+    }
+}
+
+/// A binding's reference to the `kind` (`Role` or `ClusterRole`) named `name`.
+pub(crate) fn role_ref(kind: &str, name: &str) -> RoleRef {
+    RoleRef {
+        api_group: Some("rbac.authorization.k8s.io".to_owned()),
+        kind: kind.to_owned(),
+        name: name.to_owned(),
     }
 }
 
@@ -322,11 +328,7 @@ pub fn cluster_role(options: &ManifestOptions) -> ClusterRole {
 pub fn cluster_role_binding(options: &ManifestOptions) -> ClusterRoleBinding {
     ClusterRoleBinding {
         metadata: options.meta(&options.cluster_role_name, None),
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".to_owned()),
-            kind: "ClusterRole".to_owned(),
-            name: options.cluster_role_name.clone(),
-        },
+        role_ref: role_ref("ClusterRole", &options.cluster_role_name),
         subjects: Some(vec![subject(options)]),
     }
 }
@@ -347,11 +349,7 @@ pub fn lease_role(options: &ManifestOptions) -> Role {
 pub fn lease_role_binding(options: &ManifestOptions) -> RoleBinding {
     RoleBinding {
         metadata: options.meta(&lease_role_name(options), Some(&options.lease_namespace)),
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".to_owned()),
-            kind: "Role".to_owned(),
-            name: lease_role_name(options),
-        },
+        role_ref: role_ref("Role", &lease_role_name(options)),
         subjects: Some(vec![subject(options)]),
     }
 }
@@ -364,11 +362,7 @@ pub fn authentication_reader_binding(options: &ManifestOptions) -> RoleBinding {
             &format!("{}:authentication-reader", options.name),
             Some(AUTHENTICATION_CONFIGMAP_NAMESPACE),
         ),
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".to_owned()),
-            kind: "Role".to_owned(),
-            name: AUTHENTICATION_READER_ROLE.to_owned(),
-        },
+        role_ref: role_ref("Role", AUTHENTICATION_READER_ROLE),
         subjects: Some(vec![subject(options)]),
     }
 }
@@ -417,157 +411,83 @@ pub(crate) fn container_args(options: &ManifestOptions) -> Vec<String> {
     args
 }
 
-/// The Deployment.
+/// The Deployment, written as the manifest reads and checked against the Deployment type.
 pub(crate) fn deployment(options: &ManifestOptions) -> Deployment {
-    let selector: BTreeMap<String, String> =
-        [("app.kubernetes.io/name".to_owned(), options.name.clone())].into();
-    let port = i32::from(options.secure_port);
-    let mut volumes = Vec::new();
-    let mut mounts = Vec::new();
-    if let Some(cc) = &options.cloud_config {
-        volumes.push(Volume {
-            name: "cloud-config".to_owned(),
-            config_map: Some(ConfigMapVolumeSource {
-                name: cc.config_map.clone(),
-                ..ConfigMapVolumeSource::default()
-            }),
-            ..Volume::default()
-        });
-        mounts.push(VolumeMount {
-            name: "cloud-config".to_owned(),
-            mount_path: cc.mount_dir.clone(),
-            read_only: Some(true),
-            ..VolumeMount::default()
-        });
-    }
-    let container = Container {
-        name: options.name.clone(),
-        image: Some(options.image.clone()),
-        args: Some(container_args(options)),
-        // The leader-election identity prefix and the Events' reporting instance; with the namespace, the Pod
-        // that reload Events are about (the internal `reload` module).
-        env: Some(
-            [
-                (ccm_leaderelection::POD_NAME_ENV, "metadata.name"),
-                (crate::reload::POD_NAMESPACE_ENV, "metadata.namespace"),
-            ]
-            .into_iter()
-            .map(|(name, field)| EnvVar {
-                name: name.to_owned(),
-                value_from: Some(EnvVarSource {
-                    field_ref: Some(ObjectFieldSelector {
-                        field_path: field.to_owned(),
-                        ..ObjectFieldSelector::default()
-                    }),
-                    ..EnvVarSource::default()
-                }),
-                ..EnvVar::default()
-            })
-            .collect(),
+    let selector = json!({ "app.kubernetes.io/name": options.name });
+    let port = options.secure_port;
+    let (volumes, mounts) = match &options.cloud_config {
+        Some(cc) => (
+            json!([{ "name": "cloud-config", "configMap": { "name": cc.config_map } }]),
+            json!([{ "name": "cloud-config", "mountPath": cc.mount_dir, "readOnly": true }]),
         ),
-        ports: Some(vec![ContainerPort {
-            name: Some("https".to_owned()),
-            container_port: port,
-            protocol: Some("TCP".to_owned()),
-            ..ContainerPort::default()
-        }]),
-        liveness_probe: Some(Probe {
-            http_get: Some(HTTPGetAction {
-                path: Some("/healthz".to_owned()),
-                port: IntOrString::Int(port),
-                scheme: Some("HTTPS".to_owned()),
-                ..HTTPGetAction::default()
-            }),
-            initial_delay_seconds: Some(15),
-            period_seconds: Some(10),
-            timeout_seconds: Some(5),
-            failure_threshold: Some(3),
-            ..Probe::default()
-        }),
-        resources: Some(ResourceRequirements {
-            requests: Some(
-                [
-                    ("cpu".to_owned(), Quantity("100m".to_owned())),
-                    ("memory".to_owned(), Quantity("64Mi".to_owned())),
-                ]
-                .into(),
-            ),
-            ..ResourceRequirements::default()
-        }),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            run_as_user: Some(65532),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".to_owned()]),
-                ..Capabilities::default()
-            }),
-            seccomp_profile: Some(SeccompProfile {
-                type_: "RuntimeDefault".to_owned(),
-                ..SeccompProfile::default()
-            }),
-            ..SecurityContext::default()
-        }),
-        volume_mounts: (!mounts.is_empty()).then_some(mounts),
-        ..Container::default()
+        None => (Value::Null, Value::Null),
     };
-    Deployment {
-        metadata: options.meta(&options.name, Some(&options.namespace)),
-        spec: Some(DeploymentSpec {
-            replicas: Some(options.replicas),
-            selector: LabelSelector {
-                match_labels: Some(selector.clone()),
-                ..LabelSelector::default()
-            },
+    // The leader-election identity prefix and the Events' reporting instance; with the namespace, the Pod that
+    // reload Events are about (the internal `reload` module).
+    let env = [
+        (ccm_leaderelection::POD_NAME_ENV, "metadata.name"),
+        (crate::reload::POD_NAMESPACE_ENV, "metadata.namespace"),
+    ]
+    .map(|(name, field)| json!({ "name": name, "valueFrom": { "fieldRef": { "fieldPath": field } } }));
+    let container = json!({
+        "name": options.name,
+        "image": options.image,
+        "args": container_args(options),
+        "env": env,
+        "ports": [{ "name": "https", "containerPort": port, "protocol": "TCP" }],
+        "livenessProbe": {
+            "httpGet": { "path": "/healthz", "port": port, "scheme": "HTTPS" },
+            "initialDelaySeconds": 15,
+            "periodSeconds": 10,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        },
+        "resources": { "requests": { "cpu": "100m", "memory": "64Mi" } },
+        "securityContext": {
+            "allowPrivilegeEscalation": false,
+            "readOnlyRootFilesystem": true,
+            "runAsNonRoot": true,
+            "runAsUser": 65532,
+            "capabilities": { "drop": ["ALL"] },
+            "seccompProfile": { "type": "RuntimeDefault" },
+        },
+        "volumeMounts": mounts,
+    });
+    let deployment = json!({
+        "metadata": options.meta(&options.name, Some(&options.namespace)),
+        "spec": {
+            "replicas": options.replicas,
+            "selector": { "matchLabels": selector },
             // With hostNetwork and one replica per node, a surge pod would have nowhere to go.
-            strategy: Some(DeploymentStrategy {
-                type_: Some("RollingUpdate".to_owned()),
-                rolling_update: Some(RollingUpdateDeployment {
-                    max_surge: Some(IntOrString::Int(0)),
-                    max_unavailable: Some(IntOrString::Int(1)),
-                }),
-            }),
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(options.labels()),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(PodSpec {
-                    service_account_name: Some(options.name.clone()),
-                    host_network: Some(true),
-                    dns_policy: Some("Default".to_owned()),
-                    priority_class_name: Some(options.priority_class_name.clone()),
-                    node_selector: Some(
-                        [(names::taints::CONTROL_PLANE.to_owned(), String::new())].into(),
-                    ),
-                    affinity: Some(Affinity {
-                        pod_anti_affinity: Some(PodAntiAffinity {
-                            required_during_scheduling_ignored_during_execution: Some(vec![
-                                PodAffinityTerm {
-                                    label_selector: Some(LabelSelector {
-                                        match_labels: Some(selector),
-                                        ..LabelSelector::default()
-                                    }),
-                                    topology_key: names::labels::HOSTNAME.to_owned(),
-                                    ..PodAffinityTerm::default()
-                                },
-                            ]),
-                            ..PodAntiAffinity::default()
-                        }),
-                        ..Affinity::default()
-                    }),
-                    tolerations: Some(tolerations()),
-                    termination_grace_period_seconds: Some(40),
-                    containers: vec![container],
-                    volumes: (!volumes.is_empty()).then_some(volumes),
-                    ..PodSpec::default()
-                }),
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": { "maxSurge": 0, "maxUnavailable": 1 },
             },
-            ..DeploymentSpec::default()
-        }),
-        ..Deployment::default()
-    }
+            "template": {
+                "metadata": { "labels": options.labels() },
+                "spec": {
+                    "serviceAccountName": options.name,
+                    "hostNetwork": true,
+                    "dnsPolicy": "Default",
+                    "priorityClassName": options.priority_class_name,
+                    "nodeSelector": { names::taints::CONTROL_PLANE: "" },
+                    "affinity": {
+                        "podAntiAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                                "labelSelector": { "matchLabels": selector },
+                                "topologyKey": names::labels::HOSTNAME,
+                            }],
+                        },
+                    },
+                    "tolerations": tolerations(),
+                    "terminationGracePeriodSeconds": 40,
+                    "containers": [container],
+                    "volumes": volumes,
+                },
+            },
+        },
+    });
+    serde_json::from_value(deployment).expect("the Deployment above has the fields of a Deployment")
 }
 
 /// One generated file.

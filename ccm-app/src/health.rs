@@ -100,11 +100,6 @@ impl HealthReport {
 }
 
 impl HealthChecks {
-    /// An empty set.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// Add (or replace) the check `name` on `endpoints`.
     pub fn add(&self, name: &str, endpoints: &[Endpoint], check: HealthCheck) {
         let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
@@ -121,12 +116,9 @@ impl HealthChecks {
 
     /// The names of the checks of `endpoint`, in order.
     pub fn names(&self, endpoint: Endpoint) -> Vec<String> {
-        self.entries
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .filter(|e| e.endpoints.contains(&endpoint))
-            .map(|e| e.name.clone())
+        self.checks(endpoint)
+            .into_iter()
+            .map(|(name, _)| name)
             .collect()
     }
 
@@ -181,42 +173,14 @@ impl HealthChecks {
 pub fn parse_query(query: Option<&str>) -> (bool, Vec<String>) {
     let mut verbose = false;
     let mut exclude = Vec::new();
-    for pair in query
-        .unwrap_or_default()
-        .split('&')
-        .filter(|p| !p.is_empty())
-    {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        match key {
+    for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        match &*key {
             "verbose" => verbose = value != "false" && value != "0",
-            "exclude" if !value.is_empty() => exclude.push(percent_decode(value)),
+            "exclude" if !value.is_empty() => exclude.push(value.into_owned()),
             _ => {}
         }
     }
     (verbose, exclude)
-}
-
-fn percent_decode(value: &str) -> String {
-    let bytes = value.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push(u8::try_from(h * 16 + l).unwrap_or(b'?'));
-                    i += 3;
-                    continue;
-                }
-                _ => out.push(b'%'),
-            },
-            b'+' => out.push(b' '),
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -241,7 +205,7 @@ mod tests {
 
     #[test]
     fn aggregation_per_endpoint() {
-        let checks = HealthChecks::new();
+        let checks = HealthChecks::default();
         let leader = Arc::new(AtomicBool::new(false));
         checks.add("ping", Endpoint::ALL, ok());
         checks.add("leaderElection", Endpoint::ALL, ok());
@@ -281,7 +245,7 @@ mod tests {
 
     #[test]
     fn exclude_and_single_checks() {
-        let checks = HealthChecks::new();
+        let checks = HealthChecks::default();
         let down = Arc::new(AtomicBool::new(false));
         checks.add("ping", Endpoint::ALL, ok());
         checks.add("broken", &[Endpoint::Healthz], flag(&down));
@@ -302,7 +266,7 @@ mod tests {
 
     #[test]
     fn adding_a_name_again_replaces_it_in_place() {
-        let checks = HealthChecks::new();
+        let checks = HealthChecks::default();
         checks.add("a", Endpoint::ALL, ok());
         checks.add("b", Endpoint::ALL, ok());
         checks.add("a", &[Endpoint::Healthz], Arc::new(|| Err("x".into())));
@@ -313,7 +277,7 @@ mod tests {
 
     #[test]
     fn an_empty_set_is_healthy() {
-        let report = HealthChecks::new().report(Endpoint::Livez, &[]);
+        let report = HealthChecks::default().report(Endpoint::Livez, &[]);
         assert!(report.healthy());
         assert_eq!(report.render(true), "livez check passed\n");
     }
@@ -346,7 +310,7 @@ mod tests {
         use crate::health::{Endpoint, HealthChecks};
         use std::sync::Arc;
 
-        let checks = HealthChecks::new();
+        let checks = HealthChecks::default();
         checks.add("ping", Endpoint::ALL, Arc::new(|| Ok(())));
         checks.add(
             "leader",

@@ -96,6 +96,7 @@ impl<S> Layer<S> for TokenBucketLayer {
     }
 }
 
+#[derive(Debug)]
 enum State {
     /// No token held.
     Idle,
@@ -106,6 +107,7 @@ enum State {
 }
 
 /// The service made by [`TokenBucketLayer`].
+#[derive(Debug)]
 pub struct TokenBucketService<S> {
     inner: S,
     bucket: Option<Arc<Mutex<TokenBucket>>>,
@@ -122,16 +124,6 @@ impl<S: Clone> Clone for TokenBucketService<S> {
             priority: self.priority,
             state: State::Idle,
         }
-    }
-}
-
-impl<S: std::fmt::Debug> std::fmt::Debug for TokenBucketService<S> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TokenBucketService")
-            .field("inner", &self.inner)
-            .field("limited", &self.bucket.is_some())
-            .field("priority", &self.priority)
-            .finish_non_exhaustive()
     }
 }
 

@@ -274,14 +274,6 @@ impl ReloadMetrics {
             .get_or_create(&vec![("result".to_owned(), verdict.label().to_owned())])
             .inc();
     }
-
-    /// The reloads counted with `result`.
-    #[cfg(test)]
-    pub fn total(&self, result: &str) -> u64 {
-        self.reloads
-            .get_or_create(&vec![("result".to_owned(), result.to_owned())])
-            .get()
-    }
 }
 
 /// The runtime's observer: an error or info log line, the counter and the Event on `regarding`.

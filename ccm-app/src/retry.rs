@@ -10,22 +10,20 @@
 //! | anything else | not retried |
 //!
 //! A request is retried at most [`DEFAULT_MAX_RETRIES`] times (10, client-go's default); then the last
-//! answer is returned. The layer sits above the client's token bucket, so every retry takes a token like a new
-//! request (client-go throttles every attempt). Watches are never retried (a watch's caller re-lists and
-//! re-watches), and neither is a request whose body cannot be sent twice; kube-rs builds every request body from a
-//! buffer (small JSON), so in practice every other request can be. Every 429 is counted in
-//! `rest_client_requests_throttled_total{client}`.
+//! answer is returned. The layer is tower's retry middleware with this policy; it sits above the client's token
+//! bucket, so every retry takes a token like a new request (client-go throttles every attempt). Watches are never
+//! retried (a watch's caller re-lists and re-watches), and neither is a request whose body cannot be sent twice;
+//! kube-rs builds every request body from a buffer (small JSON), so in practice every other request can be. Every
+//! 429 is counted in `rest_client_requests_throttled_total{client}`.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::header::RETRY_AFTER;
 use http::{HeaderMap, Request, Response, StatusCode};
 use kube::client::Body;
 use prometheus_client::metrics::counter::Counter;
-use tower::{Layer, Service, ServiceExt};
+use tower::Layer;
+use tower::retry::{Policy, Retry};
 
 /// client-go's default number of retries of one request (`rest.Request`'s `maxRetries`).
 pub const DEFAULT_MAX_RETRIES: u32 = 10;
@@ -34,18 +32,14 @@ pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(10);
 /// The wait after a 429, 503 or 504 without a usable `Retry-After`.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(1);
 
-/// The layer; see the [module](self).
+/// The layer, and the retry policy of one request; see the [module](self).
 #[derive(Debug, Clone)]
 pub struct RetryAfterLayer {
     max_retries: u32,
     max_wait: Duration,
     throttled: Option<Counter>,
-}
-
-impl Default for RetryAfterLayer {
-    fn default() -> Self {
-        Self::new()
-    }
+    /// The retries of the request this copy of the policy follows (tower copies the policy for each request).
+    retries: u32,
 }
 
 impl RetryAfterLayer {
@@ -55,6 +49,7 @@ impl RetryAfterLayer {
             max_retries: DEFAULT_MAX_RETRIES,
             max_wait: DEFAULT_MAX_WAIT,
             throttled: None,
+            retries: 0,
         }
     }
 
@@ -67,29 +62,24 @@ impl RetryAfterLayer {
     /// How long to wait before retrying a request answered with `status` and `headers`; `None`: do not retry.
     /// A pure function of the answer and the cap.
     pub fn wait_for(&self, status: StatusCode, headers: &HeaderMap) -> Option<Duration> {
-        retry_wait(status, headers, self.max_wait)
+        let retry_after = headers
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            // "0" would mean "at once": never hammer the server
+            .filter(|seconds| *seconds > 0)
+            .map(Duration::from_secs);
+        let wait = match status {
+            StatusCode::TOO_MANY_REQUESTS
+            | StatusCode::SERVICE_UNAVAILABLE
+            | StatusCode::GATEWAY_TIMEOUT => retry_after.unwrap_or(DEFAULT_WAIT),
+            s if s.is_server_error() && headers.contains_key(RETRY_AFTER) => {
+                retry_after.unwrap_or(DEFAULT_WAIT)
+            }
+            _ => return None,
+        };
+        Some(wait.min(self.max_wait))
     }
-}
-
-/// See [`RetryAfterLayer::wait_for`].
-fn retry_wait(status: StatusCode, headers: &HeaderMap, cap: Duration) -> Option<Duration> {
-    let retry_after = headers
-        .get(RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        // "0" would mean "at once": never hammer the server
-        .filter(|seconds| *seconds > 0)
-        .map(Duration::from_secs);
-    let wait = match status {
-        StatusCode::TOO_MANY_REQUESTS
-        | StatusCode::SERVICE_UNAVAILABLE
-        | StatusCode::GATEWAY_TIMEOUT => retry_after.unwrap_or(DEFAULT_WAIT),
-        s if s.is_server_error() && headers.contains_key(RETRY_AFTER) => {
-            retry_after.unwrap_or(DEFAULT_WAIT)
-        }
-        _ => return None,
-    };
-    Some(wait.min(cap))
 }
 
 /// A watch (`?watch=true`, `?watch=1`, or a legacy `/watch/` path): never retried.
@@ -115,92 +105,56 @@ fn copy_request(request: &Request<Body>) -> Option<Request<Body>> {
 }
 
 impl<S> Layer<S> for RetryAfterLayer {
-    type Service = RetryAfterService<S>;
+    type Service = Retry<RetryAfterLayer, S>;
     fn layer(&self, inner: S) -> Self::Service {
-        RetryAfterService {
-            inner,
-            layer: self.clone(),
+        Retry::new(self.clone(), inner)
+    }
+}
+
+/// tower sends a retry through a fresh clone of the service below, which waits for its own readiness (a token of
+/// the bucket below) each time.
+impl<B, E> Policy<Request<Body>, Response<B>, E> for RetryAfterLayer {
+    type Future = tokio::time::Sleep;
+
+    fn retry(
+        &mut self,
+        request: &mut Request<Body>,
+        result: &mut Result<Response<B>, E>,
+    ) -> Option<Self::Future> {
+        let response = result.as_ref().ok()?;
+        let status = response.status();
+        if status == StatusCode::TOO_MANY_REQUESTS
+            && let Some(counter) = &self.throttled
+        {
+            counter.inc();
         }
+        let wait = self.wait_for(status, response.headers())?;
+        if is_watch(request) {
+            return None;
+        }
+        let (retries, uri) = (self.retries, request.uri().to_string());
+        if retries >= self.max_retries {
+            tracing::debug!(
+                status = status.as_u16(),
+                retries,
+                uri,
+                "the API server still asks to retry; giving up"
+            );
+            return None;
+        }
+        self.retries += 1;
+        tracing::debug!(
+            status = status.as_u16(),
+            wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            retry = self.retries,
+            uri,
+            "the API server asks to retry later; waiting"
+        );
+        Some(tokio::time::sleep(wait))
     }
-}
 
-/// The service made by [`RetryAfterLayer`].
-#[derive(Debug, Clone)]
-pub struct RetryAfterService<S> {
-    inner: S,
-    layer: RetryAfterLayer,
-}
-
-impl<S, B> Service<Request<Body>> for RetryAfterService<S>
-where
-    S: Service<Request<Body>, Response = Response<B>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
-    B: Send + 'static,
-{
-    type Response = Response<B>;
-    type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<B>, S::Error>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
-        // The service made ready by poll_ready sends the first attempt; a fresh clone sends the retries (and waits
-        // for its own readiness, a token of the bucket below, each time).
-        let fresh = self.inner.clone();
-        let mut ready = std::mem::replace(&mut self.inner, fresh.clone());
-        let mut spare = fresh;
-        let layer = self.layer.clone();
-        let template = if is_watch(&request) {
-            None
-        } else {
-            copy_request(&request)
-        };
-        Box::pin(async move {
-            let mut response = ready.call(request).await?;
-            let mut retries = 0;
-            loop {
-                let status = response.status();
-                if status == StatusCode::TOO_MANY_REQUESTS
-                    && let Some(counter) = &layer.throttled
-                {
-                    counter.inc();
-                }
-                let Some(wait) = layer.wait_for(status, response.headers()) else {
-                    return Ok(response);
-                };
-                // (no reference to the template lives across an await: a request body is not Sync)
-                let Some(uri) = template.as_ref().map(|t| t.uri().to_string()) else {
-                    return Ok(response);
-                };
-                if retries >= layer.max_retries {
-                    tracing::debug!(
-                        status = status.as_u16(),
-                        retries,
-                        uri,
-                        "the API server still asks to retry; giving up"
-                    );
-                    return Ok(response);
-                }
-                retries += 1;
-                tracing::debug!(
-                    status = status.as_u16(),
-                    wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
-                    retry = retries,
-                    uri,
-                    "the API server asks to retry later; waiting"
-                );
-                drop(response);
-                tokio::time::sleep(wait).await;
-                let again = template
-                    .as_ref()
-                    .and_then(copy_request)
-                    .expect("a copy's body can be copied again");
-                response = spare.ready().await?.call(again).await?;
-            }
-        })
+    fn clone_request(&mut self, request: &Request<Body>) -> Option<Request<Body>> {
+        copy_request(request)
     }
 }
 
@@ -209,6 +163,7 @@ mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
     use tokio::time::Instant;
+    use tower::{Service, ServiceExt};
 
     impl RetryAfterLayer {
         /// At most `retries` retries of one request.

@@ -306,7 +306,7 @@ pub fn start(main: kube::Client, name: &str, cancel: CancellationToken) -> Token
     source
 }
 
-/// A controller's own identity for [`crate::client::ClientFactory::client_with_events_as`]: the connection
+/// A controller's own identity for [`crate::client::ClientFactory::client_with_events`]: the connection
 /// without credentials and the ServiceAccount's tokens (`None`: the CCM's own client).
 pub type Identity<'a> = Option<(&'a kube::Client, &'a TokenSource)>;
 

@@ -10,6 +10,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use tokio_rustls::rustls::crypto::SupportedKxGroup;
 use tokio_rustls::rustls::crypto::ring::kx_group;
 use tokio_rustls::rustls::server::danger::ClientCertVerifier;
@@ -280,6 +282,31 @@ impl PortFlags {
             self.permit_port_sharing,
         )
     }
+}
+
+/// The `Content-Type` of the ports' plain-text answers.
+pub(crate) const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
+
+/// An answer of the secure or the webhook port, with `X-Content-Type-Options: nosniff` as Go's servers send it,
+/// and `Cache-Control: no-cache, private` when `private` (the secure port's endpoints and authentication errors).
+pub(crate) fn reply(
+    status: StatusCode,
+    content_type: &'static str,
+    private: bool,
+    body: String,
+) -> Response {
+    let headers = [
+        (header::CONTENT_TYPE, content_type),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+    ];
+    let mut response = (status, headers, body).into_response();
+    if private {
+        response.headers_mut().insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache, private"),
+        );
+    }
+    response
 }
 
 /// Bind and listen on `address`, with SO_REUSEADDR, and SO_REUSEPORT when `share_port` (Unix only).

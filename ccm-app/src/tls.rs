@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::crypto::{CryptoProvider, ring};
 use tokio_rustls::rustls::pki_types::CertificateDer;
@@ -17,6 +16,7 @@ use tokio_rustls::rustls::server::ResolvesServerCert;
 use tokio_rustls::rustls::server::danger::ClientCertVerifier;
 use tokio_rustls::rustls::{ServerConfig, SupportedCipherSuite, SupportedProtocolVersion};
 use tokio_rustls::server::TlsStream;
+use tokio_util::task::AbortOnDropHandle;
 
 /// The base name of the self-signed pair in `--cert-dir` (Go: `cloud-controller-manager.crt` / `.key`).
 pub const PAIR_NAME: &str = "cloud-controller-manager";
@@ -66,50 +66,22 @@ pub enum TlsError {
     },
 }
 
-/// Go's names of the TLS 1.2 and 1.3 cipher suites rustls implements, and the suite each is.
-const CIPHER_SUITES: &[(&str, &SupportedCipherSuite)] = {
-    use tokio_rustls::rustls::crypto::ring::cipher_suite as cs;
-    &[
-        (
-            "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
-            &cs::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
-        ),
-        (
-            "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
-            &cs::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
-        ),
-        (
-            "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305",
-            &cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
-        ),
-        (
-            "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
-            &cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
-        ),
-        (
-            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
-            &cs::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
-        ),
-        (
-            "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
-            &cs::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
-        ),
-        (
-            "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305",
-            &cs::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
-        ),
-        (
-            "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
-            &cs::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
-        ),
-        ("TLS_AES_128_GCM_SHA256", &cs::TLS13_AES_128_GCM_SHA256),
-        ("TLS_AES_256_GCM_SHA384", &cs::TLS13_AES_256_GCM_SHA384),
-        (
-            "TLS_CHACHA20_POLY1305_SHA256",
-            &cs::TLS13_CHACHA20_POLY1305_SHA256,
-        ),
-    ]
-};
+/// The suite of rustls's ring provider that Go calls `name`. Go's names are rustls's, but for the TLS 1.3 suites
+/// (`TLS_AES_128_GCM_SHA256` is rustls's `TLS13_AES_128_GCM_SHA256`), and Go also accepts the older names of the
+/// ECDHE ChaCha20 suites, without `_SHA256`.
+fn cipher_suite(name: &str) -> Option<SupportedCipherSuite> {
+    ring::ALL_CIPHER_SUITES.iter().copied().find(|suite| {
+        let go = suite
+            .suite()
+            .as_str()
+            .unwrap_or_default()
+            .replacen("TLS13_", "TLS_", 1);
+        go == name
+            || go
+                .strip_suffix("_SHA256")
+                .is_some_and(|old| old == name && old.ends_with("_WITH_CHACHA20_POLY1305"))
+    })
+}
 
 /// Go's names of cipher suites rustls does not implement (CBC, RC4, 3DES, RSA key exchange).
 const GO_ONLY_CIPHER_SUITES: &[&str] = &[
@@ -182,11 +154,7 @@ impl TlsPolicy {
                 setting: "tls-cipher-suites",
                 reason,
             };
-            match CIPHER_SUITES
-                .iter()
-                .find(|(go, _)| *go == name)
-                .map(|(_, s)| **s)
-            {
+            match cipher_suite(name) {
                 Some(found @ SupportedCipherSuite::Tls12(_)) => {
                     if !tls12_suites.contains(&found) {
                         tls12_suites.push(found);
@@ -257,18 +225,12 @@ pub enum CertSource {
 }
 
 /// A loaded serving certificate.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct ServingCert {
     /// The certificate chain, PEM (the first is the serving certificate); clients of a self-signed certificate
     /// may trust it directly.
     pub cert_pem: String,
     config: Arc<ServerConfig>,
-}
-
-impl std::fmt::Debug for ServingCert {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServingCert").finish_non_exhaustive()
-    }
 }
 
 impl ServingCert {
@@ -324,63 +286,28 @@ pub fn bind_address_name(address: IpAddr) -> Option<String> {
     (!address.is_unspecified() && !address.is_loopback()).then(|| address.to_string())
 }
 
-/// A self-signed pair, and the files it was read from or written to (when kept in a directory).
-pub(crate) struct SelfSignedPair {
-    pub(crate) cert_pem: String,
-    pub(crate) key_pem: String,
-    pub(crate) files: Option<(PathBuf, PathBuf)>,
-}
-
-/// A self-signed pair for `localhost`, `127.0.0.1` and `extra`: generated in memory without `dir`; with it, read
-/// from `<dir>/<pair_name>.crt` and `.key` when both exist, else generated and written there (the key mode 0600).
-pub(crate) fn self_signed(
-    dir: Option<&Path>,
+/// The files of the self-signed pair for `localhost`, `127.0.0.1` and `extra` kept in `dir`:
+/// `<dir>/<pair_name>.crt` and `.key`, generated and written there (the key mode 0600) unless both exist.
+pub(crate) fn kept_self_signed(
+    dir: &Path,
     pair_name: &str,
     extra: &[String],
-) -> Result<SelfSignedPair, TlsError> {
-    let Some(dir) = dir else {
-        let (cert_pem, key_pem) = generate(extra)?;
-        return Ok(SelfSignedPair {
-            cert_pem,
-            key_pem,
-            files: None,
-        });
-    };
+) -> Result<(PathBuf, PathBuf), TlsError> {
     let cert_path = dir.join(format!("{pair_name}.crt"));
     let key_path = dir.join(format!("{pair_name}.key"));
     if cert_path.is_file() && key_path.is_file() {
-        let read = |what: &'static str, path: &Path| {
-            std::fs::read_to_string(path).map_err(|e| TlsError::Load {
-                what,
-                path: path.to_owned(),
-                reason: e.to_string(),
-            })
-        };
-        return Ok(SelfSignedPair {
-            cert_pem: read("certificate", &cert_path)?,
-            key_pem: read("private key", &key_path)?,
-            files: Some((cert_path, key_path)),
-        });
+        return Ok((cert_path, key_path));
     }
     let (cert, key) = generate(extra)?;
-    std::fs::create_dir_all(dir).map_err(|source| TlsError::Write {
-        path: dir.to_owned(),
-        source,
-    })?;
-    write_private(&key_path, &key)?;
-    std::fs::write(&cert_path, &cert).map_err(|source| TlsError::Write {
-        path: cert_path.clone(),
-        source,
-    })?;
+    std::fs::create_dir_all(dir).map_err(write_error(dir))?;
+    write_private(&key_path, &key).map_err(write_error(&key_path))?;
+    std::fs::write(&cert_path, &cert).map_err(write_error(&cert_path))?;
     tracing::info!(cert = %cert_path.display(), "wrote a self-signed serving certificate");
-    Ok(SelfSignedPair {
-        cert_pem: cert,
-        key_pem: key,
-        files: Some((cert_path, key_path)),
-    })
+    Ok((cert_path, key_path))
 }
 
-fn generate(extra: &[String]) -> Result<(String, String), TlsError> {
+/// A self-signed pair (PEM certificate and key) for `localhost`, `127.0.0.1` and `extra`, in memory.
+pub(crate) fn generate(extra: &[String]) -> Result<(String, String), TlsError> {
     let names = self_signed_names(extra);
     let mut params =
         rcgen::CertificateParams::new(names).map_err(|e| TlsError::Generate(e.to_string()))?;
@@ -397,7 +324,7 @@ fn generate(extra: &[String]) -> Result<(String, String), TlsError> {
     Ok((cert.pem(), key.serialize_pem()))
 }
 
-fn write_private(path: &Path, content: &str) -> Result<(), TlsError> {
+fn write_private(path: &Path, content: &str) -> std::io::Result<()> {
     use std::io::Write;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
@@ -406,15 +333,15 @@ fn write_private(path: &Path, content: &str) -> Result<(), TlsError> {
         use std::os::unix::fs::OpenOptionsExt;
         options.mode(0o600);
     }
-    let mut file = options.open(path).map_err(|source| TlsError::Write {
+    options.open(path)?.write_all(content.as_bytes())
+}
+
+/// The error of writing `path`.
+fn write_error(path: &Path) -> impl FnOnce(std::io::Error) -> TlsError + '_ {
+    |source| TlsError::Write {
         path: path.to_owned(),
         source,
-    })?;
-    file.write_all(content.as_bytes())
-        .map_err(|source| TlsError::Write {
-            path: path.to_owned(),
-            source,
-        })
+    }
 }
 
 /// The client certificate chain of a connection, leaf first (empty when the client sent none); the admin router
@@ -441,7 +368,8 @@ impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, TlsL
 pub(crate) struct TlsListener {
     rx: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
     local: SocketAddr,
-    acceptor: JoinHandle<()>,
+    /// The accept loop, stopped when the listener is dropped.
+    _acceptor: AbortOnDropHandle<()>,
 }
 
 impl TlsListener {
@@ -477,14 +405,8 @@ impl TlsListener {
         Ok(TlsListener {
             rx,
             local,
-            acceptor,
+            _acceptor: AbortOnDropHandle::new(acceptor),
         })
-    }
-}
-
-impl Drop for TlsListener {
-    fn drop(&mut self) {
-        self.acceptor.abort();
     }
 }
 
@@ -600,8 +522,22 @@ mod tests {
             .filter(|s| matches!(s, SupportedCipherSuite::Tls13(_)))
             .count();
         assert_eq!((tls12, tls13), (2, 3), "TLS 1.3 suites stay on");
-        // every name of the table is accepted
-        let all: Vec<String> = CIPHER_SUITES.iter().map(|(n, _)| (*n).to_owned()).collect();
+        // every Go name of a suite rustls implements is accepted
+        let all: Vec<String> = [
+            "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+            "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+            "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305",
+            "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+            "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305",
+            "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+            "TLS_AES_128_GCM_SHA256",
+            "TLS_AES_256_GCM_SHA384",
+            "TLS_CHACHA20_POLY1305_SHA256",
+        ]
+        .map(str::to_owned)
+        .to_vec();
         assert_eq!(TlsPolicy::parse(None, &all).unwrap().tls12_suites.len(), 6);
 
         assert_eq!(

@@ -207,22 +207,17 @@ pub(crate) fn enabled(
 ) -> Result<Vec<WebhookDescriptor>, Result<ValidationError, WebhookError>> {
     let catalog = catalog(webhooks).map_err(Err)?;
     let names = catalog.enabled(selection).map_err(|unknown| {
+        let known = match catalog.names() {
+            [] => "none".to_owned(),
+            names => names.join(", "),
+        };
+        // (a name has no white space, so only the message's own words are replaced)
+        let unknown = unknown
+            .to_string()
+            .replace("known controllers", "known webhooks");
         Ok(ValidationError::Invalid {
             setting: "webhooks",
-            reason: unknown
-                .names
-                .iter()
-                .map(|n| format!("{n:?} is not in the list of known webhooks"))
-                .collect::<Vec<_>>()
-                .join("; ")
-                + &format!(
-                    " (known webhooks: {})",
-                    if catalog.names().is_empty() {
-                        "none".to_owned()
-                    } else {
-                        catalog.names().join(", ")
-                    }
-                ),
+            reason: format!("{unknown} (known webhooks: {known})"),
         })
     })?;
     Ok(webhooks
@@ -277,14 +272,10 @@ pub(crate) async fn start_from_options(
     let flags = PortFlags::webhook(options);
     let (cert, certs) = flags.tls(None)?;
     let address = SocketAddr::new(flags.bind_address, flags.port);
-    let listener = flags
-        .bind()
-        .map_err(|source| WebhookError::Bind { address, source })?;
-    let local = listener
-        .local_addr()
-        .map_err(|source| WebhookError::Bind { address, source })?;
-    let tls = TlsListener::new(listener, &cert)
-        .map_err(|source| WebhookError::Bind { address, source })?;
+    let bind_error = |source| WebhookError::Bind { address, source };
+    let listener = flags.bind().map_err(bind_error)?;
+    let local = listener.local_addr().map_err(bind_error)?;
+    let tls = TlsListener::new(listener, &cert).map_err(bind_error)?;
     let stop = tasks.shutdown_token();
     certs.watch(RELOAD_INTERVAL, stop.clone(), "webhook");
     let router = review::router(&enabled, context, WebhookMetrics::register(metrics));

@@ -130,7 +130,7 @@ pub(super) fn health_checks(
     shutdown: &CancellationToken,
     informers: &Arc<OnceLock<SharedInformers>>,
 ) -> HealthChecks {
-    let checks = HealthChecks::new();
+    let checks = HealthChecks::default();
     checks.add("ping", Endpoint::ALL, Arc::new(|| Ok(())));
     for (name, check) in vendor {
         checks.add(&name, Endpoint::ALL, check);

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::assemble;
-use super::provider::{StopOnFailure, create_provider, start_reload_watcher};
+use super::provider::{create_provider, start_reload_watcher};
 use super::signals::handle_signals;
 use super::supervisor::{RunningCcm, Supervisor};
 use super::vendor::VendorSpec;
@@ -519,7 +519,8 @@ impl CcmBuilder {
 
         // The cloud initializer runs in every replica, before leader election (Go parity).
         let background = BackgroundTasks::new(shutdown.clone());
-        let stop_on_failure = StopOnFailure::new(&background);
+        // Cancels the background tasks the factory started if start-up fails; disarmed once it succeeded.
+        let stop_on_failure = background.shutdown_token().drop_guard();
         let (provider, reload_watch) = create_provider(
             &self.registry,
             &options,

@@ -12,7 +12,6 @@ use ccm_core::registry::{ProviderRegistry, ProviderSettings, read_cloud_config};
 use ccm_core::runtime::events::EventSink;
 use ccm_core::runtime::metrics::SharedRegistry;
 use ccm_core::vendor::VendorSettings;
-use tokio_util::sync::CancellationToken;
 
 use super::RunError;
 use crate::options::CcmOptions;
@@ -123,26 +122,4 @@ pub(super) fn start_reload_watcher(
         "cloud-config-reload",
         run_watcher(watcher, watch.initial, tasks.shutdown_token()),
     );
-}
-
-/// Cancels background tasks when start-up fails after the factory started them.
-pub(super) struct StopOnFailure(Option<CancellationToken>);
-
-impl StopOnFailure {
-    pub(super) fn new(tasks: &BackgroundTasks) -> Self {
-        StopOnFailure(Some(tasks.shutdown_token()))
-    }
-
-    /// Start-up succeeded: the runtime stops the tasks at shutdown.
-    pub(super) fn disarm(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for StopOnFailure {
-    fn drop(&mut self) {
-        if let Some(token) = self.0.take() {
-            token.cancel();
-        }
-    }
 }

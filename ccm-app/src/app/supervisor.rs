@@ -294,7 +294,7 @@ impl Supervisor {
             let (client, event_client) = match &self.service_account_connection {
                 None => self
                     .factory
-                    .client_with_events(client_name(&descriptor.name)),
+                    .client_with_events(client_name(&descriptor.name), None),
                 Some(connection) => {
                     // The CCM's own identity creates the account and requests its tokens; the controller's clients
                     // wait for the first one.
@@ -308,7 +308,7 @@ impl Supervisor {
                         return Outcome::Shutdown;
                     }
                     tracing::info!(controller = %descriptor.name, service_account = %account, "controller acts as its own ServiceAccount");
-                    self.factory.client_with_events_as(
+                    self.factory.client_with_events(
                         client_name(&descriptor.name),
                         Some((connection, &tokens)),
                     )

@@ -52,31 +52,12 @@ impl std::fmt::Debug for VendorSpec {
     }
 }
 
-fn parse_args<A: clap::FromArgMatches + Send + Sync + 'static>(
-    matches: &ArgMatches,
-) -> Result<AnyValue, clap::Error> {
-    Ok(Arc::new(A::from_arg_matches(matches)?))
-}
-
-fn parse_file<C: DeserializeOwned + Default + Send + Sync + 'static>(
-    yaml: &str,
-    origin: &str,
-    section: &str,
-) -> Result<(Settings, AnyValue), ConfigFileError> {
-    let (settings, vendor) = parse_config_with_section::<C>(yaml, origin, section)?;
-    Ok((settings, Arc::new(vendor)))
-}
-
-fn default_config<C: Default + Send + Sync + 'static>() -> AnyValue {
-    Arc::new(C::default())
-}
-
 impl VendorSpec {
     pub(super) fn set_args<A: clap::Args + Send + Sync + 'static>(&mut self) {
         self.args = Some(ArgsSpec {
             type_name: std::any::type_name::<A>(),
             augment: A::augment_args,
-            parse: parse_args::<A>,
+            parse: |matches| Ok(Arc::new(A::from_arg_matches(matches)?) as AnyValue),
         });
     }
 
@@ -86,8 +67,11 @@ impl VendorSpec {
     {
         self.config = Some(ConfigSpec {
             section: section.to_owned(),
-            parse: parse_file::<C>,
-            default: default_config::<C>,
+            parse: |yaml, origin, section| {
+                let (settings, vendor) = parse_config_with_section::<C>(yaml, origin, section)?;
+                Ok((settings, Arc::new(vendor) as AnyValue))
+            },
+            default: || Arc::new(C::default()),
         });
     }
 

@@ -234,22 +234,9 @@ fn header_values(headers: &HeaderMap, name: &str) -> Vec<String> {
 
 /// Decode `%XX` escapes (Go's `url.PathUnescape` of extra keys); an invalid escape is kept as written.
 fn percent_decode(key: &str) -> String {
-    let bytes = key.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
-            if let Some(byte) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                out.push(byte);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(key)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// The bearer token of an `Authorization` header, if it carries one (Go: `Bearer` then a non-empty token).

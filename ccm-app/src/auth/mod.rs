@@ -33,16 +33,16 @@ use std::sync::Arc;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use ccm_core::runtime::metrics::SharedRegistry;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio_rustls::rustls::crypto::{CryptoProvider, ring};
 use tokio_rustls::rustls::pki_types::CertificateDer;
 use tokio_rustls::rustls::server::danger::ClientCertVerifier;
 
 use crate::options::CcmOptions;
+use crate::serving::{TEXT_PLAIN, reply};
 use crate::tls::PeerCertificates;
 use decide::{
     AUTHENTICATION_CONFIGMAP_NAME, AUTHENTICATION_CONFIGMAP_NAMESPACE, AUTHENTICATION_READER_ROLE,
@@ -50,7 +50,7 @@ use decide::{
 };
 use review::{AccessQuestion, AccessReviewer, ReviewMetrics, TokenReviewer};
 use tokio_util::sync::CancellationToken;
-use trust::{FromCluster, StopOnDrop, Trust, TrustCell};
+use trust::{FromCluster, Trust, TrustCell};
 use x509::{CaBundle, RequestClientCert};
 
 /// Why delegated authentication or authorization cannot be set up.
@@ -96,6 +96,9 @@ pub enum AuthError {
     },
 }
 
+/// The `Content-Type` of the Status bodies of the 401 and 403 answers.
+const JSON: &str = "application/json";
+
 /// The secure port's authenticators and authorizers, built from the flags ([`DelegatedAuth::from_options`]).
 #[derive(Clone, Debug)]
 pub struct DelegatedAuth {
@@ -112,7 +115,7 @@ struct Inner {
     access: Option<AccessReviewer>,
     provider: Arc<CryptoProvider>,
     /// Stops following the ConfigMap when the last handle is dropped.
-    _follow: Option<StopOnDrop>,
+    _follow: Option<tokio_util::sync::DropGuard>,
 }
 
 /// The client of a delegated-auth kubeconfig flag: the file when given, else the in-cluster configuration, else
@@ -128,12 +131,9 @@ async fn delegated_client(
         reason,
     };
     let config = match path {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path).map_err(|e| error(e.to_string()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| error(e.to_string()))?
-        }
+        Some(path) => crate::client::config_from_file(path)
+            .await
+            .map_err(|e| error(e.to_string()))?,
         None => match kube::Config::incluster() {
             Ok(config) => config,
             Err(err) => {
@@ -268,7 +268,7 @@ impl DelegatedAuth {
                     provider.clone(),
                     stop.clone(),
                 ));
-                Some(StopOnDrop(stop))
+                Some(stop.drop_guard())
             }
             _ => None,
         };
@@ -441,19 +441,6 @@ fn proxy_allowed(
     }
 }
 
-fn status_response(status: StatusCode, body: String) -> Response {
-    (
-        status,
-        [
-            (header::CONTENT_TYPE, "application/json"),
-            (header::CACHE_CONTROL, "no-cache, private"),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        ],
-        body,
-    )
-        .into_response()
-}
-
 /// The admin router's middleware: authenticate, authorize, then serve (401, 403 or 500 otherwise).
 pub(crate) async fn middleware(
     State(auth): State<DelegatedAuth>,
@@ -469,7 +456,12 @@ pub(crate) async fn middleware(
         Ok(user) => user,
         Err(reason) => {
             tracing::debug!(path = %request.uri().path(), %reason, "unable to authenticate the request");
-            return status_response(StatusCode::UNAUTHORIZED, decide::unauthorized_body());
+            return reply(
+                StatusCode::UNAUTHORIZED,
+                JSON,
+                true,
+                decide::unauthorized_body(),
+            );
         }
     };
     if let Some((_, names)) = &auth.inner.trust.get().request_header {
@@ -482,22 +474,16 @@ pub(crate) async fn middleware(
         Ok(answer) if answer.allowed => next.run(request).await,
         Ok(answer) => {
             tracing::debug!(user = %user.name, %verb, %path, reason = %answer.reason, "forbidden");
-            status_response(
+            reply(
                 StatusCode::FORBIDDEN,
+                JSON,
+                true,
                 decide::forbidden_body(&user.name, &verb, &path, &answer.reason),
             )
         }
         Err(err) => {
             let body = decide::internal_error_body(&request.uri().to_string(), &err);
-            (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                [
-                    (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
-                    (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-                ],
-                body,
-            )
-                .into_response()
+            reply(StatusCode::INTERNAL_SERVER_ERROR, TEXT_PLAIN, false, body)
         }
     }
 }

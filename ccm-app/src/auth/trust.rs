@@ -6,12 +6,13 @@
 //! the new values apply to the next request without a restart. A ConfigMap that cannot be used (a bad PEM, a
 //! list that is not JSON) or that is deleted leaves the last good values in force, with a warning.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::watch;
 use tokio_rustls::rustls::crypto::CryptoProvider;
 use tokio_util::sync::CancellationToken;
 
@@ -88,34 +89,22 @@ pub(crate) fn cluster_trust(
 }
 
 /// The trust in force, shared by the authenticator and the task that follows the ConfigMap.
-#[derive(Debug, Default)]
-pub(crate) struct TrustCell {
-    current: RwLock<Arc<Trust>>,
-}
+#[derive(Debug)]
+pub(crate) struct TrustCell(watch::Sender<Arc<Trust>>);
 
 impl TrustCell {
     /// A cell holding `trust`.
     pub(crate) fn new(trust: Trust) -> Self {
-        TrustCell {
-            current: RwLock::new(Arc::new(trust)),
-        }
+        TrustCell(watch::Sender::new(Arc::new(trust)))
     }
 
     /// The trust in force now.
     pub(crate) fn get(&self) -> Arc<Trust> {
-        // A writer cannot panic while holding the lock (it only swaps an Arc), so poisoning cannot happen; recover
-        // the value anyway rather than panic.
-        self.current
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.0.borrow().clone()
     }
 
     fn set(&self, trust: Trust) {
-        *self
-            .current
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(trust);
+        self.0.send_replace(Arc::new(trust));
     }
 }
 
@@ -171,16 +160,6 @@ pub(crate) async fn follow(
                 tracing::warn!(configmap = name, error = %err, "ignoring an unusable client-CA ConfigMap; keeping the CAs in force");
             }
         }
-    }
-}
-
-/// Cancels the follower task when the last handle of the authenticator is dropped.
-#[derive(Debug)]
-pub(crate) struct StopOnDrop(pub(crate) CancellationToken);
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        self.0.cancel();
     }
 }
 

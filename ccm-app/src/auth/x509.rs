@@ -19,18 +19,10 @@ use tokio_rustls::rustls::{
 };
 
 /// A bundle of trusted CAs and the verifier of client chains built on them.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct CaBundle {
     verifier: Arc<dyn ClientCertVerifier>,
     subjects: Vec<DistinguishedName>,
-}
-
-impl std::fmt::Debug for CaBundle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CaBundle")
-            .field("cas", &self.subjects.len())
-            .finish_non_exhaustive()
-    }
 }
 
 impl CaBundle {

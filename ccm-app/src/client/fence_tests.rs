@@ -167,7 +167,7 @@ async fn events_are_dropped_unsent_after_leadership_is_lost() {
         "fence-test",
     )
     .with_fence(fence);
-    let (_, events_client) = factory.client_with_events("service-controller");
+    let (_, events_client) = factory.client_with_events("service-controller", None);
     let sink = EventSink::new().with_metrics(&SharedRegistry::new());
     let component = names::components::SERVICE_CONTROLLER;
     let recorder = sink.recorder(events_client, component, Some("ccm-0".into()));

@@ -10,11 +10,9 @@
 //! `kube-system`, and reconciles them at start (a generated copy would be overwritten); their rules cover what
 //! these controllers do.
 
-use k8s_openapi::api::rbac::v1::{
-    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef,
-};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 
-use super::{ManifestOptions, rule, subject};
+use super::{ManifestOptions, role_ref, rule, service_account_subject, subject};
 use crate::service_accounts::SERVICE_ACCOUNT_NAMESPACE;
 
 /// The prefix of the controllers' ClusterRoles (Go's bootstrap controller roles).
@@ -113,17 +111,11 @@ pub fn controller_cluster_role_bindings(options: &ManifestOptions) -> Vec<Cluste
             let name = format!("{CONTROLLER_ROLE_PREFIX}{account}");
             ClusterRoleBinding {
                 metadata: options.meta(&name, None),
-                role_ref: RoleRef {
-                    api_group: Some("rbac.authorization.k8s.io".to_owned()),
-                    kind: "ClusterRole".to_owned(),
-                    name,
-                },
-                subjects: Some(vec![k8s_openapi::api::rbac::v1::Subject {
-                    kind: "ServiceAccount".to_owned(),
-                    name: account.to_owned(),
-                    namespace: Some(SERVICE_ACCOUNT_NAMESPACE.to_owned()),
-                    ..Default::default()
-                }]),
+                role_ref: role_ref("ClusterRole", &name),
+                subjects: Some(vec![service_account_subject(
+                    account,
+                    SERVICE_ACCOUNT_NAMESPACE,
+                )]),
             }
         })
         .collect()
@@ -162,11 +154,7 @@ pub fn token_requester_role(options: &ManifestOptions) -> Role {
 pub fn token_requester_role_binding(options: &ManifestOptions) -> RoleBinding {
     RoleBinding {
         metadata: options.meta(&token_role_name(options), Some(SERVICE_ACCOUNT_NAMESPACE)),
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".to_owned()),
-            kind: "Role".to_owned(),
-            name: token_role_name(options),
-        },
+        role_ref: role_ref("Role", &token_role_name(options)),
         subjects: Some(vec![subject(options)]),
     }
 }

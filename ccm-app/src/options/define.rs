@@ -234,7 +234,7 @@ macro_rules! settings {
         impl Settings {
             /// Every field set, to one of two different values (`n` = 0 or 1) per type.
             pub(crate) fn sample(n: usize) -> Settings {
-                use $crate::options::define::Sample;
+                use $crate::options::define::samples::Sample;
                 Settings {
                     $($sname: Some(<$sraw as Sample>::sample(n)),)*
                 }
@@ -256,16 +256,15 @@ macro_rules! settings {
 
 pub(super) use settings;
 
-/// Two different values of a setting's flag/file type, for the round-trip test of every setting.
 #[cfg(test)]
-pub(crate) trait Sample {
-    /// Value `n` (0 or 1).
-    fn sample(n: usize) -> Self;
-}
-
-#[cfg(test)]
-mod samples {
+pub(crate) mod samples {
     use super::*;
+
+    /// Two different values of a setting's flag/file type, for the round-trip test of every setting.
+    pub(crate) trait Sample {
+        /// Value `n` (0 or 1).
+        fn sample(n: usize) -> Self;
+    }
     use crate::options::{OperationLimit, parse_operation_limit};
     use clap::ValueEnum;
 

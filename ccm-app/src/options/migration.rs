@@ -12,26 +12,20 @@ const MIGRATION_API_VERSIONS: &[&str] = &[
     "controllermanager.config.k8s.io/v1alpha1",
 ];
 
-#[derive(Debug, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 struct MigrationConfig {
-    #[serde(default)]
     api_version: String,
-    #[serde(default)]
     kind: String,
-    #[serde(default)]
     leader_name: String,
-    #[serde(default)]
     resource_lock: String,
-    #[serde(default)]
     controller_leaders: Vec<ControllerLeader>,
 }
 
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
 struct ControllerLeader {
-    #[serde(default)]
     name: String,
-    #[serde(default)]
     component: String,
 }
 

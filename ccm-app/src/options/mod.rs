@@ -48,7 +48,6 @@ pub use parse::{
     KubeApiLimit, LogFormat, NodeOwnershipOption, OperationLimit, RouteSyncModeOption,
     ServiceTakeoverOption,
 };
-use parse::{parse_duration_flag, parse_kube_api_burst, parse_kube_api_qps};
 pub(crate) use parse::{parse_go_bool, parse_operation_limit};
 pub use validate::ValidationError;
 
@@ -85,7 +84,7 @@ settings! {
     /// SDK addition: how often --cloud-config and the files the provider declared are checked for changes; a
     /// change is handed to the provider's reload hook (no restart; a rejected file keeps the old configuration and
     /// yields a CloudConfigReloadFailed Warning Event). 0s disables watching. Default: 10s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Cloud provider")]
+    #[arg(long, value_name = "DURATION", help_heading = "Cloud provider")]
     cloud_config_reload_interval: Duration as GoDuration = DEFAULT_CLOUD_CONFIG_RELOAD_INTERVAL,
 
     /// Start even if the provider reports no cluster ID (deprecated in Go; kept for compatibility). Default: false.
@@ -106,12 +105,12 @@ settings! {
     /// client-go; 0 means 5, negative means unlimited). Unset (or `auto`): no client-side limit when the API server
     /// runs API Priority and Fairness (detected at start), Go's 20 otherwise; --kube-api-qps=20
     /// --kube-api-burst=30 is Go's fixed behaviour. Default: auto.
-    #[arg(long, value_name = "QPS", value_parser = parse_kube_api_qps, help_heading = "Kubernetes client")]
+    #[arg(long, value_name = "QPS", help_heading = "Kubernetes client")]
     kube_api_qps: KubeApiLimit<f32> = KubeApiLimit::Auto,
 
     /// The burst of each client's token bucket (0 means 10). Unset (or `auto`): decided with --kube-api-qps (Go's
     /// 30 when only --kube-api-qps is set). Default: auto.
-    #[arg(long, value_name = "N", value_parser = parse_kube_api_burst, help_heading = "Kubernetes client")]
+    #[arg(long, value_name = "N", help_heading = "Kubernetes client")]
     kube_api_burst: KubeApiLimit<i32> = KubeApiLimit::Auto,
 
     /// Accepted for compatibility; requests are always sent as JSON. Default: application/vnd.kubernetes.protobuf.
@@ -132,12 +131,12 @@ settings! {
     controllers: Vec<String> = vec![crate::controllers::ALL.to_owned()],
 
     /// The pause between starting two controllers (jittered up to twice as long). Default: 0s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Controllers")]
+    #[arg(long, value_name = "DURATION", help_heading = "Controllers")]
     controller_start_interval: Duration as GoDuration = Duration::ZERO,
 
     /// The shared informers ask controllers to re-read every cached Node and Service at a random interval between
     /// this and twice this; 0s disables it. Default: 12h0m0s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Controllers")]
+    #[arg(long, value_name = "DURATION", help_heading = "Controllers")]
     min_resync_period: Duration as GoDuration = DEFAULT_MIN_RESYNC_PERIOD,
 
     /// The name of the cluster, passed to every load-balancer and route call. Default: kubernetes.
@@ -166,19 +165,19 @@ settings! {
     configure_cloud_routes: bool = true,
 
     /// How often the route controller reconciles routes. Default: 10s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Controllers")]
+    #[arg(long, value_name = "DURATION", help_heading = "Controllers")]
     route_reconciliation_period: Duration as GoDuration = Duration::from_secs(10),
 
     /// How often the node lifecycle controller checks NotReady nodes against the cloud. Default: 5s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Controllers")]
+    #[arg(long, value_name = "DURATION", help_heading = "Controllers")]
     node_monitor_period: Duration as GoDuration = Duration::from_secs(5),
 
     /// How often the cloud node controller refreshes the addresses of initialized nodes. Default: 5m0s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Controllers")]
+    #[arg(long, value_name = "DURATION", help_heading = "Controllers")]
     node_status_update_frequency: Duration as GoDuration = Duration::from_secs(5 * 60),
 
     /// Deprecated no-op, accepted for compatibility. Default: 0s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Controllers")]
+    #[arg(long, value_name = "DURATION", help_heading = "Controllers")]
     node_sync_period: Duration as GoDuration = Duration::ZERO,
 
     /// Accepted for compatibility; unused. Default: none.
@@ -199,8 +198,7 @@ settings! {
 
     // ---- controller settings (SDK additions); their defaults come from the controller crates ----
     /// SDK addition: the longest a single cloud call of the node controllers may take. Default: 30s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag,
-          help_heading = "Controllers (SDK additions)")]
+    #[arg(long, value_name = "DURATION", help_heading = "Controllers (SDK additions)")]
     cloud_call_timeout: Duration as GoDuration = CloudNodeConfig::default().cloud_call_timeout,
 
     /// SDK addition: nodes the lifecycle controller checks at once (Go: 1). Default: 10.
@@ -229,32 +227,27 @@ settings! {
 
     /// SDK addition: re-ensure every load balancer this often to repair drift; 0s disables it (Go never
     /// does). Default: 0s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag,
-          help_heading = "Controllers (SDK additions)")]
+    #[arg(long, value_name = "DURATION", help_heading = "Controllers (SDK additions)")]
     service_periodic_reensure: Duration as GoDuration =
         ServiceConfig::default().periodic_reensure.unwrap_or(Duration::ZERO),
 
     /// SDK addition: first retry delay of a failed Service sync, doubled per failure. Default: 5s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag,
-          help_heading = "Controllers (SDK additions)")]
+    #[arg(long, value_name = "DURATION", help_heading = "Controllers (SDK additions)")]
     service_retry_base_delay: Duration as GoDuration = ServiceConfig::default().retry_base_delay,
 
     /// SDK addition: longest retry delay of a failed Service sync. Default: 5m0s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag,
-          help_heading = "Controllers (SDK additions)")]
+    #[arg(long, value_name = "DURATION", help_heading = "Controllers (SDK additions)")]
     service_retry_max_delay: Duration as GoDuration = ServiceConfig::default().retry_max_delay,
 
     /// SDK addition: how long node changes must settle before load balancer hosts are updated, so the Nodes of
     /// one burst share one update per load balancer; changes during a pass share the next one; 0s starts a pass
     /// at once when none is running. Default: 100ms.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag,
-          help_heading = "Controllers (SDK additions)")]
+    #[arg(long, value_name = "DURATION", help_heading = "Controllers (SDK additions)")]
     service_node_sync_debounce: Duration as GoDuration = ServiceConfig::default().node_sync_debounce,
 
     /// SDK addition: the longest a stream of node changes may delay load balancer host updates (at least
     /// --service-node-sync-debounce). Default: 1s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag,
-          help_heading = "Controllers (SDK additions)")]
+    #[arg(long, value_name = "DURATION", help_heading = "Controllers (SDK additions)")]
     service_node_sync_max_delay: Duration as GoDuration = ServiceConfig::default().node_sync_max_delay,
 
     /// SDK addition: also re-ensure a load balancer when allocateLoadBalancerNodePorts or the ipFamilies values
@@ -282,14 +275,12 @@ settings! {
 
     /// SDK addition: in event-driven mode, how long after a node change a route pass starts; changes within it are
     /// batched into one pass. Capped at --route-reconciliation-period. Default: 250ms.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag,
-          help_heading = "Controllers (SDK additions)")]
+    #[arg(long, value_name = "DURATION", help_heading = "Controllers (SDK additions)")]
     route_event_debounce: Duration as GoDuration = RouteConfig::default().event_debounce,
 
     /// SDK addition: in event-driven mode, a full route pass runs this long after the last one even when nothing
     /// changed. Default: 5m0s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag,
-          help_heading = "Controllers (SDK additions)")]
+    #[arg(long, value_name = "DURATION", help_heading = "Controllers (SDK additions)")]
     route_resync_period: Duration as GoDuration = match RouteConfig::default().sync_mode {
         RouteSyncMode::EventDriven { resync } => resync,
         _ => ccm_routecontroller::config::DEFAULT_RESYNC_PERIOD,
@@ -297,8 +288,7 @@ settings! {
 
     /// SDK addition: in event-driven mode, the cap of the retry backoff after a failed route pass. Default:
     /// 5m0s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag,
-          help_heading = "Controllers (SDK additions)")]
+    #[arg(long, value_name = "DURATION", help_heading = "Controllers (SDK additions)")]
     route_max_retry_backoff: Duration as GoDuration = RouteConfig::default().max_retry_backoff,
 
     /// SDK addition: cloud route operations in flight at once (Go: 200). Default: 200.
@@ -333,8 +323,7 @@ settings! {
     /// SDK addition: how long instance metadata answers (addresses, type, zone) are reused; concurrent identical
     /// questions always share one cloud call. Existence and shutdown answers are never reused, so the lifecycle
     /// controller always decides on a fresh answer. 0 = share concurrent calls only. Default: 30s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag,
-          help_heading = "Controllers (SDK additions)")]
+    #[arg(long, value_name = "DURATION", help_heading = "Controllers (SDK additions)")]
     cloud_instance_cache_ttl: Duration as GoDuration = ccm_core::cache::DEFAULT_INSTANCE_CACHE_TTL,
 
     // ---- scope (SDK additions) ----
@@ -357,15 +346,15 @@ settings! {
     leader_elect: bool = true,
 
     /// How long followers wait before taking over a lease that is not renewed. Default: 15s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Leader election")]
+    #[arg(long, value_name = "DURATION", help_heading = "Leader election")]
     leader_elect_lease_duration: Duration as GoDuration = Duration::from_secs(15),
 
     /// How long the leader retries renewing before it gives up leadership. Default: 10s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Leader election")]
+    #[arg(long, value_name = "DURATION", help_heading = "Leader election")]
     leader_elect_renew_deadline: Duration as GoDuration = Duration::from_secs(10),
 
     /// The interval between acquire and renew attempts. Default: 2s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Leader election")]
+    #[arg(long, value_name = "DURATION", help_heading = "Leader election")]
     leader_elect_retry_period: Duration as GoDuration = Duration::from_secs(2),
 
     /// The lock type; only `leases` is supported (as in Go). Default: leases.
@@ -459,7 +448,7 @@ settings! {
     permit_address_sharing: bool = false,
 
     /// SDK addition: how long a clean shutdown waits for controllers to finish in-flight work. Default: 30s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Serving")]
+    #[arg(long, value_name = "DURATION", help_heading = "Serving")]
     shutdown_timeout: Duration as GoDuration = DEFAULT_SHUTDOWN_TIMEOUT,
 
     // ---- webhooks ----
@@ -535,7 +524,7 @@ settings! {
     authentication_tolerate_lookup_failure: bool = false,
 
     /// How long TokenReview answers (authenticated or not) are reused. Default: 10s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Authentication")]
+    #[arg(long, value_name = "DURATION", help_heading = "Authentication")]
     authentication_token_webhook_cache_ttl: Duration as GoDuration = Duration::from_secs(10),
 
     /// A PEM bundle of CAs: a client certificate signed by one of them authenticates as its common name, in the
@@ -585,11 +574,11 @@ settings! {
         ["/healthz", "/readyz", "/livez"].map(str::to_owned).to_vec(),
 
     /// How long allowing SubjectAccessReview answers are reused. Default: 10s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Authorization")]
+    #[arg(long, value_name = "DURATION", help_heading = "Authorization")]
     authorization_webhook_cache_authorized_ttl: Duration as GoDuration = Duration::from_secs(10),
 
     /// How long denying SubjectAccessReview answers are reused. Default: 10s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Authorization")]
+    #[arg(long, value_name = "DURATION", help_heading = "Authorization")]
     authorization_webhook_cache_unauthorized_ttl: Duration as GoDuration = Duration::from_secs(10),
 
     // ---- logging ----
@@ -662,16 +651,6 @@ impl CcmOptions {
         options
     }
 
-    /// The number of parallel address refreshes: `--concurrent-node-status-updates`, or
-    /// `--concurrent-node-syncs` when it is 0.
-    pub fn effective_node_status_updates(&self) -> i32 {
-        if self.concurrent_node_status_updates == 0 {
-            self.concurrent_node_syncs
-        } else {
-            self.concurrent_node_status_updates
-        }
-    }
-
     /// The cloud-call budget of `--cloud-api-qps`, `--cloud-api-burst`, `cloudApiOperationLimits` and
     /// `--cloud-api-operation-limit`.
     pub fn cloud_budget(&self) -> CloudBudget {
@@ -715,7 +694,10 @@ mod tests {
         assert_eq!(o.node_status_update_frequency, Duration::from_secs(300));
         assert_eq!(o.concurrent_node_syncs, 1);
         assert_eq!(o.concurrent_node_status_updates, 0);
-        assert_eq!(o.effective_node_status_updates(), 1);
+        assert_eq!(
+            crate::defaults::cloud_node_config(&o).status_update_workers(),
+            1
+        );
         assert_eq!(o.concurrent_service_syncs, 1);
         assert!(o.leader_elect);
         assert_eq!(o.leader_elect_lease_duration, Duration::from_secs(15));

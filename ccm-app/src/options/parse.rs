@@ -2,7 +2,6 @@
 //! `--logging-format`, `--node-lifecycle-ownership` and `--route-sync-mode`.
 
 use ccm_core::budget::OperationBudget;
-use ccm_core::duration::{DurationError, GoDuration};
 use ccm_core::intercept::Operation;
 use clap::ValueEnum;
 use schemars::JsonSchema;
@@ -22,11 +21,6 @@ pub(crate) fn parse_go_bool(value: &str) -> Result<bool, String> {
             "invalid boolean {other:?}; use true or false (or 1, t, T, TRUE, True, 0, f, F, FALSE, False)"
         )),
     }
-}
-
-/// Parse a Go duration flag (`10s`, `1h30m`) with the one parser of the workspace.
-pub(crate) fn parse_duration_flag(value: &str) -> Result<GoDuration, String> {
-    value.parse().map_err(|e: DurationError| e.to_string())
 }
 
 /// One `--cloud-api-operation-limit` value: an operation's call-log name and its limit.
@@ -135,16 +129,6 @@ impl<T: std::str::FromStr> std::str::FromStr for KubeApiLimit<T> {
             .map(KubeApiLimit::Value)
             .map_err(|_| format!("invalid value {value:?}: expected a number or auto"))
     }
-}
-
-/// Parse `--kube-api-qps`: a number or `auto`.
-pub(crate) fn parse_kube_api_qps(value: &str) -> Result<KubeApiLimit<f32>, String> {
-    value.parse()
-}
-
-/// Parse `--kube-api-burst`: a whole number or `auto`.
-pub(crate) fn parse_kube_api_burst(value: &str) -> Result<KubeApiLimit<i32>, String> {
-    value.parse()
 }
 
 impl<T: Serialize> Serialize for KubeApiLimit<T> {
@@ -264,6 +248,9 @@ mod tests {
 
     #[test]
     fn kube_api_limits_read_numbers_and_auto() {
+        // how clap reads --kube-api-qps and --kube-api-burst
+        let parse_kube_api_qps = str::parse::<KubeApiLimit<f32>>;
+        let parse_kube_api_burst = str::parse::<KubeApiLimit<i32>>;
         assert_eq!(parse_kube_api_qps("auto"), Ok(KubeApiLimit::Auto));
         assert_eq!(parse_kube_api_qps("-1"), Ok(KubeApiLimit::Value(-1.0)));
         assert_eq!(parse_kube_api_burst("30"), Ok(KubeApiLimit::Value(30)));

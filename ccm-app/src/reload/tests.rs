@@ -4,6 +4,15 @@ use async_trait::async_trait;
 
 use super::*;
 
+impl ReloadMetrics {
+    /// The reloads counted with `result`.
+    fn total(&self, result: &str) -> u64 {
+        self.reloads
+            .get_or_create(&vec![("result".to_owned(), result.to_owned())])
+            .get()
+    }
+}
+
 fn snap(entries: &[(&str, Option<&str>)]) -> Snapshot {
     entries
         .iter()

@@ -77,16 +77,19 @@ fn wildcard_ok(name: &str) -> bool {
 struct Slot {
     /// The certificate and key files; `None` for a certificate generated in memory.
     files: Option<(PathBuf, PathBuf)>,
-    /// The file contents the current certificate was built from.
-    loaded: RwLock<(Vec<u8>, Vec<u8>)>,
-    current: RwLock<Arc<CertifiedKey>>,
-    pem: RwLock<String>,
+    current: RwLock<Arc<Loaded>>,
+}
+
+/// A certificate as loaded, and the file contents (certificate, key) it was built from.
+#[derive(Debug)]
+struct Loaded {
+    pem: (Vec<u8>, Vec<u8>),
+    key: Arc<CertifiedKey>,
 }
 
 impl Slot {
     fn from_pem(
-        cert_pem: &[u8],
-        key_pem: &[u8],
+        pem: (Vec<u8>, Vec<u8>),
         files: Option<(PathBuf, PathBuf)>,
         provider: &CryptoProvider,
     ) -> Result<Self, TlsError> {
@@ -94,30 +97,27 @@ impl Slot {
             || (PathBuf::from("(generated)"), PathBuf::from("(generated)")),
             Clone::clone,
         );
-        let key = certified(cert_pem, key_pem, (&origin.0, &origin.1), provider)?;
+        let key = Arc::new(certified(&pem, (&origin.0, &origin.1), provider)?);
         Ok(Slot {
             files,
-            loaded: RwLock::new((cert_pem.to_vec(), key_pem.to_vec())),
-            current: RwLock::new(Arc::new(key)),
-            pem: RwLock::new(String::from_utf8_lossy(cert_pem).into_owned()),
+            current: RwLock::new(Arc::new(Loaded { pem, key })),
         })
     }
 
     fn from_files(cert: &Path, key: &Path, provider: &CryptoProvider) -> Result<Self, TlsError> {
-        let (cert_pem, key_pem) = read_pair(cert, key)?;
-        Self::from_pem(
-            &cert_pem,
-            &key_pem,
-            Some((cert.to_owned(), key.to_owned())),
-            provider,
-        )
+        let files = Some((cert.to_owned(), key.to_owned()));
+        Self::from_pem(read_pair(cert, key)?, files, provider)
     }
 
-    fn get(&self) -> Arc<CertifiedKey> {
+    fn loaded(&self) -> Arc<Loaded> {
         self.current
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    fn get(&self) -> Arc<CertifiedKey> {
+        self.loaded().key.clone()
     }
 
     /// Re-read the files; `Ok(true)` when a changed pair was loaded.
@@ -125,18 +125,12 @@ impl Slot {
         let Some((cert, key)) = &self.files else {
             return Ok(false);
         };
-        let (cert_pem, key_pem) = read_pair(cert, key)?;
-        {
-            let loaded = self.loaded.read().unwrap_or_else(|e| e.into_inner());
-            if loaded.0 == cert_pem && loaded.1 == key_pem {
-                return Ok(false);
-            }
+        let pem = read_pair(cert, key)?;
+        if self.loaded().pem == pem {
+            return Ok(false);
         }
-        let new = certified(&cert_pem, &key_pem, (cert, key), provider)?;
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
-        *self.pem.write().unwrap_or_else(|e| e.into_inner()) =
-            String::from_utf8_lossy(&cert_pem).into_owned();
-        *self.loaded.write().unwrap_or_else(|e| e.into_inner()) = (cert_pem, key_pem);
+        let key = Arc::new(certified(&pem, (cert, key), provider)?);
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(Loaded { pem, key });
         Ok(true)
     }
 }
@@ -153,8 +147,7 @@ fn read_pair(cert: &Path, key: &Path) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
 }
 
 fn certified(
-    cert_pem: &[u8],
-    key_pem: &[u8],
+    (cert_pem, key_pem): &(Vec<u8>, Vec<u8>),
     (cert_path, key_path): (&Path, &Path),
     provider: &CryptoProvider,
 ) -> Result<CertifiedKey, TlsError> {
@@ -245,14 +238,19 @@ impl DynamicCerts {
     ) -> Result<Self, TlsError> {
         let default = match source {
             CertSource::Files { cert, key } => Slot::from_files(cert, key, &provider)?,
-            CertSource::SelfSigned { dir, extra_names } => {
-                let pair = crate::tls::self_signed(dir.as_deref(), pair_name, extra_names)?;
-                Slot::from_pem(
-                    pair.cert_pem.as_bytes(),
-                    pair.key_pem.as_bytes(),
-                    pair.files,
-                    &provider,
-                )?
+            CertSource::SelfSigned {
+                dir: Some(dir),
+                extra_names,
+            } => {
+                let (cert, key) = crate::tls::kept_self_signed(dir, pair_name, extra_names)?;
+                Slot::from_files(&cert, &key, &provider)?
+            }
+            CertSource::SelfSigned {
+                dir: None,
+                extra_names,
+            } => {
+                let (cert, key) = crate::tls::generate(extra_names)?;
+                Slot::from_pem((cert.into_bytes(), key.into_bytes()), None, &provider)?
             }
         };
         let mut slots = Vec::new();
@@ -283,11 +281,7 @@ impl DynamicCerts {
 
     /// The default certificate (PEM), as loaded last.
     pub(crate) fn default_pem(&self) -> String {
-        self.default
-            .pem
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        String::from_utf8_lossy(&self.default.loaded().pem.0).into_owned()
     }
 
     /// The certificate for a client that asks for `server_name`: an exact name, then a `*.` wildcard for its

@@ -21,6 +21,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use kube::core::admission::AdmissionReview;
 
 use super::{AdmissionRequest, DynamicObject, WebhookContext, WebhookDescriptor};
+use crate::serving::{TEXT_PLAIN, reply};
 use ccm_core::runtime::metrics::SharedRegistry;
 
 /// Go's buckets of `cloud_provider_webhook_request_duration_seconds`.
@@ -94,18 +95,6 @@ pub(super) fn router(
     router
 }
 
-fn plain(status: StatusCode, message: String) -> Response {
-    (
-        status,
-        [
-            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        ],
-        message + "\n",
-    )
-        .into_response()
-}
-
 async fn serve(State(hook): State<Hook>, headers: HeaderMap, body: Bytes) -> Response {
     let started = Instant::now();
     let name = hook.descriptor.name.clone();
@@ -121,7 +110,7 @@ async fn serve(State(hook): State<Hook>, headers: HeaderMap, body: Bytes) -> Res
         ),
         Err((status, message)) => {
             tracing::warn!(webhook = %name, code = status.as_u16(), error = %message, "admission request failed");
-            (status, plain(status, message))
+            (status, reply(status, TEXT_PLAIN, false, message + "\n"))
         }
     };
     hook.metrics.record(status, &name, started.elapsed());
