@@ -77,7 +77,7 @@ impl CcmOptions {
         }
         if let Some(ns) = &self.service_namespace {
             check(
-                is_dns_label(ns),
+                ccm_core::syntax::dns_label(ns).is_ok(),
                 ValidationError::Invalid {
                     setting: "service-namespace",
                     reason: format!("{ns:?} is not a valid namespace name (a DNS-1123 label)"),
@@ -225,18 +225,6 @@ impl CcmOptions {
     }
 }
 
-/// A DNS-1123 label: at most 63 lower-case alphanumerics or '-', starting and ending alphanumeric.
-pub(crate) fn is_dns_label(value: &str) -> bool {
-    let bytes = value.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-        && bytes[0].is_ascii_alphanumeric()
-        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
-}
-
 /// One violated rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -300,9 +288,14 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// A DNS-1123 label (the rule `--service-namespace` is checked with).
+    fn is_dns_label(value: &str) -> bool {
+        ccm_core::syntax::dns_label(value).is_ok()
+    }
+
     /// A DNS-1123 subdomain: dot-separated labels, at most 253 characters.
     fn is_dns_subdomain(value: &str) -> bool {
-        value.len() <= 253 && value.split('.').all(is_dns_label)
+        ccm_core::syntax::dns_subdomain(value).is_ok()
     }
 
     fn valid() -> CcmOptions {
