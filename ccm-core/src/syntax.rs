@@ -53,12 +53,8 @@ fn dns_name(value: &str, dots: bool) -> Result<(), &'static str> {
             "must be at most 63 characters"
         });
     }
-    let parts: Vec<&str> = if dots {
-        value.split('.').collect()
-    } else {
-        vec![value]
-    };
-    for part in parts {
+    // A label is one part: `splitn(1, ..)` yields the whole value.
+    for part in value.splitn(if dots { usize::MAX } else { 1 }, '.') {
         let bytes = part.as_bytes();
         let (Some(first), Some(last)) = (bytes.first(), bytes.last()) else {
             return Err("must not contain empty dot-separated parts");

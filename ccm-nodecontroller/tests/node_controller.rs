@@ -308,6 +308,25 @@ async fn mismatching_node_ip_annotation_keeps_the_taint() {
     node_ip_case("10.9.9.9").await;
 }
 
+/// The node controller's label check is the API server's: a prefix part longer than 63 characters is accepted by
+/// both (`IsDNS1123Subdomain` bounds only the whole prefix), so the label is written, not discarded.
+#[tokio::test]
+async fn an_additional_label_with_a_long_prefix_part_is_written() {
+    let fake = FakeCloud::new();
+    let mut h = Harness::new(fake.clone()).await;
+    let name = h.name("longprefix");
+    let key = format!("{}.example.com/rack", "a".repeat(70));
+    fake.add_instance(FakeInstance::new(&name).with_label(&key, "r1"));
+    h.create(&h.kubelet_node(&name, true)).await;
+    h.start_node_controller(CloudNodeConfig::default());
+
+    let node = h
+        .wait_node(&name, "initialized", |n| !uninitialized(n))
+        .await;
+    assert_eq!(labels(&node).get(&key).map(String::as_str), Some("r1"));
+    h.finish().await;
+}
+
 #[tokio::test]
 async fn additional_labels_are_filtered() {
     let fake = FakeCloud::new();
