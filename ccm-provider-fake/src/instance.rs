@@ -155,6 +155,22 @@ impl FakeInstance {
         }
     }
 
+    /// Whether the instance's providerID under `provider_name` is `provider_id` (what
+    /// [`resolved_provider_id`](Self::resolved_provider_id) would return, without building it); never for an
+    /// empty `provider_id`.
+    pub(crate) fn has_provider_id(&self, provider_name: &str, provider_id: &str) -> bool {
+        match &self.provider_id {
+            _ if provider_id.is_empty() => false,
+            Some(id) => id == provider_id,
+            None => {
+                provider_id
+                    .strip_prefix(provider_name)
+                    .and_then(|rest| rest.strip_prefix("://"))
+                    == Some(self.name.as_str())
+            }
+        }
+    }
+
     /// The instance ID: what follows `://` in the providerID (the whole providerID if it has no `://`), or
     /// `None` if the instance has no providerID.
     pub fn instance_id(&self, provider_name: &str) -> Option<String> {
@@ -200,6 +216,40 @@ mod tests {
         let vm = FakeInstance::new("n1").without_provider_id();
         assert_eq!(vm.resolved_provider_id("fake"), "");
         assert_eq!(vm.instance_id("fake"), None);
+    }
+
+    #[test]
+    fn has_provider_id_agrees_with_the_resolved_provider_id() {
+        let instances = [
+            FakeInstance::new("n1"),
+            FakeInstance::new("n1").with_provider_id("fake:///zone-a/i-1"),
+            FakeInstance::new("n1").with_provider_id("fake://n2"),
+            FakeInstance::new("n1").without_provider_id(),
+        ];
+        let ids = [
+            "",
+            "fake://n1",
+            "acme://n1",
+            "fake://n",
+            "fake://n1x",
+            "fakefake://n1",
+            "fake:/n1",
+            "fake://n2",
+            "fake:///zone-a/i-1",
+            "n1",
+        ];
+        for vm in &instances {
+            for provider in ["fake", "acme"] {
+                for id in ids {
+                    let resolved = vm.resolved_provider_id(provider);
+                    assert_eq!(
+                        vm.has_provider_id(provider, id),
+                        !resolved.is_empty() && resolved == id,
+                        "{vm:?} under {provider} against {id:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
