@@ -26,7 +26,8 @@ pub const DEFAULT_MAX_RETRY_BACKOFF: Duration = Duration::from_secs(5 * 60);
 pub const DEFAULT_MAX_CONCURRENT_ROUTE_OPERATIONS: usize = 200;
 
 /// When the controller compares the cloud's routes with the Nodes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "kebab-case")]
 #[non_exhaustive]
 pub enum RouteSyncMode {
     /// The Go reference's default: list every route from the cloud every `route_reconciliation_period`, forever,
@@ -59,10 +60,7 @@ impl RouteSyncMode {
 
     /// The mode's name in the start-up log.
     pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            RouteSyncMode::Periodic => "periodic",
-            RouteSyncMode::EventDriven { .. } => "event-driven",
-        }
+        self.into()
     }
 
     /// The full resync of the event-driven mode.
