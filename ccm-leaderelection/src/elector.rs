@@ -60,18 +60,10 @@ enum Events {
 #[derive(Clone, Debug)]
 #[must_use = "a builder does nothing until built"]
 pub struct LeaderElectorBuilder {
-    api: Api<Lease>,
-    namespace: String,
-    name: String,
+    /// The elector being configured; `build` resolves its identity and API timeout.
+    elector: LeaderElector,
     identity: Option<String>,
-    timing: Timing,
     api_timeout: Option<Duration>,
-    release_on_cancel: bool,
-    health_tolerance: Duration,
-    metrics: LeaderElectionMetrics,
-    events: Events,
-    field_manager: String,
-    fence: LeadershipFence,
 }
 
 impl LeaderElectorBuilder {
@@ -85,7 +77,7 @@ impl LeaderElectorBuilder {
     /// How long followers wait, from their last observed change of the lease record, before
     /// taking over (`--leader-elect-lease-duration`, default 15 s). Written in whole seconds.
     pub fn lease_duration(mut self, lease_duration: Duration) -> Self {
-        self.timing.lease_duration = lease_duration;
+        self.elector.timing.lease_duration = lease_duration;
         self
     }
 
@@ -93,14 +85,14 @@ impl LeaderElectorBuilder {
     /// (`--leader-elect-renew-deadline`, default 10 s), measured from the start of its last
     /// successful renewal.
     pub fn renew_deadline(mut self, renew_deadline: Duration) -> Self {
-        self.timing.renew_deadline = renew_deadline;
+        self.elector.timing.renew_deadline = renew_deadline;
         self
     }
 
     /// The interval between attempts (`--leader-elect-retry-period`, default 2 s); candidates
     /// add client-go's jitter of up to 1.2 periods.
     pub fn retry_period(mut self, retry_period: Duration) -> Self {
-        self.timing.retry_period = retry_period;
+        self.elector.timing.retry_period = retry_period;
         self
     }
 
@@ -115,21 +107,21 @@ impl LeaderElectorBuilder {
     /// is cancelled, so that another replica takes over within about one retry period instead of
     /// a full lease duration. Default `true`. Cancel only after leader-only work has stopped.
     pub fn release_on_cancel(mut self, release: bool) -> Self {
-        self.release_on_cancel = release;
+        self.elector.release_on_cancel = release;
         self
     }
 
     /// How long beyond the lease duration an overdue renewal is tolerated before
     /// [`LeaderHealth::check`](crate::LeaderHealth::check) fails (default 20 s, as in the reference CCM).
     pub fn health_tolerance(mut self, tolerance: Duration) -> Self {
-        self.health_tolerance = tolerance;
+        self.elector.health_tolerance = tolerance;
         self
     }
 
     /// Keep `leader_election_master_status{name}` (and the slow-path counter) up to date in
     /// these metrics; see [`LeaderElectionMetrics::register`].
     pub fn metrics(mut self, metrics: LeaderElectionMetrics) -> Self {
-        self.metrics = metrics;
+        self.elector.metrics = metrics;
         self
     }
 
@@ -139,7 +131,7 @@ impl LeaderElectorBuilder {
     /// identity, written with the elector's client. `false` records none (and forgets a recorder
     /// given with [`event_recorder`](Self::event_recorder)). Failures are only logged.
     pub fn events(mut self, enabled: bool) -> Self {
-        self.events = match (enabled, self.events) {
+        self.elector.events = match (enabled, self.elector.events) {
             (false, _) => Events::Off,
             (true, Events::Off) => Events::Own,
             (true, kept) => kept,
@@ -169,7 +161,7 @@ impl LeaderElectorBuilder {
     /// # }
     /// ```
     pub fn event_recorder(mut self, recorder: EventRecorder) -> Self {
-        self.events = Events::Given(recorder);
+        self.elector.events = Events::Given(recorder);
         self
     }
 
@@ -178,13 +170,13 @@ impl LeaderElectorBuilder {
     /// the same fence to the clients and the cloud provider that must only act while leading. Default: a
     /// fence of its own, read with [`LeaderHandle::fence`].
     pub fn fence(mut self, fence: LeadershipFence) -> Self {
-        self.fence = fence;
+        self.elector.fence = fence;
         self
     }
 
     /// The field manager of the Lease writes (default `cloud-controller-manager`).
     pub fn field_manager(mut self, field_manager: impl Into<String>) -> Self {
-        self.field_manager = field_manager.into();
+        self.elector.post_params.field_manager = Some(field_manager.into());
         self
     }
 
@@ -196,44 +188,29 @@ impl LeaderElectorBuilder {
     /// one second, the API timeout is not below the renew deadline, the Lease name or namespace
     /// is invalid, the identity is empty, or no default identity could be determined.
     pub fn build(self) -> Result<LeaderElector, Error> {
+        let mut elector = self.elector;
         let Timing {
             lease_duration,
             renew_deadline,
             retry_period,
-        } = self.timing;
+        } = elector.timing;
         let timings = [lease_duration, renew_deadline, retry_period];
-        let violations = config::violations(timings, &self.namespace, &self.name);
+        let violations = config::violations(timings, &elector.namespace, &elector.name);
         if let Some(error) = violations.into_iter().next() {
             return Err(error);
         }
-        let api_timeout = self
+        elector.api_timeout = self
             .api_timeout
-            .unwrap_or_else(|| self.timing.default_api_timeout());
-        config::validate_api_timeout(api_timeout, &self.timing)?;
-        let identity = match self.identity {
+            .unwrap_or_else(|| elector.timing.default_api_timeout());
+        config::validate_api_timeout(elector.api_timeout, &elector.timing)?;
+        elector.identity = match self.identity {
             Some(identity) => identity,
             None => default_identity()?,
         };
-        if identity.is_empty() {
+        if elector.identity.is_empty() {
             return Err(Error::EmptyIdentity);
         }
-        Ok(LeaderElector {
-            api: self.api,
-            namespace: self.namespace,
-            name: self.name,
-            identity,
-            timing: self.timing,
-            api_timeout,
-            release_on_cancel: self.release_on_cancel,
-            health_tolerance: self.health_tolerance,
-            metrics: self.metrics,
-            fence: self.fence,
-            events: self.events,
-            post_params: PostParams {
-                dry_run: false,
-                field_manager: Some(self.field_manager),
-            },
-        })
+        Ok(elector)
     }
 }
 
@@ -250,7 +227,7 @@ fn truncate(s: &str, max: usize) -> &str {
 /// It implements client-go's `tools/leaderelection` algorithm on a `coordination.k8s.io/v1`
 /// Lease, writing the same fields the same way, so that it can share a Lease with Go replicas
 /// (for example during a migration from a Go cloud controller manager).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct LeaderElector {
     api: Api<Lease>,
     namespace: String,
@@ -295,19 +272,28 @@ impl LeaderElector {
         name: impl Into<String>,
     ) -> LeaderElectorBuilder {
         let namespace = namespace.into();
-        LeaderElectorBuilder {
+        let elector = LeaderElector {
             api: Api::namespaced(client, &namespace),
             namespace,
             name: name.into(),
-            identity: None,
+            // Both resolved by `build`.
+            identity: String::new(),
+            api_timeout: Duration::ZERO,
             timing: Timing::default(),
-            api_timeout: None,
             release_on_cancel: true,
             health_tolerance: config::DEFAULT_HEALTH_TOLERANCE,
             metrics: LeaderElectionMetrics::default(),
-            events: Events::Own,
-            field_manager: DEFAULT_COMPONENT.to_owned(),
             fence: LeadershipFence::default(),
+            events: Events::Own,
+            post_params: PostParams {
+                dry_run: false,
+                field_manager: Some(DEFAULT_COMPONENT.to_owned()),
+            },
+        };
+        LeaderElectorBuilder {
+            elector,
+            identity: None,
+            api_timeout: None,
         }
     }
 

@@ -1,16 +1,12 @@
 //! Prometheus metrics with client-go's names.
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 /// The `name` label: the Lease name, as in client-go (`LeaderElectionConfig.Name`).
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct NameLabel {
-    name: String,
-}
+type NameLabel = [(&'static str, String); 1];
 
 /// Leader-election metrics, registered once and shared by every elector of the process (for
 /// example the main lock and a leader-migration lock), each labelled by its Lease name.
@@ -79,9 +75,7 @@ impl LeaderElectionMetrics {
 }
 
 fn label(name: &str) -> NameLabel {
-    NameLabel {
-        name: name.to_owned(),
-    }
+    [("name", name.to_owned())]
 }
 
 #[cfg(test)]

@@ -22,26 +22,7 @@ use answers::{
     both_failed, bulk_items, cloud_err, provider_id_from_instance_id, v1_metadata, v1_shutdown,
 };
 
-/// A bulk call's future, as `async_trait` methods return it.
-type BulkFuture<'a, T> = std::pin::Pin<
-    Box<dyn Future<Output = Result<Vec<Result<T, CloudError>>, CloudError>> + Send + 'a>,
->;
-
 impl CloudInstances {
-    async fn timed<T>(
-        &self,
-        operation: Operation,
-        call: impl Future<Output = Result<T, CloudError>>,
-    ) -> Result<T, CloudError> {
-        match tokio::time::timeout(self.timeout, call).await {
-            Ok(result) => result,
-            Err(_) => Err(CloudError::Timeout {
-                operation,
-                after: self.timeout,
-            }),
-        }
-    }
-
     /// The metadata used to initialize a node (Go: `getInstanceMetadata`).
     ///
     /// V2: `instance_metadata`; metadata without a providerID for a node without one is
@@ -51,8 +32,8 @@ impl CloudInstances {
     pub(crate) async fn metadata(&self, node: &Node) -> MetadataResult {
         match &self.api {
             Api::V2(v2) => {
-                let meta = self
-                    .timed(Operation::InstanceMetadata, v2.instance_metadata(node))
+                let meta = v2
+                    .instance_metadata(node)
                     .await
                     .map_err(cloud_err(node, Operation::InstanceMetadata))?;
                 complete(node, meta)
@@ -76,20 +57,19 @@ impl CloudInstances {
                 };
                 let (id, name) = (provider_id.as_str(), node_name(node));
                 let addresses = self.v1_addresses(instances, node, id).await?;
-                let instance_type = self
-                    .by_id_or_name(
-                        node,
-                        (Operation::InstanceTypeByProviderId, Operation::InstanceType),
-                        id,
-                        || instances.instance_type_by_provider_id(id),
-                        || instances.instance_type(name),
-                    )
-                    .await?;
+                let instance_type = by_id_or_name(
+                    node,
+                    Operation::InstanceType,
+                    id,
+                    || instances.instance_type_by_provider_id(id),
+                    || instances.instance_type(name),
+                )
+                .await?;
                 let zone = match zones {
                     Some(zones) => Some(
-                        self.by_id_or_name(
+                        by_id_or_name(
                             node,
-                            (Operation::GetZoneByProviderId, Operation::GetZoneByNodeName),
+                            Operation::GetZoneByNodeName,
                             id,
                             || zones.get_zone_by_provider_id(id),
                             || zones.get_zone_by_node_name(name),
@@ -107,8 +87,8 @@ impl CloudInstances {
     /// address-only call), V1 addresses by providerID with a fallback by name.
     pub(crate) async fn addresses(&self, node: &Node) -> Result<AddressLookup, Error> {
         match &self.api {
-            Api::V2(v2) => Ok(self
-                .timed(Operation::InstanceMetadata, v2.instance_metadata(node))
+            Api::V2(v2) => Ok(v2
+                .instance_metadata(node)
                 .await
                 .map_err(cloud_err(node, Operation::InstanceMetadata))?
                 .into()),
@@ -119,40 +99,33 @@ impl CloudInstances {
         }
     }
 
-    /// One native bulk call of InstancesV2 (only when [`supports_bulk`](Self::supports_bulk)), bounded by the
-    /// timeout: one answer per node, in order, each item's error wrapped with its node and `item_operation`. The
-    /// outer error means the whole call failed.
-    async fn v2_bulk<'a, T>(
-        &'a self,
-        nodes: &'a [Node],
-        operation: Operation,
-        item_operation: Operation,
-        call: impl FnOnce(&'a dyn InstancesV2) -> BulkFuture<'a, T>,
-    ) -> Result<Vec<Result<T, Error>>, Error> {
-        let Api::V2(v2) = &self.api else {
-            return Err(Error::BulkCloud {
+    /// InstancesV2 for a native bulk call `operation` about `nodes` (only when
+    /// [`supports_bulk`](Self::supports_bulk)); with the V1 API, the error of the whole call.
+    fn bulk_api(&self, nodes: &[Node], operation: Operation) -> Result<&dyn InstancesV2, Error> {
+        match &self.api {
+            Api::V2(v2) => Ok(v2.as_ref()),
+            Api::V1 { .. } => Err(Error::BulkCloud {
                 nodes: nodes.len(),
                 operation,
                 source: CloudError::NotImplemented,
-            });
-        };
-        let answers = self.timed(operation, call(v2.as_ref())).await;
-        bulk_items(nodes, operation, item_operation, answers)
+            }),
+        }
     }
 
     /// The metadata of many nodes in one bulk call (InstancesV2 `instance_metadata_bulk`): through the instance
-    /// cache, the answers are kept, so a node's next `instance_metadata` question is answered without a call.
+    /// cache, the answers are kept, so a node's next `instance_metadata` question is answered without a call. One
+    /// answer per node, in order, each item's error wrapped with its node; the outer error means the whole call
+    /// failed.
     pub(crate) async fn metadata_bulk(
         &self,
         nodes: &[Node],
     ) -> Result<Vec<Result<InstanceLookup, Error>>, Error> {
-        self.v2_bulk(
-            nodes,
-            Operation::InstanceMetadataBulk,
-            Operation::InstanceMetadata,
-            |v2| v2.instance_metadata_bulk(nodes),
-        )
-        .await
+        let operation = Operation::InstanceMetadataBulk;
+        let answers = self
+            .bulk_api(nodes, operation)?
+            .instance_metadata_bulk(nodes)
+            .await;
+        bulk_items(nodes, operation, Operation::InstanceMetadata, answers)
     }
 
     /// Whether the instances of many nodes exist (`exists`: InstancesV2 `instance_exists_bulk`) or are shut down
@@ -168,22 +141,21 @@ impl CloudInstances {
         } else {
             (Operation::InstanceShutdownBulk, Operation::InstanceShutdown)
         };
-        self.v2_bulk(nodes, operation, item, |v2| {
-            if exists {
-                v2.instance_exists_bulk(nodes)
-            } else {
-                v2.instance_shutdown_bulk(nodes)
-            }
-        })
-        .await
+        let v2 = self.bulk_api(nodes, operation)?;
+        let answers = if exists {
+            v2.instance_exists_bulk(nodes).await
+        } else {
+            v2.instance_shutdown_bulk(nodes).await
+        };
+        bulk_items(nodes, operation, item, answers)
     }
 
     /// Whether the node's instance exists (Go: `ensureNodeExistsByProviderID`). For V1, also the providerID that
     /// was used, so the shutdown check does not look it up again.
     pub(crate) async fn exists(&self, node: &Node) -> Result<(bool, Option<String>), Error> {
         match &self.api {
-            Api::V2(v2) => self
-                .timed(Operation::InstanceExists, v2.instance_exists(node))
+            Api::V2(v2) => v2
+                .instance_exists(node)
                 .await
                 .map(|e| (e, None))
                 .map_err(cloud_err(node, Operation::InstanceExists)),
@@ -196,11 +168,8 @@ impl CloudInstances {
                     ProviderIdLookup::Found(id) => id,
                     ProviderIdLookup::InstanceNotFound => return Ok((false, None)),
                 };
-                let exists = self
-                    .timed(
-                        Operation::InstanceExistsByProviderId,
-                        instances.instance_exists_by_provider_id(&provider_id),
-                    )
+                let exists = instances
+                    .instance_exists_by_provider_id(&provider_id)
                     .await
                     .map_err(cloud_err(node, Operation::InstanceExistsByProviderId))?;
                 Ok((exists, Some(provider_id)))
@@ -216,8 +185,8 @@ impl CloudInstances {
         provider_id: Option<&str>,
     ) -> Result<bool, Error> {
         match &self.api {
-            Api::V2(v2) => self
-                .timed(Operation::InstanceShutdown, v2.instance_shutdown(node))
+            Api::V2(v2) => v2
+                .instance_shutdown(node)
                 .await
                 .map_err(cloud_err(node, Operation::InstanceShutdown)),
             Api::V1 { instances, .. } => {
@@ -231,14 +200,11 @@ impl CloudInstances {
                 let ProviderIdLookup::Found(provider_id) = lookup else {
                     return Ok(false);
                 };
-                let operation = Operation::InstanceShutdownByProviderId;
-                let answer = self
-                    .timed(
-                        operation,
-                        instances.instance_shutdown_by_provider_id(&provider_id),
-                    )
+                let answer = instances
+                    .instance_shutdown_by_provider_id(&provider_id)
                     .await;
-                v1_shutdown(answer).map_err(cloud_err(node, operation))
+                v1_shutdown(answer)
+                    .map_err(cloud_err(node, Operation::InstanceShutdownByProviderId))
             }
         }
     }
@@ -253,44 +219,8 @@ impl CloudInstances {
         if !spec_id.is_empty() {
             return Ok(ProviderIdLookup::Found(spec_id.to_owned()));
         }
-        let answer = self
-            .timed(
-                Operation::InstanceId,
-                instances.instance_id(node_name(node)),
-            )
-            .await;
+        let answer = instances.instance_id(node_name(node)).await;
         provider_id_from_instance_id(&self.provider_name, answer)
-    }
-
-    /// Run the by-providerID call, falling back to the by-name call on error. With no providerID only the
-    /// by-name call is made (Go also tries the by-providerID call with an empty ID, which cannot succeed). Either
-    /// way a failure is the by-name call's (`by_name_op`) for `node`, with the by-providerID error as context.
-    async fn by_id_or_name<T, A, B, FA, FB>(
-        &self,
-        node: &Node,
-        (by_id_op, by_name_op): (Operation, Operation),
-        provider_id: &str,
-        by_id: FA,
-        by_name: FB,
-    ) -> Result<T, Error>
-    where
-        FA: FnOnce() -> A,
-        FB: FnOnce() -> B,
-        A: Future<Output = Result<T, CloudError>>,
-        B: Future<Output = Result<T, CloudError>>,
-    {
-        let answer = if provider_id.is_empty() {
-            self.timed(by_name_op, by_name()).await
-        } else {
-            match self.timed(by_id_op, by_id()).await {
-                Ok(value) => Ok(value),
-                Err(by_id_err) => self
-                    .timed(by_name_op, by_name())
-                    .await
-                    .map_err(|by_name_err| both_failed(provider_id, &by_id_err, by_name_err)),
-            }
-        };
-        answer.map_err(cloud_err(node, by_name_op))
     }
 
     async fn v1_addresses(
@@ -299,18 +229,42 @@ impl CloudInstances {
         node: &Node,
         provider_id: &str,
     ) -> Result<Vec<NodeAddress>, Error> {
-        self.by_id_or_name(
+        by_id_or_name(
             node,
-            (
-                Operation::NodeAddressesByProviderId,
-                Operation::NodeAddresses,
-            ),
+            Operation::NodeAddresses,
             provider_id,
             || instances.node_addresses_by_provider_id(provider_id),
             || instances.node_addresses(node_name(node)),
         )
         .await
     }
+}
+
+/// Run the by-providerID call, falling back to the by-name call on error. With no providerID only the by-name call
+/// is made (Go also tries the by-providerID call with an empty ID, which cannot succeed). Either way a failure is
+/// the by-name call's (`by_name_op`) for `node`, with the by-providerID error as context.
+async fn by_id_or_name<T, A, B>(
+    node: &Node,
+    by_name_op: Operation,
+    provider_id: &str,
+    by_id: impl FnOnce() -> A,
+    by_name: impl FnOnce() -> B,
+) -> Result<T, Error>
+where
+    A: Future<Output = Result<T, CloudError>>,
+    B: Future<Output = Result<T, CloudError>>,
+{
+    let answer = if provider_id.is_empty() {
+        by_name().await
+    } else {
+        match by_id().await {
+            Ok(value) => Ok(value),
+            Err(by_id_err) => by_name()
+                .await
+                .map_err(|by_name_err| both_failed(provider_id, &by_id_err, by_name_err)),
+        }
+    };
+    answer.map_err(cloud_err(node, by_name_op))
 }
 
 #[cfg(test)]
@@ -603,11 +557,15 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn calls_time_out() {
-        let cloud = CloudInstances {
-            api: Api::V2(Arc::new(Slow)),
-            provider_name: "fake".into(),
-            timeout: Duration::from_secs(10),
-        };
+        let mut provider = MockCloudProvider::new();
+        provider
+            .expect_provider_name()
+            .return_const("fake".to_owned());
+        provider
+            .expect_instances_v2()
+            .returning(|| Some(Arc::new(Slow)));
+        let provider: Arc<dyn CloudProvider> = Arc::new(provider);
+        let cloud = CloudInstances::from_provider(&provider, Duration::from_secs(10)).unwrap();
         let err = cloud.metadata(&node("n", None)).await.unwrap_err();
         assert_eq!(err.cloud_kind(), Some(ErrorKind::Timeout));
         let err = cloud.exists(&node("n", None)).await.unwrap_err();

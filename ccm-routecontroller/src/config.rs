@@ -26,7 +26,8 @@ pub const DEFAULT_MAX_RETRY_BACKOFF: Duration = Duration::from_secs(5 * 60);
 pub const DEFAULT_MAX_CONCURRENT_ROUTE_OPERATIONS: usize = 200;
 
 /// When the controller compares the cloud's routes with the Nodes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "kebab-case")]
 #[non_exhaustive]
 pub enum RouteSyncMode {
     /// The Go reference's default: list every route from the cloud every `route_reconciliation_period`, forever,
@@ -59,10 +60,7 @@ impl RouteSyncMode {
 
     /// The mode's name in the start-up log.
     pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            RouteSyncMode::Periodic => "periodic",
-            RouteSyncMode::EventDriven { .. } => "event-driven",
-        }
+        self.into()
     }
 
     /// The full resync of the event-driven mode.
@@ -95,13 +93,18 @@ impl Default for RouteSyncMode {
 ///     .with_sync_mode(RouteSyncMode::EventDriven { resync: Duration::from_secs(600) });
 /// assert_eq!(config.cluster_cidrs().unwrap().len(), 2);
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Every field but `cluster_cidr` has a setter `with_<field>`, derived with `getset`; `with_cluster_cidr` takes
+/// any string.
+#[derive(Debug, Clone, PartialEq, Eq, getset::WithSetters)]
+#[getset(set_with = "pub")]
 #[non_exhaustive]
 pub struct Config {
     /// `--configure-cloud-routes` (default true): when false the controller is not started.
     pub configure_cloud_routes: bool,
     /// `--cluster-cidr` (default empty): one CIDR or a dual-stack pair, comma separated. Required when routes are
     /// configured and the provider supports them.
+    #[getset(skip)]
     pub cluster_cidr: String,
     /// `--route-reconciliation-period` (default 10 s): the interval of [`RouteSyncMode::Periodic`]; in
     /// [`RouteSyncMode::EventDriven`], the first retry delay after a failed pass and the minimum interval between
@@ -135,45 +138,9 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Set `--configure-cloud-routes`.
-    pub fn with_configure_cloud_routes(mut self, configure: bool) -> Self {
-        self.configure_cloud_routes = configure;
-        self
-    }
-
     /// Set `--cluster-cidr` (validated when the controller is built; see [`parse_cluster_cidrs`]).
     pub fn with_cluster_cidr(mut self, cluster_cidr: impl Into<String>) -> Self {
         self.cluster_cidr = cluster_cidr.into();
-        self
-    }
-
-    /// Set `--route-reconciliation-period`.
-    pub fn with_route_reconciliation_period(mut self, period: Duration) -> Self {
-        self.route_reconciliation_period = period;
-        self
-    }
-
-    /// Set the event debounce of [`RouteSyncMode::EventDriven`].
-    pub fn with_event_debounce(mut self, debounce: Duration) -> Self {
-        self.event_debounce = debounce;
-        self
-    }
-
-    /// Set the sync mode.
-    pub fn with_sync_mode(mut self, mode: RouteSyncMode) -> Self {
-        self.sync_mode = mode;
-        self
-    }
-
-    /// Set the cap of the retry backoff.
-    pub fn with_max_retry_backoff(mut self, max: Duration) -> Self {
-        self.max_retry_backoff = max;
-        self
-    }
-
-    /// Set the limit of cloud route operations in flight.
-    pub fn with_max_concurrent_route_operations(mut self, max: usize) -> Self {
-        self.max_concurrent_route_operations = max;
         self
     }
 

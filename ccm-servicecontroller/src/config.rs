@@ -30,15 +30,21 @@ use crate::predicates::ServiceSelector;
 /// config.validate().unwrap();
 /// assert_eq!(config.concurrent_service_syncs, 4);
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+///
+/// Every field but the retry delays has a setter `with_<field>`, derived with `getset`; the delays are set
+/// together with [`with_retry_backoff`](Self::with_retry_backoff).
+#[derive(Debug, Clone, PartialEq, getset::WithSetters)]
+#[getset(set_with = "pub")]
 #[non_exhaustive]
 pub struct Config {
     /// How many Services are synced at once, and the parallelism of a node-sync pass
     /// (Go: `--concurrent-service-syncs`). Default 1; must be at least 1.
     pub concurrent_service_syncs: usize,
     /// First retry delay of a failed Service sync; doubles per failure (Go: 5 s).
+    #[getset(skip)]
     pub retry_base_delay: Duration,
     /// Longest retry delay of a failed Service sync (Go: 300 s).
+    #[getset(skip)]
     pub retry_max_delay: Duration,
     /// How long node changes must settle before a node-sync pass starts. **Default 100 ms**: long enough that
     /// the Nodes of one burst (an autoscaler adding 100 at once, created within a few hundred milliseconds) share
@@ -104,75 +110,12 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Set [`concurrent_service_syncs`](Self::concurrent_service_syncs).
-    #[must_use]
-    pub fn with_concurrent_service_syncs(mut self, workers: usize) -> Self {
-        self.concurrent_service_syncs = workers;
-        self
-    }
-
     /// Set the retry backoff ([`retry_base_delay`](Self::retry_base_delay) to
     /// [`retry_max_delay`](Self::retry_max_delay)).
     #[must_use]
     pub fn with_retry_backoff(mut self, base: Duration, max: Duration) -> Self {
         self.retry_base_delay = base;
         self.retry_max_delay = max;
-        self
-    }
-
-    /// Set [`node_sync_debounce`](Self::node_sync_debounce).
-    #[must_use]
-    pub fn with_node_sync_debounce(mut self, quiet: Duration) -> Self {
-        self.node_sync_debounce = quiet;
-        self
-    }
-
-    /// Set [`node_sync_max_delay`](Self::node_sync_max_delay).
-    #[must_use]
-    pub fn with_node_sync_max_delay(mut self, max: Duration) -> Self {
-        self.node_sync_max_delay = max;
-        self
-    }
-
-    /// Set [`periodic_reensure`](Self::periodic_reensure).
-    #[must_use]
-    pub fn with_periodic_reensure(mut self, period: Option<Duration>) -> Self {
-        self.periodic_reensure = period;
-        self
-    }
-
-    /// Set [`periodic_reensure_jitter`](Self::periodic_reensure_jitter).
-    #[must_use]
-    pub fn with_periodic_reensure_jitter(mut self, jitter: f64) -> Self {
-        self.periodic_reensure_jitter = jitter;
-        self
-    }
-
-    /// Set [`load_balancer_class`](Self::load_balancer_class).
-    #[must_use]
-    pub fn with_load_balancer_class(mut self, class: Option<String>) -> Self {
-        self.load_balancer_class = class;
-        self
-    }
-
-    /// Set [`class_less_services`](Self::class_less_services).
-    #[must_use]
-    pub fn with_class_less_services(mut self, own: bool) -> Self {
-        self.class_less_services = own;
-        self
-    }
-
-    /// Set [`extended_update_fields`](Self::extended_update_fields).
-    #[must_use]
-    pub fn with_extended_update_fields(mut self, extended: bool) -> Self {
-        self.extended_update_fields = extended;
-        self
-    }
-
-    /// Set [`takeover`](Self::takeover).
-    #[must_use]
-    pub fn with_takeover(mut self, takeover: Takeover) -> Self {
-        self.takeover = takeover;
         self
     }
 

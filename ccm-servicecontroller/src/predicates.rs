@@ -73,11 +73,6 @@ impl ServiceSelector {
     }
 }
 
-/// Go's `wantsLoadBalancer`: `type: LoadBalancer` without a `loadBalancerClass`.
-pub fn wants_load_balancer(service: &Service) -> bool {
-    ServiceSelector::default().wants_load_balancer(service)
-}
-
 /// Go's `needsCleanup`: the Service carries `service.kubernetes.io/load-balancer-cleanup` and is being deleted or
 /// is no longer `type: LoadBalancer`.
 pub fn needs_cleanup(service: &Service) -> bool {
@@ -222,11 +217,6 @@ pub fn update_reason(
     None
 }
 
-/// Go's `needsUpdate` (class-less Services, Go field list).
-pub fn needs_update(old: &Service, new: &Service) -> bool {
-    update_reason(&ServiceSelector::default(), false, old, new).is_some()
-}
-
 fn list<T>(value: &Option<Vec<T>>) -> &[T] {
     value.as_deref().unwrap_or_default()
 }
@@ -312,24 +302,9 @@ impl NodeSet {
         )
     }
 
-    /// How many nodes.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
     /// True if there is no node.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
-    }
-
-    /// The node names, sorted.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.0.keys().map(String::as_str)
-    }
-
-    /// The providerID recorded for `name`.
-    pub fn provider_id(&self, name: &str) -> Option<&str> {
-        self.0.get(name).map(String::as_str)
     }
 }
 

@@ -406,14 +406,7 @@ impl Runner {
             Action::Create(spec) => {
                 self.election.forget();
                 self.cached = None;
-                let lease = Lease {
-                    metadata: ObjectMeta {
-                        name: Some(self.elector.name.clone()),
-                        namespace: Some(self.elector.namespace.clone()),
-                        ..ObjectMeta::default()
-                    },
-                    spec: Some(spec),
-                };
+                let lease = self.new_lease(Some(spec));
                 self.write(Write::Create, lease, true).await
             }
             Action::Acquire(spec) | Action::Renew(spec) => {
@@ -540,14 +533,18 @@ impl Runner {
     fn lease_reference(&self) -> ObjectReference {
         match &self.cached {
             Some(lease) => lease.object_ref(&()),
-            None => ObjectReference {
-                api_version: Some(<Lease as k8s_openapi::Resource>::API_VERSION.to_owned()),
-                kind: Some(<Lease as k8s_openapi::Resource>::KIND.to_owned()),
-                name: Some(self.elector.name.clone()),
-                namespace: Some(self.elector.namespace.clone()),
-                ..ObjectReference::default()
-            },
+            None => self.new_lease(None).object_ref(&()),
         }
+    }
+
+    /// The Lease `namespace/name` with `spec` and no other field, as a create sends it.
+    fn new_lease(&self, spec: Option<LeaseSpec>) -> Lease {
+        let metadata = ObjectMeta {
+            name: Some(self.elector.name.clone()),
+            namespace: Some(self.elector.namespace.clone()),
+            ..ObjectMeta::default()
+        };
+        Lease { metadata, spec }
     }
 }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ccm_core::intercept::Capability;
+use ccm_core::intercept::{Capability, InterceptedProvider};
 use ccm_core::{CloudProvider, Instances, InstancesV2, Zones};
 
 use crate::error::Error;
@@ -27,7 +27,8 @@ pub(crate) enum Api {
 pub(crate) struct CloudInstances {
     pub(super) api: Api,
     pub(super) provider_name: String,
-    pub(super) timeout: Duration,
+    /// The limit of every call, for the `Debug` output (the calls are bounded by the kit's interceptor chain).
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for CloudInstances {
@@ -41,17 +42,21 @@ impl std::fmt::Debug for CloudInstances {
 }
 
 impl CloudInstances {
-    /// The instance API of `provider`, or `None` if it has neither InstancesV2 nor Instances.
+    /// The instance API of `provider`, or `None` if it has neither InstancesV2 nor Instances. Every call fails
+    /// with [`CloudError::Timeout`](ccm_core::CloudError::Timeout) after `timeout`
+    /// ([`InterceptedProvider::with_call_timeout`]).
     pub(crate) fn from_provider(
         provider: &Arc<dyn CloudProvider>,
         timeout: Duration,
     ) -> Option<Self> {
-        let api = if let Some(v2) = Arc::clone(provider).instances_v2() {
+        let timed =
+            Arc::new(InterceptedProvider::new(Arc::clone(provider)).with_call_timeout(timeout));
+        let api = if let Some(v2) = Arc::clone(&timed).instances_v2() {
             Api::V2(v2)
         } else {
             Api::V1 {
-                instances: Arc::clone(provider).instances()?,
-                zones: Arc::clone(provider).zones(),
+                instances: Arc::clone(&timed).instances()?,
+                zones: timed.zones(),
             }
         };
         Some(CloudInstances {

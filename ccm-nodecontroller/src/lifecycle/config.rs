@@ -28,7 +28,10 @@ pub const DEFAULT_CONCURRENCY: usize = 10;
 ///     .with_concurrency(1);
 /// assert_eq!(go_compatible.node_monitor_period, Duration::from_secs(5));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Every field has a setter `with_<field>`, derived with `getset`.
+#[derive(Debug, Clone, PartialEq, Eq, getset::WithSetters)]
+#[getset(set_with = "pub")]
 #[non_exhaustive]
 pub struct Config {
     /// `--node-monitor-period` (default 5 s, must be > 0): the pause between two passes over the nodes.
@@ -57,31 +60,6 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Set `--node-monitor-period`.
-    pub fn with_node_monitor_period(mut self, period: Duration) -> Self {
-        self.node_monitor_period = period;
-        self
-    }
-    /// Set how many nodes are checked at once.
-    pub fn with_concurrency(mut self, concurrency: usize) -> Self {
-        self.concurrency = concurrency;
-        self
-    }
-    /// Set the ownership rule.
-    pub fn with_ownership(mut self, ownership: NodeOwnership) -> Self {
-        self.ownership = ownership;
-        self
-    }
-    /// Set whether nodes being initialized are left alone.
-    pub fn with_protect_initializing_nodes(mut self, protect: bool) -> Self {
-        self.protect_initializing_nodes = protect;
-        self
-    }
-    /// Set the cloud call timeout.
-    pub fn with_cloud_call_timeout(mut self, timeout: Duration) -> Self {
-        self.cloud_call_timeout = timeout;
-        self
-    }
     /// Every rule the settings break, in field order: the period, the concurrency and the cloud call timeout
     /// must be > 0.
     pub fn violations(&self) -> Vec<InvalidSetting> {

@@ -4,12 +4,23 @@
 use ccm_core::helpers::{ConditionStatus, node_condition_status, node_has_taint, node_provider_id};
 use ccm_core::{ErrorKind, names};
 use k8s_openapi::api::core::v1::{Node, Taint};
+use strum::{Display, EnumString, IntoStaticStr};
 
 use super::Config;
 use crate::patch::{self, shutdown_taint, with_taint};
 
-/// Which nodes the lifecycle controller may taint, untaint and delete.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Which nodes the lifecycle controller may taint, untaint and delete. Written and parsed (`Display`, `FromStr`)
+/// with its flag spelling, [`as_str`](Self::as_str).
+///
+/// ```
+/// use ccm_nodecontroller::NodeOwnership;
+/// assert_eq!("all-nodes".parse::<NodeOwnership>().unwrap(), NodeOwnership::AllNodes);
+/// assert_eq!(NodeOwnership::ProviderIdPrefix.to_string(), "provider-id-prefix");
+/// assert!("mine".parse::<NodeOwnership>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, IntoStaticStr, Display, EnumString)]
+#[strum(serialize_all = "kebab-case")]
+#[strum(parse_err_ty = ParseNodeOwnershipError, parse_err_fn = unknown_ownership)]
 #[non_exhaustive]
 pub enum NodeOwnership {
     /// Only nodes whose `spec.providerID` starts with `<provider name>://` (the default).
@@ -29,16 +40,7 @@ pub enum NodeOwnership {
 impl NodeOwnership {
     /// The flag spelling: `provider-id-prefix` or `all-nodes`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            NodeOwnership::ProviderIdPrefix => "provider-id-prefix",
-            NodeOwnership::AllNodes => "all-nodes",
-        }
-    }
-}
-
-impl std::fmt::Display for NodeOwnership {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 
@@ -49,22 +51,9 @@ impl std::fmt::Display for NodeOwnership {
 )]
 pub struct ParseNodeOwnershipError(pub String);
 
-impl std::str::FromStr for NodeOwnership {
-    type Err = ParseNodeOwnershipError;
-
-    /// ```
-    /// use ccm_nodecontroller::NodeOwnership;
-    /// assert_eq!("all-nodes".parse::<NodeOwnership>().unwrap(), NodeOwnership::AllNodes);
-    /// assert_eq!(NodeOwnership::ProviderIdPrefix.to_string(), "provider-id-prefix");
-    /// assert!("mine".parse::<NodeOwnership>().is_err());
-    /// ```
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "provider-id-prefix" => Ok(NodeOwnership::ProviderIdPrefix),
-            "all-nodes" => Ok(NodeOwnership::AllNodes),
-            other => Err(ParseNodeOwnershipError(other.to_owned())),
-        }
-    }
+/// The error of an unknown spelling, for the derived `FromStr`.
+fn unknown_ownership(spelling: &str) -> ParseNodeOwnershipError {
+    ParseNodeOwnershipError(spelling.to_owned())
 }
 
 /// Why a node is left alone.

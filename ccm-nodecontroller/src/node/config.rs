@@ -26,7 +26,10 @@ pub const DEFAULT_CONCURRENT_NODE_SYNCS: usize = 1;
 /// assert_eq!(config.status_update_workers(), 10);
 /// assert!(config.validate().is_ok());
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Every field has a setter `with_<field>`, derived with `getset`.
+#[derive(Debug, Clone, PartialEq, Eq, getset::WithSetters)]
+#[getset(set_with = "pub")]
 #[non_exhaustive]
 pub struct Config {
     /// `--concurrent-node-syncs` (default 1, must be > 0): workers initializing nodes.
@@ -59,36 +62,6 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Set `--concurrent-node-syncs`.
-    pub fn with_concurrent_node_syncs(mut self, workers: usize) -> Self {
-        self.concurrent_node_syncs = workers;
-        self
-    }
-
-    /// Set `--concurrent-node-status-updates` (0 = use `concurrent_node_syncs`).
-    pub fn with_concurrent_node_status_updates(mut self, workers: usize) -> Self {
-        self.concurrent_node_status_updates = workers;
-        self
-    }
-
-    /// Set `--node-status-update-frequency`.
-    pub fn with_node_status_update_frequency(mut self, frequency: Duration) -> Self {
-        self.node_status_update_frequency = frequency;
-        self
-    }
-
-    /// Set the cloud call timeout.
-    pub fn with_cloud_call_timeout(mut self, timeout: Duration) -> Self {
-        self.cloud_call_timeout = timeout;
-        self
-    }
-
-    /// Set the most nodes one bulk metadata call asks about at initialization (0 = off).
-    pub fn with_initialization_batch(mut self, nodes: usize) -> Self {
-        self.initialization_batch = nodes;
-        self
-    }
-
     /// How many nodes the periodic address sync handles at once.
     pub fn status_update_workers(&self) -> usize {
         if self.concurrent_node_status_updates == 0 {

@@ -6,6 +6,33 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+/// Go's `wantsLoadBalancer`: `type: LoadBalancer` without a `loadBalancerClass`.
+fn wants_load_balancer(service: &Service) -> bool {
+    ServiceSelector::default().wants_load_balancer(service)
+}
+
+/// Go's `needsUpdate` (class-less Services, Go field list).
+fn needs_update(old: &Service, new: &Service) -> bool {
+    update_reason(&ServiceSelector::default(), false, old, new).is_some()
+}
+
+impl NodeSet {
+    /// How many nodes.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The node names, sorted.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
+    }
+
+    /// The providerID recorded for `name`.
+    pub(crate) fn provider_id(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(String::as_str)
+    }
+}
+
 fn svc(name: &str, ty: &str) -> Service {
     let mut s = Service {
         spec: Some(ServiceSpec {
