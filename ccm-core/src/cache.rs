@@ -1,6 +1,8 @@
 //! Coalescing and a short-lived cache for instance questions (InstancesV2).
 //!
-//! [`CachingProvider`] wraps a provider so that:
+//! An [`InstanceCache`] in front of a provider
+//! ([`InterceptedProvider::with_instance_cache`](crate::intercept::InterceptedProvider::with_instance_cache)) makes
+//! its InstancesV2 calls such that:
 //!
 //! - concurrent calls asking the same question about the same node (`instance-exists`, `instance-shutdown`,
 //!   `instance-metadata-by-provider-id`) share one cloud call;
@@ -22,23 +24,23 @@
 //! [`InstanceCache::invalidate`]. An answer still in flight when its node is invalidated is returned to its
 //! callers but not kept.
 //!
-//! Put the cache **outside** the budget and metrics interceptors (`CachingProvider` wrapping an
-//! [`InterceptedProvider`](crate::intercept::InterceptedProvider)): answers from the cache then cost no budget and
-//! the call metrics count real cloud calls only. [`CachingProvider::with_metrics`] counts hits, coalesced
-//! questions and misses.
+//! The cache sits **in front of** the provider's interceptors (the budget, the call metrics): answers from the
+//! cache cost no budget and the call metrics count real cloud calls only. A reload of the provider clears it.
+//! [`InstanceCache::with_metrics`] counts hits, coalesced questions and misses.
 //!
 //! ```no_run
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use ccm_core::cache::CachingProvider;
+//! use ccm_core::cache::InstanceCache;
+//! use ccm_core::intercept::InterceptedProvider;
 //!
 //! # fn demo(cloud: Arc<dyn ccm_core::CloudProvider>, informers: ccm_core::runtime::informer::SharedInformers) {
 //! # let registry = ccm_core::runtime::metrics::SharedRegistry::new();
-//! let caching = CachingProvider::new(cloud, Duration::from_secs(30)).with_metrics(&registry);
-//! let cache = caching.cache();
+//! let cache = Arc::new(InstanceCache::new(Duration::from_secs(30)).with_metrics(&registry));
 //! let token = tokio_util::sync::CancellationToken::new();
-//! tokio::spawn(cache.run_invalidator(informers.nodes().clone(), token));
-//! let cloud: Arc<dyn ccm_core::CloudProvider> = Arc::new(caching);
+//! tokio::spawn(cache.clone().run_invalidator(informers.nodes().clone(), token));
+//! let cloud: Arc<dyn ccm_core::CloudProvider> =
+//!     Arc::new(InterceptedProvider::new(cloud).with_instance_cache(cache));
 //! # }
 //! ```
 
@@ -61,10 +63,7 @@ use crate::error::CloudError;
 use crate::helpers::{node_condition_status, node_name, node_provider_id};
 use crate::intercept::Operation;
 use crate::names;
-use crate::provider::{
-    CloudProvider, Clusters, InitializeContext, Instances, InstancesV2, LoadBalancer, Routes, Zones,
-};
-use crate::reload::ReloadContext;
+use crate::provider::InstancesV2;
 use crate::runtime::informer::{Informer, InformerEvent};
 use crate::runtime::metrics::{Labels, SharedRegistry, labels};
 use crate::types::InstanceLookup;
@@ -181,7 +180,7 @@ impl Counters {
     }
 }
 
-/// The shared state of a [`CachingProvider`]: answers, calls in flight, and counters.
+/// The instance cache (see the [module documentation](self)): answers, calls in flight, and counters.
 pub struct InstanceCache {
     ttl: Duration,
     state: Mutex<State>,
@@ -197,6 +196,36 @@ impl std::fmt::Debug for InstanceCache {
 }
 
 impl InstanceCache {
+    /// A cache keeping metadata answers for `ttl` (zero: coalesce only, keep nothing); existence and shutdown
+    /// answers are never kept.
+    pub fn new(ttl: Duration) -> Self {
+        InstanceCache {
+            ttl,
+            state: Mutex::default(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// Count the cache's answers in `registry` as
+    /// `cloudprovider_instance_cache_requests_total{operation, result}` (`result` = `hit`, `coalesced` or
+    /// `miss`; `operation` = the call-log name of the InstancesV2 call).
+    pub fn with_metrics(self, registry: &SharedRegistry) -> Self {
+        self.register_metrics(registry);
+        self
+    }
+
+    /// [`with_metrics`](Self::with_metrics) of a shared cache; a second registration of one cache does nothing.
+    fn register_metrics(&self, registry: &SharedRegistry) {
+        let family = Family::<Labels, Counter>::default();
+        if self.counters.family.set(family.clone()).is_ok() {
+            registry.register(
+                "cloudprovider_instance_cache_requests",
+                "Instance questions answered by the cloud-call cache, by operation and result (hit, coalesced, miss)",
+                family,
+            );
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -376,102 +405,10 @@ fn invalidates(old: &Node, new: &Node) -> bool {
             != node_condition_status(new, names::conditions::READY)
 }
 
-/// A provider whose InstancesV2 questions are coalesced, and whose metadata answers are kept for a TTL (existence
-/// and shutdown answers never are); everything else passes through.
-#[derive(Clone)]
-pub struct CachingProvider {
-    inner: Arc<dyn CloudProvider>,
-    cache: Arc<InstanceCache>,
-}
-
-impl std::fmt::Debug for CachingProvider {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CachingProvider")
-            .field("provider", &self.inner.provider_name())
-            .field("cache", &self.cache)
-            .finish()
-    }
-}
-
-impl CachingProvider {
-    /// Wrap `inner`; metadata answers are kept for `ttl` (zero: coalesce only, cache nothing). Existence and
-    /// shutdown answers are never kept.
-    pub fn new(inner: Arc<dyn CloudProvider>, ttl: Duration) -> Self {
-        CachingProvider {
-            inner,
-            cache: Arc::new(InstanceCache {
-                ttl,
-                state: Mutex::new(State::default()),
-                counters: Counters::default(),
-            }),
-        }
-    }
-
-    /// Count the cache's answers in `registry` as
-    /// `cloudprovider_instance_cache_requests_total{operation, result}` (`result` = `hit`, `coalesced` or
-    /// `miss`; `operation` = the call-log name of the InstancesV2 call). Register once per registry.
-    pub fn with_metrics(self, registry: &SharedRegistry) -> Self {
-        let family = Family::<Labels, Counter>::default();
-        if self.cache.counters.family.set(family.clone()).is_ok() {
-            registry.register(
-                "cloudprovider_instance_cache_requests",
-                "Instance questions answered by the cloud-call cache, by operation and result (hit, coalesced, miss)",
-                family,
-            );
-        }
-        self
-    }
-
-    /// The cache, for invalidation.
-    pub fn cache(&self) -> Arc<InstanceCache> {
-        self.cache.clone()
-    }
-}
-
-#[async_trait]
-impl CloudProvider for CachingProvider {
-    fn provider_name(&self) -> &str {
-        self.inner.provider_name()
-    }
-    async fn initialize(&self, ctx: InitializeContext) -> Result<(), CloudError> {
-        self.inner.initialize(ctx).await
-    }
-    async fn reload(&self, ctx: ReloadContext) -> Result<(), CloudError> {
-        self.inner.reload(ctx).await?;
-        // The new configuration may answer differently: forget what the old one said.
-        self.cache.clear();
-        Ok(())
-    }
-    fn load_balancer(self: Arc<Self>) -> Option<Arc<dyn LoadBalancer>> {
-        Arc::clone(&self.inner).load_balancer()
-    }
-    fn instances(self: Arc<Self>) -> Option<Arc<dyn Instances>> {
-        Arc::clone(&self.inner).instances()
-    }
-    fn instances_v2(self: Arc<Self>) -> Option<Arc<dyn InstancesV2>> {
-        let inner = Arc::clone(&self.inner).instances_v2()?;
-        Some(Arc::new(CachedV2 {
-            inner,
-            cache: self.cache.clone(),
-        }))
-    }
-    fn zones(self: Arc<Self>) -> Option<Arc<dyn Zones>> {
-        Arc::clone(&self.inner).zones()
-    }
-    fn clusters(self: Arc<Self>) -> Option<Arc<dyn Clusters>> {
-        Arc::clone(&self.inner).clusters()
-    }
-    fn routes(self: Arc<Self>) -> Option<Arc<dyn Routes>> {
-        Arc::clone(&self.inner).routes()
-    }
-    fn has_cluster_id(&self) -> bool {
-        self.inner.has_cluster_id()
-    }
-}
-
-struct CachedV2 {
-    inner: Arc<dyn InstancesV2>,
-    cache: Arc<InstanceCache>,
+/// The InstancesV2 of a provider behind an [`InstanceCache`].
+pub(crate) struct CachedV2 {
+    pub(crate) inner: Arc<dyn InstancesV2>,
+    pub(crate) cache: Arc<InstanceCache>,
 }
 
 fn unexpected(question: Question) -> CloudError {
@@ -640,6 +577,8 @@ impl InstancesV2 for CachedV2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::intercept::InterceptedProvider;
+    use crate::provider::CloudProvider;
     use crate::types::InstanceMetadata;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -739,19 +678,39 @@ mod tests {
         n
     }
 
-    fn setup(ttl: Duration) -> (Arc<Counting>, Arc<CachingProvider>) {
+    /// The counting cloud behind an instance cache, as the runtime stacks them.
+    struct Cached {
+        provider: Arc<InterceptedProvider>,
+        cache: Arc<InstanceCache>,
+    }
+
+    impl Cached {
+        fn cache(&self) -> Arc<InstanceCache> {
+            self.cache.clone()
+        }
+        fn instances_v2(self: Arc<Self>) -> Option<Arc<dyn InstancesV2>> {
+            Arc::clone(&self.provider).instances_v2()
+        }
+        fn with_metrics(self, registry: &SharedRegistry) -> Self {
+            self.cache.register_metrics(registry);
+            self
+        }
+    }
+
+    fn setup(ttl: Duration) -> (Arc<Counting>, Arc<Cached>) {
         setup_with(ttl, Counting::default())
     }
 
-    fn setup_with(ttl: Duration, counting: Counting) -> (Arc<Counting>, Arc<CachingProvider>) {
+    fn setup_with(ttl: Duration, counting: Counting) -> (Arc<Counting>, Arc<Cached>) {
         let counting = Arc::new(Counting {
             exists: Mutex::new(true),
             ..counting
         });
-        (
-            counting.clone(),
-            Arc::new(CachingProvider::new(Arc::new(Cloud(counting)), ttl)),
-        )
+        let cache = Arc::new(InstanceCache::new(ttl));
+        let provider = InterceptedProvider::new(Arc::new(Cloud(counting.clone())))
+            .with_instance_cache(cache.clone());
+        let provider = Arc::new(provider);
+        (counting, Arc::new(Cached { provider, cache }))
     }
 
     #[tokio::test(start_paused = true)]
