@@ -68,36 +68,19 @@ use crate::runtime::informer::{Informer, InformerEvent};
 use crate::runtime::metrics::{Labels, SharedRegistry, labels};
 use crate::types::InstanceLookup;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Question {
-    Exists,
-    Shutdown,
-    Metadata,
-}
-
-impl Question {
-    /// The operation that answers it (its call-log name labels the cache metrics).
-    fn operation(self) -> Operation {
-        match self {
-            Question::Exists => Operation::InstanceExists,
-            Question::Shutdown => Operation::InstanceShutdown,
-            Question::Metadata => Operation::InstanceMetadata,
-        }
-    }
-}
-
 #[derive(Debug, Clone)]
 enum Answer {
     Bool(bool),
     Metadata(InstanceLookup),
 }
 
-/// The question, the node's name and its providerID: a node whose providerID changed is a new key even before
-/// the informer reports the change.
-type Key = (Question, String, String);
+/// The question (the single call that asks it: `instance-exists`, `instance-shutdown` or
+/// `instance-metadata-by-provider-id`, whose name labels the cache metrics), the node's name and its providerID:
+/// a node whose providerID changed is a new key even before the informer reports the change.
+type Key = (Operation, String, String);
 type Flight = Shared<BoxFuture<'static, Result<Answer, Arc<CloudError>>>>;
 
-fn key(question: Question, node: &Node) -> Key {
+fn key(question: Operation, node: &Node) -> Key {
     (
         question,
         node_name(node).to_owned(),
@@ -162,7 +145,7 @@ enum Outcome {
 }
 
 impl Counters {
-    fn record(&self, question: Question, outcome: Outcome, n: u64) {
+    fn record(&self, question: Operation, outcome: Outcome, n: u64) {
         if n == 0 {
             return;
         }
@@ -173,7 +156,7 @@ impl Counters {
         };
         counter.fetch_add(n, Ordering::Relaxed);
         if let Some(family) = self.family.get() {
-            let operation = question.operation().as_str();
+            let operation = question.as_str();
             let labels = labels(&[("operation", operation), ("result", result)]);
             family.get_or_create(&labels).inc_by(n);
         }
@@ -295,7 +278,7 @@ impl InstanceCache {
         drop(registration);
     }
 
-    async fn ask<F>(&self, question: Question, node: &Node, call: F) -> Result<Answer, CloudError>
+    async fn ask<F>(&self, question: Operation, node: &Node, call: F) -> Result<Answer, CloudError>
     where
         F: Future<Output = Result<Answer, CloudError>> + Send + 'static,
     {
@@ -344,8 +327,8 @@ impl InstanceCache {
     /// shutdown answers decide whether a Node is deleted or tainted, so they must come from the cloud every time
     /// (the Go reference asks the cloud on every lifecycle pass; a kept "exists" or "not shut down" would hide a
     /// gone or stopped instance for up to a TTL).
-    fn keeps(&self, question: Question) -> bool {
-        question == Question::Metadata && !self.ttl.is_zero()
+    fn keeps(&self, question: Operation) -> bool {
+        question == Operation::InstanceMetadata && !self.ttl.is_zero()
     }
 
     /// The kept, unexpired answer for `key`, if its question keeps answers at all.
@@ -356,7 +339,7 @@ impl InstanceCache {
 
     /// The kept answer of each node (`None`: ask the cloud), and the epoch to pass to
     /// [`store_many`](Self::store_many).
-    fn cached_many(&self, question: Question, nodes: &[Node]) -> (Vec<Option<Answer>>, u64) {
+    fn cached_many(&self, question: Operation, nodes: &[Node]) -> (Vec<Option<Answer>>, u64) {
         let state = self.lock();
         let answers: Vec<Option<Answer>> = nodes
             .iter()
@@ -380,7 +363,7 @@ impl InstanceCache {
     /// `epoch`.
     fn store_many<'a>(
         &self,
-        question: Question,
+        question: Operation,
         epoch: u64,
         answers: impl Iterator<Item = (&'a Node, Answer)>,
     ) {
@@ -411,9 +394,9 @@ pub(crate) struct CachedV2 {
     pub(crate) cache: Arc<InstanceCache>,
 }
 
-fn unexpected(question: Question) -> CloudError {
+fn unexpected(question: Operation) -> CloudError {
     CloudError::message(format!(
-        "instance cache returned a mismatched answer for {question:?}; this is a bug"
+        "instance cache returned a mismatched answer for {question}; this is a bug"
     ))
 }
 
@@ -432,7 +415,7 @@ impl CachedV2 {
     /// other nodes only, and its answers are kept.
     async fn bulk<T: Clone>(
         &self,
-        question: Question,
+        question: Operation,
         operation: Operation,
         nodes: &[Node],
         call: for<'a> fn(&'a dyn InstancesV2, &'a [Node]) -> BulkCall<'a, T>,
@@ -488,25 +471,37 @@ impl InstancesV2 for CachedV2 {
     async fn instance_exists(&self, node: &Node) -> Result<bool, CloudError> {
         let (inner, owned) = (self.inner.clone(), node.clone());
         let call = async move { inner.instance_exists(&owned).await.map(Answer::Bool) };
-        match self.cache.ask(Question::Exists, node, call).await? {
+        match self
+            .cache
+            .ask(Operation::InstanceExists, node, call)
+            .await?
+        {
             Answer::Bool(b) => Ok(b),
-            Answer::Metadata(_) => Err(unexpected(Question::Exists)),
+            Answer::Metadata(_) => Err(unexpected(Operation::InstanceExists)),
         }
     }
     async fn instance_shutdown(&self, node: &Node) -> Result<bool, CloudError> {
         let (inner, owned) = (self.inner.clone(), node.clone());
         let call = async move { inner.instance_shutdown(&owned).await.map(Answer::Bool) };
-        match self.cache.ask(Question::Shutdown, node, call).await? {
+        match self
+            .cache
+            .ask(Operation::InstanceShutdown, node, call)
+            .await?
+        {
             Answer::Bool(b) => Ok(b),
-            Answer::Metadata(_) => Err(unexpected(Question::Shutdown)),
+            Answer::Metadata(_) => Err(unexpected(Operation::InstanceShutdown)),
         }
     }
     async fn instance_metadata(&self, node: &Node) -> Result<InstanceLookup, CloudError> {
         let (inner, owned) = (self.inner.clone(), node.clone());
         let call = async move { inner.instance_metadata(&owned).await.map(Answer::Metadata) };
-        match self.cache.ask(Question::Metadata, node, call).await? {
+        match self
+            .cache
+            .ask(Operation::InstanceMetadata, node, call)
+            .await?
+        {
             Answer::Metadata(m) => Ok(m),
-            Answer::Bool(_) => Err(unexpected(Question::Metadata)),
+            Answer::Bool(_) => Err(unexpected(Operation::InstanceMetadata)),
         }
     }
     fn supports_bulk(&self) -> bool {
@@ -520,7 +515,7 @@ impl InstancesV2 for CachedV2 {
             return Ok(crate::provider::metadata_one_by_one(self, nodes).await);
         }
         self.bulk(
-            Question::Metadata,
+            Operation::InstanceMetadata,
             Operation::InstanceMetadataBulk,
             nodes,
             |inner, missing| inner.instance_metadata_bulk(missing),
@@ -540,7 +535,7 @@ impl InstancesV2 for CachedV2 {
             return Ok(crate::provider::exists_one_by_one(self, nodes).await);
         }
         self.bulk(
-            Question::Exists,
+            Operation::InstanceExists,
             Operation::InstanceExistsBulk,
             nodes,
             |inner, missing| inner.instance_exists_bulk(missing),
@@ -560,7 +555,7 @@ impl InstancesV2 for CachedV2 {
             return Ok(crate::provider::shutdown_one_by_one(self, nodes).await);
         }
         self.bulk(
-            Question::Shutdown,
+            Operation::InstanceShutdown,
             Operation::InstanceShutdownBulk,
             nodes,
             |inner, missing| inner.instance_shutdown_bulk(missing),
