@@ -411,17 +411,13 @@ fn short_bulk_answer(operation: Operation, got: usize, asked: usize) -> CloudErr
 type BulkCall<'n, T> = BoxFuture<'n, Result<Vec<Result<T, CloudError>>, CloudError>>;
 
 impl CachedV2 {
-    /// A bulk call through the cache: kept answers are reused, the cloud is asked (in one bulk call) about the
-    /// other nodes only, and its answers are kept.
-    async fn bulk<T: Clone>(
+    /// `instance_metadata_bulk` through the cache: kept answers are reused, the cloud is asked (in one bulk call)
+    /// about the other nodes only, and its answers are kept.
+    async fn metadata_bulk(
         &self,
-        question: Operation,
-        operation: Operation,
         nodes: &[Node],
-        call: for<'a> fn(&'a dyn InstancesV2, &'a [Node]) -> BulkCall<'a, T>,
-        wrap: fn(T) -> Answer,
-        unwrap: fn(Answer) -> Option<T>,
-    ) -> Result<Vec<Result<T, CloudError>>, CloudError> {
+    ) -> Result<Vec<Result<InstanceLookup, CloudError>>, CloudError> {
+        let (question, operation) = (Operation::InstanceMetadata, Operation::InstanceMetadataBulk);
         let (cached, epoch) = self.cache.cached_many(question, nodes);
         let partly_cached: Vec<Node>;
         let missing: &[Node] = if cached.iter().all(Option::is_none) {
@@ -439,30 +435,47 @@ impl CachedV2 {
             Vec::new()
         } else {
             let asked = missing.len();
-            let answers = call(self.inner.as_ref(), missing).await?;
+            let answers = self.inner.instance_metadata_bulk(missing).await?;
             if answers.len() != asked {
                 return Err(short_bulk_answer(operation, answers.len(), asked));
             }
-            self.cache.store_many(
-                question,
-                epoch,
-                missing
-                    .iter()
-                    .zip(&answers)
-                    .filter_map(|(node, r)| r.as_ref().ok().map(|v| (node, wrap(v.clone())))),
-            );
+            let kept = missing.iter().zip(&answers).filter_map(|(node, r)| {
+                let metadata = r.as_ref().ok()?;
+                Some((node, Answer::Metadata(metadata.clone())))
+            });
+            self.cache.store_many(question, epoch, kept);
             answers
         }
         .into_iter();
         Ok(cached
             .into_iter()
             .map(|answer| match answer {
-                Some(answer) => unwrap(answer).ok_or_else(|| unexpected(question)),
+                Some(Answer::Metadata(metadata)) => Ok(metadata),
+                Some(Answer::Bool(_)) => Err(unexpected(question)),
                 None => fresh
                     .next()
                     .unwrap_or_else(|| Err(short_bulk_answer(operation, 0, 1))),
             })
             .collect())
+    }
+
+    /// A bulk call whose answers are never kept (existence, shutdown): every node is a miss, asked in one call.
+    async fn uncached_bulk<T>(
+        &self,
+        (question, operation): (Operation, Operation),
+        nodes: &[Node],
+        call: BulkCall<'_, T>,
+    ) -> Result<Vec<Result<T, CloudError>>, CloudError> {
+        if nodes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let misses = u64::try_from(nodes.len()).unwrap_or(u64::MAX);
+        self.cache.counters.record(question, Outcome::Miss, misses);
+        let answers = call.await?;
+        if answers.len() != nodes.len() {
+            return Err(short_bulk_answer(operation, answers.len(), nodes.len()));
+        }
+        Ok(answers)
     }
 }
 
@@ -514,18 +527,7 @@ impl InstancesV2 for CachedV2 {
         if !self.inner.supports_bulk() {
             return Ok(crate::provider::metadata_one_by_one(self, nodes).await);
         }
-        self.bulk(
-            Operation::InstanceMetadata,
-            Operation::InstanceMetadataBulk,
-            nodes,
-            |inner, missing| inner.instance_metadata_bulk(missing),
-            Answer::Metadata,
-            |answer| match answer {
-                Answer::Metadata(m) => Some(m),
-                Answer::Bool(_) => None,
-            },
-        )
-        .await
+        self.metadata_bulk(nodes).await
     }
     async fn instance_exists_bulk(
         &self,
@@ -534,18 +536,9 @@ impl InstancesV2 for CachedV2 {
         if !self.inner.supports_bulk() {
             return Ok(crate::provider::exists_one_by_one(self, nodes).await);
         }
-        self.bulk(
-            Operation::InstanceExists,
-            Operation::InstanceExistsBulk,
-            nodes,
-            |inner, missing| inner.instance_exists_bulk(missing),
-            Answer::Bool,
-            |answer| match answer {
-                Answer::Bool(b) => Some(b),
-                Answer::Metadata(_) => None,
-            },
-        )
-        .await
+        let operations = (Operation::InstanceExists, Operation::InstanceExistsBulk);
+        let call = self.inner.instance_exists_bulk(nodes);
+        self.uncached_bulk(operations, nodes, call).await
     }
     async fn instance_shutdown_bulk(
         &self,
@@ -554,18 +547,9 @@ impl InstancesV2 for CachedV2 {
         if !self.inner.supports_bulk() {
             return Ok(crate::provider::shutdown_one_by_one(self, nodes).await);
         }
-        self.bulk(
-            Operation::InstanceShutdown,
-            Operation::InstanceShutdownBulk,
-            nodes,
-            |inner, missing| inner.instance_shutdown_bulk(missing),
-            Answer::Bool,
-            |answer| match answer {
-                Answer::Bool(b) => Some(b),
-                Answer::Metadata(_) => None,
-            },
-        )
-        .await
+        let operations = (Operation::InstanceShutdown, Operation::InstanceShutdownBulk);
+        let call = self.inner.instance_shutdown_bulk(nodes);
+        self.uncached_bulk(operations, nodes, call).await
     }
 }
 
