@@ -337,41 +337,29 @@ impl InstanceCache {
         (at.elapsed() < self.ttl).then(|| answer.clone())
     }
 
-    /// The kept answer of each node (`None`: ask the cloud), and the epoch to pass to
+    /// The kept metadata answer of each node (`None`: ask the cloud), and the epoch to pass to
     /// [`store_many`](Self::store_many).
-    fn cached_many(&self, question: Operation, nodes: &[Node]) -> (Vec<Option<Answer>>, u64) {
+    fn cached_many(&self, nodes: &[Node]) -> (Vec<Option<Answer>>, u64) {
+        let question = Operation::InstanceMetadata;
         let state = self.lock();
         let answers: Vec<Option<Answer>> = nodes
             .iter()
             .map(|node| self.kept(&state, &key(question, node)))
             .collect();
         let hits = answers.iter().filter(|a| a.is_some()).count();
-        self.counters.record(
-            question,
-            Outcome::Hit,
-            u64::try_from(hits).unwrap_or(u64::MAX),
-        );
-        self.counters.record(
-            question,
-            Outcome::Miss,
-            u64::try_from(nodes.len() - hits).unwrap_or(u64::MAX),
-        );
+        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        self.counters.record(question, Outcome::Hit, count(hits));
+        self.counters
+            .record(question, Outcome::Miss, count(nodes.len() - hits));
         (answers, state.epoch)
     }
 
-    /// Keep the answers of a bulk call (if its question keeps answers), unless something was invalidated since
-    /// `epoch`.
-    fn store_many<'a>(
-        &self,
-        question: Operation,
-        epoch: u64,
-        answers: impl Iterator<Item = (&'a Node, Answer)>,
-    ) {
-        if !self.keeps(question) {
-            return;
-        }
+    /// Keep the metadata answers of a bulk call (if metadata answers are kept at all), unless something was
+    /// invalidated since `epoch`.
+    fn store_many<'a>(&self, epoch: u64, answers: impl Iterator<Item = (&'a Node, Answer)>) {
+        let question = Operation::InstanceMetadata;
         let mut state = self.lock();
-        if state.epoch != epoch {
+        if !self.keeps(question) || state.epoch != epoch {
             return;
         }
         for (node, answer) in answers {
@@ -418,7 +406,7 @@ impl CachedV2 {
         nodes: &[Node],
     ) -> Result<Vec<Result<InstanceLookup, CloudError>>, CloudError> {
         let (question, operation) = (Operation::InstanceMetadata, Operation::InstanceMetadataBulk);
-        let (cached, epoch) = self.cache.cached_many(question, nodes);
+        let (cached, epoch) = self.cache.cached_many(nodes);
         let partly_cached: Vec<Node>;
         let missing: &[Node] = if cached.iter().all(Option::is_none) {
             nodes
@@ -443,7 +431,7 @@ impl CachedV2 {
                 let metadata = r.as_ref().ok()?;
                 Some((node, Answer::Metadata(metadata.clone())))
             });
-            self.cache.store_many(question, epoch, kept);
+            self.cache.store_many(epoch, kept);
             answers
         }
         .into_iter();
