@@ -1,6 +1,8 @@
 //! Coalescing and a short-lived cache for instance questions (InstancesV2).
 //!
-//! [`CachingProvider`] wraps a provider so that:
+//! An [`InstanceCache`] in front of a provider
+//! ([`InterceptedProvider::with_instance_cache`](crate::intercept::InterceptedProvider::with_instance_cache)) makes
+//! its InstancesV2 calls such that:
 //!
 //! - concurrent calls asking the same question about the same node (`instance-exists`, `instance-shutdown`,
 //!   `instance-metadata-by-provider-id`) share one cloud call;
@@ -22,23 +24,23 @@
 //! [`InstanceCache::invalidate`]. An answer still in flight when its node is invalidated is returned to its
 //! callers but not kept.
 //!
-//! Put the cache **outside** the budget and metrics interceptors (`CachingProvider` wrapping an
-//! [`InterceptedProvider`](crate::intercept::InterceptedProvider)): answers from the cache then cost no budget and
-//! the call metrics count real cloud calls only. [`CachingProvider::with_metrics`] counts hits, coalesced
-//! questions and misses.
+//! The cache sits **in front of** the provider's interceptors (the budget, the call metrics): answers from the
+//! cache cost no budget and the call metrics count real cloud calls only. A reload of the provider clears it.
+//! [`InstanceCache::with_metrics`] counts hits, coalesced questions and misses.
 //!
 //! ```no_run
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use ccm_core::cache::CachingProvider;
+//! use ccm_core::cache::InstanceCache;
+//! use ccm_core::intercept::InterceptedProvider;
 //!
 //! # fn demo(cloud: Arc<dyn ccm_core::CloudProvider>, informers: ccm_core::runtime::informer::SharedInformers) {
 //! # let registry = ccm_core::runtime::metrics::SharedRegistry::new();
-//! let caching = CachingProvider::new(cloud, Duration::from_secs(30)).with_metrics(&registry);
-//! let cache = caching.cache();
+//! let cache = Arc::new(InstanceCache::new(Duration::from_secs(30)).with_metrics(&registry));
 //! let token = tokio_util::sync::CancellationToken::new();
-//! tokio::spawn(cache.run_invalidator(informers.nodes().clone(), token));
-//! let cloud: Arc<dyn ccm_core::CloudProvider> = Arc::new(caching);
+//! tokio::spawn(cache.clone().run_invalidator(informers.nodes().clone(), token));
+//! let cloud: Arc<dyn ccm_core::CloudProvider> =
+//!     Arc::new(InterceptedProvider::new(cloud).with_instance_cache(cache));
 //! # }
 //! ```
 
@@ -61,31 +63,10 @@ use crate::error::CloudError;
 use crate::helpers::{node_condition_status, node_name, node_provider_id};
 use crate::intercept::Operation;
 use crate::names;
-use crate::provider::{
-    CloudProvider, Clusters, InitializeContext, Instances, InstancesV2, LoadBalancer, Routes, Zones,
-};
-use crate::reload::ReloadContext;
+use crate::provider::InstancesV2;
 use crate::runtime::informer::{Informer, InformerEvent};
 use crate::runtime::metrics::{Labels, SharedRegistry, labels};
 use crate::types::InstanceLookup;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Question {
-    Exists,
-    Shutdown,
-    Metadata,
-}
-
-impl Question {
-    /// The operation that answers it (its call-log name labels the cache metrics).
-    fn operation(self) -> Operation {
-        match self {
-            Question::Exists => Operation::InstanceExists,
-            Question::Shutdown => Operation::InstanceShutdown,
-            Question::Metadata => Operation::InstanceMetadata,
-        }
-    }
-}
 
 #[derive(Debug, Clone)]
 enum Answer {
@@ -93,12 +74,13 @@ enum Answer {
     Metadata(InstanceLookup),
 }
 
-/// The question, the node's name and its providerID: a node whose providerID changed is a new key even before
-/// the informer reports the change.
-type Key = (Question, String, String);
+/// The question (the single call that asks it: `instance-exists`, `instance-shutdown` or
+/// `instance-metadata-by-provider-id`, whose name labels the cache metrics), the node's name and its providerID:
+/// a node whose providerID changed is a new key even before the informer reports the change.
+type Key = (Operation, String, String);
 type Flight = Shared<BoxFuture<'static, Result<Answer, Arc<CloudError>>>>;
 
-fn key(question: Question, node: &Node) -> Key {
+fn key(question: Operation, node: &Node) -> Key {
     (
         question,
         node_name(node).to_owned(),
@@ -163,7 +145,7 @@ enum Outcome {
 }
 
 impl Counters {
-    fn record(&self, question: Question, outcome: Outcome, n: u64) {
+    fn record(&self, question: Operation, outcome: Outcome, n: u64) {
         if n == 0 {
             return;
         }
@@ -174,14 +156,14 @@ impl Counters {
         };
         counter.fetch_add(n, Ordering::Relaxed);
         if let Some(family) = self.family.get() {
-            let operation = question.operation().as_str();
+            let operation = question.as_str();
             let labels = labels(&[("operation", operation), ("result", result)]);
             family.get_or_create(&labels).inc_by(n);
         }
     }
 }
 
-/// The shared state of a [`CachingProvider`]: answers, calls in flight, and counters.
+/// The instance cache (see the [module documentation](self)): answers, calls in flight, and counters.
 pub struct InstanceCache {
     ttl: Duration,
     state: Mutex<State>,
@@ -197,6 +179,36 @@ impl std::fmt::Debug for InstanceCache {
 }
 
 impl InstanceCache {
+    /// A cache keeping metadata answers for `ttl` (zero: coalesce only, keep nothing); existence and shutdown
+    /// answers are never kept.
+    pub fn new(ttl: Duration) -> Self {
+        InstanceCache {
+            ttl,
+            state: Mutex::default(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// Count the cache's answers in `registry` as
+    /// `cloudprovider_instance_cache_requests_total{operation, result}` (`result` = `hit`, `coalesced` or
+    /// `miss`; `operation` = the call-log name of the InstancesV2 call).
+    pub fn with_metrics(self, registry: &SharedRegistry) -> Self {
+        self.register_metrics(registry);
+        self
+    }
+
+    /// [`with_metrics`](Self::with_metrics) of a shared cache; a second registration of one cache does nothing.
+    fn register_metrics(&self, registry: &SharedRegistry) {
+        let family = Family::<Labels, Counter>::default();
+        if self.counters.family.set(family.clone()).is_ok() {
+            registry.register(
+                "cloudprovider_instance_cache_requests",
+                "Instance questions answered by the cloud-call cache, by operation and result (hit, coalesced, miss)",
+                family,
+            );
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -266,7 +278,7 @@ impl InstanceCache {
         drop(registration);
     }
 
-    async fn ask<F>(&self, question: Question, node: &Node, call: F) -> Result<Answer, CloudError>
+    async fn ask<F>(&self, question: Operation, node: &Node, call: F) -> Result<Answer, CloudError>
     where
         F: Future<Output = Result<Answer, CloudError>> + Send + 'static,
     {
@@ -315,8 +327,8 @@ impl InstanceCache {
     /// shutdown answers decide whether a Node is deleted or tainted, so they must come from the cloud every time
     /// (the Go reference asks the cloud on every lifecycle pass; a kept "exists" or "not shut down" would hide a
     /// gone or stopped instance for up to a TTL).
-    fn keeps(&self, question: Question) -> bool {
-        question == Question::Metadata && !self.ttl.is_zero()
+    fn keeps(&self, question: Operation) -> bool {
+        question == Operation::InstanceMetadata && !self.ttl.is_zero()
     }
 
     /// The kept, unexpired answer for `key`, if its question keeps answers at all.
@@ -325,41 +337,29 @@ impl InstanceCache {
         (at.elapsed() < self.ttl).then(|| answer.clone())
     }
 
-    /// The kept answer of each node (`None`: ask the cloud), and the epoch to pass to
+    /// The kept metadata answer of each node (`None`: ask the cloud), and the epoch to pass to
     /// [`store_many`](Self::store_many).
-    fn cached_many(&self, question: Question, nodes: &[Node]) -> (Vec<Option<Answer>>, u64) {
+    fn cached_many(&self, nodes: &[Node]) -> (Vec<Option<Answer>>, u64) {
+        let question = Operation::InstanceMetadata;
         let state = self.lock();
         let answers: Vec<Option<Answer>> = nodes
             .iter()
             .map(|node| self.kept(&state, &key(question, node)))
             .collect();
         let hits = answers.iter().filter(|a| a.is_some()).count();
-        self.counters.record(
-            question,
-            Outcome::Hit,
-            u64::try_from(hits).unwrap_or(u64::MAX),
-        );
-        self.counters.record(
-            question,
-            Outcome::Miss,
-            u64::try_from(nodes.len() - hits).unwrap_or(u64::MAX),
-        );
+        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        self.counters.record(question, Outcome::Hit, count(hits));
+        self.counters
+            .record(question, Outcome::Miss, count(nodes.len() - hits));
         (answers, state.epoch)
     }
 
-    /// Keep the answers of a bulk call (if its question keeps answers), unless something was invalidated since
-    /// `epoch`.
-    fn store_many<'a>(
-        &self,
-        question: Question,
-        epoch: u64,
-        answers: impl Iterator<Item = (&'a Node, Answer)>,
-    ) {
-        if !self.keeps(question) {
-            return;
-        }
+    /// Keep the metadata answers of a bulk call (if metadata answers are kept at all), unless something was
+    /// invalidated since `epoch`.
+    fn store_many<'a>(&self, epoch: u64, answers: impl Iterator<Item = (&'a Node, Answer)>) {
+        let question = Operation::InstanceMetadata;
         let mut state = self.lock();
-        if state.epoch != epoch {
+        if !self.keeps(question) || state.epoch != epoch {
             return;
         }
         for (node, answer) in answers {
@@ -376,107 +376,15 @@ fn invalidates(old: &Node, new: &Node) -> bool {
             != node_condition_status(new, names::conditions::READY)
 }
 
-/// A provider whose InstancesV2 questions are coalesced, and whose metadata answers are kept for a TTL (existence
-/// and shutdown answers never are); everything else passes through.
-#[derive(Clone)]
-pub struct CachingProvider {
-    inner: Arc<dyn CloudProvider>,
-    cache: Arc<InstanceCache>,
+/// The InstancesV2 of a provider behind an [`InstanceCache`].
+pub(crate) struct CachedV2 {
+    pub(crate) inner: Arc<dyn InstancesV2>,
+    pub(crate) cache: Arc<InstanceCache>,
 }
 
-impl std::fmt::Debug for CachingProvider {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CachingProvider")
-            .field("provider", &self.inner.provider_name())
-            .field("cache", &self.cache)
-            .finish()
-    }
-}
-
-impl CachingProvider {
-    /// Wrap `inner`; metadata answers are kept for `ttl` (zero: coalesce only, cache nothing). Existence and
-    /// shutdown answers are never kept.
-    pub fn new(inner: Arc<dyn CloudProvider>, ttl: Duration) -> Self {
-        CachingProvider {
-            inner,
-            cache: Arc::new(InstanceCache {
-                ttl,
-                state: Mutex::new(State::default()),
-                counters: Counters::default(),
-            }),
-        }
-    }
-
-    /// Count the cache's answers in `registry` as
-    /// `cloudprovider_instance_cache_requests_total{operation, result}` (`result` = `hit`, `coalesced` or
-    /// `miss`; `operation` = the call-log name of the InstancesV2 call). Register once per registry.
-    pub fn with_metrics(self, registry: &SharedRegistry) -> Self {
-        let family = Family::<Labels, Counter>::default();
-        if self.cache.counters.family.set(family.clone()).is_ok() {
-            registry.register(
-                "cloudprovider_instance_cache_requests",
-                "Instance questions answered by the cloud-call cache, by operation and result (hit, coalesced, miss)",
-                family,
-            );
-        }
-        self
-    }
-
-    /// The cache, for invalidation.
-    pub fn cache(&self) -> Arc<InstanceCache> {
-        self.cache.clone()
-    }
-}
-
-#[async_trait]
-impl CloudProvider for CachingProvider {
-    fn provider_name(&self) -> &str {
-        self.inner.provider_name()
-    }
-    async fn initialize(&self, ctx: InitializeContext) -> Result<(), CloudError> {
-        self.inner.initialize(ctx).await
-    }
-    async fn reload(&self, ctx: ReloadContext) -> Result<(), CloudError> {
-        self.inner.reload(ctx).await?;
-        // The new configuration may answer differently: forget what the old one said.
-        self.cache.clear();
-        Ok(())
-    }
-    fn load_balancer(self: Arc<Self>) -> Option<Arc<dyn LoadBalancer>> {
-        Arc::clone(&self.inner).load_balancer()
-    }
-    fn instances(self: Arc<Self>) -> Option<Arc<dyn Instances>> {
-        Arc::clone(&self.inner).instances()
-    }
-    fn instances_v2(self: Arc<Self>) -> Option<Arc<dyn InstancesV2>> {
-        let inner = Arc::clone(&self.inner).instances_v2()?;
-        Some(Arc::new(CachedV2 {
-            inner,
-            cache: self.cache.clone(),
-        }))
-    }
-    fn zones(self: Arc<Self>) -> Option<Arc<dyn Zones>> {
-        Arc::clone(&self.inner).zones()
-    }
-    fn clusters(self: Arc<Self>) -> Option<Arc<dyn Clusters>> {
-        Arc::clone(&self.inner).clusters()
-    }
-    fn routes(self: Arc<Self>) -> Option<Arc<dyn Routes>> {
-        Arc::clone(&self.inner).routes()
-    }
-    fn has_cluster_id(&self) -> bool {
-        self.inner.has_cluster_id()
-    }
-}
-
-struct CachedV2 {
-    inner: Arc<dyn InstancesV2>,
-    cache: Arc<InstanceCache>,
-}
-
-fn unexpected(question: Question) -> CloudError {
+fn unexpected(question: Operation) -> CloudError {
     CloudError::message(format!(
-        "instance cache returned a mismatched answer for {question:?}; this is a bug"
+        "instance cache returned a mismatched answer for {question}; this is a bug"
     ))
 }
 
@@ -491,18 +399,14 @@ fn short_bulk_answer(operation: Operation, got: usize, asked: usize) -> CloudErr
 type BulkCall<'n, T> = BoxFuture<'n, Result<Vec<Result<T, CloudError>>, CloudError>>;
 
 impl CachedV2 {
-    /// A bulk call through the cache: kept answers are reused, the cloud is asked (in one bulk call) about the
-    /// other nodes only, and its answers are kept.
-    async fn bulk<T: Clone>(
+    /// `instance_metadata_bulk` through the cache: kept answers are reused, the cloud is asked (in one bulk call)
+    /// about the other nodes only, and its answers are kept.
+    async fn metadata_bulk(
         &self,
-        question: Question,
-        operation: Operation,
         nodes: &[Node],
-        call: for<'a> fn(&'a dyn InstancesV2, &'a [Node]) -> BulkCall<'a, T>,
-        wrap: fn(T) -> Answer,
-        unwrap: fn(Answer) -> Option<T>,
-    ) -> Result<Vec<Result<T, CloudError>>, CloudError> {
-        let (cached, epoch) = self.cache.cached_many(question, nodes);
+    ) -> Result<Vec<Result<InstanceLookup, CloudError>>, CloudError> {
+        let (question, operation) = (Operation::InstanceMetadata, Operation::InstanceMetadataBulk);
+        let (cached, epoch) = self.cache.cached_many(nodes);
         let partly_cached: Vec<Node>;
         let missing: &[Node] = if cached.iter().all(Option::is_none) {
             nodes
@@ -519,30 +423,47 @@ impl CachedV2 {
             Vec::new()
         } else {
             let asked = missing.len();
-            let answers = call(self.inner.as_ref(), missing).await?;
+            let answers = self.inner.instance_metadata_bulk(missing).await?;
             if answers.len() != asked {
                 return Err(short_bulk_answer(operation, answers.len(), asked));
             }
-            self.cache.store_many(
-                question,
-                epoch,
-                missing
-                    .iter()
-                    .zip(&answers)
-                    .filter_map(|(node, r)| r.as_ref().ok().map(|v| (node, wrap(v.clone())))),
-            );
+            let kept = missing.iter().zip(&answers).filter_map(|(node, r)| {
+                let metadata = r.as_ref().ok()?;
+                Some((node, Answer::Metadata(metadata.clone())))
+            });
+            self.cache.store_many(epoch, kept);
             answers
         }
         .into_iter();
         Ok(cached
             .into_iter()
             .map(|answer| match answer {
-                Some(answer) => unwrap(answer).ok_or_else(|| unexpected(question)),
+                Some(Answer::Metadata(metadata)) => Ok(metadata),
+                Some(Answer::Bool(_)) => Err(unexpected(question)),
                 None => fresh
                     .next()
                     .unwrap_or_else(|| Err(short_bulk_answer(operation, 0, 1))),
             })
             .collect())
+    }
+
+    /// A bulk call whose answers are never kept (existence, shutdown): every node is a miss, asked in one call.
+    async fn uncached_bulk<T>(
+        &self,
+        (question, operation): (Operation, Operation),
+        nodes: &[Node],
+        call: BulkCall<'_, T>,
+    ) -> Result<Vec<Result<T, CloudError>>, CloudError> {
+        if nodes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let misses = u64::try_from(nodes.len()).unwrap_or(u64::MAX);
+        self.cache.counters.record(question, Outcome::Miss, misses);
+        let answers = call.await?;
+        if answers.len() != nodes.len() {
+            return Err(short_bulk_answer(operation, answers.len(), nodes.len()));
+        }
+        Ok(answers)
     }
 }
 
@@ -551,25 +472,37 @@ impl InstancesV2 for CachedV2 {
     async fn instance_exists(&self, node: &Node) -> Result<bool, CloudError> {
         let (inner, owned) = (self.inner.clone(), node.clone());
         let call = async move { inner.instance_exists(&owned).await.map(Answer::Bool) };
-        match self.cache.ask(Question::Exists, node, call).await? {
+        match self
+            .cache
+            .ask(Operation::InstanceExists, node, call)
+            .await?
+        {
             Answer::Bool(b) => Ok(b),
-            Answer::Metadata(_) => Err(unexpected(Question::Exists)),
+            Answer::Metadata(_) => Err(unexpected(Operation::InstanceExists)),
         }
     }
     async fn instance_shutdown(&self, node: &Node) -> Result<bool, CloudError> {
         let (inner, owned) = (self.inner.clone(), node.clone());
         let call = async move { inner.instance_shutdown(&owned).await.map(Answer::Bool) };
-        match self.cache.ask(Question::Shutdown, node, call).await? {
+        match self
+            .cache
+            .ask(Operation::InstanceShutdown, node, call)
+            .await?
+        {
             Answer::Bool(b) => Ok(b),
-            Answer::Metadata(_) => Err(unexpected(Question::Shutdown)),
+            Answer::Metadata(_) => Err(unexpected(Operation::InstanceShutdown)),
         }
     }
     async fn instance_metadata(&self, node: &Node) -> Result<InstanceLookup, CloudError> {
         let (inner, owned) = (self.inner.clone(), node.clone());
         let call = async move { inner.instance_metadata(&owned).await.map(Answer::Metadata) };
-        match self.cache.ask(Question::Metadata, node, call).await? {
+        match self
+            .cache
+            .ask(Operation::InstanceMetadata, node, call)
+            .await?
+        {
             Answer::Metadata(m) => Ok(m),
-            Answer::Bool(_) => Err(unexpected(Question::Metadata)),
+            Answer::Bool(_) => Err(unexpected(Operation::InstanceMetadata)),
         }
     }
     fn supports_bulk(&self) -> bool {
@@ -582,18 +515,7 @@ impl InstancesV2 for CachedV2 {
         if !self.inner.supports_bulk() {
             return Ok(crate::provider::metadata_one_by_one(self, nodes).await);
         }
-        self.bulk(
-            Question::Metadata,
-            Operation::InstanceMetadataBulk,
-            nodes,
-            |inner, missing| inner.instance_metadata_bulk(missing),
-            Answer::Metadata,
-            |answer| match answer {
-                Answer::Metadata(m) => Some(m),
-                Answer::Bool(_) => None,
-            },
-        )
-        .await
+        self.metadata_bulk(nodes).await
     }
     async fn instance_exists_bulk(
         &self,
@@ -602,18 +524,9 @@ impl InstancesV2 for CachedV2 {
         if !self.inner.supports_bulk() {
             return Ok(crate::provider::exists_one_by_one(self, nodes).await);
         }
-        self.bulk(
-            Question::Exists,
-            Operation::InstanceExistsBulk,
-            nodes,
-            |inner, missing| inner.instance_exists_bulk(missing),
-            Answer::Bool,
-            |answer| match answer {
-                Answer::Bool(b) => Some(b),
-                Answer::Metadata(_) => None,
-            },
-        )
-        .await
+        let operations = (Operation::InstanceExists, Operation::InstanceExistsBulk);
+        let call = self.inner.instance_exists_bulk(nodes);
+        self.uncached_bulk(operations, nodes, call).await
     }
     async fn instance_shutdown_bulk(
         &self,
@@ -622,24 +535,17 @@ impl InstancesV2 for CachedV2 {
         if !self.inner.supports_bulk() {
             return Ok(crate::provider::shutdown_one_by_one(self, nodes).await);
         }
-        self.bulk(
-            Question::Shutdown,
-            Operation::InstanceShutdownBulk,
-            nodes,
-            |inner, missing| inner.instance_shutdown_bulk(missing),
-            Answer::Bool,
-            |answer| match answer {
-                Answer::Bool(b) => Some(b),
-                Answer::Metadata(_) => None,
-            },
-        )
-        .await
+        let operations = (Operation::InstanceShutdown, Operation::InstanceShutdownBulk);
+        let call = self.inner.instance_shutdown_bulk(nodes);
+        self.uncached_bulk(operations, nodes, call).await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::intercept::InterceptedProvider;
+    use crate::provider::CloudProvider;
     use crate::types::InstanceMetadata;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -739,19 +645,39 @@ mod tests {
         n
     }
 
-    fn setup(ttl: Duration) -> (Arc<Counting>, Arc<CachingProvider>) {
+    /// The counting cloud behind an instance cache, as the runtime stacks them.
+    struct Cached {
+        provider: Arc<InterceptedProvider>,
+        cache: Arc<InstanceCache>,
+    }
+
+    impl Cached {
+        fn cache(&self) -> Arc<InstanceCache> {
+            self.cache.clone()
+        }
+        fn instances_v2(self: Arc<Self>) -> Option<Arc<dyn InstancesV2>> {
+            Arc::clone(&self.provider).instances_v2()
+        }
+        fn with_metrics(self, registry: &SharedRegistry) -> Self {
+            self.cache.register_metrics(registry);
+            self
+        }
+    }
+
+    fn setup(ttl: Duration) -> (Arc<Counting>, Arc<Cached>) {
         setup_with(ttl, Counting::default())
     }
 
-    fn setup_with(ttl: Duration, counting: Counting) -> (Arc<Counting>, Arc<CachingProvider>) {
+    fn setup_with(ttl: Duration, counting: Counting) -> (Arc<Counting>, Arc<Cached>) {
         let counting = Arc::new(Counting {
             exists: Mutex::new(true),
             ..counting
         });
-        (
-            counting.clone(),
-            Arc::new(CachingProvider::new(Arc::new(Cloud(counting)), ttl)),
-        )
+        let cache = Arc::new(InstanceCache::new(ttl));
+        let provider = InterceptedProvider::new(Arc::new(Cloud(counting.clone())))
+            .with_instance_cache(cache.clone());
+        let provider = Arc::new(provider);
+        (counting, Arc::new(Cached { provider, cache }))
     }
 
     #[tokio::test(start_paused = true)]

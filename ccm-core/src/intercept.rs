@@ -43,6 +43,7 @@ use async_trait::async_trait;
 use strum::{Display, IntoStaticStr};
 use tokio::time::Instant;
 
+use crate::cache::{CachedV2, InstanceCache};
 use crate::error::CloudError;
 use crate::fence::LeadershipFence;
 use crate::provider::{
@@ -393,11 +394,13 @@ impl Chain {
     }
 }
 
-/// A provider whose every call passes through interceptors (and an optional timeout).
+/// A provider whose every call passes through interceptors (and an optional timeout), and whose InstancesV2
+/// questions go through an optional [`InstanceCache`] first.
 #[derive(Clone)]
 pub struct InterceptedProvider {
     inner: Arc<dyn CloudProvider>,
     chain: Chain,
+    cache: Option<Arc<InstanceCache>>,
 }
 
 impl std::fmt::Debug for InterceptedProvider {
@@ -407,6 +410,7 @@ impl std::fmt::Debug for InterceptedProvider {
             .field("interceptors", &self.chain.interceptors.len())
             .field("timeout", &self.chain.timeout)
             .field("fenced", &self.chain.fence.is_some())
+            .field("cache", &self.cache)
             .finish()
     }
 }
@@ -417,6 +421,7 @@ impl InterceptedProvider {
         InterceptedProvider {
             inner,
             chain: Chain::default(),
+            cache: None,
         }
     }
 
@@ -445,6 +450,14 @@ impl InterceptedProvider {
         self
     }
 
+    /// Answer InstancesV2 questions through `cache` (see [`crate::cache`]), in front of the interceptors: an answer
+    /// from the cache costs no budget and is not counted as a cloud call. A [`reload`](CloudProvider::reload) of
+    /// the provider clears the cache.
+    pub fn with_instance_cache(mut self, cache: Arc<InstanceCache>) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+
     /// The wrapped provider.
     pub fn inner(&self) -> &Arc<dyn CloudProvider> {
         &self.inner
@@ -470,7 +483,12 @@ impl CloudProvider for InterceptedProvider {
     }
     async fn reload(&self, ctx: ReloadContext) -> Result<(), CloudError> {
         // Not a cloud call: no budget, no fence.
-        self.inner.reload(ctx).await
+        self.inner.reload(ctx).await?;
+        // The new configuration may answer differently: forget what the old one said.
+        if let Some(cache) = &self.cache {
+            cache.clear();
+        }
+        Ok(())
     }
     fn load_balancer(self: Arc<Self>) -> Option<Arc<dyn LoadBalancer>> {
         Some(self.wrap(Arc::clone(&self.inner).load_balancer()?))
@@ -479,7 +497,14 @@ impl CloudProvider for InterceptedProvider {
         Some(self.wrap(Arc::clone(&self.inner).instances()?))
     }
     fn instances_v2(self: Arc<Self>) -> Option<Arc<dyn InstancesV2>> {
-        Some(self.wrap(Arc::clone(&self.inner).instances_v2()?))
+        let inner = self.wrap(Arc::clone(&self.inner).instances_v2()?);
+        Some(match &self.cache {
+            Some(cache) => Arc::new(CachedV2 {
+                inner,
+                cache: cache.clone(),
+            }),
+            None => inner,
+        })
     }
     fn zones(self: Arc<Self>) -> Option<Arc<dyn Zones>> {
         Some(self.wrap(Arc::clone(&self.inner).zones()?))

@@ -20,7 +20,7 @@ use ccm_core::runtime::events::correlator::{
 };
 use ccm_core::runtime::ratelimit::TokenBucket;
 use ccm_core::runtime::workers::{Action, Decision, apply, decide};
-use ccm_core::runtime::workqueue::{ItemExponentialBackoff, RateLimiter, WorkQueue};
+use ccm_core::runtime::workqueue::{ItemExponentialBackoff, WorkQueue};
 use ccm_testenv::properties::config;
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::{ObjectReference, Service, ServiceSpec};

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use ccm_core::CloudProvider;
 use ccm_core::budget::{CloudBudget, CloudCallMetrics, RateLimitInterceptor};
-use ccm_core::cache::{CachingProvider, DEFAULT_INSTANCE_CACHE_TTL};
+use ccm_core::cache::{DEFAULT_INSTANCE_CACHE_TTL, InstanceCache};
 use ccm_core::helpers::node_has_taint;
 use ccm_core::intercept::InterceptedProvider;
 use ccm_core::names;
@@ -182,12 +182,12 @@ fn wrap(
     let registry = SharedRegistry::new();
     let limiter = RateLimitInterceptor::new(budget, CancellationToken::new())
         .context("the budget is invalid")?;
-    let intercepted: Arc<dyn CloudProvider> = Arc::new(
+    Ok(Arc::new(
         InterceptedProvider::new(Arc::new(fake.clone()))
             .with_interceptor(limiter)
-            .with_interceptor(CloudCallMetrics::register(&registry)),
-    );
-    Ok(Arc::new(CachingProvider::new(intercepted, ttl)))
+            .with_interceptor(CloudCallMetrics::register(&registry))
+            .with_instance_cache(Arc::new(InstanceCache::new(ttl))),
+    ))
 }
 
 fn context(

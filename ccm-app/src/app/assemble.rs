@@ -5,7 +5,7 @@
 use std::sync::{Arc, OnceLock};
 
 use ccm_core::budget::{CloudCallMetrics, RateLimitInterceptor};
-use ccm_core::cache::{CachingProvider, InstanceCache};
+use ccm_core::cache::InstanceCache;
 use ccm_core::fence::LeadershipFence;
 use ccm_core::intercept::InterceptedProvider;
 use ccm_core::names;
@@ -106,18 +106,16 @@ pub(super) fn provider_stack(
             }])
         })?
         .with_metrics(metrics);
-    let intercepted: Arc<dyn CloudProvider> = Arc::new(
-        InterceptedProvider::new(provider)
-            .with_interceptor(limiter)
-            .with_interceptor(CloudCallMetrics::register(metrics))
-            .with_fence(fence),
-    );
-    // Outside the budget: an answer from the cache costs no budget and is not counted as a cloud call.
-    let caching =
-        CachingProvider::new(intercepted, options.cloud_instance_cache_ttl).with_metrics(metrics);
-    let instance_cache = caching.cache();
+    // In front of the budget: an answer from the cache costs no budget and is not counted as a cloud call.
+    let instance_cache =
+        Arc::new(InstanceCache::new(options.cloud_instance_cache_ttl).with_metrics(metrics));
+    let provider = InterceptedProvider::new(provider)
+        .with_interceptor(limiter)
+        .with_interceptor(CloudCallMetrics::register(metrics))
+        .with_fence(fence)
+        .with_instance_cache(instance_cache.clone());
     Ok(ProviderStack {
-        provider: Arc::new(caching),
+        provider: Arc::new(provider),
         instance_cache,
         cloud_calls,
     })

@@ -13,25 +13,23 @@ use crate::intercept::Operation;
 /// when the cloud throttles ([`adaptive`](super::adaptive)). `qps` > 0 adds a hard cap (a token bucket of `qps`
 /// and `burst` for the whole provider), `operations` caps single operations, and `adaptive: false` turns the
 /// adaptation off (leaving only the caps, if any: [`unlimited`](CloudBudget::unlimited) is no budget at all).
+///
+/// A field left out of a deserialized budget takes its default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[non_exhaustive]
 pub struct CloudBudget {
     /// The hard cap, calls per second for the whole provider; 0 (the default) = no hard cap.
-    #[serde(default = "default_qps")]
     pub qps: f64,
     /// How many calls the hard cap lets out at once after a quiet period (default 100; used only when
     /// `qps` > 0).
-    #[serde(default = "default_burst")]
     pub burst: u32,
     /// Adapt to the cloud: limit the rate when it throttles, honour its retry-after, recover gradually (default
     /// true).
-    #[serde(default = "default_adaptive")]
     pub adaptive: bool,
     /// Extra limits for single operations, by [`Operation`] name (`create`, `instance-metadata-by-provider-id`,
     /// `list-routes`, ...; not `initialize`, which is not intercepted). A call must get a token from both its
     /// operation's bucket and the provider's.
-    #[serde(default)]
     pub operations: BTreeMap<String, OperationBudget>,
 }
 
@@ -45,22 +43,12 @@ pub struct OperationBudget {
     pub burst: u32,
 }
 
-fn default_qps() -> f64 {
-    0.0
-}
-fn default_burst() -> u32 {
-    100
-}
-fn default_adaptive() -> bool {
-    true
-}
-
 impl Default for CloudBudget {
     fn default() -> Self {
         CloudBudget {
-            qps: default_qps(),
-            burst: default_burst(),
-            adaptive: default_adaptive(),
+            qps: 0.0,
+            burst: 100,
+            adaptive: true,
             operations: BTreeMap::new(),
         }
     }

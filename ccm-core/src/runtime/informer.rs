@@ -1,11 +1,9 @@
 //! Shared informers: one watch and one cache per resource kind, fanned out to every controller.
 //!
 //! An [`Informer`] lists and watches one kind (with kube's `watcher`, which re-lists after errors with backoff),
-//! keeps every object in a [`Store`], and broadcasts what changed as [`InformerEvent`]s carrying the old and the
-//! new object, so controllers can apply the Go reference's update filters (`needsUpdate(old, new)`, ...).
-//!
-//! A subscriber that falls behind the broadcast buffer receives [`InformerEvent::Resync`]: it must then re-read
-//! the [`Store`] instead of relying on the events it missed.
+//! keeps every object in a [`Store`], and hands what changed as [`InformerEvent`]s carrying the old and the new
+//! object to the handlers registered with [`Informer::on_event`], so controllers can apply the Go reference's
+//! update filters (`needsUpdate(old, new)`, ...).
 //!
 //! The [`SharedInformers`] do not cache whole objects: they decode each Node as a [`CachedNode`] and each Service
 //! as a [`CachedService`], which leaves out what no controller reads (`managedFields`, the last-applied JSON, a
@@ -20,16 +18,16 @@
 //!
 //! # async fn demo(client: kube::Client) {
 //! let nodes: Informer<Node> = Informer::new(Api::all(client), watcher::Config::default());
-//! let mut events = nodes.subscribe();
+//! let registration = nodes.on_event(|event| {
+//!     if let InformerEvent::Updated { old, new } = event {
+//!         println!("{:?} -> {:?}", old.metadata.resource_version, new.metadata.resource_version);
+//!     }
+//! });
 //! let shutdown = CancellationToken::new();
 //! tokio::spawn(nodes.clone().run(shutdown.clone()));
 //! nodes.wait_synced().await;
 //! println!("{} nodes", nodes.store().len());
-//! while let Some(event) = events.recv().await {
-//!     if let InformerEvent::Updated { old, new } = event {
-//!         println!("{:?} -> {:?}", old.metadata.resource_version, new.metadata.resource_version);
-//!     }
-//! }
+//! # drop(registration);
 //! # }
 //! ```
 
@@ -43,7 +41,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::helpers::object_key;
@@ -54,11 +52,6 @@ mod strip;
 pub use handlers::HandlerRegistration;
 
 pub use strip::{CachedNode, CachedService, STRIPPED_VALUE_PREFIX, strip_node, strip_service};
-
-/// How many events a slow subscriber may fall behind before it gets [`InformerEvent::Resync`] (and re-reads
-/// the [`Store`], which is cheap). Allocated up front for each informer, so kept small: 4,096 events take
-/// 192 KiB where 16,384 took 768 KiB (docs/benchmarks.md, "Memory").
-pub const EVENT_BUFFER: usize = 4 * 1024;
 
 /// Objects per page of an informer's initial list. kube's default is 500; a page is held twice while it is
 /// decoded (the response body and the objects), and 500 real Nodes with their image lists are ~30 MiB of JSON, so the SharedInformers list 100 at a time. 5,000 Nodes are then 50
@@ -79,7 +72,7 @@ pub enum InformerEvent<K> {
     },
     /// An object was deleted (its last known state).
     Deleted(Arc<K>),
-    /// Events were missed: re-read the whole [`Store`].
+    /// Re-read the whole [`Store`] ([`Informer::resync`], the runtime's periodic resync).
     Resync,
 }
 
@@ -206,68 +199,6 @@ impl<K> StoreWriter<K> {
     }
 }
 
-/// A subscription to an informer's events.
-#[derive(Debug)]
-pub struct Subscription<K> {
-    rx: broadcast::Receiver<InformerEvent<K>>,
-}
-
-impl<K: Clone> Subscription<K> {
-    /// The next event; [`InformerEvent::Resync`] if events were missed; `None` once the informer is gone.
-    pub async fn recv(&mut self) -> Option<InformerEvent<K>> {
-        match self.rx.recv().await {
-            Ok(event) => Some(event),
-            Err(broadcast::error::RecvError::Lagged(missed)) => {
-                tracing::warn!(
-                    missed,
-                    "informer subscriber fell behind; resyncing from the cache"
-                );
-                Some(InformerEvent::Resync)
-            }
-            Err(broadcast::error::RecvError::Closed) => None,
-        }
-    }
-
-    /// Hand every event to `handle` until `shutdown` is cancelled or the informer is gone: an event pump for code
-    /// outside a controller (controllers map events to keys with [`crate::runtime::Controller::watches`]).
-    ///
-    /// ```no_run
-    /// use ccm_core::runtime::informer::{Informer, InformerEvent};
-    /// use ccm_core::runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
-    /// use k8s_openapi::api::core::v1::Node;
-    /// use kube::ResourceExt;
-    /// use tokio_util::sync::CancellationToken;
-    ///
-    /// # async fn demo(nodes: Informer<Node>, shutdown: CancellationToken) {
-    /// let queue: WorkQueue<String> = WorkQueue::new("Nodes", default_controller_rate_limiter());
-    /// nodes
-    ///     .subscribe()
-    ///     .for_each(&shutdown, |event| match event {
-    ///         InformerEvent::Added(node) | InformerEvent::Updated { new: node, .. } => queue.add(node.name_any()),
-    ///         InformerEvent::Deleted(_) => {}
-    ///         InformerEvent::Resync => nodes.store().keys().into_iter().for_each(|k| queue.add(k)),
-    ///     })
-    ///     .await;
-    /// # }
-    /// ```
-    pub async fn for_each(
-        mut self,
-        shutdown: &CancellationToken,
-        mut handle: impl FnMut(InformerEvent<K>),
-    ) {
-        loop {
-            let event = tokio::select! {
-                () = shutdown.cancelled() => return,
-                event = self.recv() => event,
-            };
-            match event {
-                Some(event) => handle(event),
-                None => return,
-            }
-        }
-    }
-}
-
 /// A list-watch of one kind from its start: kube's `watcher` with backoff, its objects decoded as the
 /// informer caches them.
 type Source<K> =
@@ -277,7 +208,6 @@ struct Inner<K: Resource + Clone> {
     source: Source<K>,
     handlers: Arc<handlers::Handlers<K>>,
     store: StoreWriter<K>,
-    events: broadcast::Sender<InformerEvent<K>>,
     synced: watch::Sender<bool>,
 }
 
@@ -323,7 +253,6 @@ where
     where
         W: Resource + Clone + DeserializeOwned + Debug + Send + 'static + Into<K>,
     {
-        let (events, _) = broadcast::channel(EVENT_BUFFER);
         let (synced, _) = watch::channel(false);
         let source: Source<K> = Box::new(move || {
             watcher(api.clone(), config.clone())
@@ -336,7 +265,6 @@ where
                 source,
                 handlers: Arc::default(),
                 store: StoreWriter::new(),
-                events,
                 synced,
             }),
         }
@@ -347,17 +275,9 @@ where
         self.inner.store.store()
     }
 
-    /// Subscribe to changes from now on (the objects already cached are in the [`Store`]).
-    pub fn subscribe(&self) -> Subscription<K> {
-        Subscription {
-            rx: self.inner.events.subscribe(),
-        }
-    }
-
-    /// Run `handler` on every event from now on, inside the informer's task, before the event is broadcast to
-    /// the subscriptions; until the returned registration is dropped. For reactions that are quick and never wait
-    /// or panic (queue a key, drop a cache entry): it saves the task wake-up per event that a [`Subscription`]
-    /// costs. A handler never lags, so it sees [`InformerEvent::Resync`] only from [`resync`](Self::resync).
+    /// Run `handler` on every event from now on, inside the informer's task, until the returned registration is
+    /// dropped. For reactions that are quick and never wait or panic (queue a key, drop a cache entry): no task
+    /// wakes up per event, and a handler never lags.
     ///
     /// ```no_run
     /// use ccm_core::runtime::informer::{Informer, InformerEvent};
@@ -386,7 +306,6 @@ where
 
     fn emit(&self, event: InformerEvent<K>) {
         self.inner.handlers.call(&event);
-        let _ = self.inner.events.send(event);
     }
 
     /// True once the first full list has been cached.
@@ -394,7 +313,7 @@ where
         *self.inner.synced.borrow()
     }
 
-    /// Ask every subscriber to re-read the whole [`Store`] by sending [`InformerEvent::Resync`], as client-go's
+    /// Ask every handler to re-read the whole [`Store`] by sending [`InformerEvent::Resync`], as client-go's
     /// periodic resync re-delivers every cached object. The runtime calls it every `--min-resync-period`
     /// (jittered).
     pub fn resync(&self) {
@@ -608,7 +527,7 @@ pub(crate) mod tests {
         K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::DynamicType: Default,
     {
-        /// Send `event` to the subscribers as if the watch had produced it (the cache is not changed); for this
+        /// Send `event` to the handlers as if the watch had produced it (the cache is not changed); for this
         /// crate's tests of code that consumes informer events.
         pub(crate) fn inject_for_test(&self, event: InformerEvent<K>) {
             self.emit(event);
@@ -638,6 +557,19 @@ pub(crate) mod tests {
 
     fn informer() -> Informer<Node> {
         offline_informer()
+    }
+
+    /// Every event `inf` hands its handlers from now on, while the registration is kept.
+    fn collect(
+        inf: &Informer<Node>,
+    ) -> (
+        HandlerRegistration,
+        Arc<std::sync::Mutex<Vec<InformerEvent<Node>>>>,
+    ) {
+        let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = events.clone();
+        let registration = inf.on_event(move |event| sink.lock().unwrap().push(event.clone()));
+        (registration, events)
     }
 
     /// A Node informer whose client reaches nothing: its tests apply events directly.
@@ -678,7 +610,7 @@ pub(crate) mod tests {
             serde_json::from_value(serde_json::to_value(bulky(name, rv)).unwrap()).unwrap()
         };
         let inf = informer();
-        let mut sub = inf.subscribe();
+        let (_registration, seen_events) = collect(&inf);
         let mut init = None;
         let events = [
             watcher::Event::Init,
@@ -695,7 +627,7 @@ pub(crate) mod tests {
             }
         }
         let mut seen = 0;
-        while let Ok(ev) = sub.rx.try_recv() {
+        for ev in seen_events.lock().unwrap().drain(..) {
             seen += 1;
             match ev {
                 InformerEvent::Added(n) | InformerEvent::Deleted(n) => assert!(is_stripped(&n)),
@@ -715,7 +647,7 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn events_carry_old_and_new_and_relist_deletes_missing() {
         let inf = informer();
-        let mut sub = inf.subscribe();
+        let (_registration, events) = collect(&inf);
         let mut init = None;
         inf.apply(watcher::Event::Init, &mut init);
         inf.apply(watcher::Event::InitApply(node("a", "1")), &mut init);
@@ -734,7 +666,7 @@ pub(crate) mod tests {
         inf.apply(watcher::Event::Delete(node("a", "3")), &mut init);
 
         let mut seen = Vec::new();
-        while let Ok(ev) = sub.rx.try_recv() {
+        for ev in events.lock().unwrap().drain(..) {
             seen.push(match ev {
                 InformerEvent::Added(n) => format!("add {}", n.metadata.name.as_deref().unwrap()),
                 InformerEvent::Updated { old, new } => format!(
@@ -757,24 +689,19 @@ pub(crate) mod tests {
     }
 
     #[tokio::test]
-    async fn resync_reaches_every_subscriber() {
+    async fn resync_reaches_every_handler() {
         let inf = informer();
-        let mut a = inf.subscribe();
-        let mut b = inf.subscribe();
+        let (_a, a) = collect(&inf);
+        let (_b, b) = collect(&inf);
         inf.resync();
-        assert!(matches!(a.recv().await, Some(InformerEvent::Resync)));
-        assert!(matches!(b.recv().await, Some(InformerEvent::Resync)));
-    }
-
-    #[tokio::test]
-    async fn lagging_subscriber_gets_resync() {
-        let inf = informer();
-        let mut sub = inf.subscribe();
-        let mut init = None;
-        for i in 0..(EVENT_BUFFER + 5) {
-            inf.apply(watcher::Event::Apply(node("a", &i.to_string())), &mut init);
-        }
-        assert!(matches!(sub.recv().await, Some(InformerEvent::Resync)));
+        assert!(matches!(
+            a.lock().unwrap().pop(),
+            Some(InformerEvent::Resync)
+        ));
+        assert!(matches!(
+            b.lock().unwrap().pop(),
+            Some(InformerEvent::Resync)
+        ));
     }
 
     #[tokio::test]
@@ -801,7 +728,6 @@ pub(crate) mod tests {
         };
         let first = inf.on_event(record("first"));
         let second = inf.on_event(record("second"));
-        let mut sub = inf.subscribe();
         let mut init = None;
         inf.apply(watcher::Event::Apply(node("a", "1")), &mut init);
         inf.resync();
@@ -820,12 +746,6 @@ pub(crate) mod tests {
             ]
         );
         assert_eq!(inf.inner.handlers.len(), 0);
-        // the subscriptions still get every event
-        let mut broadcast = 0;
-        while sub.rx.try_recv().is_ok() {
-            broadcast += 1;
-        }
-        assert_eq!(broadcast, 4);
         // a handler may register another (no lock is held while handlers run)
         let nested = Arc::new(std::sync::Mutex::new(Vec::new()));
         let inner_inf = inf.clone();

@@ -6,8 +6,8 @@
 //! - Delayed adds wait in a delay queue inside the queue itself: no task is spawned per delayed item, and nothing
 //!   outlives [`WorkQueue::shut_down`].
 //! - [`WorkQueue::add_after`] keeps only the earliest pending deadline per item.
-//! - [`WorkQueue::add_rate_limited`] asks the queue's [`RateLimiter`] how long to wait; [`WorkQueue::forget`]
-//!   resets the item's failure count.
+//! - [`WorkQueue::add_rate_limited`] asks the queue's [`ItemExponentialBackoff`] how long to wait;
+//!   [`WorkQueue::forget`] resets the item's failure count.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -35,22 +35,16 @@ use tokio::time::Instant;
 use super::metrics::WorkqueueMetrics;
 use super::ratelimit::TokenBucket;
 
-/// Decides how long an item waits before it is retried.
-pub trait RateLimiter<K>: Send + Sync + 'static {
-    /// The delay before `item` is retried now; records one more failure.
-    fn when(&self, item: &K) -> Duration;
-    /// Reset the failure count of `item`.
-    fn forget(&self, item: &K);
-    /// How many times `item` has failed since it was last forgotten.
-    fn num_requeues(&self, item: &K) -> u32;
-}
-
-/// Per-item exponential backoff: `base × 2^failures`, capped at `max`.
+/// How long an item waits before it is retried: per-item exponential backoff, `base × 2^failures` capped at `max`
+/// (Go's `ItemExponentialFailureRateLimiter`), and, with [`with_overall_limit`](Self::with_overall_limit), at
+/// least the wait for a token of a bucket shared by all items (Go's `MaxOfRateLimiter` over both, as in
+/// [`default_controller_rate_limiter`]).
 #[derive(Debug)]
 pub struct ItemExponentialBackoff<K> {
     base: Duration,
     max: Duration,
     failures: Mutex<HashMap<K, u32>>,
+    overall: Option<Mutex<TokenBucket>>,
 }
 
 impl<K> ItemExponentialBackoff<K> {
@@ -60,7 +54,16 @@ impl<K> ItemExponentialBackoff<K> {
             base,
             max,
             failures: Mutex::new(HashMap::new()),
+            overall: None,
         }
+    }
+
+    /// Also wait for a token of an overall bucket (`qps`, `burst`) shared by all items (the workspace's one
+    /// [`TokenBucket`]), whichever delay is longer.
+    #[must_use]
+    pub fn with_overall_limit(mut self, qps: f64, burst: u32) -> Self {
+        self.overall = Some(Mutex::new(TokenBucket::new(qps, burst, Instant::now())));
+        self
     }
 
     /// The delay after `failures` previous failures.
@@ -72,109 +75,41 @@ impl<K> ItemExponentialBackoff<K> {
     }
 }
 
-impl<K: Eq + Hash + Clone + Send + Sync + 'static> RateLimiter<K> for ItemExponentialBackoff<K> {
-    fn when(&self, item: &K) -> Duration {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+impl<K: Eq + Hash + Clone> ItemExponentialBackoff<K> {
+    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<K, u32>> {
+        self.failures.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The delay before `item` is retried now; records one more failure (and takes a token of the overall
+    /// bucket).
+    pub fn when(&self, item: &K) -> Duration {
+        let mut failures = self.failures();
         let count = failures.entry(item.clone()).or_insert(0);
         let delay = self.delay_for(*count);
         *count = count.saturating_add(1);
-        delay
-    }
-    fn forget(&self, item: &K) {
-        self.failures
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(item);
-    }
-    fn num_requeues(&self, item: &K) -> u32 {
-        self.failures
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(item)
-            .copied()
-            .unwrap_or(0)
-    }
-}
-
-/// An overall token bucket (`qps`, `burst`) shared by all items (the workspace's one [`TokenBucket`]).
-#[derive(Debug)]
-pub struct BucketRateLimiter {
-    bucket: Mutex<TokenBucket>,
-}
-
-impl BucketRateLimiter {
-    /// A bucket refilled at `qps` tokens per second, holding at most `burst`.
-    pub fn new(qps: f64, burst: u32) -> Self {
-        BucketRateLimiter {
-            bucket: Mutex::new(TokenBucket::new(qps, burst, Instant::now())),
-        }
+        let overall = self.overall.as_ref().map(|bucket| {
+            let mut bucket = bucket.lock().unwrap_or_else(|e| e.into_inner());
+            bucket.reserve(Instant::now())
+        });
+        delay.max(overall.unwrap_or_default())
     }
 
-    /// Reserve one token and return how long to wait for it.
-    pub fn reserve(&self) -> Duration {
-        self.bucket
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .reserve(Instant::now())
+    /// Reset the failure count of `item`.
+    pub fn forget(&self, item: &K) {
+        self.failures().remove(item);
     }
-}
 
-impl<K> RateLimiter<K> for BucketRateLimiter {
-    fn when(&self, _item: &K) -> Duration {
-        self.reserve()
-    }
-    fn forget(&self, _item: &K) {}
-    fn num_requeues(&self, _item: &K) -> u32 {
-        0
-    }
-}
-
-/// The longest delay of several limiters (Go: `MaxOfRateLimiter`).
-pub struct MaxOf<K>(Vec<Box<dyn RateLimiter<K>>>);
-
-impl<K> MaxOf<K> {
-    /// Combine limiters.
-    pub fn new(limiters: Vec<Box<dyn RateLimiter<K>>>) -> Self {
-        MaxOf(limiters)
-    }
-}
-
-impl<K> std::fmt::Debug for MaxOf<K> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("MaxOf").field(&self.0.len()).finish()
-    }
-}
-
-impl<K: 'static> RateLimiter<K> for MaxOf<K> {
-    fn when(&self, item: &K) -> Duration {
-        self.0
-            .iter()
-            .map(|l| l.when(item))
-            .max()
-            .unwrap_or_default()
-    }
-    fn forget(&self, item: &K) {
-        self.0.iter().for_each(|l| l.forget(item));
-    }
-    fn num_requeues(&self, item: &K) -> u32 {
-        self.0
-            .iter()
-            .map(|l| l.num_requeues(item))
-            .max()
-            .unwrap_or(0)
+    /// How many times `item` has failed since it was last forgotten.
+    pub fn num_requeues(&self, item: &K) -> u32 {
+        self.failures().get(item).copied().unwrap_or(0)
     }
 }
 
 /// client-go's `DefaultControllerRateLimiter`: per-item exponential 5 ms → 1000 s, combined with an overall
 /// 10 qps / burst 100 bucket.
-pub fn default_controller_rate_limiter<K: Eq + Hash + Clone + Send + Sync + 'static>() -> MaxOf<K> {
-    MaxOf::new(vec![
-        Box::new(ItemExponentialBackoff::new(
-            Duration::from_millis(5),
-            Duration::from_secs(1000),
-        )),
-        Box::new(BucketRateLimiter::new(10.0, 100)),
-    ])
+pub fn default_controller_rate_limiter<K>() -> ItemExponentialBackoff<K> {
+    ItemExponentialBackoff::new(Duration::from_millis(5), Duration::from_secs(1000))
+        .with_overall_limit(10.0, 100)
 }
 
 struct State<K> {
@@ -195,7 +130,7 @@ struct Inner<K> {
     name: String,
     state: Mutex<State<K>>,
     notify: Notify,
-    limiter: Box<dyn RateLimiter<K>>,
+    limiter: ItemExponentialBackoff<K>,
     metrics: Option<WorkqueueMetrics>,
 }
 
@@ -262,22 +197,22 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> Drop for WorkItem<K> {
 
 impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
     /// A queue named `name` (the `name` label of the `workqueue_*` metrics) using `limiter` for retries.
-    pub fn new(name: impl Into<String>, limiter: impl RateLimiter<K>) -> Self {
-        Self::build(name.into(), Box::new(limiter), None)
+    pub fn new(name: impl Into<String>, limiter: ItemExponentialBackoff<K>) -> Self {
+        Self::build(name.into(), limiter, None)
     }
 
     /// Like [`new`](Self::new), recording the `workqueue_*` metrics.
     pub fn with_metrics(
         name: impl Into<String>,
-        limiter: impl RateLimiter<K>,
+        limiter: ItemExponentialBackoff<K>,
         metrics: &WorkqueueMetrics,
     ) -> Self {
-        Self::build(name.into(), Box::new(limiter), Some(metrics.clone()))
+        Self::build(name.into(), limiter, Some(metrics.clone()))
     }
 
     fn build(
         name: String,
-        limiter: Box<dyn RateLimiter<K>>,
+        limiter: ItemExponentialBackoff<K>,
         metrics: Option<WorkqueueMetrics>,
     ) -> Self {
         WorkQueue {
@@ -590,17 +525,18 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn bucket_allows_burst_then_paces() {
-        let b = BucketRateLimiter::new(10.0, 2);
-        assert_eq!(b.reserve(), Duration::ZERO);
-        assert_eq!(b.reserve(), Duration::ZERO);
-        assert_eq!(b.reserve(), Duration::from_millis(100));
+        let b =
+            ItemExponentialBackoff::new(Duration::ZERO, Duration::ZERO).with_overall_limit(10.0, 2);
+        assert_eq!(b.when(&1), Duration::ZERO);
+        assert_eq!(b.when(&2), Duration::ZERO);
+        assert_eq!(b.when(&3), Duration::from_millis(100));
         tokio::time::sleep(Duration::from_secs(1)).await;
-        assert_eq!(b.reserve(), Duration::ZERO);
+        assert_eq!(b.when(&4), Duration::ZERO);
     }
 
     #[tokio::test(start_paused = true)]
     async fn max_of_takes_longest() {
-        let l: MaxOf<u8> = default_controller_rate_limiter();
+        let l: ItemExponentialBackoff<u8> = default_controller_rate_limiter();
         assert_eq!(l.when(&1), Duration::from_millis(5));
         assert_eq!(l.when(&1), Duration::from_millis(10));
         assert_eq!(l.num_requeues(&1), 2);

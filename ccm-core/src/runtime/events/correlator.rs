@@ -14,13 +14,14 @@
 //!
 //! Both caches hold at most [`CACHE_ENTRIES`] keys and forget the least recently used.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::hash::Hash;
+use std::collections::HashSet;
+use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
+use lru::LruCache;
 use tokio::time::Instant;
 
 use crate::runtime::ratelimit::TokenBucket;
@@ -66,68 +67,6 @@ pub enum Correlated {
     Skip,
 }
 
-/// A small least-recently-used map.
-#[derive(Debug)]
-struct Lru<K, V> {
-    capacity: usize,
-    map: HashMap<K, (V, u64)>,
-    order: VecDeque<(K, u64)>,
-    tick: u64,
-}
-
-impl<K: Eq + Hash + Clone, V> Lru<K, V> {
-    fn new(capacity: usize) -> Self {
-        Lru {
-            capacity: capacity.max(1),
-            map: HashMap::new(),
-            order: VecDeque::new(),
-            tick: 0,
-        }
-    }
-
-    fn touch(&mut self, key: &K) {
-        self.tick += 1;
-        if let Some(entry) = self.map.get_mut(key) {
-            entry.1 = self.tick;
-            self.order.push_back((key.clone(), self.tick));
-        }
-        self.compact();
-    }
-
-    fn get_mut(&mut self, key: &K) -> Option<&mut V> {
-        self.touch(key);
-        self.map.get_mut(key).map(|(v, _)| v)
-    }
-
-    fn insert(&mut self, key: K, value: V) {
-        self.tick += 1;
-        self.order.push_back((key.clone(), self.tick));
-        self.map.insert(key, (value, self.tick));
-        while self.map.len() > self.capacity {
-            let Some((old, tick)) = self.order.pop_front() else {
-                break;
-            };
-            if self.map.get(&old).is_some_and(|(_, t)| *t == tick) {
-                self.map.remove(&old);
-            }
-        }
-        self.compact();
-    }
-
-    /// Drops queue entries of keys touched again later, so the queue stays proportional to the map.
-    fn compact(&mut self) {
-        if self.order.len() > 4 * self.capacity {
-            let map = &self.map;
-            self.order
-                .retain(|(k, tick)| map.get(k).is_some_and(|(_, t)| t == tick));
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.map.len()
-    }
-}
-
 #[derive(Debug)]
 struct Group {
     messages: HashSet<String>,
@@ -145,9 +84,9 @@ struct Seen {
 /// client-go's `EventCorrelator`: aggregation, counting and the per-object spam filter.
 #[derive(Debug)]
 pub struct Correlator {
-    groups: Lru<String, Group>,
-    seen: Lru<String, Seen>,
-    spam: Lru<String, TokenBucket>,
+    groups: LruCache<String, Group>,
+    seen: LruCache<String, Seen>,
+    spam: LruCache<String, TokenBucket>,
 }
 
 impl Default for Correlator {
@@ -174,10 +113,11 @@ fn object_parts(r: &ObjectReference) -> [&str; 5] {
 impl Correlator {
     /// A correlator whose caches hold `capacity` keys each.
     pub fn with_capacity(capacity: usize) -> Self {
+        let capacity = NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN);
         Correlator {
-            groups: Lru::new(capacity),
-            seen: Lru::new(capacity),
-            spam: Lru::new(capacity),
+            groups: LruCache::new(capacity),
+            seen: LruCache::new(capacity),
+            spam: LruCache::new(capacity),
         }
     }
 
@@ -205,21 +145,14 @@ impl Correlator {
         ]);
 
         // 1. Aggregation.
-        let group = match self.groups.get_mut(&group_key) {
-            Some(g) if now.saturating_duration_since(g.last) <= AGGREGATE_WINDOW => g,
-            _ => {
-                self.groups.insert(
-                    group_key.clone(),
-                    Group {
-                        messages: HashSet::new(),
-                        last: now,
-                    },
-                );
-                self.groups
-                    .get_mut(&group_key)
-                    .expect("inserted just above")
-            }
-        };
+        let group = self.groups.get_or_insert_mut(group_key.clone(), || Group {
+            messages: HashSet::new(),
+            last: now,
+        });
+        if now.saturating_duration_since(group.last) > AGGREGATE_WINDOW {
+            // the group closed: a new one starts
+            group.messages.clear();
+        }
         group.messages.insert(emission.message.clone());
         group.last = now;
         let (message, key) = if group.messages.len() >= AGGREGATE_MAX_EVENTS {
@@ -255,7 +188,7 @@ impl Correlator {
                 Correlated::Update(event)
             }
             None => {
-                self.seen.insert(
+                self.seen.put(
                     key,
                     Seen {
                         name: event.metadata.name.clone().unwrap_or_default(),
@@ -283,7 +216,7 @@ impl Correlator {
             None => {
                 let mut bucket = TokenBucket::new(1.0 / SPAM_REFILL.as_secs_f64(), SPAM_BURST, now);
                 let allowed = bucket.try_take(now).is_ok();
-                self.spam.insert(spam_key, bucket);
+                self.spam.put(spam_key, bucket);
                 allowed
             }
         };
@@ -587,13 +520,18 @@ mod tests {
 
     #[test]
     fn many_keys_keep_the_lru_bounded() {
-        let mut lru: Lru<u32, ()> = Lru::new(8);
+        let mut c = Correlator::with_capacity(8);
+        let clock = Clock::new();
         for i in 0..10_000 {
-            lru.insert(i % 50, ());
-            lru.touch(&(i % 7));
+            let em = emission(&format!("n{}", i % 50), "R", "m");
+            c.correlate(&em, clock.now, clock.wall);
+            c.correlate(
+                &emission(&format!("n{}", i % 7), "R", "m"),
+                clock.now,
+                clock.wall,
+            );
         }
-        assert!(lru.len() <= 8);
-        assert!(lru.order.len() <= 4 * 8 + 2);
+        assert!(c.remembered() <= 8);
     }
 
     #[test]
