@@ -447,51 +447,47 @@ where
 /// with `--use-service-account-credentials`) and `WEBHOOK_FILE` (only with webhooks: the Service and a sample
 /// configuration, `webhook`).
 pub fn render(options: &ManifestOptions) -> Vec<Manifest> {
-    vec![
-        Manifest {
-            file_name: "serviceaccount.yaml".to_owned(),
-            yaml: yaml_documents(&[object(&service_account(options))]),
-        },
-        Manifest {
-            file_name: "rbac.yaml".to_owned(),
-            yaml: yaml_documents(&[
+    let controller_rbac = controller_cluster_roles(options)
+        .iter()
+        .zip(&controller_cluster_role_bindings(options))
+        .flat_map(|(role, binding)| [object(role), object(binding)])
+        .chain([
+            object(&token_requester_role(options)),
+            object(&token_requester_role_binding(options)),
+        ])
+        .collect();
+    let files = [
+        (
+            "serviceaccount.yaml",
+            vec![object(&service_account(options))],
+        ),
+        (
+            "rbac.yaml",
+            vec![
                 object(&cluster_role(options)),
                 object(&cluster_role_binding(options)),
                 object(&lease_role(options)),
                 object(&lease_role_binding(options)),
                 object(&authentication_reader_binding(options)),
-            ]),
-        },
-        Manifest {
-            file_name: "deployment.yaml".to_owned(),
-            yaml: yaml_documents(&[object(&deployment(options))]),
-        },
-        Manifest {
-            file_name: "controller-rbac.yaml".to_owned(),
-            yaml: yaml_documents(&controller_rbac_objects(options)),
-        },
-        Manifest {
-            file_name: WEBHOOK_FILE.to_owned(),
-            yaml: yaml_documents(&[
+            ],
+        ),
+        ("deployment.yaml", vec![object(&deployment(options))]),
+        ("controller-rbac.yaml", controller_rbac),
+        (
+            WEBHOOK_FILE,
+            vec![
                 object(&webhook_service(options)),
                 object(&validating_webhook_configuration(options)),
-            ]),
-        },
-    ]
-}
-
-fn controller_rbac_objects(options: &ManifestOptions) -> Vec<serde_json::Value> {
-    let mut objects: Vec<serde_json::Value> = Vec::new();
-    for (role, binding) in controller_cluster_roles(options)
-        .iter()
-        .zip(controller_cluster_role_bindings(options).iter())
-    {
-        objects.push(object(role));
-        objects.push(object(binding));
-    }
-    objects.push(object(&token_requester_role(options)));
-    objects.push(object(&token_requester_role_binding(options)));
-    objects
+            ],
+        ),
+    ];
+    files
+        .into_iter()
+        .map(|(file_name, objects)| Manifest {
+            file_name: file_name.to_owned(),
+            yaml: yaml_documents(&objects),
+        })
+        .collect()
 }
 
 #[cfg(test)]
