@@ -111,7 +111,8 @@ pub(crate) fn token_role_name(options: &ManifestOptions) -> String {
 }
 
 /// The Role (in `kube-system`) of the CCM's own identity on the controllers' accounts: create them (a create
-/// cannot be limited by name), read them and request their tokens (both limited to [`token_accounts`]).
+/// cannot be limited by name), read them and request their tokens (both limited to the accounts of the standard
+/// and the vendor controllers).
 pub fn token_requester_role(options: &ManifestOptions) -> Role {
     fill(options, "tokenRequesterRole", Value::Null)
 }
