@@ -110,69 +110,59 @@ pub fn default_controllers(options: &CcmOptions) -> Vec<ControllerDescriptor> {
     ]
 }
 
-/// The flag that sets each field of the standard controllers' `Config`s a rule checks.
-const FLAGS: [(&str, &str); 15] = [
-    ("concurrent_node_syncs", "concurrent-node-syncs"),
-    (
-        "node_status_update_frequency",
-        "node-status-update-frequency",
-    ),
-    ("cloud_call_timeout", "cloud-call-timeout"),
-    ("node_monitor_period", "node-monitor-period"),
-    ("concurrency", "node-lifecycle-concurrency"),
-    ("concurrent_service_syncs", "concurrent-service-syncs"),
-    ("retry_base_delay", "service-retry-base-delay"),
-    ("node_sync_debounce", "service-node-sync-debounce"),
-    ("periodic_reensure", "service-periodic-reensure"),
-    ("load_balancer_class", "load-balancer-class"),
-    ("class_less_services", "class-less-services"),
-    ("route_reconciliation_period", "route-reconciliation-period"),
-    ("resync", "route-resync-period"),
-    ("max_retry_backoff", "route-max-retry-backoff"),
-    (
-        "max_concurrent_route_operations",
-        "route-max-concurrent-operations",
-    ),
-];
+/// The flag that sets the field `setting` of a standard controller's `Config` a rule checks, with the value given
+/// to it when it is a count (a negative one becomes 0 in the `Config`), else 0.
+fn flag(options: &CcmOptions, setting: &str) -> Option<(&'static str, i32)> {
+    let o = options;
+    Some(match setting {
+        "concurrent_node_syncs" => ("concurrent-node-syncs", o.concurrent_node_syncs),
+        "node_status_update_frequency" => ("node-status-update-frequency", 0),
+        "cloud_call_timeout" => ("cloud-call-timeout", 0),
+        "node_monitor_period" => ("node-monitor-period", 0),
+        "concurrency" => ("node-lifecycle-concurrency", o.node_lifecycle_concurrency),
+        "concurrent_service_syncs" => ("concurrent-service-syncs", o.concurrent_service_syncs),
+        "retry_base_delay" => ("service-retry-base-delay", 0),
+        "node_sync_debounce" => ("service-node-sync-debounce", 0),
+        "periodic_reensure" => ("service-periodic-reensure", 0),
+        "load_balancer_class" => ("load-balancer-class", 0),
+        "class_less_services" => ("class-less-services", 0),
+        "route_reconciliation_period" => ("route-reconciliation-period", 0),
+        "resync" => ("route-resync-period", 0),
+        "max_retry_backoff" => ("route-max-retry-backoff", 0),
+        "max_concurrent_route_operations" => (
+            "route-max-concurrent-operations",
+            o.route_max_concurrent_operations,
+        ),
+        _ => return None,
+    })
+}
 
 /// Every rule of the standard controllers' `Config::validate` the settings break, with the controller, each
 /// reported once under the flag that sets it (the rules live in the controllers; this only names the flags).
 pub(crate) fn violations(options: &CcmOptions) -> Vec<(&'static str, ValidationError)> {
+    use names::controllers::{CLOUD_NODE, CLOUD_NODE_LIFECYCLE, NODE_ROUTE, SERVICE_LB};
     let mut found = Vec::new();
-    add(
-        &mut found,
-        options,
-        names::controllers::CLOUD_NODE,
-        cloud_node_config(options).violations(),
-    );
-    // 0 means "as many as --concurrent-node-syncs"; a negative count has no `Config` value at all.
-    if options.concurrent_node_status_updates < 0 {
-        found.push((
-            names::controllers::CLOUD_NODE,
-            ValidationError::Negative {
-                setting: "concurrent-node-status-updates",
-                value: i64::from(options.concurrent_node_status_updates),
-            },
-        ));
+    for (controller, violations) in [
+        (CLOUD_NODE, cloud_node_config(options).violations()),
+        (SERVICE_LB, service_config(options).violations()),
+        (
+            CLOUD_NODE_LIFECYCLE,
+            cloud_node_lifecycle_config(options).violations(),
+        ),
+        (NODE_ROUTE, route_config(options).violations()),
+    ] {
+        add(&mut found, options, controller, violations);
+        // 0 means "as many as --concurrent-node-syncs"; a negative count has no `Config` value at all.
+        if controller == CLOUD_NODE && options.concurrent_node_status_updates < 0 {
+            found.push((
+                CLOUD_NODE,
+                ValidationError::Negative {
+                    setting: "concurrent-node-status-updates",
+                    value: i64::from(options.concurrent_node_status_updates),
+                },
+            ));
+        }
     }
-    add(
-        &mut found,
-        options,
-        names::controllers::SERVICE_LB,
-        service_config(options).violations(),
-    );
-    add(
-        &mut found,
-        options,
-        names::controllers::CLOUD_NODE_LIFECYCLE,
-        cloud_node_lifecycle_config(options).violations(),
-    );
-    add(
-        &mut found,
-        options,
-        names::controllers::NODE_ROUTE,
-        route_config(options).violations(),
-    );
     found
 }
 
@@ -185,17 +175,15 @@ fn add(
     violations: Vec<InvalidSetting>,
 ) {
     for invalid in violations {
-        let flag = FLAGS
-            .iter()
-            .find(|(field, _)| *field == invalid.setting)
-            .map(|(_, flag)| *flag);
-        let error = match (flag, &invalid.rule) {
-            (Some(setting), Rule::Positive) => ValidationError::NotPositive {
+        let error = match (flag(options, invalid.setting), &invalid.rule) {
+            (Some((setting, value)), Rule::Positive) => ValidationError::NotPositive {
                 setting,
-                value: i64::from(count_flag(options, setting)),
+                value: i64::from(value),
             },
-            (Some(setting), Rule::NonZeroDuration) => ValidationError::ZeroDuration { setting },
-            (Some(setting), _) => ValidationError::Invalid {
+            (Some((setting, _)), Rule::NonZeroDuration) => {
+                ValidationError::ZeroDuration { setting }
+            }
+            (Some((setting, _)), _) => ValidationError::Invalid {
                 setting,
                 reason: invalid.to_string(),
             },
@@ -207,17 +195,6 @@ fn add(
         if !found.iter().any(|(_, known)| *known == error) {
             found.push((controller, error));
         }
-    }
-}
-
-/// The value given to the count flag `flag` (a negative one becomes 0 in the `Config`).
-fn count_flag(options: &CcmOptions, flag: &str) -> i32 {
-    match flag {
-        "concurrent-node-syncs" => options.concurrent_node_syncs,
-        "node-lifecycle-concurrency" => options.node_lifecycle_concurrency,
-        "concurrent-service-syncs" => options.concurrent_service_syncs,
-        "route-max-concurrent-operations" => options.route_max_concurrent_operations,
-        _ => 0,
     }
 }
 

@@ -18,6 +18,9 @@
 //! ServiceAccount create those accounts and request their tokens. Admission webhooks need `WEBHOOK_FILE` as well
 //! (`webhook`): a Service in front of the webhook port and a sample `ValidatingWebhookConfiguration`.
 //!
+//! The objects are written as data, in `deploy/objects.yaml` (one template per object, read into its k8s-openapi
+//! type); the module fills in the names and lists the options decide.
+//!
 //! ```
 //! use ccm_app::deploy::{ManifestOptions, render};
 //!
@@ -33,15 +36,14 @@ use std::collections::BTreeMap;
 
 use ccm_core::names;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ServiceAccount, Toleration};
-use k8s_openapi::api::rbac::v1::{
-    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::auth::decide::{AUTHENTICATION_CONFIGMAP_NAMESPACE, AUTHENTICATION_READER_ROLE};
+use crate::service_accounts::SERVICE_ACCOUNT_NAMESPACE;
 
 mod controller_rbac;
 mod webhook;
@@ -49,8 +51,9 @@ pub use controller_rbac::{
     controller_cluster_role_bindings, controller_cluster_roles, token_requester_role,
     token_requester_role_binding,
 };
+use controller_rbac::{token_accounts, token_role_name};
 pub use webhook::WebhookManifest;
-use webhook::{validating_webhook_configuration, webhook_service};
+use webhook::{validating_webhook_configuration, webhook_service, webhook_service_name};
 
 /// The header of every generated file.
 pub(crate) const GENERATED_HEADER: &str =
@@ -217,13 +220,49 @@ impl ManifestOptions {
         .into()
     }
 
-    fn meta(&self, name: &str, namespace: Option<&str>) -> ObjectMeta {
-        ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: namespace.map(str::to_owned),
-            labels: Some(self.labels()),
-            ..ObjectMeta::default()
-        }
+    /// The values the templates of `objects.yaml` name (`$key`).
+    fn values(&self) -> Value {
+        use names::taints;
+        let (volumes, volume_mounts) = match &self.cloud_config {
+            Some(cc) => (
+                json!([{ "name": "cloud-config", "configMap": { "name": cc.config_map } }]),
+                json!([{ "name": "cloud-config", "mountPath": cc.mount_dir, "readOnly": true }]),
+            ),
+            None => (Value::Null, Value::Null),
+        };
+        json!({
+            "name": self.name,
+            "namespace": self.namespace,
+            "labels": self.labels(),
+            "selector": { "app.kubernetes.io/name": self.name },
+            "clusterRoleName": self.cluster_role_name,
+            "leaseNamespace": self.lease_namespace,
+            "leaseName": self.lease_name,
+            "leaseRoleName": lease_role_name(self),
+            "eventsRule": events_rule(),
+            "serviceAccountNamespace": SERVICE_ACCOUNT_NAMESPACE,
+            "tokenRoleName": token_role_name(self),
+            "tokenAccounts": token_accounts(self),
+            "image": self.image,
+            "replicas": self.replicas,
+            "args": container_args(self),
+            "securePort": self.secure_port,
+            "priorityClassName": self.priority_class_name,
+            "controlPlaneSelector": { taints::CONTROL_PLANE: "" },
+            "hostnameLabel": names::labels::HOSTNAME,
+            "uninitializedTaint": taints::UNINITIALIZED,
+            "notReadyTaint": taints::NOT_READY,
+            "unreachableTaint": taints::UNREACHABLE,
+            "controlPlaneTaint": taints::CONTROL_PLANE,
+            "masterTaint": taints::MASTER,
+            "podNameEnv": ccm_leaderelection::POD_NAME_ENV,
+            "podNamespaceEnv": crate::reload::POD_NAMESPACE_ENV,
+            "volumes": volumes,
+            "volumeMounts": volume_mounts,
+            "webhookName": webhook_service_name(self),
+            "webhookPort": self.webhook_port,
+            "webhookServicePort": webhook::SERVICE_PORT,
+        })
     }
 }
 
@@ -237,162 +276,113 @@ pub fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
     }
 }
 
-/// The cluster-wide rules the standard controllers need. Every write is a patch (the Go controllers also `update`
-/// Nodes and Services, so Go's role has more verbs).
-pub(crate) fn cluster_role_rules() -> Vec<PolicyRule> {
-    vec![
-        // cloud node controller: read and initialize (labels, taints, providerID); lifecycle: taint and delete
-        rule(
-            &[""],
-            &["nodes"],
-            &["get", "list", "watch", "patch", "delete"],
-        ),
-        // addresses (node controller), NetworkUnavailable (route controller)
-        rule(&[""], &["nodes/status"], &["patch"]),
-        // service controller: read Services
-        rule(&[""], &["services"], &["get", "list", "watch"]),
-        // service controller: finalizer and load-balancer status (both through the status subresource)
-        rule(&[""], &["services/status"], &["patch"]),
-        // events of every controller and leader election's on the Lease (core/v1, as Go writes them; repeats are
-        // patched into one object's count)
-        rule(&[""], &["events"], &["create", "patch"]),
-        // the secure port: bearer tokens (TokenReview) and authorization (SubjectAccessReview)
-        rule(&["authentication.k8s.io"], &["tokenreviews"], &["create"]),
-        rule(
-            &["authorization.k8s.io"],
-            &["subjectaccessreviews"],
-            &["create"],
-        ),
-    ]
+/// The objects of the manifests as data: one template per object (see the file's header).
+const OBJECTS: &str = include_str!("deploy/objects.yaml");
+
+/// The template `key` of `objects.yaml` as JSON, its `$key` strings not yet filled in.
+fn template(key: &str) -> Value {
+    let objects: Value = serde_saphyr::from_str(OBJECTS).expect("objects.yaml is YAML");
+    objects[key].clone()
 }
 
-/// The rules on the leader-election Lease (in its namespace only).
-pub(crate) fn lease_role_rules(lease_name: &str) -> Vec<PolicyRule> {
-    vec![
-        // create cannot be restricted by name
-        rule(&["coordination.k8s.io"], &["leases"], &["create"]),
-        // list and watch: the candidates' watch on this one Lease (by field selector `metadata.name`, which the
-        // API server authorizes against resourceNames)
-        PolicyRule {
-            resource_names: Some(vec![lease_name.to_owned()]),
-            ..rule(
-                &["coordination.k8s.io"],
-                &["leases"],
-                &["get", "list", "update", "watch"],
-            )
+/// The object `key` of `objects.yaml`, every `$key` string replaced by the value `key` of `extra` or else of
+/// `options` ([`ManifestOptions::values`]).
+fn fill<K: DeserializeOwned>(options: &ManifestOptions, key: &str, extra: Value) -> K {
+    let mut values = options.values();
+    if let (Some(values), Value::Object(extra)) = (values.as_object_mut(), extra) {
+        values.extend(extra);
+    }
+    serde_json::from_value(substitute(template(key), &values))
+        .unwrap_or_else(|e| panic!("the template {key} of objects.yaml does not fit its type: {e}"))
+}
+
+/// `template` with every string `$key` replaced by `values[key]`.
+fn substitute(template: Value, values: &Value) -> Value {
+    match template {
+        Value::String(s) if s.starts_with('$') => match values.get(&s[1..]) {
+            Some(value) => value.clone(),
+            None => panic!("objects.yaml names {s}, which has no value"),
         },
-    ]
+        Value::Array(items) => items.into_iter().map(|i| substitute(i, values)).collect(),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (k, substitute(v, values)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// The rule on core/v1 Events every account gets.
+fn events_rule() -> PolicyRule {
+    serde_json::from_value(template("eventsRule")).expect("eventsRule is a PolicyRule")
+}
+
+/// The binding `name` (in `namespace`; `None`: a ClusterRoleBinding) of the ServiceAccount `subject` (name,
+/// namespace) to the `role_kind` (`Role` or `ClusterRole`) named `role`.
+fn binding<K: DeserializeOwned>(
+    options: &ManifestOptions,
+    (name, namespace): (&str, Option<&str>),
+    (role_kind, role): (&str, &str),
+    (subject, subject_namespace): (&str, &str),
+) -> K {
+    let values = json!({
+        "bindingName": name,
+        "bindingNamespace": namespace,
+        "roleKind": role_kind,
+        "roleName": role,
+        "subjectName": subject,
+        "subjectNamespace": subject_namespace,
+    });
+    fill(options, "binding", values)
 }
 
 /// The ServiceAccount.
 pub(crate) fn service_account(options: &ManifestOptions) -> ServiceAccount {
-    ServiceAccount {
-        metadata: options.meta(&options.name, Some(&options.namespace)),
-        ..ServiceAccount::default()
-    }
-}
-
-fn subject(options: &ManifestOptions) -> Subject {
-    service_account_subject(&options.name, &options.namespace)
-}
-
-/// The ServiceAccount `name` in `namespace`, as the subject of a binding.
-pub(crate) fn service_account_subject(name: &str, namespace: &str) -> Subject {
-    Subject {
-        kind: "ServiceAccount".to_owned(),
-        name: name.to_owned(),
-        namespace: Some(namespace.to_owned()),
-        ..Subject::default()
-    }
-}
-
-/// A binding's reference to the `kind` (`Role` or `ClusterRole`) named `name`.
-pub(crate) fn role_ref(kind: &str, name: &str) -> RoleRef {
-    RoleRef {
-        api_group: Some("rbac.authorization.k8s.io".to_owned()),
-        kind: kind.to_owned(),
-        name: name.to_owned(),
-    }
+    fill(options, "serviceAccount", Value::Null)
 }
 
 /// The ClusterRole.
 pub fn cluster_role(options: &ManifestOptions) -> ClusterRole {
-    ClusterRole {
-        metadata: options.meta(&options.cluster_role_name, None),
-        rules: Some(cluster_role_rules()),
-        ..ClusterRole::default()
-    }
+    fill(options, "clusterRole", Value::Null)
 }
 
 /// The ClusterRoleBinding of the ServiceAccount.
 pub fn cluster_role_binding(options: &ManifestOptions) -> ClusterRoleBinding {
-    ClusterRoleBinding {
-        metadata: options.meta(&options.cluster_role_name, None),
-        role_ref: role_ref("ClusterRole", &options.cluster_role_name),
-        subjects: Some(vec![subject(options)]),
-    }
+    let name = &options.cluster_role_name;
+    let subject = (options.name.as_str(), options.namespace.as_str());
+    binding(options, (name, None), ("ClusterRole", name), subject)
+}
+
+/// The Role on the Lease.
+pub fn lease_role(options: &ManifestOptions) -> Role {
+    fill(options, "leaseRole", Value::Null)
 }
 
 fn lease_role_name(options: &ManifestOptions) -> String {
     format!("{}:leader-election", options.name)
 }
 
-/// The Role on the Lease.
-pub fn lease_role(options: &ManifestOptions) -> Role {
-    Role {
-        metadata: options.meta(&lease_role_name(options), Some(&options.lease_namespace)),
-        rules: Some(lease_role_rules(&options.lease_name)),
-    }
-}
-
 /// The RoleBinding of the ServiceAccount to the Lease Role.
 pub fn lease_role_binding(options: &ManifestOptions) -> RoleBinding {
-    RoleBinding {
-        metadata: options.meta(&lease_role_name(options), Some(&options.lease_namespace)),
-        role_ref: role_ref("Role", &lease_role_name(options)),
-        subjects: Some(vec![subject(options)]),
-    }
+    let name = lease_role_name(options);
+    let subject = (options.name.as_str(), options.namespace.as_str());
+    let namespace = Some(options.lease_namespace.as_str());
+    binding(options, (&name, namespace), ("Role", &name), subject)
 }
 
 /// The RoleBinding (in `kube-system`) of the ServiceAccount to `extension-apiserver-authentication-reader`, which
 /// lets the secure port read the cluster's client CAs.
 pub fn authentication_reader_binding(options: &ManifestOptions) -> RoleBinding {
-    RoleBinding {
-        metadata: options.meta(
-            &format!("{}:authentication-reader", options.name),
-            Some(AUTHENTICATION_CONFIGMAP_NAMESPACE),
-        ),
-        role_ref: role_ref("Role", AUTHENTICATION_READER_ROLE),
-        subjects: Some(vec![subject(options)]),
-    }
-}
-
-fn toleration(key: &str, effect: &str) -> Toleration {
-    Toleration {
-        key: Some(key.to_owned()),
-        operator: Some("Exists".to_owned()),
-        effect: Some(effect.to_owned()),
-        ..Toleration::default()
-    }
-}
-
-/// The tolerations: every taint a node can have before the CCM initialized it, and the control-plane taints.
-pub(crate) fn tolerations() -> Vec<Toleration> {
-    use names::taints;
-    vec![
-        toleration(taints::UNINITIALIZED, "NoSchedule"),
-        toleration(taints::NOT_READY, "NoSchedule"),
-        toleration(taints::NOT_READY, "NoExecute"),
-        toleration(taints::UNREACHABLE, "NoSchedule"),
-        toleration(taints::UNREACHABLE, "NoExecute"),
-        toleration(taints::CONTROL_PLANE, "NoSchedule"),
-        toleration(taints::MASTER, "NoSchedule"),
-        Toleration {
-            key: Some("CriticalAddonsOnly".to_owned()),
-            operator: Some("Exists".to_owned()),
-            ..Toleration::default()
-        },
-    ]
+    let name = format!("{}:authentication-reader", options.name);
+    let subject = (options.name.as_str(), options.namespace.as_str());
+    let namespace = Some(AUTHENTICATION_CONFIGMAP_NAMESPACE);
+    binding(
+        options,
+        (&name, namespace),
+        ("Role", AUTHENTICATION_READER_ROLE),
+        subject,
+    )
 }
 
 /// The common arguments, then `options.args`.
@@ -411,83 +401,9 @@ pub(crate) fn container_args(options: &ManifestOptions) -> Vec<String> {
     args
 }
 
-/// The Deployment, written as the manifest reads and checked against the Deployment type.
+/// The Deployment.
 pub(crate) fn deployment(options: &ManifestOptions) -> Deployment {
-    let selector = json!({ "app.kubernetes.io/name": options.name });
-    let port = options.secure_port;
-    let (volumes, mounts) = match &options.cloud_config {
-        Some(cc) => (
-            json!([{ "name": "cloud-config", "configMap": { "name": cc.config_map } }]),
-            json!([{ "name": "cloud-config", "mountPath": cc.mount_dir, "readOnly": true }]),
-        ),
-        None => (Value::Null, Value::Null),
-    };
-    // The leader-election identity prefix and the Events' reporting instance; with the namespace, the Pod that
-    // reload Events are about (the internal `reload` module).
-    let env = [
-        (ccm_leaderelection::POD_NAME_ENV, "metadata.name"),
-        (crate::reload::POD_NAMESPACE_ENV, "metadata.namespace"),
-    ]
-    .map(|(name, field)| json!({ "name": name, "valueFrom": { "fieldRef": { "fieldPath": field } } }));
-    let container = json!({
-        "name": options.name,
-        "image": options.image,
-        "args": container_args(options),
-        "env": env,
-        "ports": [{ "name": "https", "containerPort": port, "protocol": "TCP" }],
-        "livenessProbe": {
-            "httpGet": { "path": "/healthz", "port": port, "scheme": "HTTPS" },
-            "initialDelaySeconds": 15,
-            "periodSeconds": 10,
-            "timeoutSeconds": 5,
-            "failureThreshold": 3,
-        },
-        "resources": { "requests": { "cpu": "100m", "memory": "64Mi" } },
-        "securityContext": {
-            "allowPrivilegeEscalation": false,
-            "readOnlyRootFilesystem": true,
-            "runAsNonRoot": true,
-            "runAsUser": 65532,
-            "capabilities": { "drop": ["ALL"] },
-            "seccompProfile": { "type": "RuntimeDefault" },
-        },
-        "volumeMounts": mounts,
-    });
-    let deployment = json!({
-        "metadata": options.meta(&options.name, Some(&options.namespace)),
-        "spec": {
-            "replicas": options.replicas,
-            "selector": { "matchLabels": selector },
-            // With hostNetwork and one replica per node, a surge pod would have nowhere to go.
-            "strategy": {
-                "type": "RollingUpdate",
-                "rollingUpdate": { "maxSurge": 0, "maxUnavailable": 1 },
-            },
-            "template": {
-                "metadata": { "labels": options.labels() },
-                "spec": {
-                    "serviceAccountName": options.name,
-                    "hostNetwork": true,
-                    "dnsPolicy": "Default",
-                    "priorityClassName": options.priority_class_name,
-                    "nodeSelector": { names::taints::CONTROL_PLANE: "" },
-                    "affinity": {
-                        "podAntiAffinity": {
-                            "requiredDuringSchedulingIgnoredDuringExecution": [{
-                                "labelSelector": { "matchLabels": selector },
-                                "topologyKey": names::labels::HOSTNAME,
-                            }],
-                        },
-                    },
-                    "tolerations": tolerations(),
-                    "terminationGracePeriodSeconds": 40,
-                    "containers": [container],
-                    "volumes": volumes,
-                },
-            },
-        },
-    });
-    serde_json::from_value(deployment).expect("the Deployment above has the fields of a Deployment")
+    fill(options, "deployment", Value::Null)
 }
 
 /// One generated file.
@@ -531,51 +447,47 @@ where
 /// with `--use-service-account-credentials`) and `WEBHOOK_FILE` (only with webhooks: the Service and a sample
 /// configuration, `webhook`).
 pub fn render(options: &ManifestOptions) -> Vec<Manifest> {
-    vec![
-        Manifest {
-            file_name: "serviceaccount.yaml".to_owned(),
-            yaml: yaml_documents(&[object(&service_account(options))]),
-        },
-        Manifest {
-            file_name: "rbac.yaml".to_owned(),
-            yaml: yaml_documents(&[
+    let controller_rbac = controller_cluster_roles(options)
+        .iter()
+        .zip(&controller_cluster_role_bindings(options))
+        .flat_map(|(role, binding)| [object(role), object(binding)])
+        .chain([
+            object(&token_requester_role(options)),
+            object(&token_requester_role_binding(options)),
+        ])
+        .collect();
+    let files = [
+        (
+            "serviceaccount.yaml",
+            vec![object(&service_account(options))],
+        ),
+        (
+            "rbac.yaml",
+            vec![
                 object(&cluster_role(options)),
                 object(&cluster_role_binding(options)),
                 object(&lease_role(options)),
                 object(&lease_role_binding(options)),
                 object(&authentication_reader_binding(options)),
-            ]),
-        },
-        Manifest {
-            file_name: "deployment.yaml".to_owned(),
-            yaml: yaml_documents(&[object(&deployment(options))]),
-        },
-        Manifest {
-            file_name: "controller-rbac.yaml".to_owned(),
-            yaml: yaml_documents(&controller_rbac_objects(options)),
-        },
-        Manifest {
-            file_name: WEBHOOK_FILE.to_owned(),
-            yaml: yaml_documents(&[
+            ],
+        ),
+        ("deployment.yaml", vec![object(&deployment(options))]),
+        ("controller-rbac.yaml", controller_rbac),
+        (
+            WEBHOOK_FILE,
+            vec![
                 object(&webhook_service(options)),
                 object(&validating_webhook_configuration(options)),
-            ]),
-        },
-    ]
-}
-
-fn controller_rbac_objects(options: &ManifestOptions) -> Vec<serde_json::Value> {
-    let mut objects: Vec<serde_json::Value> = Vec::new();
-    for (role, binding) in controller_cluster_roles(options)
-        .iter()
-        .zip(controller_cluster_role_bindings(options).iter())
-    {
-        objects.push(object(role));
-        objects.push(object(binding));
-    }
-    objects.push(object(&token_requester_role(options)));
-    objects.push(object(&token_requester_role_binding(options)));
-    objects
+            ],
+        ),
+    ];
+    files
+        .into_iter()
+        .map(|(file_name, objects)| Manifest {
+            file_name: file_name.to_owned(),
+            yaml: yaml_documents(&objects),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -647,7 +559,7 @@ mod tests {
 
     #[test]
     fn rbac_is_least_privilege() {
-        let rules = cluster_role_rules();
+        let rules = cluster_role(&reference()).rules.unwrap();
         let flat: Vec<String> = rules
             .iter()
             .flat_map(|r| {
@@ -683,7 +595,7 @@ mod tests {
             reader.role_ref.name,
             "extension-apiserver-authentication-reader"
         );
-        let lease = lease_role_rules("cloud-controller-manager");
+        let lease = lease_role(&reference()).rules.unwrap();
         assert_eq!(
             lease[1].resource_names.as_deref(),
             Some(&["cloud-controller-manager".to_owned()][..])

@@ -11,8 +11,9 @@
 //! these controllers do.
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use serde_json::{Value, json};
 
-use super::{ManifestOptions, role_ref, rule, service_account_subject, subject};
+use super::{ManifestOptions, binding, events_rule, fill, template};
 use crate::service_accounts::SERVICE_ACCOUNT_NAMESPACE;
 
 /// The prefix of the controllers' ClusterRoles (Go's bootstrap controller roles).
@@ -60,35 +61,23 @@ fn account_rules(options: &ManifestOptions, account: &str) -> Vec<PolicyRule> {
     {
         Some(vendor) => {
             let mut rules = vendor.rules.clone();
-            rules.push(events());
+            rules.push(events_rule());
             rules
         }
         None => controller_rules(account),
     }
 }
 
-fn events() -> PolicyRule {
-    // core/v1 Events, as Go's recorder writes them (repeats are patched into one object's count)
-    rule(&[""], &["events"], &["create", "patch"])
-}
-
 /// The rules of the controller acting as ServiceAccount `account` (one of [`CONTROLLER_ACCOUNTS`] not in
 /// [`API_SERVER_BOOTSTRAP_ACCOUNTS`]; any other account gets only Events: a vendor controller's own rights are the
 /// vendor's to grant).
 pub(crate) fn controller_rules(account: &str) -> Vec<PolicyRule> {
-    let mut rules = match account {
-        // initialization: labels, taints and providerID (spec), addresses (status)
-        "cloud-node-controller" => vec![
-            rule(&[""], &["nodes"], &["get", "patch"]),
-            rule(&[""], &["nodes/status"], &["patch"]),
-        ],
-        // the shutdown taint, and deleting Nodes whose instance is gone
-        "cloud-node-lifecycle-controller" => {
-            vec![rule(&[""], &["nodes"], &["get", "patch", "delete"])]
-        }
-        _ => Vec::new(),
-    };
-    rules.push(events());
+    let own = template("controllerRules")
+        .get_mut(account)
+        .map_or(json!([]), Value::take);
+    let mut rules: Vec<PolicyRule> =
+        serde_json::from_value(own).expect("controllerRules holds lists of PolicyRules");
+    rules.push(events_rule());
     rules
 }
 
@@ -96,10 +85,12 @@ pub(crate) fn controller_rules(account: &str) -> Vec<PolicyRule> {
 /// controller account.
 pub fn controller_cluster_roles(options: &ManifestOptions) -> Vec<ClusterRole> {
     generated_accounts(options)
-        .map(|account| ClusterRole {
-            metadata: options.meta(&format!("{CONTROLLER_ROLE_PREFIX}{account}"), None),
-            rules: Some(account_rules(options, account)),
-            ..ClusterRole::default()
+        .map(|account| {
+            let values = json!({
+                "roleName": format!("{CONTROLLER_ROLE_PREFIX}{account}"),
+                "rules": account_rules(options, account),
+            });
+            fill(options, "controllerClusterRole", values)
         })
         .collect()
 }
@@ -109,59 +100,35 @@ pub fn controller_cluster_role_bindings(options: &ManifestOptions) -> Vec<Cluste
     generated_accounts(options)
         .map(|account| {
             let name = format!("{CONTROLLER_ROLE_PREFIX}{account}");
-            ClusterRoleBinding {
-                metadata: options.meta(&name, None),
-                role_ref: role_ref("ClusterRole", &name),
-                subjects: Some(vec![service_account_subject(
-                    account,
-                    SERVICE_ACCOUNT_NAMESPACE,
-                )]),
-            }
+            let subject = (account, SERVICE_ACCOUNT_NAMESPACE);
+            binding(options, (&name, None), ("ClusterRole", &name), subject)
         })
         .collect()
 }
 
-fn token_role_name(options: &ManifestOptions) -> String {
+pub(crate) fn token_role_name(options: &ManifestOptions) -> String {
     format!("{}:controller-tokens", options.name)
 }
 
-/// The rules of the CCM's own identity on the controllers' accounts: create them (a create cannot be limited by
-/// name), read them and request their tokens (both limited to [`token_accounts`]).
-pub(crate) fn token_requester_rules(options: &ManifestOptions) -> Vec<PolicyRule> {
-    let accounts = token_accounts(options);
-    vec![
-        rule(&[""], &["serviceaccounts"], &["create"]),
-        PolicyRule {
-            resource_names: Some(accounts.clone()),
-            ..rule(&[""], &["serviceaccounts"], &["get"])
-        },
-        PolicyRule {
-            resource_names: Some(accounts),
-            ..rule(&[""], &["serviceaccounts/token"], &["create"])
-        },
-    ]
-}
-
-/// The Role (in `kube-system`) with `token_requester_rules`.
+/// The Role (in `kube-system`) of the CCM's own identity on the controllers' accounts: create them (a create
+/// cannot be limited by name), read them and request their tokens (both limited to the accounts of the standard
+/// and the vendor controllers).
 pub fn token_requester_role(options: &ManifestOptions) -> Role {
-    Role {
-        metadata: options.meta(&token_role_name(options), Some(SERVICE_ACCOUNT_NAMESPACE)),
-        rules: Some(token_requester_rules(options)),
-    }
+    fill(options, "tokenRequesterRole", Value::Null)
 }
 
 /// The RoleBinding of the CCM's ServiceAccount to [`token_requester_role`].
 pub fn token_requester_role_binding(options: &ManifestOptions) -> RoleBinding {
-    RoleBinding {
-        metadata: options.meta(&token_role_name(options), Some(SERVICE_ACCOUNT_NAMESPACE)),
-        role_ref: role_ref("Role", &token_role_name(options)),
-        subjects: Some(vec![subject(options)]),
-    }
+    let name = token_role_name(options);
+    let namespace = Some(SERVICE_ACCOUNT_NAMESPACE);
+    let subject = (options.name.as_str(), options.namespace.as_str());
+    binding(options, (&name, namespace), ("Role", &name), subject)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::deploy::rule;
 
     #[test]
     fn one_go_named_role_per_controller_and_nothing_broad() {
@@ -200,7 +167,7 @@ mod tests {
             bindings[1].role_ref.name,
             "system:controller:cloud-node-lifecycle-controller"
         );
-        assert_eq!(controller_rules("acme-tagging"), vec![events()]);
+        assert_eq!(controller_rules("acme-tagging"), vec![events_rule()]);
         assert!(
             controller_rules("cloud-node-lifecycle-controller")[0]
                 .verbs
@@ -246,14 +213,14 @@ mod tests {
             role.metadata.name.as_deref(),
             Some("system:controller:acme-tagging")
         );
-        assert_eq!(role.rules.as_deref(), Some(&[tagging, events()][..]));
+        assert_eq!(role.rules.as_deref(), Some(&[tagging, events_rule()][..]));
         let bindings = controller_cluster_role_bindings(&options);
         let subject = &bindings.last().unwrap().subjects.as_ref().unwrap()[0];
         assert_eq!(
             (subject.name.as_str(), subject.namespace.as_deref()),
             ("acme-tagging", Some("kube-system"))
         );
-        let rules = token_requester_rules(&options);
+        let rules = token_requester_role(&options).rules.unwrap();
         for rule in &rules[1..] {
             let names = rule.resource_names.as_ref().unwrap();
             assert_eq!(names.len(), CONTROLLER_ACCOUNTS.len() + 1);

@@ -4,15 +4,13 @@
 //! certificate (the PEM of `--webhook-tls-cert-file`'s issuer, or of the self-signed pair in
 //! `--webhook-cert-dir`), and apply the file (`docs/deployment.md`).
 
-use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
-    RuleWithOperations, ServiceReference, ValidatingWebhook, ValidatingWebhookConfiguration,
-    WebhookClientConfig,
+    RuleWithOperations, ValidatingWebhookConfiguration,
 };
-use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::api::core::v1::Service;
+use serde_json::{Value, json};
 
-use super::ManifestOptions;
+use super::{ManifestOptions, fill};
 
 /// The Service port the API server calls (the container's port is `--webhook-secure-port`).
 pub(crate) const SERVICE_PORT: i32 = 443;
@@ -66,21 +64,7 @@ pub(crate) fn webhook_service_name(options: &ManifestOptions) -> String {
 
 /// The Service in front of the webhook port of the CCM's Pods.
 pub(crate) fn webhook_service(options: &ManifestOptions) -> Service {
-    Service {
-        metadata: options.meta(&webhook_service_name(options), Some(&options.namespace)),
-        spec: Some(ServiceSpec {
-            selector: Some([("app.kubernetes.io/name".to_owned(), options.name.clone())].into()),
-            ports: Some(vec![ServicePort {
-                name: Some("webhook".to_owned()),
-                port: SERVICE_PORT,
-                target_port: Some(IntOrString::Int(i32::from(options.webhook_port))),
-                protocol: Some("TCP".to_owned()),
-                ..ServicePort::default()
-            }]),
-            ..ServiceSpec::default()
-        }),
-        ..Service::default()
-    }
+    fill(options, "webhookService", Value::Null)
 }
 
 /// The sample configuration: every webhook of `options.webhooks` through the Service, `failurePolicy: Ignore`
@@ -88,39 +72,25 @@ pub(crate) fn webhook_service(options: &ManifestOptions) -> Service {
 pub(crate) fn validating_webhook_configuration(
     options: &ManifestOptions,
 ) -> ValidatingWebhookConfiguration {
-    ValidatingWebhookConfiguration {
-        metadata: options.meta(&webhook_service_name(options), None),
-        webhooks: Some(
-            options
-                .webhooks
-                .iter()
-                .map(|hook| ValidatingWebhook {
-                    name: hook.name.clone(),
-                    admission_review_versions: vec!["v1".to_owned()],
-                    side_effects: "None".to_owned(),
-                    failure_policy: Some("Ignore".to_owned()),
-                    timeout_seconds: Some(10),
-                    client_config: WebhookClientConfig {
-                        service: Some(ServiceReference {
-                            name: webhook_service_name(options),
-                            namespace: options.namespace.clone(),
-                            path: Some(hook.path.clone()),
-                            port: Some(SERVICE_PORT),
-                        }),
-                        ca_bundle: Some(ByteString(Vec::new())),
-                        ..WebhookClientConfig::default()
-                    },
-                    rules: Some(hook.rules.clone()),
-                    ..ValidatingWebhook::default()
-                })
-                .collect(),
-        ),
-    }
+    let webhooks: Vec<Value> = options
+        .webhooks
+        .iter()
+        .map(|hook| {
+            let values = json!({ "hookName": hook.name, "path": hook.path, "rules": hook.rules });
+            fill(options, "webhook", values)
+        })
+        .collect();
+    fill(
+        options,
+        "validatingWebhookConfiguration",
+        json!({ "webhooks": webhooks }),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
     #[test]
     fn the_service_reaches_the_webhook_port_and_the_sample_ignores_failures() {

@@ -56,13 +56,6 @@ pub use validate::ValidationError;
 pub(crate) const DEFAULT_KUBE_API_QPS: f32 = 20.0;
 /// Go's default of `--kube-api-burst` (the CCM's override of the generic 100), used as [`DEFAULT_KUBE_API_QPS`].
 pub(crate) const DEFAULT_KUBE_API_BURST: i32 = 30;
-/// Default of `--min-resync-period`.
-pub(crate) const DEFAULT_MIN_RESYNC_PERIOD: Duration = Duration::from_secs(12 * 3600);
-/// Default of `--cloud-config-reload-interval`.
-pub(crate) const DEFAULT_CLOUD_CONFIG_RELOAD_INTERVAL: Duration = Duration::from_secs(10);
-
-/// Default of `--shutdown-timeout`.
-pub(crate) const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 
 // One declaration per setting, in the order of `--help`, the schema and `/configz` (see `define.rs`):
 //
@@ -85,7 +78,7 @@ settings! {
     /// change is handed to the provider's reload hook (no restart; a rejected file keeps the old configuration and
     /// yields a CloudConfigReloadFailed Warning Event). 0s disables watching. Default: 10s.
     #[arg(long, value_name = "DURATION", help_heading = "Cloud provider")]
-    cloud_config_reload_interval: Duration as GoDuration = DEFAULT_CLOUD_CONFIG_RELOAD_INTERVAL,
+    cloud_config_reload_interval: Duration as GoDuration = Duration::from_secs(10),
 
     /// Start even if the provider reports no cluster ID (deprecated in Go; kept for compatibility). Default: false.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
@@ -137,7 +130,7 @@ settings! {
     /// The shared informers ask controllers to re-read every cached Node and Service at a random interval between
     /// this and twice this; 0s disables it. Default: 12h0m0s.
     #[arg(long, value_name = "DURATION", help_heading = "Controllers")]
-    min_resync_period: Duration as GoDuration = DEFAULT_MIN_RESYNC_PERIOD,
+    min_resync_period: Duration as GoDuration = Duration::from_secs(12 * 3600),
 
     /// The name of the cluster, passed to every load-balancer and route call. Default: kubernetes.
     #[arg(long, value_name = "NAME", help_heading = "Controllers")]
@@ -449,7 +442,7 @@ settings! {
 
     /// SDK addition: how long a clean shutdown waits for controllers to finish in-flight work. Default: 30s.
     #[arg(long, value_name = "DURATION", help_heading = "Serving")]
-    shutdown_timeout: Duration as GoDuration = DEFAULT_SHUTDOWN_TIMEOUT,
+    shutdown_timeout: Duration as GoDuration = Duration::from_secs(30),
 
     // ---- webhooks ----
     /// The admission webhooks to serve, comma separated: `name` enables, `-name` disables, `*` means every webhook
