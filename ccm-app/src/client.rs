@@ -23,7 +23,7 @@ use ccm_core::fence::LeadershipFence;
 use ccm_core::runtime::metrics::SharedRegistry;
 
 use crate::options::{CcmOptions, DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, KubeApiLimit};
-use crate::ratelimit::{TokenBucketLayer, effective_limits};
+use crate::ratelimit::{Throttle, effective_limits};
 use crate::retry::RetryAfterLayer;
 use crate::service_accounts::Identity;
 
@@ -134,10 +134,10 @@ impl KubeApiLimits {
     }
 
     /// The token bucket of one client.
-    pub fn layer(&self) -> TokenBucketLayer {
+    pub fn throttle(&self) -> Throttle {
         match self.qps {
-            None => TokenBucketLayer::new(-1.0, 0),
-            Some(qps) => TokenBucketLayer::new(qps, i32::try_from(self.burst).unwrap_or(i32::MAX)),
+            None => Throttle::new(-1.0, 0),
+            Some(qps) => Throttle::new(qps, i32::try_from(self.burst).unwrap_or(i32::MAX)),
         }
     }
 
@@ -412,7 +412,7 @@ impl ClientFactory {
     /// Leader election gets one of these (`leader-election`): a bucket no other client takes from, so Lease
     /// renewals never wait behind controller traffic.
     pub fn client(&self, name: &str) -> kube::Client {
-        self.layered(name, &self.limits.layer(), None)
+        self.layered(name, self.limits.throttle(), None)
     }
 
     /// A client named `name` and a second one for its Events over the same token bucket, at a lower priority:
@@ -424,19 +424,15 @@ impl ClientFactory {
         name: &str,
         identity: Identity<'_>,
     ) -> (kube::Client, kube::Client) {
-        let layer = self.limits.layer();
+        let throttle = self.limits.throttle();
+        let events = throttle.low_priority();
         (
-            self.layered(name, &layer, identity),
-            self.layered(name, &layer.low_priority(), identity),
+            self.layered(name, throttle, identity),
+            self.layered(name, events, identity),
         )
     }
 
-    fn layered(
-        &self,
-        name: &str,
-        layer: &TokenBucketLayer,
-        identity: Identity<'_>,
-    ) -> kube::Client {
+    fn layered(&self, name: &str, throttle: Throttle, identity: Identity<'_>) -> kube::Client {
         let agent = HeaderValue::from_str(&self.user_agent(name))
             .unwrap_or_else(|_| HeaderValue::from_static("cloud-controller-manager"));
         let (base, tokens) = (
@@ -454,20 +450,25 @@ impl ClientFactory {
                 request
             })
             .layer(RetryAfterLayer::new().count_throttled(throttled))
-            .layer(layer.clone())
-            .service(tower::service_fn(move |request: http::Request<Body>| {
+            .service_fn(move |mut request: http::Request<Body>| {
                 let (base, tokens) = (base.clone(), tokens.clone());
-                // Checked here, innermost: after any wait for the token bucket or a 429 retry.
-                let refused = fence
-                    .as_ref()
-                    .and_then(|fence| crate::fence::refusal(fence, &request));
+                let (fence, throttle) = (fence.clone(), throttle.clone());
                 async move {
-                    match refused {
-                        Some(refused) => Err(kube::Error::Service(Box::new(refused))),
-                        None => crate::service_accounts::send(base, tokens, request).await,
+                    // A retry waits for a token like a new request.
+                    throttle.acquire().await;
+                    // Checked here, innermost: after any wait for the token bucket or a 429 retry.
+                    if let Some(refused) =
+                        fence.and_then(|fence| crate::fence::refusal(&fence, &request))
+                    {
+                        return Err(kube::Error::Service(Box::new(refused)));
                     }
+                    // As a controller's own ServiceAccount: a request without a valid token fails unsent.
+                    if let Some(tokens) = tokens {
+                        tokens.authorize(&mut request)?;
+                    }
+                    base.send(request).await
                 }
-            }));
+            });
         kube::Client::new(service, self.base.default_namespace().to_owned())
     }
 }
@@ -525,7 +526,7 @@ mod tests {
                 burst: 0
             }
         );
-        assert!(!auto.layer().is_limited());
+        assert!(!auto.throttle().is_limited());
         // without APF, or when the API server did not say: Go's 20/30
         for apf in [Some(false), None] {
             let go = KubeApiLimits::decide(Auto, Auto, apf);
@@ -533,7 +534,7 @@ mod tests {
                 (go.mode, go.apf, go.qps, go.burst),
                 (KubeApiLimitMode::Auto, apf, Some(20.0), 30)
             );
-            assert!(go.layer().is_limited());
+            assert!(go.throttle().is_limited());
         }
         // set: honoured exactly, whatever the API server runs; the other flag at Go's default
         let explicit = |qps, burst| {

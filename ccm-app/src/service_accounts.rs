@@ -310,19 +310,6 @@ pub fn start(main: kube::Client, name: &str, cancel: CancellationToken) -> Token
 /// without credentials and the ServiceAccount's tokens (`None`: the CCM's own client).
 pub type Identity<'a> = Option<(&'a kube::Client, &'a TokenSource)>;
 
-/// Send `request` over `connection`, with the current token of `tokens` when given (a request without a valid
-/// token fails unsent).
-pub(crate) async fn send(
-    connection: kube::Client,
-    tokens: Option<TokenSource>,
-    mut request: http::Request<kube::client::Body>,
-) -> Result<http::Response<kube::client::Body>, kube::Error> {
-    if let Some(tokens) = tokens {
-        tokens.authorize(&mut request)?;
-    }
-    connection.send(request).await
-}
-
 /// The connection configuration `config` without its credentials (client certificate, token, exec plugin, ...):
 /// what the controllers' own clients are sent over, with a ServiceAccount token added per request.
 pub fn without_credentials(config: &kube::Config) -> kube::Config {
