@@ -253,7 +253,7 @@ pub enum ClientError {
         /// Why it is invalid.
         reason: String,
     },
-    /// A write was refused before it was sent: leadership is not confirmed (see `crate::fence`).
+    /// A write was refused before it was sent: leadership is not confirmed (see `ClientFactory::with_fence`).
     #[error("leadership not confirmed: refusing to write ({method} {path}): {reason}")]
     Fenced {
         /// The request method.
@@ -381,8 +381,14 @@ impl ClientFactory {
         }
     }
 
-    /// The same factory, whose clients made from now on refuse every write while `fence` is closed (see
-    /// [`crate::fence`]). Make the leader-election client before, so that the Lease requests are not fenced.
+    /// The same factory, whose clients made from now on refuse every write while `fence` is closed. Make the
+    /// leader-election client before, so that the Lease requests are not fenced.
+    ///
+    /// A fenced client refuses every mutating request ([`is_write`]: anything but `GET`, `HEAD` and `OPTIONS`;
+    /// watches are `GET`s) while the fence is closed, with [`ClientError::Fenced`], as the last step before the
+    /// request would be sent: after its token bucket and its 429 retries. Nothing reaches the API server. Reads
+    /// pass: a follower's informers keep their caches warm. See [`ccm_core::fence`] for when the fence is open, and
+    /// `docs/leader-election.md` in the repository.
     pub fn with_fence(mut self, fence: LeadershipFence) -> Self {
         self.fence = Some(fence);
         self
@@ -457,9 +463,7 @@ impl ClientFactory {
                     // A retry waits for a token like a new request.
                     throttle.acquire().await;
                     // Checked here, innermost: after any wait for the token bucket or a 429 retry.
-                    if let Some(refused) =
-                        fence.and_then(|fence| crate::fence::refusal(&fence, &request))
-                    {
+                    if let Some(refused) = fence.and_then(|fence| refusal(&fence, &request)) {
                         return Err(kube::Error::Service(Box::new(refused)));
                     }
                     // As a controller's own ServiceAccount: a request without a valid token fails unsent.
@@ -471,6 +475,26 @@ impl ClientFactory {
             });
         kube::Client::new(service, self.base.default_namespace().to_owned())
     }
+}
+
+/// Whether a request with this method changes state on the API server (and so must pass the fence).
+pub fn is_write(method: &http::Method) -> bool {
+    !matches!(
+        *method,
+        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
+    )
+}
+
+/// The refusal of `request` if it is a write and `fence` is closed now; `None` if it may be sent.
+fn refusal<B>(fence: &LeadershipFence, request: &http::Request<B>) -> Option<ClientError> {
+    if !is_write(request.method()) {
+        return None;
+    }
+    fence.check().err().map(|reason| ClientError::Fenced {
+        method: request.method().to_string(),
+        path: request.uri().path().to_owned(),
+        reason,
+    })
 }
 
 /// `<command>/<version> (<os>/<arch>) ccm-rs`: the user-agent prefix (Go: `<command>/<version> (<os>/<arch>)
