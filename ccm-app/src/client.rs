@@ -143,18 +143,14 @@ impl KubeApiLimits {
 
     /// `unlimited` or the rate.
     pub fn qps_text(&self) -> String {
-        match self.qps {
-            None => "unlimited".to_owned(),
-            Some(qps) => qps.to_string(),
-        }
+        self.qps
+            .map_or("unlimited".to_owned(), |qps| qps.to_string())
     }
 
     /// `unlimited` or the burst.
     pub fn burst_text(&self) -> String {
-        match self.qps {
-            None => "unlimited".to_owned(),
-            Some(_) => self.burst.to_string(),
-        }
+        self.qps
+            .map_or("unlimited".to_owned(), |_| self.burst.to_string())
     }
 
     /// `true`, `false` or `unknown` (not asked, or no answer).
@@ -180,18 +176,12 @@ impl KubeApiLimits {
     /// What `/configz` serves beside the settings: `{"mode": "auto", "apf": true, "qps": "unlimited", "burst":
     /// "unlimited"}` (`apf` is `null` when unknown; `qps`/`burst` are numbers when limited).
     pub fn to_json(self) -> serde_json::Value {
-        let (qps, burst) = match self.qps {
-            None => (
-                serde_json::json!("unlimited"),
-                serde_json::json!("unlimited"),
-            ),
-            Some(qps) => (serde_json::json!(qps), serde_json::json!(self.burst)),
-        };
+        let unlimited = serde_json::json!("unlimited");
         serde_json::json!({
             "mode": self.mode.as_str(),
             "apf": self.apf,
-            "qps": qps,
-            "burst": burst,
+            "qps": self.qps.map_or(unlimited.clone(), |qps| serde_json::json!(qps)),
+            "burst": self.qps.map_or(unlimited, |_| serde_json::json!(self.burst)),
         })
     }
 }
