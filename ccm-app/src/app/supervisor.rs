@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use ccm_core::BoxError;
 use ccm_core::background::BackgroundTasks;
-use ccm_core::cache::InstanceCache;
 use ccm_core::names;
-use ccm_core::provider::{CloudProvider, InitializeContext};
+use ccm_core::provider::InitializeContext;
 use ccm_core::runtime::controller::{ControllerContext, ControllerDescriptor, HealthCheck};
 use ccm_core::runtime::events::EventSink;
 use ccm_core::runtime::every::{Timing, every};
@@ -25,9 +24,9 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::assemble::{Clients, ProviderStack};
 use super::{CcmStatus, RunError};
 use crate::admin::AdminServer;
-use crate::client::ClientFactory;
 use crate::health::{Endpoint, HealthChecks};
 use crate::options::CcmOptions;
 use crate::service_accounts;
@@ -97,14 +96,9 @@ impl RunningCcm {
 pub(super) struct Supervisor {
     pub(super) options: CcmOptions,
     pub(super) plan: Vec<ControllerDescriptor>,
-    pub(super) factory: ClientFactory,
-    /// With `--use-service-account-credentials`: the connection (without credentials) of the controllers' clients.
-    pub(super) service_account_connection: Option<kube::Client>,
-    pub(super) provider: Arc<dyn CloudProvider>,
-    /// The provider's instance cache, invalidated from the shared Node informer while leading.
-    pub(super) instance_cache: Arc<InstanceCache>,
-    /// Cancelled when the controllers stop: cloud calls still waiting for budget give up.
-    pub(super) cloud_calls: CancellationToken,
+    pub(super) clients: Clients,
+    /// The provider; its instance cache is invalidated from the shared Node informer while leading.
+    pub(super) stack: ProviderStack,
     pub(super) metrics: SharedRegistry,
     pub(super) manager_metrics: ControllerManagerMetrics,
     pub(super) checks: HealthChecks,
@@ -189,7 +183,7 @@ impl Supervisor {
 
         // Stop taking work; let in-flight work finish within the bound.
         controllers.cancel();
-        self.cloud_calls.cancel();
+        self.stack.cloud_calls.cancel();
         let grace = match &outcome {
             // Another replica may take over once the lease expires: stop within what is left of it. In-flight work
             // cannot write any more meanwhile: the elector revoked the fence when it stepped down.
@@ -246,34 +240,37 @@ impl Supervisor {
             };
         }
 
-        let base_client = self.factory.client(names::MANAGER_NAME);
+        let base_client = self.clients.factory.client(names::MANAGER_NAME);
         if let Err(err) = guarded!(wait_for_apiserver(&base_client, APISERVER_WAIT)) {
             return Outcome::Failed(err);
         }
         let scope = scope_of(&self.options);
-        let informer_client = self.factory.client("shared-informers");
+        let informer_client = self.clients.factory.client("shared-informers");
         if let Err(err) = guarded!(check_scope(&informer_client, &self.options)) {
             return Outcome::Failed(err);
         }
         let informers = SharedInformers::new(informer_client, &scope);
         let _ = self.informers_slot.set(informers.clone());
         // Answers kept from before this term may be stale; from now on Node events invalidate them.
-        self.instance_cache.clear();
+        self.stack.instance_cache.clear();
         tokio::spawn(
-            self.instance_cache
+            self.stack
+                .instance_cache
                 .clone()
                 .run_invalidator(informers.nodes().clone(), informers_token.clone()),
         );
 
-        let init =
-            InitializeContext::new(self.factory.client("cloud-provider"), controllers.clone());
-        if let Err(err) = guarded!(self.provider.initialize(init)) {
+        let init = InitializeContext::new(
+            self.clients.factory.client("cloud-provider"),
+            controllers.clone(),
+        );
+        if let Err(err) = guarded!(self.stack.provider.initialize(init)) {
             return Outcome::Failed(RunError::Initialize(err));
         }
 
         let base = ControllerContext::new(
             base_client,
-            self.provider.clone(),
+            self.stack.provider.clone(),
             informers.clone(),
             self.metrics.clone(),
             self.options.cluster_name.clone(),
@@ -291,29 +288,28 @@ impl Supervisor {
                 guarded!(tokio::time::sleep(pause));
             }
             let mut ctx = base.clone();
-            let (client, event_client) = match &self.service_account_connection {
-                None => self
-                    .factory
-                    .client_with_events(client_name(&descriptor.name), None),
-                Some(connection) => {
-                    // The CCM's own identity creates the account and requests its tokens; the controller's clients
-                    // wait for the first one.
-                    let account = service_accounts::service_account_name(&descriptor.name);
-                    let tokens = service_accounts::start(
-                        self.factory.client(names::MANAGER_NAME),
-                        account,
-                        controllers.clone(),
-                    );
-                    if !guarded!(tokens.ready(controllers)) {
-                        return Outcome::Shutdown;
-                    }
-                    tracing::info!(controller = %descriptor.name, service_account = %account, "controller acts as its own ServiceAccount");
-                    self.factory.client_with_events(
-                        client_name(&descriptor.name),
-                        Some((connection, &tokens)),
-                    )
+            let mut identity = None;
+            if let Some(connection) = &self.clients.service_account_connection {
+                // The CCM's own identity creates the account and requests its tokens; the controller's clients
+                // wait for the first one.
+                let account = service_accounts::service_account_name(&descriptor.name);
+                let tokens = service_accounts::start(
+                    self.clients.factory.client(names::MANAGER_NAME),
+                    account,
+                    controllers.clone(),
+                );
+                if !guarded!(tokens.ready(controllers)) {
+                    return Outcome::Shutdown;
                 }
-            };
+                tracing::info!(controller = %descriptor.name, service_account = %account, "controller acts as its own ServiceAccount");
+                identity = Some((connection, tokens));
+            }
+            let (client, event_client) = self.clients.factory.client_with_events(
+                client_name(&descriptor.name),
+                identity
+                    .as_ref()
+                    .map(|(connection, tokens)| (*connection, tokens)),
+            );
             ctx.client = client;
             ctx.event_client = Some(event_client);
             match (descriptor.init)(&ctx) {
