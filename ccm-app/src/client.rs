@@ -398,11 +398,6 @@ impl ClientFactory {
         );
     }
 
-    /// The user agent of the client `name`: `<prefix> <name>`-style, as Go's `rest.AddUserAgent`.
-    pub fn user_agent(&self, name: &str) -> String {
-        format!("{}/{name}", self.agent_prefix)
-    }
-
     /// A new client named `name`: its own token bucket and user agent. Must be called inside a Tokio runtime.
     ///
     /// Leader election gets one of these (`leader-election`): a bucket no other client takes from, so Lease
@@ -429,7 +424,8 @@ impl ClientFactory {
     }
 
     fn layered(&self, name: &str, throttle: Throttle, identity: Identity<'_>) -> kube::Client {
-        let agent = HeaderValue::from_str(&self.user_agent(name))
+        // `<prefix>/<name>`, as Go's `rest.AddUserAgent`.
+        let agent = HeaderValue::from_str(&format!("{}/{name}", self.agent_prefix))
             .unwrap_or_else(|_| HeaderValue::from_static("cloud-controller-manager"));
         let (base, tokens) = (
             identity.map_or(&self.base, |(c, _)| c).clone(),

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ccm_core::names;
+use ccm_core::runtime::workqueue::ItemExponentialBackoff;
 use futures::future::BoxFuture;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
@@ -56,9 +57,7 @@ pub fn refresh_delay(lifetime: Duration) -> Duration {
 /// The delay before retry number `attempt` (0 for the first retry): doubling from [`FIRST_RETRY_DELAY`], at most
 /// [`MAX_RETRY_DELAY`].
 pub fn retry_delay(attempt: u32) -> Duration {
-    FIRST_RETRY_DELAY
-        .saturating_mul(2u32.saturating_pow(attempt.min(16)))
-        .min(MAX_RETRY_DELAY)
+    ItemExponentialBackoff::<()>::new(FIRST_RETRY_DELAY, MAX_RETRY_DELAY).delay_for(attempt)
 }
 
 /// Why a request cannot be authenticated as a controller's ServiceAccount.

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 
 use ccm_core::background::BackgroundTasks;
+use ccm_core::fence::LeadershipFence;
 use ccm_core::names;
 use ccm_core::registry::{ProviderRegistry, RegistryError};
 use ccm_core::runtime::controller::{ControllerDescriptor, HealthCheck};
@@ -507,7 +508,13 @@ impl CcmBuilder {
             &agent_prefix,
         )
         .await?;
-        let fence = assemble::fence(&options);
+        // With `--leader-elect`, no controller write, Event write or cloud call is sent unless the lease was
+        // confirmed recently (see `ccm_core::fence`); without it the fence is always open.
+        let fence = if options.leader_elect {
+            LeadershipFence::new()
+        } else {
+            LeadershipFence::unfenced()
+        };
 
         // The cloud initializer runs in every replica, before leader election (Go parity).
         let background = BackgroundTasks::new(shutdown.clone());

@@ -399,37 +399,35 @@ impl Supervisor {
         names: &mut HashMap<tokio::task::Id, (String, String)>,
         grace: Duration,
     ) {
-        let deadline = Instant::now() + grace;
-        while !running.is_empty() {
-            match tokio::time::timeout_at(deadline, running.join_next_with_id()).await {
-                Ok(Some(Ok((id, result)))) => {
-                    let name = self.finished(names, id);
-                    match result {
-                        Ok(()) => tracing::info!(controller = %name, "controller stopped"),
-                        Err(err) => {
-                            tracing::warn!(controller = %name, error = %err, "controller stopped with an error")
-                        }
+        let all_stopped = tokio::time::timeout(grace, async {
+            while let Some(joined) = running.join_next_with_id().await {
+                match joined {
+                    Ok((id, Ok(()))) => {
+                        let name = self.finished(names, id);
+                        tracing::info!(controller = %name, "controller stopped");
+                    }
+                    Ok((id, Err(err))) => {
+                        let name = self.finished(names, id);
+                        tracing::warn!(controller = %name, error = %err, "controller stopped with an error");
+                    }
+                    Err(join_error) => {
+                        let name = self.finished(names, join_error.id());
+                        tracing::warn!(controller = %name, error = %join_error, "controller task ended abnormally");
                     }
                 }
-                Ok(Some(Err(join_error))) => {
-                    let name = self.finished(names, join_error.id());
-                    tracing::warn!(controller = %name, error = %join_error, "controller task ended abnormally");
-                }
-                Ok(None) => break,
-                Err(_) => {
-                    let pending: Vec<&str> = names.values().map(|(n, _)| n.as_str()).collect();
-                    tracing::warn!(
-                        controllers = ?pending,
-                        grace = ?grace,
-                        "controllers did not stop in time; abandoning their in-flight work"
-                    );
-                    running.abort_all();
-                    while running.join_next().await.is_some() {}
-                    for (_, short) in names.drain().map(|(_, v)| v) {
-                        self.manager_metrics.controller_stopped(&short);
-                    }
-                    break;
-                }
+            }
+        });
+        if all_stopped.await.is_err() {
+            let pending: Vec<&str> = names.values().map(|(n, _)| n.as_str()).collect();
+            tracing::warn!(
+                controllers = ?pending,
+                grace = ?grace,
+                "controllers did not stop in time; abandoning their in-flight work"
+            );
+            running.abort_all();
+            while running.join_next().await.is_some() {}
+            for (_, short) in names.drain().map(|(_, v)| v) {
+                self.manager_metrics.controller_stopped(&short);
             }
         }
     }
