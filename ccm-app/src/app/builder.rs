@@ -404,17 +404,16 @@ impl CcmBuilder {
         }
         let options = match self.parse_args(args) {
             Ok(options) => options,
-            Err(StartupError::Args(err)) => {
-                let code = u8::try_from(err.exit_code()).unwrap_or(2);
-                let _ = err.print();
-                return ExitCode::from(code);
-            }
             Err(err) => {
-                eprintln!(
-                    "{}: error: {}",
-                    self.command_name,
-                    ccm_core::error::report(&err)
-                );
+                if let StartupError::Args(usage) = &err {
+                    let _ = usage.print();
+                } else {
+                    eprintln!(
+                        "{}: error: {}",
+                        self.command_name,
+                        ccm_core::error::report(&err)
+                    );
+                }
                 return ExitCode::from(err.exit_code());
             }
         };

@@ -20,7 +20,7 @@ use ccm_leaderelection::{LeaderHandle, StepDownReason};
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, ListParams};
 use tokio::sync::watch;
-use tokio::task::JoinSet;
+use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -169,16 +169,9 @@ impl Supervisor {
         tokio::pin!(lost);
         let controllers = CancellationToken::new();
         let informers = CancellationToken::new();
-        let mut running = JoinSet::new();
-        let mut names: HashMap<tokio::task::Id, (String, String)> = HashMap::new();
+        let mut running = Running::default();
         let outcome = self
-            .start_and_watch(
-                &mut lost,
-                &controllers,
-                &informers,
-                &mut running,
-                &mut names,
-            )
+            .start_and_watch(&mut lost, &controllers, &informers, &mut running)
             .await;
 
         // Stop taking work; let in-flight work finish within the bound.
@@ -195,7 +188,7 @@ impl Supervisor {
             _ => self.options.shutdown_timeout,
         };
         let drain_started = Instant::now();
-        self.drain(&mut running, &mut names, grace).await;
+        self.drain(&mut running, grace).await;
         match &outcome {
             // The fence is revoked: nothing more is written in this replica's name, as Go drops its queued
             // Events when it loses the lease.
@@ -225,8 +218,7 @@ impl Supervisor {
         lost: &mut (impl std::future::Future<Output = StepDownReason> + Unpin),
         controllers: &CancellationToken,
         informers_token: &CancellationToken,
-        running: &mut JoinSet<Result<(), BoxError>>,
-        names: &mut HashMap<tokio::task::Id, (String, String)>,
+        running: &mut Running,
     ) -> Outcome {
         let shutdown = self.shutdown.clone();
         macro_rules! guarded {
@@ -333,8 +325,9 @@ impl Supervisor {
                     );
                     let short = descriptor.short_name().to_owned();
                     self.manager_metrics.controller_started(&short);
-                    let handle = running.spawn(controller.run(controllers.child_token()));
-                    names.insert(handle.id(), (descriptor.name.clone(), short));
+                    let run = controller.run(controllers.child_token());
+                    let id = running.tasks.spawn(run).id();
+                    running.names.insert(id, (descriptor.name.clone(), short));
                     tracing::info!(controller = %descriptor.name, "started controller");
                 }
             }
@@ -347,89 +340,84 @@ impl Supervisor {
             informers_token.clone(),
         ));
         self.status.send_replace(CcmStatus::Running);
-        tracing::info!(started = names.len(), "controllers started");
+        tracing::info!(started = running.names.len(), "controllers started");
 
         loop {
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => return Outcome::Shutdown,
                 reason = &mut *lost => return Outcome::Lost(reason),
-                Some(joined) = running.join_next_with_id(), if !running.is_empty() => {
-                    match joined {
-                        Ok((id, Ok(()))) => {
-                            if let Some((name, short)) = names.remove(&id) {
-                                self.manager_metrics.controller_stopped(&short);
-                                tracing::warn!(controller = %name, "controller stopped on its own");
-                            }
+                Some((name, ended)) = running.next_stopped(&self.manager_metrics),
+                    if !running.tasks.is_empty() =>
+                {
+                    let reason = match ended {
+                        Ok(Ok(())) => {
+                            tracing::warn!(controller = %name, "controller stopped on its own");
+                            continue;
                         }
-                        Ok((id, Err(err))) => {
-                            let name = self.finished(names, id);
-                            return Outcome::Failed(RunError::ControllerFailed { name, reason: err.to_string() });
-                        }
-                        Err(join_error) => {
-                            let name = self.finished(names, join_error.id());
-                            return Outcome::Failed(RunError::ControllerFailed {
-                                name,
-                                reason: format!("it panicked: {join_error}"),
-                            });
-                        }
-                    }
+                        Ok(Err(err)) => err.to_string(),
+                        Err(panic) => format!("it panicked: {panic}"),
+                    };
+                    return Outcome::Failed(RunError::ControllerFailed { name, reason });
                 }
             }
         }
     }
 
-    fn finished(
-        &self,
-        names: &mut HashMap<tokio::task::Id, (String, String)>,
-        id: tokio::task::Id,
-    ) -> String {
-        match names.remove(&id) {
-            Some((name, short)) => {
-                self.manager_metrics.controller_stopped(&short);
-                name
-            }
-            None => "unknown".to_owned(),
-        }
-    }
-
-    async fn drain(
-        &self,
-        running: &mut JoinSet<Result<(), BoxError>>,
-        names: &mut HashMap<tokio::task::Id, (String, String)>,
-        grace: Duration,
-    ) {
+    async fn drain(&self, running: &mut Running, grace: Duration) {
         let all_stopped = tokio::time::timeout(grace, async {
-            while let Some(joined) = running.join_next_with_id().await {
-                match joined {
-                    Ok((id, Ok(()))) => {
-                        let name = self.finished(names, id);
-                        tracing::info!(controller = %name, "controller stopped");
+            while let Some((name, ended)) = running.next_stopped(&self.manager_metrics).await {
+                match ended {
+                    Ok(Ok(())) => tracing::info!(controller = %name, "controller stopped"),
+                    Ok(Err(err)) => {
+                        tracing::warn!(controller = %name, error = %err, "controller stopped with an error")
                     }
-                    Ok((id, Err(err))) => {
-                        let name = self.finished(names, id);
-                        tracing::warn!(controller = %name, error = %err, "controller stopped with an error");
-                    }
-                    Err(join_error) => {
-                        let name = self.finished(names, join_error.id());
-                        tracing::warn!(controller = %name, error = %join_error, "controller task ended abnormally");
+                    Err(panic) => {
+                        tracing::warn!(controller = %name, error = %panic, "controller task ended abnormally")
                     }
                 }
             }
         });
         if all_stopped.await.is_err() {
-            let pending: Vec<&str> = names.values().map(|(n, _)| n.as_str()).collect();
+            let pending: Vec<&str> = running.names.values().map(|(n, _)| n.as_str()).collect();
             tracing::warn!(
                 controllers = ?pending,
                 grace = ?grace,
                 "controllers did not stop in time; abandoning their in-flight work"
             );
-            running.abort_all();
-            while running.join_next().await.is_some() {}
-            for (_, short) in names.drain().map(|(_, v)| v) {
+            running.tasks.abort_all();
+            while running.tasks.join_next().await.is_some() {}
+            for (_, short) in running.names.drain().map(|(_, v)| v) {
                 self.manager_metrics.controller_stopped(&short);
             }
         }
+    }
+}
+
+/// The controllers started in this term: their tasks, and each task's controller name and short name (metrics).
+#[derive(Default)]
+struct Running {
+    tasks: JoinSet<Result<(), BoxError>>,
+    names: HashMap<tokio::task::Id, (String, String)>,
+}
+
+impl Running {
+    /// The next controller to stop, by name (its metric updated), with what it returned or how it panicked;
+    /// `None` when none runs.
+    async fn next_stopped(
+        &mut self,
+        metrics: &ControllerManagerMetrics,
+    ) -> Option<(String, Result<Result<(), BoxError>, JoinError>)> {
+        let joined = self.tasks.join_next_with_id().await?;
+        let id = joined.as_ref().map_or_else(JoinError::id, |(id, _)| *id);
+        let name = match self.names.remove(&id) {
+            Some((name, short)) => {
+                metrics.controller_stopped(&short);
+                name
+            }
+            None => "unknown".to_owned(),
+        };
+        Some((name, joined.map(|(_, result)| result)))
     }
 }
 
