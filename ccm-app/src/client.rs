@@ -23,7 +23,7 @@ use ccm_core::fence::LeadershipFence;
 use ccm_core::runtime::metrics::SharedRegistry;
 
 use crate::options::{CcmOptions, DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, KubeApiLimit};
-use crate::ratelimit::{TokenBucketLayer, effective_limits};
+use crate::ratelimit::{Throttle, effective_limits};
 use crate::retry::RetryAfterLayer;
 use crate::service_accounts::Identity;
 
@@ -134,27 +134,23 @@ impl KubeApiLimits {
     }
 
     /// The token bucket of one client.
-    pub fn layer(&self) -> TokenBucketLayer {
+    pub fn throttle(&self) -> Throttle {
         match self.qps {
-            None => TokenBucketLayer::new(-1.0, 0),
-            Some(qps) => TokenBucketLayer::new(qps, i32::try_from(self.burst).unwrap_or(i32::MAX)),
+            None => Throttle::new(-1.0, 0),
+            Some(qps) => Throttle::new(qps, i32::try_from(self.burst).unwrap_or(i32::MAX)),
         }
     }
 
     /// `unlimited` or the rate.
     pub fn qps_text(&self) -> String {
-        match self.qps {
-            None => "unlimited".to_owned(),
-            Some(qps) => qps.to_string(),
-        }
+        self.qps
+            .map_or("unlimited".to_owned(), |qps| qps.to_string())
     }
 
     /// `unlimited` or the burst.
     pub fn burst_text(&self) -> String {
-        match self.qps {
-            None => "unlimited".to_owned(),
-            Some(_) => self.burst.to_string(),
-        }
+        self.qps
+            .map_or("unlimited".to_owned(), |_| self.burst.to_string())
     }
 
     /// `true`, `false` or `unknown` (not asked, or no answer).
@@ -180,18 +176,12 @@ impl KubeApiLimits {
     /// What `/configz` serves beside the settings: `{"mode": "auto", "apf": true, "qps": "unlimited", "burst":
     /// "unlimited"}` (`apf` is `null` when unknown; `qps`/`burst` are numbers when limited).
     pub fn to_json(self) -> serde_json::Value {
-        let (qps, burst) = match self.qps {
-            None => (
-                serde_json::json!("unlimited"),
-                serde_json::json!("unlimited"),
-            ),
-            Some(qps) => (serde_json::json!(qps), serde_json::json!(self.burst)),
-        };
+        let unlimited = serde_json::json!("unlimited");
         serde_json::json!({
             "mode": self.mode.as_str(),
             "apf": self.apf,
-            "qps": qps,
-            "burst": burst,
+            "qps": self.qps.map_or(unlimited.clone(), |qps| serde_json::json!(qps)),
+            "burst": self.qps.map_or(unlimited, |_| serde_json::json!(self.burst)),
         })
     }
 }
@@ -253,7 +243,7 @@ pub enum ClientError {
         /// Why it is invalid.
         reason: String,
     },
-    /// A write was refused before it was sent: leadership is not confirmed (see `crate::fence`).
+    /// A write was refused before it was sent: leadership is not confirmed (see `ClientFactory::with_fence`).
     #[error("leadership not confirmed: refusing to write ({method} {path}): {reason}")]
     Fenced {
         /// The request method.
@@ -381,8 +371,14 @@ impl ClientFactory {
         }
     }
 
-    /// The same factory, whose clients made from now on refuse every write while `fence` is closed (see
-    /// [`crate::fence`]). Make the leader-election client before, so that the Lease requests are not fenced.
+    /// The same factory, whose clients made from now on refuse every write while `fence` is closed. Make the
+    /// leader-election client before, so that the Lease requests are not fenced.
+    ///
+    /// A fenced client refuses every mutating request ([`is_write`]: anything but `GET`, `HEAD` and `OPTIONS`;
+    /// watches are `GET`s) while the fence is closed, with [`ClientError::Fenced`], as the last step before the
+    /// request would be sent: after its token bucket and its 429 retries. Nothing reaches the API server. Reads
+    /// pass: a follower's informers keep their caches warm. See [`ccm_core::fence`] for when the fence is open, and
+    /// `docs/leader-election.md` in the repository.
     pub fn with_fence(mut self, fence: LeadershipFence) -> Self {
         self.fence = Some(fence);
         self
@@ -402,17 +398,12 @@ impl ClientFactory {
         );
     }
 
-    /// The user agent of the client `name`: `<prefix> <name>`-style, as Go's `rest.AddUserAgent`.
-    pub fn user_agent(&self, name: &str) -> String {
-        format!("{}/{name}", self.agent_prefix)
-    }
-
     /// A new client named `name`: its own token bucket and user agent. Must be called inside a Tokio runtime.
     ///
     /// Leader election gets one of these (`leader-election`): a bucket no other client takes from, so Lease
     /// renewals never wait behind controller traffic.
     pub fn client(&self, name: &str) -> kube::Client {
-        self.layered(name, &self.limits.layer(), None)
+        self.layered(name, self.limits.throttle(), None)
     }
 
     /// A client named `name` and a second one for its Events over the same token bucket, at a lower priority:
@@ -424,20 +415,17 @@ impl ClientFactory {
         name: &str,
         identity: Identity<'_>,
     ) -> (kube::Client, kube::Client) {
-        let layer = self.limits.layer();
+        let throttle = self.limits.throttle();
+        let events = throttle.low_priority();
         (
-            self.layered(name, &layer, identity),
-            self.layered(name, &layer.low_priority(), identity),
+            self.layered(name, throttle, identity),
+            self.layered(name, events, identity),
         )
     }
 
-    fn layered(
-        &self,
-        name: &str,
-        layer: &TokenBucketLayer,
-        identity: Identity<'_>,
-    ) -> kube::Client {
-        let agent = HeaderValue::from_str(&self.user_agent(name))
+    fn layered(&self, name: &str, throttle: Throttle, identity: Identity<'_>) -> kube::Client {
+        // `<prefix>/<name>`, as Go's `rest.AddUserAgent`.
+        let agent = HeaderValue::from_str(&format!("{}/{name}", self.agent_prefix))
             .unwrap_or_else(|_| HeaderValue::from_static("cloud-controller-manager"));
         let (base, tokens) = (
             identity.map_or(&self.base, |(c, _)| c).clone(),
@@ -454,22 +442,45 @@ impl ClientFactory {
                 request
             })
             .layer(RetryAfterLayer::new().count_throttled(throttled))
-            .layer(layer.clone())
-            .service(tower::service_fn(move |request: http::Request<Body>| {
+            .service_fn(move |mut request: http::Request<Body>| {
                 let (base, tokens) = (base.clone(), tokens.clone());
-                // Checked here, innermost: after any wait for the token bucket or a 429 retry.
-                let refused = fence
-                    .as_ref()
-                    .and_then(|fence| crate::fence::refusal(fence, &request));
+                let (fence, throttle) = (fence.clone(), throttle.clone());
                 async move {
-                    match refused {
-                        Some(refused) => Err(kube::Error::Service(Box::new(refused))),
-                        None => crate::service_accounts::send(base, tokens, request).await,
+                    // A retry waits for a token like a new request.
+                    throttle.acquire().await;
+                    // Checked here, innermost: after any wait for the token bucket or a 429 retry.
+                    if let Some(refused) = fence.and_then(|fence| refusal(&fence, &request)) {
+                        return Err(kube::Error::Service(Box::new(refused)));
                     }
+                    // As a controller's own ServiceAccount: a request without a valid token fails unsent.
+                    if let Some(tokens) = tokens {
+                        tokens.authorize(&mut request)?;
+                    }
+                    base.send(request).await
                 }
-            }));
+            });
         kube::Client::new(service, self.base.default_namespace().to_owned())
     }
+}
+
+/// Whether a request with this method changes state on the API server (and so must pass the fence).
+pub fn is_write(method: &http::Method) -> bool {
+    !matches!(
+        *method,
+        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
+    )
+}
+
+/// The refusal of `request` if it is a write and `fence` is closed now; `None` if it may be sent.
+fn refusal<B>(fence: &LeadershipFence, request: &http::Request<B>) -> Option<ClientError> {
+    if !is_write(request.method()) {
+        return None;
+    }
+    fence.check().err().map(|reason| ClientError::Fenced {
+        method: request.method().to_string(),
+        path: request.uri().path().to_owned(),
+        reason,
+    })
 }
 
 /// `<command>/<version> (<os>/<arch>) ccm-rs`: the user-agent prefix (Go: `<command>/<version> (<os>/<arch>)
@@ -525,7 +536,7 @@ mod tests {
                 burst: 0
             }
         );
-        assert!(!auto.layer().is_limited());
+        assert!(!auto.throttle().is_limited());
         // without APF, or when the API server did not say: Go's 20/30
         for apf in [Some(false), None] {
             let go = KubeApiLimits::decide(Auto, Auto, apf);
@@ -533,7 +544,7 @@ mod tests {
                 (go.mode, go.apf, go.qps, go.burst),
                 (KubeApiLimitMode::Auto, apf, Some(20.0), 30)
             );
-            assert!(go.layer().is_limited());
+            assert!(go.throttle().is_limited());
         }
         // set: honoured exactly, whatever the API server runs; the other flag at Go's default
         let explicit = |qps, burst| {

@@ -106,7 +106,6 @@ mod config_file;
 mod controllers;
 mod defaults;
 pub mod deploy;
-mod fence;
 mod health;
 mod logging;
 pub mod options;

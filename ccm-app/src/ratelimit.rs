@@ -3,50 +3,39 @@
 //! one [`TokenBucket`].
 //!
 //! The bucket holds up to `burst` tokens and refills at `qps` tokens per second; every request takes one token,
-//! waiting for it when the bucket is empty. Waiting happens in `poll_ready`, before the request is sent, so
-//! requests leave in order. As in client-go, `qps == 0` means the default 5 QPS (burst 10 when `burst == 0`), and a
-//! negative `qps` disables limiting.
+//! waiting for it when the bucket is empty ([`Throttle::acquire`], awaited by a named client before it sends a
+//! request). A waiting request has reserved its token, so requests leave in the order they asked. As in client-go,
+//! `qps == 0` means the default 5 QPS (burst 10 when `burst == 0`), and a negative `qps` disables limiting.
 //!
-//! [`TokenBucketLayer::low_priority`] makes a second layer over the same bucket for traffic that must never delay
+//! [`Throttle::low_priority`] makes a second throttle over the same bucket for traffic that must never delay
 //! the first (Events): it only takes a token that is free at that moment, so while a controller's own writes keep
 //! the bucket busy, low-priority requests wait.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, ready};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use ccm_core::runtime::ratelimit::TokenBucket;
-use tokio::time::{Instant, Sleep};
-use tower::{Layer, Service};
+use tokio::time::Instant;
 
 /// client-go's default QPS, used when `qps == 0`.
 pub const CLIENT_GO_DEFAULT_QPS: f32 = 5.0;
 /// client-go's default burst, used when `burst == 0`.
 pub const CLIENT_GO_DEFAULT_BURST: i32 = 10;
 
-/// Which way a layer takes tokens from its bucket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Priority {
-    /// Reserve a token, going into debt if need be (client-go's limiter).
-    Normal,
-    /// Take only a token that is free now; otherwise wait and look again.
-    Low,
-}
-
-/// A [`Layer`] adding one shared token bucket in front of a service. Clones share the bucket.
+/// A token bucket shared by its clones (or none: no limit), which a request waits on before it is sent.
 #[derive(Debug, Clone)]
-pub struct TokenBucketLayer {
+pub struct Throttle {
     bucket: Option<Arc<Mutex<TokenBucket>>>,
-    priority: Priority,
+    /// Take only a token that is free now; otherwise wait and look again (normal: reserve a token, going into
+    /// debt if need be, as client-go's limiter does).
+    low_priority: bool,
 }
 
-impl TokenBucketLayer {
+impl Throttle {
     /// A limiter of `qps` requests per second with bursts of `burst`, with client-go's handling of zero and
     /// negative values.
     pub fn new(qps: f32, burst: i32) -> Self {
         let (qps, burst) = effective_limits(qps, burst);
-        TokenBucketLayer {
+        Throttle {
             bucket: qps.map(|qps| {
                 Arc::new(Mutex::new(TokenBucket::new(
                     f64::from(qps),
@@ -54,15 +43,40 @@ impl TokenBucketLayer {
                     Instant::now(),
                 )))
             }),
-            priority: Priority::Normal,
+            low_priority: false,
         }
     }
 
-    /// A layer over the same bucket whose requests only take tokens nobody else is waiting for.
+    /// A throttle over the same bucket whose requests only take tokens nobody else is waiting for.
     pub fn low_priority(&self) -> Self {
-        TokenBucketLayer {
+        Throttle {
             bucket: self.bucket.clone(),
-            priority: Priority::Low,
+            low_priority: true,
+        }
+    }
+
+    /// Wait until one request may be sent, and take its token.
+    pub async fn acquire(&self) {
+        let Some(bucket) = &self.bucket else {
+            return;
+        };
+        let lock =
+            || -> MutexGuard<'_, TokenBucket> { bucket.lock().unwrap_or_else(|e| e.into_inner()) };
+        if !self.low_priority {
+            let wait = lock().reserve(Instant::now());
+            if !wait.is_zero() {
+                tracing::trace!(wait_ms = wait.as_millis() as u64, "client-side throttling");
+                tokio::time::sleep(wait).await;
+            }
+            return;
+        }
+        loop {
+            let taken = lock().try_take(Instant::now());
+            match taken {
+                Ok(()) => return,
+                // Look again when a token could be free; a normal request may take it first.
+                Err(wait) => tokio::time::sleep(wait).await,
+            }
         }
     }
 }
@@ -84,140 +98,33 @@ pub fn effective_limits(qps: f32, burst: i32) -> (Option<f32>, u32) {
     }
 }
 
-impl<S> Layer<S> for TokenBucketLayer {
-    type Service = TokenBucketService<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        TokenBucketService {
-            inner,
-            bucket: self.bucket.clone(),
-            priority: self.priority,
-            state: State::Idle,
-        }
-    }
-}
-
-#[derive(Debug)]
-enum State {
-    /// No token held.
-    Idle,
-    /// Waiting: for a reserved token to become usable, or (low priority) before looking for a free one again.
-    Waiting(Pin<Box<Sleep>>),
-    /// A token may be used by the next `call`.
-    Ready,
-}
-
-/// The service made by [`TokenBucketLayer`].
-#[derive(Debug)]
-pub struct TokenBucketService<S> {
-    inner: S,
-    bucket: Option<Arc<Mutex<TokenBucket>>>,
-    priority: Priority,
-    state: State,
-}
-
-/// A clone shares the bucket and holds no token: it waits for its own (a retry is throttled like a new request).
-impl<S: Clone> Clone for TokenBucketService<S> {
-    fn clone(&self) -> Self {
-        TokenBucketService {
-            inner: self.inner.clone(),
-            bucket: self.bucket.clone(),
-            priority: self.priority,
-            state: State::Idle,
-        }
-    }
-}
-
-impl<S, Request> Service<Request> for TokenBucketService<S>
-where
-    S: Service<Request>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        let Some(bucket) = &self.bucket else {
-            return self.inner.poll_ready(cx);
-        };
-        loop {
-            match &mut self.state {
-                State::Idle => {
-                    let mut bucket = bucket.lock().unwrap_or_else(|e| e.into_inner());
-                    let now = Instant::now();
-                    self.state = match self.priority {
-                        Priority::Normal => {
-                            let wait = bucket.reserve(now);
-                            if wait.is_zero() {
-                                State::Ready
-                            } else {
-                                tracing::trace!(
-                                    wait_ms = wait.as_millis() as u64,
-                                    "client-side throttling"
-                                );
-                                State::Waiting(Box::pin(tokio::time::sleep(wait)))
-                            }
-                        }
-                        Priority::Low => match bucket.try_take(now) {
-                            Ok(()) => State::Ready,
-                            // Look again when a token could be free; a normal request may take it first.
-                            Err(wait) => State::Waiting(Box::pin(tokio::time::sleep(wait))),
-                        },
-                    };
-                }
-                State::Waiting(sleep) => {
-                    ready!(sleep.as_mut().poll(cx));
-                    self.state = match self.priority {
-                        Priority::Normal => State::Ready,
-                        Priority::Low => State::Idle,
-                    };
-                }
-                State::Ready => return self.inner.poll_ready(cx),
-            }
-        }
-    }
-
-    fn call(&mut self, request: Request) -> Self::Future {
-        // The token taken by `poll_ready` is used by this request.
-        self.state = State::Idle;
-        self.inner.call(request)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
     use tower::ServiceExt;
 
-    impl TokenBucketLayer {
+    impl Throttle {
         /// Whether requests are limited at all.
         pub(crate) fn is_limited(&self) -> bool {
             self.bucket.is_some()
         }
     }
 
-    fn echo()
-    -> impl Service<u32, Response = (u32, Instant), Error = std::convert::Infallible, Future: Send>
-    + Clone
-    + Send {
-        tower::service_fn(|n: u32| async move { Ok((n, Instant::now())) })
-    }
-
     /// Send `n` requests one after the other and return when each was sent, relative to the start.
-    async fn send_sequentially(layer: &TokenBucketLayer, n: u32) -> Vec<Duration> {
-        let mut svc = layer.layer(echo());
+    async fn send_sequentially(layer: &Throttle, n: u32) -> Vec<Duration> {
         let start = Instant::now();
         let mut sent = Vec::new();
-        for i in 0..n {
-            let (_, at) = svc.ready().await.unwrap().call(i).await.unwrap();
-            sent.push(at - start);
+        for _ in 0..n {
+            layer.acquire().await;
+            sent.push(Instant::now() - start);
         }
         sent
     }
 
     #[tokio::test(start_paused = true)]
     async fn burst_then_qps() {
-        let layer = TokenBucketLayer::new(20.0, 30);
+        let layer = Throttle::new(20.0, 30);
         assert!(layer.is_limited());
         let sent = send_sequentially(&layer, 40).await;
         // the first 30 leave at once
@@ -236,7 +143,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_bucket_refills_while_idle_but_not_beyond_burst() {
-        let layer = TokenBucketLayer::new(10.0, 5);
+        let layer = Throttle::new(10.0, 5);
         let sent = send_sequentially(&layer, 5).await;
         assert!(sent.iter().all(|d| d.is_zero()));
         // after one second 10 tokens were earned, but the bucket holds 5
@@ -249,19 +156,19 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn clones_of_a_layer_share_one_bucket() {
-        let layer = TokenBucketLayer::new(1.0, 2);
-        let mut a = layer.layer(echo());
-        let mut b = layer.clone().layer(echo());
+        let layer = Throttle::new(1.0, 2);
+        let (a, b) = (&layer, layer.clone());
         let start = Instant::now();
-        a.ready().await.unwrap().call(1).await.unwrap();
-        b.ready().await.unwrap().call(2).await.unwrap();
-        let (_, at) = a.ready().await.unwrap().call(3).await.unwrap();
+        a.acquire().await;
+        b.acquire().await;
+        a.acquire().await;
+        let at = Instant::now();
         assert!(at - start >= Duration::from_millis(999), "{:?}", at - start);
     }
 
     #[tokio::test(start_paused = true)]
     async fn throughput_over_a_long_run_is_qps() {
-        let layer = TokenBucketLayer::new(20.0, 30);
+        let layer = Throttle::new(20.0, 30);
         let sent = send_sequentially(&layer, 230).await;
         // 30 from the burst, then 200 at 20/s: 10 s
         let last = *sent.last().unwrap();
@@ -273,7 +180,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn negative_qps_disables_limiting_and_zero_means_client_go_defaults() {
-        let unlimited = TokenBucketLayer::new(-1.0, 0);
+        let unlimited = Throttle::new(-1.0, 0);
         assert!(!unlimited.is_limited());
         let sent = send_sequentially(&unlimited, 1000).await;
         assert!(sent.iter().all(|d| d.is_zero()));
@@ -282,7 +189,7 @@ mod tests {
         assert_eq!(effective_limits(20.0, 30), (Some(20.0), 30));
         assert_eq!(effective_limits(-1.0, 30), (None, 30));
         assert_eq!(effective_limits(f32::NAN, 3), (None, 3));
-        let defaults = TokenBucketLayer::new(0.0, 0);
+        let defaults = Throttle::new(0.0, 0);
         let sent = send_sequentially(&defaults, 11).await;
         assert!(sent[..10].iter().all(|d| d.is_zero()));
         assert!(sent[10] >= Duration::from_millis(199), "{sent:?}");
@@ -291,11 +198,15 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn concurrent_callers_are_served_in_turn() {
         // Through tower's Buffer (as kube's Client does), concurrent requests queue for tokens.
-        let layer = TokenBucketLayer::new(10.0, 1);
-        let inner = tower::service_fn(|n: u32| async move {
-            Ok::<_, std::convert::Infallible>((n, Instant::now()))
+        let layer = Throttle::new(10.0, 1);
+        let inner = tower::service_fn(move |n: u32| {
+            let layer = layer.clone();
+            async move {
+                layer.acquire().await;
+                Ok::<_, std::convert::Infallible>((n, Instant::now()))
+            }
         });
-        let svc = tower::buffer::Buffer::new(layer.layer(inner), 64);
+        let svc = tower::buffer::Buffer::new(inner, 64);
         let start = Instant::now();
         let tasks: Vec<_> = (0..5)
             .map(|i| {
@@ -316,7 +227,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn low_priority_requests_never_delay_normal_ones() {
-        let writes = TokenBucketLayer::new(10.0, 2);
+        let writes = Throttle::new(10.0, 2);
         let events = writes.low_priority();
         let start = Instant::now();
         // Ten events queue up first...
@@ -350,7 +261,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn low_priority_alone_gets_the_full_rate() {
-        let events = TokenBucketLayer::new(20.0, 30).low_priority();
+        let events = Throttle::new(20.0, 30).low_priority();
         let sent = send_sequentially(&events, 230).await;
         let last = *sent.last().unwrap();
         assert!(

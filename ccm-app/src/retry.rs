@@ -111,8 +111,8 @@ impl<S> Layer<S> for RetryAfterLayer {
     }
 }
 
-/// tower sends a retry through a fresh clone of the service below, which waits for its own readiness (a token of
-/// the bucket below) each time.
+/// tower sends a retry through a fresh clone of the service below, which waits for a token of the client's bucket
+/// each time.
 impl<B, E> Policy<Request<Body>, Response<B>, E> for RetryAfterLayer {
     type Future = tokio::time::Sleep;
 
@@ -380,11 +380,17 @@ mod tests {
         // A bucket of one request every 2 s, burst 1, below the retry layer: a retry takes a token too, so it
         // leaves 2 s after the previous attempt although Retry-After says 1 s.
         let server = Server::new(vec![answer(429, Some("1")); 2]);
-        let bucket = crate::ratelimit::TokenBucketLayer::new(0.5, 1);
+        let bucket = crate::ratelimit::Throttle::new(0.5, 1);
+        let inner = server.service();
         let service = tower::ServiceBuilder::new()
             .layer(RetryAfterLayer::new())
-            .layer(bucket)
-            .service(server.service());
+            .service_fn(move |request: Request<Body>| {
+                let (bucket, inner) = (bucket.clone(), inner.clone());
+                async move {
+                    bucket.acquire().await;
+                    inner.oneshot(request).await
+                }
+            });
         let start = Instant::now();
         let response = service.oneshot(patch()).await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);

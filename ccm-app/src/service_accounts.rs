@@ -12,12 +12,12 @@
 //! `cloud-node-lifecycle-controller`, `service-controller`, `route-controller`; a vendor controller's account is
 //! named after the controller.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ccm_core::names;
+use ccm_core::runtime::workqueue::ItemExponentialBackoff;
+use futures::future::BoxFuture;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
@@ -57,9 +57,7 @@ pub fn refresh_delay(lifetime: Duration) -> Duration {
 /// The delay before retry number `attempt` (0 for the first retry): doubling from [`FIRST_RETRY_DELAY`], at most
 /// [`MAX_RETRY_DELAY`].
 pub fn retry_delay(attempt: u32) -> Duration {
-    FIRST_RETRY_DELAY
-        .saturating_mul(2u32.saturating_pow(attempt.min(16)))
-        .min(MAX_RETRY_DELAY)
+    ItemExponentialBackoff::<()>::new(FIRST_RETRY_DELAY, MAX_RETRY_DELAY).delay_for(attempt)
 }
 
 /// Why a request cannot be authenticated as a controller's ServiceAccount.
@@ -177,35 +175,14 @@ impl TokenSource {
     /// Wait until a token is available (or `cancel` fires; then `false`).
     pub async fn ready(&self, cancel: &CancellationToken) -> bool {
         let mut rx = self.current.clone();
-        tokio::select! {
-            () = cancel.cancelled() => false,
-            result = rx.wait_for(Option::is_some) => result.is_ok(),
-        }
+        let ready = cancel.run_until_cancelled(rx.wait_for(Option::is_some));
+        ready.await.is_some_and(|result| result.is_ok())
     }
 }
 
-/// A token as the API server granted it: the value and its lifetime.
-#[derive(Clone, PartialEq, Eq)]
-pub struct IssuedToken {
-    /// The bearer token.
-    pub value: String,
-    /// How long it is valid from now.
-    pub lifetime: Duration,
-}
-
-impl std::fmt::Debug for IssuedToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IssuedToken")
-            .field("lifetime", &self.lifetime)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The boxed future of one token request.
-pub type IssueFuture = Pin<Box<dyn Future<Output = Result<IssuedToken, kube::Error>> + Send>>;
-
-/// Something that issues tokens of one ServiceAccount ([`issuer`] with the API, a fake in tests).
-pub type Issuer = Arc<dyn Fn() -> IssueFuture + Send + Sync>;
+/// Something that issues tokens of one ServiceAccount ([`issuer`] with the API, a fake in tests): each call
+/// requests one token, valid until its `expires_at` (counted from when it was asked for).
+pub type Issuer = Arc<dyn Fn() -> BoxFuture<'static, Result<Token, kube::Error>> + Send + Sync>;
 
 /// The issuer of ServiceAccount `namespace/name` through `client` (the CCM's own identity): creates the account
 /// if it is missing, then requests a token of [`TOKEN_LIFETIME`].
@@ -216,6 +193,7 @@ pub fn issuer(client: kube::Client, namespace: &str, name: &str) -> Issuer {
         let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &namespace);
         let name = name.clone();
         Box::pin(async move {
+            let asked = Instant::now();
             if accounts.get_opt(&name).await?.is_none() {
                 let mut account = ServiceAccount::default();
                 account.metadata.name = Some(name.clone());
@@ -250,9 +228,9 @@ pub fn issuer(client: kube::Client, namespace: &str, name: &str) -> Issuer {
                     format!("the TokenRequest for ServiceAccount {name} returned no token").into(),
                 ));
             }
-            Ok(IssuedToken {
+            Ok(Token {
                 value,
-                lifetime: granted,
+                expires_at: asked + granted,
             })
         })
     })
@@ -268,19 +246,16 @@ pub async fn run_refresher(
     cancel: CancellationToken,
 ) {
     let mut failures: u32 = 0;
-    loop {
-        let asked = Instant::now();
-        let next = tokio::select! {
-            () = cancel.cancelled() => return,
-            result = issue() => match result {
+    let refresh = async {
+        loop {
+            let asked = Instant::now();
+            let next = match issue().await {
                 Ok(token) => {
                     failures = 0;
-                    tracing::debug!(service_account = %name, lifetime = ?token.lifetime, "received a token");
-                    let _ = tx.send(Some(Token {
-                        value: token.value,
-                        expires_at: asked + token.lifetime,
-                    }));
-                    refresh_delay(token.lifetime)
+                    let lifetime = token.expires_at.saturating_duration_since(asked);
+                    tracing::debug!(service_account = %name, ?lifetime, "received a token");
+                    let _ = tx.send(Some(token));
+                    refresh_delay(lifetime)
                 }
                 Err(error) => {
                     let delay = retry_delay(failures);
@@ -288,13 +263,11 @@ pub async fn run_refresher(
                     tracing::warn!(service_account = %name, %error, retry_in = ?delay, "cannot get a token for the controller's ServiceAccount");
                     delay
                 }
-            },
-        };
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = tokio::time::sleep_until(asked + next) => {}
+            };
+            tokio::time::sleep_until(asked + next).await;
         }
-    }
+    };
+    cancel.run_until_cancelled(refresh).await;
 }
 
 /// A running source for ServiceAccount `name` in [`SERVICE_ACCOUNT_NAMESPACE`], fed through `main` (the CCM's
@@ -309,19 +282,6 @@ pub fn start(main: kube::Client, name: &str, cancel: CancellationToken) -> Token
 /// A controller's own identity for [`crate::client::ClientFactory::client_with_events`]: the connection
 /// without credentials and the ServiceAccount's tokens (`None`: the CCM's own client).
 pub type Identity<'a> = Option<(&'a kube::Client, &'a TokenSource)>;
-
-/// Send `request` over `connection`, with the current token of `tokens` when given (a request without a valid
-/// token fails unsent).
-pub(crate) async fn send(
-    connection: kube::Client,
-    tokens: Option<TokenSource>,
-    mut request: http::Request<kube::client::Body>,
-) -> Result<http::Response<kube::client::Body>, kube::Error> {
-    if let Some(tokens) = tokens {
-        tokens.authorize(&mut request)?;
-    }
-    connection.send(request).await
-}
 
 /// The connection configuration `config` without its credentials (client certificate, token, exec plugin, ...):
 /// what the controllers' own clients are sent over, with a ServiceAccount token added per request.
@@ -389,11 +349,12 @@ mod tests {
                 .copied()
                 .flatten()
                 .ok_or_else(|| kube::Error::Service("refused".into()));
+            let asked = Instant::now();
             Box::pin(async move {
                 let lifetime = step?;
-                Ok(IssuedToken {
+                Ok(Token {
                     value: format!("token-{n}"),
-                    lifetime: Duration::from_secs(lifetime),
+                    expires_at: asked + Duration::from_secs(lifetime),
                 })
             })
         });

@@ -66,16 +66,6 @@ pub(super) async fn clients(
     })
 }
 
-/// With `--leader-elect`, no controller write, Event write or cloud call is sent unless the lease was confirmed
-/// recently (see `ccm_core::fence`); without it the fence is always open.
-pub(super) fn fence(options: &CcmOptions) -> LeadershipFence {
-    if options.leader_elect {
-        LeadershipFence::new()
-    } else {
-        LeadershipFence::unfenced()
-    }
-}
-
 /// The provider the controllers call, and what the supervisor needs of it.
 pub(super) struct ProviderStack {
     pub(super) provider: Arc<dyn CloudProvider>,

@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 
 use ccm_core::background::BackgroundTasks;
+use ccm_core::fence::LeadershipFence;
 use ccm_core::names;
-use ccm_core::registry::ProviderRegistry;
+use ccm_core::registry::{ProviderRegistry, RegistryError};
 use ccm_core::runtime::controller::{ControllerDescriptor, HealthCheck};
 use ccm_core::runtime::events::EventSink;
 use ccm_core::runtime::informer::SharedInformers;
@@ -22,6 +23,7 @@ use super::signals::handle_signals;
 use super::supervisor::{RunningCcm, Supervisor};
 use super::vendor::VendorSpec;
 use super::{CcmStatus, RunError, StartupError};
+use crate::admin::AdminServer;
 use crate::client::user_agent_prefix;
 use crate::controllers::ControllerCatalog;
 use crate::options::{CcmOptions, Settings, ValidationError};
@@ -284,17 +286,6 @@ impl CcmBuilder {
             .long_about(None::<&str>)
     }
 
-    /// The controllers this binary knows under `options`, in start order.
-    pub(crate) fn descriptors(&self, options: &CcmOptions) -> Vec<ControllerDescriptor> {
-        let mut descriptors = if self.default_controllers {
-            crate::defaults::default_controllers(options)
-        } else {
-            Vec::new()
-        };
-        descriptors.extend(self.controllers.iter().map(|make| make(options)));
-        descriptors
-    }
-
     /// Parse a command line (the first item is the program name), read `--config`, apply the precedence
     /// defaults < file < flags, and validate. Nothing is started. The vendor's flags and config section are kept
     /// for the [`start`](Self::start) that follows.
@@ -349,17 +340,22 @@ impl CcmBuilder {
                     ),
                 });
             } else if !self.registry.is_registered(&options.cloud_provider) {
+                let unknown = RegistryError::Unknown {
+                    name: options.cloud_provider.clone(),
+                    known: self.registry.names().join(", "),
+                };
                 errors.push(ValidationError::Invalid {
                     setting: "cloud-provider",
-                    reason: format!(
-                        "unknown cloud provider {:?}; registered providers: {}",
-                        options.cloud_provider,
-                        self.registry.names().join(", ")
-                    ),
+                    reason: unknown.to_string(),
                 });
             }
         }
-        let descriptors = self.descriptors(options);
+        // The controllers this binary knows under `options`, in start order.
+        let mut descriptors = Vec::new();
+        if self.default_controllers {
+            descriptors = crate::defaults::default_controllers(options);
+        }
+        descriptors.extend(self.controllers.iter().map(|make| make(options)));
         let catalog = ControllerCatalog::from_descriptors(&descriptors)?;
         let enabled = match catalog.enabled(&options.controllers) {
             Ok(enabled) => enabled,
@@ -408,17 +404,16 @@ impl CcmBuilder {
         }
         let options = match self.parse_args(args) {
             Ok(options) => options,
-            Err(StartupError::Args(err)) => {
-                let code = u8::try_from(err.exit_code()).unwrap_or(2);
-                let _ = err.print();
-                return ExitCode::from(code);
-            }
             Err(err) => {
-                eprintln!(
-                    "{}: error: {}",
-                    self.command_name,
-                    ccm_core::error::report(&err)
-                );
+                if let StartupError::Args(usage) = &err {
+                    let _ = usage.print();
+                } else {
+                    eprintln!(
+                        "{}: error: {}",
+                        self.command_name,
+                        ccm_core::error::report(&err)
+                    );
+                }
                 return ExitCode::from(err.exit_code());
             }
         };
@@ -505,17 +500,20 @@ impl CcmBuilder {
         let (status_tx, status_rx) = watch::channel(CcmStatus::Starting);
 
         let agent_prefix = user_agent_prefix(&self.command_name, &self.version);
-        let assemble::Clients {
-            mut factory,
-            service_account_connection,
-        } = assemble::clients(
+        let mut clients = assemble::clients(
             &options,
             self.client,
             self.service_account_connection,
             &agent_prefix,
         )
         .await?;
-        let fence = assemble::fence(&options);
+        // With `--leader-elect`, no controller write, Event write or cloud call is sent unless the lease was
+        // confirmed recently (see `ccm_core::fence`); without it the fence is always open.
+        let fence = if options.leader_elect {
+            LeadershipFence::new()
+        } else {
+            LeadershipFence::unfenced()
+        };
 
         // The cloud initializer runs in every replica, before leader election (Go parity).
         let background = BackgroundTasks::new(shutdown.clone());
@@ -524,7 +522,7 @@ impl CcmBuilder {
         let (provider, reload_watch) = create_provider(
             &self.registry,
             &options,
-            factory.client("cloud-provider"),
+            clients.factory.client("cloud-provider"),
             vendor.clone(),
             background.clone(),
         )
@@ -541,7 +539,7 @@ impl CcmBuilder {
 
         let metrics = SharedRegistry::new();
         let manager_metrics = ControllerManagerMetrics::register(&metrics, names::MANAGER_NAME);
-        factory.register_metrics(&metrics);
+        clients.factory.register_metrics(&metrics);
         let created = provider.clone();
         let stack =
             assemble::provider_stack(provider, &options, fence.clone(), &metrics, &shutdown)?;
@@ -549,7 +547,7 @@ impl CcmBuilder {
         let webhook = crate::webhook::start_from_options(
             &options,
             &self.webhooks,
-            WebhookContext::new(created, factory.client(WEBHOOK_CLIENT)),
+            WebhookContext::new(created, clients.factory.client(WEBHOOK_CLIENT)),
             &metrics,
             &background,
         )
@@ -562,7 +560,11 @@ impl CcmBuilder {
             stack.provider.clone(),
             &options,
             &background,
-            (&events, factory.client("cloud-config-reload"), &identity),
+            (
+                &events,
+                clients.factory.client("cloud-config-reload"),
+                &identity,
+            ),
             &metrics,
         );
         let informers_slot: Arc<OnceLock<SharedInformers>> = Arc::default();
@@ -571,14 +573,14 @@ impl CcmBuilder {
         // Made before the fence is installed: the Lease requests are never fenced.
         let lease_client = options
             .leader_elect
-            .then(|| factory.client("leader-election"));
-        factory = factory.with_fence(fence.clone());
+            .then(|| clients.factory.client("leader-election"));
+        clients.factory = clients.factory.with_fence(fence.clone());
         let leader = lease_client
             .map(|lease_client| {
                 assemble::leader_elector(
                     &options,
                     lease_client,
-                    &factory,
+                    &clients.factory,
                     fence,
                     (&metrics, &events, &identity),
                 )
@@ -587,16 +589,12 @@ impl CcmBuilder {
 
         let admin = crate::admin::start_from_options(
             &options,
-            factory.limits(),
+            clients.factory.limits(),
             self.admin_listener,
             &checks,
             &metrics,
         )
         .await?;
-        let (admin_addr, admin_cert_pem) = match &admin {
-            Some(a) => (Some(a.local_addr()), Some(a.cert_pem().to_owned())),
-            None => (None, None),
-        };
 
         let leader = leader.map(|elector| assemble::campaign(elector, &checks));
         let leader_identity = leader.as_ref().map(|(h, _)| h.identity().to_owned());
@@ -604,10 +602,8 @@ impl CcmBuilder {
         let supervisor = Supervisor {
             options,
             plan,
-            factory,
-            provider: stack.provider,
-            instance_cache: stack.instance_cache,
-            cloud_calls: stack.cloud_calls,
+            clients,
+            stack,
             metrics: metrics.clone(),
             manager_metrics,
             checks,
@@ -615,12 +611,13 @@ impl CcmBuilder {
             shutdown,
             instance: identity,
             informers_slot,
-            service_account_connection,
             events,
             vendor,
             background,
         };
         stop_on_failure.disarm();
+        let admin_addr = admin.as_ref().map(AdminServer::local_addr);
+        let admin_cert_pem = admin.as_ref().map(|a| a.cert_pem().to_owned());
         let task = tokio::spawn(supervisor.supervise(leader, admin));
         Ok(RunningCcm {
             admin_addr,

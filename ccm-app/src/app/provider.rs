@@ -57,9 +57,8 @@ pub(super) async fn create_provider(
             name: options.cloud_provider.clone(),
             known: registry.names().join(", "),
         })?;
-    let declared = kept.watched_files();
-    let mut initial = read_files(&declared).await;
-    let mut paths = declared;
+    let mut paths = kept.watched_files();
+    let mut initial = read_files(&paths).await;
     if let (Some(path), Some(contents)) = (&options.cloud_config, cloud_config) {
         // What the factory was given, not a second read that might already see a newer file.
         initial.insert(path.clone(), Some(contents));

@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use ccm_core::BoxError;
 use ccm_core::background::BackgroundTasks;
-use ccm_core::cache::InstanceCache;
 use ccm_core::names;
-use ccm_core::provider::{CloudProvider, InitializeContext};
+use ccm_core::provider::InitializeContext;
 use ccm_core::runtime::controller::{ControllerContext, ControllerDescriptor, HealthCheck};
 use ccm_core::runtime::events::EventSink;
 use ccm_core::runtime::every::{Timing, every};
@@ -21,13 +20,13 @@ use ccm_leaderelection::{LeaderHandle, StepDownReason};
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, ListParams};
 use tokio::sync::watch;
-use tokio::task::JoinSet;
+use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::assemble::{Clients, ProviderStack};
 use super::{CcmStatus, RunError};
 use crate::admin::AdminServer;
-use crate::client::ClientFactory;
 use crate::health::{Endpoint, HealthChecks};
 use crate::options::CcmOptions;
 use crate::service_accounts;
@@ -97,14 +96,9 @@ impl RunningCcm {
 pub(super) struct Supervisor {
     pub(super) options: CcmOptions,
     pub(super) plan: Vec<ControllerDescriptor>,
-    pub(super) factory: ClientFactory,
-    /// With `--use-service-account-credentials`: the connection (without credentials) of the controllers' clients.
-    pub(super) service_account_connection: Option<kube::Client>,
-    pub(super) provider: Arc<dyn CloudProvider>,
-    /// The provider's instance cache, invalidated from the shared Node informer while leading.
-    pub(super) instance_cache: Arc<InstanceCache>,
-    /// Cancelled when the controllers stop: cloud calls still waiting for budget give up.
-    pub(super) cloud_calls: CancellationToken,
+    pub(super) clients: Clients,
+    /// The provider; its instance cache is invalidated from the shared Node informer while leading.
+    pub(super) stack: ProviderStack,
     pub(super) metrics: SharedRegistry,
     pub(super) manager_metrics: ControllerManagerMetrics,
     pub(super) checks: HealthChecks,
@@ -175,21 +169,14 @@ impl Supervisor {
         tokio::pin!(lost);
         let controllers = CancellationToken::new();
         let informers = CancellationToken::new();
-        let mut running = JoinSet::new();
-        let mut names: HashMap<tokio::task::Id, (String, String)> = HashMap::new();
+        let mut running = Running::default();
         let outcome = self
-            .start_and_watch(
-                &mut lost,
-                &controllers,
-                &informers,
-                &mut running,
-                &mut names,
-            )
+            .start_and_watch(&mut lost, &controllers, &informers, &mut running)
             .await;
 
         // Stop taking work; let in-flight work finish within the bound.
         controllers.cancel();
-        self.cloud_calls.cancel();
+        self.stack.cloud_calls.cancel();
         let grace = match &outcome {
             // Another replica may take over once the lease expires: stop within what is left of it. In-flight work
             // cannot write any more meanwhile: the elector revoked the fence when it stepped down.
@@ -201,7 +188,7 @@ impl Supervisor {
             _ => self.options.shutdown_timeout,
         };
         let drain_started = Instant::now();
-        self.drain(&mut running, &mut names, grace).await;
+        self.drain(&mut running, grace).await;
         match &outcome {
             // The fence is revoked: nothing more is written in this replica's name, as Go drops its queued
             // Events when it loses the lease.
@@ -231,8 +218,7 @@ impl Supervisor {
         lost: &mut (impl std::future::Future<Output = StepDownReason> + Unpin),
         controllers: &CancellationToken,
         informers_token: &CancellationToken,
-        running: &mut JoinSet<Result<(), BoxError>>,
-        names: &mut HashMap<tokio::task::Id, (String, String)>,
+        running: &mut Running,
     ) -> Outcome {
         let shutdown = self.shutdown.clone();
         macro_rules! guarded {
@@ -246,34 +232,37 @@ impl Supervisor {
             };
         }
 
-        let base_client = self.factory.client(names::MANAGER_NAME);
+        let base_client = self.clients.factory.client(names::MANAGER_NAME);
         if let Err(err) = guarded!(wait_for_apiserver(&base_client, APISERVER_WAIT)) {
             return Outcome::Failed(err);
         }
         let scope = scope_of(&self.options);
-        let informer_client = self.factory.client("shared-informers");
+        let informer_client = self.clients.factory.client("shared-informers");
         if let Err(err) = guarded!(check_scope(&informer_client, &self.options)) {
             return Outcome::Failed(err);
         }
         let informers = SharedInformers::new(informer_client, &scope);
         let _ = self.informers_slot.set(informers.clone());
         // Answers kept from before this term may be stale; from now on Node events invalidate them.
-        self.instance_cache.clear();
+        self.stack.instance_cache.clear();
         tokio::spawn(
-            self.instance_cache
+            self.stack
+                .instance_cache
                 .clone()
                 .run_invalidator(informers.nodes().clone(), informers_token.clone()),
         );
 
-        let init =
-            InitializeContext::new(self.factory.client("cloud-provider"), controllers.clone());
-        if let Err(err) = guarded!(self.provider.initialize(init)) {
+        let init = InitializeContext::new(
+            self.clients.factory.client("cloud-provider"),
+            controllers.clone(),
+        );
+        if let Err(err) = guarded!(self.stack.provider.initialize(init)) {
             return Outcome::Failed(RunError::Initialize(err));
         }
 
         let base = ControllerContext::new(
             base_client,
-            self.provider.clone(),
+            self.stack.provider.clone(),
             informers.clone(),
             self.metrics.clone(),
             self.options.cluster_name.clone(),
@@ -291,29 +280,28 @@ impl Supervisor {
                 guarded!(tokio::time::sleep(pause));
             }
             let mut ctx = base.clone();
-            let (client, event_client) = match &self.service_account_connection {
-                None => self
-                    .factory
-                    .client_with_events(client_name(&descriptor.name), None),
-                Some(connection) => {
-                    // The CCM's own identity creates the account and requests its tokens; the controller's clients
-                    // wait for the first one.
-                    let account = service_accounts::service_account_name(&descriptor.name);
-                    let tokens = service_accounts::start(
-                        self.factory.client(names::MANAGER_NAME),
-                        account,
-                        controllers.clone(),
-                    );
-                    if !guarded!(tokens.ready(controllers)) {
-                        return Outcome::Shutdown;
-                    }
-                    tracing::info!(controller = %descriptor.name, service_account = %account, "controller acts as its own ServiceAccount");
-                    self.factory.client_with_events(
-                        client_name(&descriptor.name),
-                        Some((connection, &tokens)),
-                    )
+            let mut identity = None;
+            if let Some(connection) = &self.clients.service_account_connection {
+                // The CCM's own identity creates the account and requests its tokens; the controller's clients
+                // wait for the first one.
+                let account = service_accounts::service_account_name(&descriptor.name);
+                let tokens = service_accounts::start(
+                    self.clients.factory.client(names::MANAGER_NAME),
+                    account,
+                    controllers.clone(),
+                );
+                if !guarded!(tokens.ready(controllers)) {
+                    return Outcome::Shutdown;
                 }
-            };
+                tracing::info!(controller = %descriptor.name, service_account = %account, "controller acts as its own ServiceAccount");
+                identity = Some((connection, tokens));
+            }
+            let (client, event_client) = self.clients.factory.client_with_events(
+                client_name(&descriptor.name),
+                identity
+                    .as_ref()
+                    .map(|(connection, tokens)| (*connection, tokens)),
+            );
             ctx.client = client;
             ctx.event_client = Some(event_client);
             match (descriptor.init)(&ctx) {
@@ -337,8 +325,9 @@ impl Supervisor {
                     );
                     let short = descriptor.short_name().to_owned();
                     self.manager_metrics.controller_started(&short);
-                    let handle = running.spawn(controller.run(controllers.child_token()));
-                    names.insert(handle.id(), (descriptor.name.clone(), short));
+                    let run = controller.run(controllers.child_token());
+                    let id = running.tasks.spawn(run).id();
+                    running.names.insert(id, (descriptor.name.clone(), short));
                     tracing::info!(controller = %descriptor.name, "started controller");
                 }
             }
@@ -351,91 +340,84 @@ impl Supervisor {
             informers_token.clone(),
         ));
         self.status.send_replace(CcmStatus::Running);
-        tracing::info!(started = names.len(), "controllers started");
+        tracing::info!(started = running.names.len(), "controllers started");
 
         loop {
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => return Outcome::Shutdown,
                 reason = &mut *lost => return Outcome::Lost(reason),
-                Some(joined) = running.join_next_with_id(), if !running.is_empty() => {
-                    match joined {
-                        Ok((id, Ok(()))) => {
-                            if let Some((name, short)) = names.remove(&id) {
-                                self.manager_metrics.controller_stopped(&short);
-                                tracing::warn!(controller = %name, "controller stopped on its own");
-                            }
+                Some((name, ended)) = running.next_stopped(&self.manager_metrics),
+                    if !running.tasks.is_empty() =>
+                {
+                    let reason = match ended {
+                        Ok(Ok(())) => {
+                            tracing::warn!(controller = %name, "controller stopped on its own");
+                            continue;
                         }
-                        Ok((id, Err(err))) => {
-                            let name = self.finished(names, id);
-                            return Outcome::Failed(RunError::ControllerFailed { name, reason: err.to_string() });
-                        }
-                        Err(join_error) => {
-                            let name = self.finished(names, join_error.id());
-                            return Outcome::Failed(RunError::ControllerFailed {
-                                name,
-                                reason: format!("it panicked: {join_error}"),
-                            });
-                        }
-                    }
+                        Ok(Err(err)) => err.to_string(),
+                        Err(panic) => format!("it panicked: {panic}"),
+                    };
+                    return Outcome::Failed(RunError::ControllerFailed { name, reason });
                 }
             }
         }
     }
 
-    fn finished(
-        &self,
-        names: &mut HashMap<tokio::task::Id, (String, String)>,
-        id: tokio::task::Id,
-    ) -> String {
-        match names.remove(&id) {
-            Some((name, short)) => {
+    async fn drain(&self, running: &mut Running, grace: Duration) {
+        let all_stopped = tokio::time::timeout(grace, async {
+            while let Some((name, ended)) = running.next_stopped(&self.manager_metrics).await {
+                match ended {
+                    Ok(Ok(())) => tracing::info!(controller = %name, "controller stopped"),
+                    Ok(Err(err)) => {
+                        tracing::warn!(controller = %name, error = %err, "controller stopped with an error")
+                    }
+                    Err(panic) => {
+                        tracing::warn!(controller = %name, error = %panic, "controller task ended abnormally")
+                    }
+                }
+            }
+        });
+        if all_stopped.await.is_err() {
+            let pending: Vec<&str> = running.names.values().map(|(n, _)| n.as_str()).collect();
+            tracing::warn!(
+                controllers = ?pending,
+                grace = ?grace,
+                "controllers did not stop in time; abandoning their in-flight work"
+            );
+            running.tasks.abort_all();
+            while running.tasks.join_next().await.is_some() {}
+            for (_, short) in running.names.drain().map(|(_, v)| v) {
                 self.manager_metrics.controller_stopped(&short);
+            }
+        }
+    }
+}
+
+/// The controllers started in this term: their tasks, and each task's controller name and short name (metrics).
+#[derive(Default)]
+struct Running {
+    tasks: JoinSet<Result<(), BoxError>>,
+    names: HashMap<tokio::task::Id, (String, String)>,
+}
+
+impl Running {
+    /// The next controller to stop, by name (its metric updated), with what it returned or how it panicked;
+    /// `None` when none runs.
+    async fn next_stopped(
+        &mut self,
+        metrics: &ControllerManagerMetrics,
+    ) -> Option<(String, Result<Result<(), BoxError>, JoinError>)> {
+        let joined = self.tasks.join_next_with_id().await?;
+        let id = joined.as_ref().map_or_else(JoinError::id, |(id, _)| *id);
+        let name = match self.names.remove(&id) {
+            Some((name, short)) => {
+                metrics.controller_stopped(&short);
                 name
             }
             None => "unknown".to_owned(),
-        }
-    }
-
-    async fn drain(
-        &self,
-        running: &mut JoinSet<Result<(), BoxError>>,
-        names: &mut HashMap<tokio::task::Id, (String, String)>,
-        grace: Duration,
-    ) {
-        let deadline = Instant::now() + grace;
-        while !running.is_empty() {
-            match tokio::time::timeout_at(deadline, running.join_next_with_id()).await {
-                Ok(Some(Ok((id, result)))) => {
-                    let name = self.finished(names, id);
-                    match result {
-                        Ok(()) => tracing::info!(controller = %name, "controller stopped"),
-                        Err(err) => {
-                            tracing::warn!(controller = %name, error = %err, "controller stopped with an error")
-                        }
-                    }
-                }
-                Ok(Some(Err(join_error))) => {
-                    let name = self.finished(names, join_error.id());
-                    tracing::warn!(controller = %name, error = %join_error, "controller task ended abnormally");
-                }
-                Ok(None) => break,
-                Err(_) => {
-                    let pending: Vec<&str> = names.values().map(|(n, _)| n.as_str()).collect();
-                    tracing::warn!(
-                        controllers = ?pending,
-                        grace = ?grace,
-                        "controllers did not stop in time; abandoning their in-flight work"
-                    );
-                    running.abort_all();
-                    while running.join_next().await.is_some() {}
-                    for (_, short) in names.drain().map(|(_, v)| v) {
-                        self.manager_metrics.controller_stopped(&short);
-                    }
-                    break;
-                }
-            }
-        }
+        };
+        Some((name, joined.map(|(_, result)| result)))
     }
 }
 

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 fn counting(inner: kube::Client, writes: Arc<AtomicUsize>) -> kube::Client {
     let service = tower::service_fn(move |request: http::Request<Body>| {
         let inner = inner.clone();
-        if crate::fence::is_write(request.method()) {
+        if crate::client::is_write(request.method()) {
             writes.fetch_add(1, Ordering::SeqCst);
         }
         async move { inner.send(request).await }
@@ -198,4 +198,93 @@ async fn events_are_dropped_unsent_after_leadership_is_lost() {
         .await
         .unwrap();
     assert!(found.items.is_empty(), "no Event reached the apiserver");
+}
+
+/// The fence decision alone, without an API server.
+mod decision {
+    use std::time::Duration;
+
+    use ccm_core::fence::{FenceClosed, is_fenced};
+    use tokio::time::Instant;
+
+    use http::{Method, Request};
+
+    use crate::client::{ClientError, is_write, refusal};
+    use ccm_core::fence::LeadershipFence;
+
+    fn request(method: Method) -> Request<()> {
+        Request::builder()
+            .method(method)
+            .uri("/api/v1/namespaces/default/events?fieldManager=x")
+            .body(())
+            .unwrap()
+    }
+
+    #[test]
+    fn only_reads_are_not_writes() {
+        for method in [Method::GET, Method::HEAD, Method::OPTIONS] {
+            assert!(!is_write(&method), "{method}");
+        }
+        for method in [
+            Method::POST,
+            Method::PUT,
+            Method::PATCH,
+            Method::DELETE,
+            Method::from_bytes(b"CUSTOM").unwrap(),
+        ] {
+            assert!(is_write(&method), "{method}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn writes_are_refused_while_the_fence_is_closed() {
+        let fence = LeadershipFence::new();
+        assert!(
+            refusal(&fence, &request(Method::GET)).is_none(),
+            "reads pass"
+        );
+        let err = refusal(&fence, &request(Method::POST)).expect("refused");
+        assert!(matches!(
+            err,
+            ClientError::Fenced {
+                reason: FenceClosed::NotConfirmed,
+                ..
+            }
+        ));
+        assert_eq!(
+            err.to_string(),
+            "leadership not confirmed: refusing to write (POST /api/v1/namespaces/default/events): the lease has \
+             not been acquired yet: wait until this replica leads"
+        );
+        assert!(is_fenced(&err), "recognisable through its source");
+
+        fence.confirm(Instant::now(), Duration::from_secs(10));
+        for method in [Method::POST, Method::PUT, Method::PATCH, Method::DELETE] {
+            assert!(refusal(&fence, &request(method)).is_none());
+        }
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert!(matches!(
+            refusal(&fence, &request(Method::PATCH)),
+            Some(ClientError::Fenced {
+                reason: FenceClosed::Expired { .. },
+                ..
+            })
+        ));
+        fence.revoke();
+        assert!(matches!(
+            refusal(&fence, &request(Method::DELETE)),
+            Some(ClientError::Fenced {
+                reason: FenceClosed::Revoked,
+                ..
+            })
+        ));
+        assert!(refusal(&fence, &request(Method::GET)).is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unfenced_client_writes_at_any_time() {
+        let fence = LeadershipFence::unfenced();
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        assert!(refusal(&fence, &request(Method::POST)).is_none());
+    }
 }
