@@ -6,6 +6,7 @@
 
 pub(crate) mod certs;
 
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,10 +16,13 @@ use axum::response::{IntoResponse, Response};
 use tokio_rustls::rustls::crypto::SupportedKxGroup;
 use tokio_rustls::rustls::crypto::ring::kx_group;
 use tokio_rustls::rustls::server::danger::ClientCertVerifier;
+use tokio_util::sync::CancellationToken;
 
 use crate::options::{CcmOptions, ValidationError};
-use crate::tls::{CertSource, ServingCert, TlsError, TlsPolicy, bind_address_name};
-use certs::{DynamicCerts, SniCertKey};
+use crate::tls::{
+    CertSource, PeerCertificates, ServingCert, TlsError, TlsListener, TlsPolicy, bind_address_name,
+};
+use certs::{DynamicCerts, RELOAD_INTERVAL, SniCertKey};
 
 /// The base name of the webhook port's self-signed pair in `--webhook-cert-dir` (Go's pair name).
 pub const WEBHOOK_PAIR_NAME: &str = "cloud-controller-manager-webhook";
@@ -307,6 +311,30 @@ pub(crate) fn reply(
         );
     }
     response
+}
+
+/// Serve `router` over HTTPS on `listener` with the TLS configuration and certificates of [`PortFlags::tls`]
+/// until `stop`, re-reading the certificate files meanwhile; the router sees the client's certificate chain as
+/// `ConnectInfo<PeerCertificates>`. Returns the address it listens on and the serving future; `port` (`secure`,
+/// `webhook`) names the port in the logs.
+pub(crate) fn serve(
+    listener: tokio::net::TcpListener,
+    (cert, certs): (&ServingCert, Arc<DynamicCerts>),
+    router: axum::Router,
+    stop: CancellationToken,
+    port: &'static str,
+) -> std::io::Result<(SocketAddr, impl Future<Output = ()> + Send + 'static)> {
+    let address = listener.local_addr()?;
+    let tls = TlsListener::new(listener, cert)?;
+    certs.watch(RELOAD_INTERVAL, stop.clone(), port);
+    let app = router.into_make_service_with_connect_info::<PeerCertificates>();
+    let serving = async move {
+        let shutdown = stop.cancelled_owned();
+        if let Err(err) = axum::serve(tls, app).with_graceful_shutdown(shutdown).await {
+            tracing::error!(error = %err, "the {port} port stopped serving");
+        }
+    };
+    Ok((address, serving))
 }
 
 /// Bind and listen on `address`, with SO_REUSEADDR, and SO_REUSEPORT when `share_port` (Unix only).

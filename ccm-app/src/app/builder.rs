@@ -594,7 +594,7 @@ impl CcmBuilder {
         )
         .await?;
         let (admin_addr, admin_cert_pem) = match &admin {
-            Some(a) => (Some(a.local_addr()), Some(a.cert_pem().to_owned())),
+            Some(a) => (Some(a.local_addr), Some(a.cert_pem.clone())),
             None => (None, None),
         };
 
