@@ -180,7 +180,7 @@ pub(crate) async fn start_from_options(
     let auth = DelegatedAuth::from_options(options, metrics)
         .await
         .map_err(AdminError::from)?;
-    let (cert, certs) = flags
+    let (config, certs) = flags
         .tls(Some(auth.client_cert_verifier()))
         .map_err(AdminError::from)?;
     // The settings as given (`kubeApiQps: auto`), and beside them the Kubernetes API client limit in force.
@@ -210,7 +210,7 @@ pub(crate) async fn start_from_options(
     let stop = CancellationToken::new();
     let (local_addr, serving) = crate::serving::serve(
         listener,
-        (&cert, certs),
+        (config, certs.clone()),
         router(state, auth),
         stop.clone(),
         "secure",
@@ -220,7 +220,7 @@ pub(crate) async fn start_from_options(
     tracing::info!(address = %local_addr, "serving /healthz, /livez, /readyz, /metrics and /configz over HTTPS");
     Ok(Some(AdminServer {
         local_addr,
-        cert_pem: cert.cert_pem,
+        cert_pem: certs.default_pem(),
         stop: stop.drop_guard(),
         task,
     }))

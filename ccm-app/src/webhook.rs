@@ -269,20 +269,22 @@ pub(crate) async fn start_from_options(
         return Ok(None);
     }
     let flags = PortFlags::webhook(options);
-    let (cert, certs) = flags.tls(None)?;
+    let (config, certs) = flags.tls(None)?;
+    let cert_pem = certs.default_pem();
     let address = SocketAddr::new(flags.bind_address, flags.port);
     let bind_error = |source| WebhookError::Bind { address, source };
     let listener = flags.bind().map_err(bind_error)?;
     let router = review::router(&enabled, context, WebhookMetrics::register(metrics));
     let stop = tasks.shutdown_token();
-    let (local, serving) = crate::serving::serve(listener, (&cert, certs), router, stop, "webhook")
-        .map_err(bind_error)?;
+    let (local, serving) =
+        crate::serving::serve(listener, (config, certs), router, stop, "webhook")
+            .map_err(bind_error)?;
     let names: Vec<&str> = enabled.iter().map(|w| w.name.as_str()).collect();
     tracing::info!(address = %local, webhooks = ?names, "serving admission webhooks over HTTPS");
     tasks.spawn("webhook-server", serving);
     Ok(Some(WebhookEndpoint {
         address: local,
-        cert_pem: cert.cert_pem,
+        cert_pem,
     }))
 }
 
