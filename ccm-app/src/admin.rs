@@ -1,6 +1,6 @@
 //! The admin server on `--bind-address:--secure-port`: `/healthz`, `/livez`, `/readyz` (each with per-check
 //! paths), `/metrics` and `/configz`, over HTTPS, behind delegated authentication and authorization
-//! ([`crate::auth`]) when [`AdminState::auth`] is set.
+//! ([`crate::auth`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,15 +12,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use ccm_core::runtime::metrics::SharedRegistry;
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::auth::DelegatedAuth;
 use crate::client::{KUBE_API_CLIENT_CONFIGZ, KubeApiLimits};
 use crate::health::{Endpoint, HealthChecks, parse_query};
 use crate::options::CcmOptions;
-use crate::serving::certs::RELOAD_INTERVAL;
 use crate::serving::{PortFlags, TEXT_PLAIN, reply};
-use crate::tls::{PeerCertificates, ServingCert, TlsListener};
 
 /// The content type of `/metrics` (prometheus-client writes OpenMetrics text).
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -53,28 +51,17 @@ pub enum AdminError {
 
 /// What the handlers read.
 #[derive(Clone)]
-pub struct AdminState {
+struct AdminState {
     /// The health checks.
-    pub checks: HealthChecks,
+    checks: HealthChecks,
     /// The metrics registry.
-    pub metrics: SharedRegistry,
+    metrics: SharedRegistry,
     /// The `/configz` document (JSON).
-    pub configz: Arc<String>,
-    /// Who may read what; `None` serves everyone (only for embedding and tests: the runtime always sets it).
-    pub auth: Option<DelegatedAuth>,
+    configz: Arc<String>,
 }
 
-impl std::fmt::Debug for AdminState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AdminState")
-            .field("checks", &self.checks)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The admin routes, behind the authentication and authorization of `state.auth` when set.
-pub fn router(state: AdminState) -> Router {
-    let auth = state.auth.clone();
+/// The admin routes, behind the authentication and authorization of `auth`.
+fn router(state: AdminState, auth: DelegatedAuth) -> Router {
     let mut router = Router::new();
     for &endpoint in Endpoint::ALL {
         router = router
@@ -89,17 +76,14 @@ pub fn router(state: AdminState) -> Router {
                 }),
             );
     }
-    let router = router
+    router
         .route("/metrics", get(metrics))
         .route("/configz", get(configz))
-        .with_state(state);
-    match auth {
-        Some(auth) => router.layer(axum::middleware::from_fn_with_state(
+        .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(
             auth,
             crate::auth::middleware,
-        )),
-        None => router,
-    }
+        ))
 }
 
 fn plain(status: StatusCode, body: String) -> Response {
@@ -151,59 +135,20 @@ async fn configz(State(state): State<AdminState>) -> Response {
 
 /// A running admin server.
 #[derive(Debug)]
-pub struct AdminServer {
-    local_addr: SocketAddr,
-    cert_pem: String,
-    stop: CancellationToken,
+pub(crate) struct AdminServer {
+    /// The address the server listens on.
+    pub(crate) local_addr: SocketAddr,
+    /// The serving certificate (PEM).
+    pub(crate) cert_pem: String,
+    /// Stops serving and re-reading the certificate files, also when the server is dropped.
+    stop: DropGuard,
     task: JoinHandle<()>,
-    /// Stops re-reading the certificate files when the server is dropped or stopped.
-    reload: Option<tokio_util::sync::DropGuard>,
 }
 
 impl AdminServer {
-    /// Serve `state` over HTTPS on `listener` with `cert`, until [`stop`](Self::stop).
-    ///
-    /// # Errors
-    ///
-    /// [`AdminError::Listener`] if the listener cannot be used.
-    pub fn start(
-        listener: tokio::net::TcpListener,
-        cert: &ServingCert,
-        state: AdminState,
-    ) -> Result<Self, AdminError> {
-        let local_addr = listener.local_addr().map_err(AdminError::Listener)?;
-        let tls = TlsListener::new(listener, cert).map_err(AdminError::Listener)?;
-        let stop = CancellationToken::new();
-        let shutdown = stop.clone().cancelled_owned();
-        let app = router(state).into_make_service_with_connect_info::<PeerCertificates>();
-        let task = tokio::spawn(async move {
-            if let Err(err) = axum::serve(tls, app).with_graceful_shutdown(shutdown).await {
-                tracing::error!(error = %err, "the secure port stopped serving");
-            }
-        });
-        tracing::info!(address = %local_addr, "serving /healthz, /livez, /readyz, /metrics and /configz over HTTPS");
-        Ok(AdminServer {
-            local_addr,
-            cert_pem: cert.cert_pem.clone(),
-            stop,
-            task,
-            reload: None,
-        })
-    }
-
-    /// The address the server listens on.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
-    }
-
-    /// The serving certificate (PEM).
-    pub fn cert_pem(&self) -> &str {
-        &self.cert_pem
-    }
-
     /// Stop accepting connections, let open requests finish (up to 5 s), and return.
-    pub async fn stop(self) {
-        self.stop.cancel();
+    pub(crate) async fn stop(self) {
+        drop(self.stop);
         let mut task = self.task;
         if tokio::time::timeout(std::time::Duration::from_secs(5), &mut task)
             .await
@@ -213,6 +158,7 @@ impl AdminServer {
         }
     }
 }
+
 /// Serve the admin endpoints as the flags say (or on `listener`): TLS from `--tls-cert-file` (re-read when it
 /// changes) or a self-signed certificate, `--tls-sni-cert-key` certificates, `--tls-curve-preferences`, delegated authentication and authorization, `/configz` with the settings and the Kubernetes API
 /// client `limits`; `None` with `--secure-port=0` and no listener.
@@ -234,11 +180,9 @@ pub(crate) async fn start_from_options(
     let auth = DelegatedAuth::from_options(options, metrics)
         .await
         .map_err(AdminError::from)?;
-    let (cert, certs) = flags
+    let (config, certs) = flags
         .tls(Some(auth.client_cert_verifier()))
         .map_err(AdminError::from)?;
-    let reload = CancellationToken::new();
-    certs.watch(RELOAD_INTERVAL, reload.clone(), "secure");
     // The settings as given (`kubeApiQps: auto`), and beside them the Kubernetes API client limit in force.
     let configz = serde_json::json!({
         "cloudcontrollermanager.config.k8s.io": options.to_settings(),
@@ -248,7 +192,6 @@ pub(crate) async fn start_from_options(
         checks: checks.clone(),
         metrics: metrics.clone(),
         configz: Arc::new(configz.to_string()),
-        auth: Some(auth),
     };
     let listener = match listener {
         Some(listener) => {
@@ -264,7 +207,21 @@ pub(crate) async fn start_from_options(
                 .map_err(|source| AdminError::Bind { address, source })?
         }
     };
-    let mut server = AdminServer::start(listener, &cert, state)?;
-    server.reload = Some(reload.drop_guard());
-    Ok(Some(server))
+    let stop = CancellationToken::new();
+    let (local_addr, serving) = crate::serving::serve(
+        listener,
+        (config, certs.clone()),
+        router(state, auth),
+        stop.clone(),
+        "secure",
+    )
+    .map_err(AdminError::Listener)?;
+    let task = tokio::spawn(serving);
+    tracing::info!(address = %local_addr, "serving /healthz, /livez, /readyz, /metrics and /configz over HTTPS");
+    Ok(Some(AdminServer {
+        local_addr,
+        cert_pem: certs.default_pem(),
+        stop: stop.drop_guard(),
+        task,
+    }))
 }

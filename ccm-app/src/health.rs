@@ -10,8 +10,9 @@ use std::sync::{Arc, RwLock};
 
 pub use ccm_core::runtime::controller::HealthCheck;
 
-/// The endpoint a check contributes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The endpoint a check contributes to; its name ([`Endpoint::name`]) is its path, lower-case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 #[non_exhaustive]
 pub enum Endpoint {
     /// `/healthz`: everything (the Go CCM's only endpoint).
@@ -28,11 +29,7 @@ impl Endpoint {
 
     /// The endpoint's name, as in its path.
     pub fn name(self) -> &'static str {
-        match self {
-            Endpoint::Healthz => "healthz",
-            Endpoint::Livez => "livez",
-            Endpoint::Readyz => "readyz",
-        }
+        self.into()
     }
 }
 

@@ -6,19 +6,24 @@
 
 pub(crate) mod certs;
 
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::rustls::crypto::SupportedKxGroup;
 use tokio_rustls::rustls::crypto::ring::kx_group;
 use tokio_rustls::rustls::server::danger::ClientCertVerifier;
+use tokio_util::sync::CancellationToken;
 
 use crate::options::{CcmOptions, ValidationError};
-use crate::tls::{CertSource, ServingCert, TlsError, TlsPolicy, bind_address_name};
-use certs::{DynamicCerts, SniCertKey};
+use crate::tls::{
+    CertSource, PeerCertificates, TlsError, TlsListener, TlsPolicy, bind_address_name,
+};
+use certs::{DynamicCerts, RELOAD_INTERVAL, SniCertKey};
 
 /// The base name of the webhook port's self-signed pair in `--webhook-cert-dir` (Go's pair name).
 pub const WEBHOOK_PAIR_NAME: &str = "cloud-controller-manager-webhook";
@@ -224,7 +229,8 @@ impl PortFlags {
     }
 
     /// Load the certificates and build the TLS configuration, asking clients for a certificate through
-    /// `client_certs` when given. The returned certificates are re-read by `DynamicCerts::reload`.
+    /// `client_certs` when given. The returned certificates are re-read by `DynamicCerts::reload`; the default
+    /// one as loaded at start is `DynamicCerts::default_pem`.
     ///
     /// # Errors
     ///
@@ -232,7 +238,7 @@ impl PortFlags {
     pub(crate) fn tls(
         &self,
         client_certs: Option<Arc<dyn ClientCertVerifier>>,
-    ) -> Result<(ServingCert, Arc<DynamicCerts>), TlsError> {
+    ) -> Result<(Arc<ServerConfig>, Arc<DynamicCerts>), TlsError> {
         let policy = self.policy()?;
         let mut provider = policy.provider();
         let groups = parse_curve_preferences(&self.curve_preferences).map_err(|reason| {
@@ -268,7 +274,7 @@ impl PortFlags {
             client_certs,
             self.flag("tls-cipher-suites"),
         )?;
-        Ok((ServingCert::from_config(certs.default_pem(), config), certs))
+        Ok((config, certs))
     }
 
     /// Bind the port: SO_REUSEADDR as Go's net package sets it, SO_REUSEPORT with `--permit-port-sharing`.
@@ -307,6 +313,30 @@ pub(crate) fn reply(
         );
     }
     response
+}
+
+/// Serve `router` over HTTPS on `listener` with the TLS configuration and certificates of [`PortFlags::tls`]
+/// until `stop`, re-reading the certificate files meanwhile; the router sees the client's certificate chain as
+/// `ConnectInfo<PeerCertificates>`. Returns the address it listens on and the serving future; `port` (`secure`,
+/// `webhook`) names the port in the logs.
+pub(crate) fn serve(
+    listener: tokio::net::TcpListener,
+    (config, certs): (Arc<ServerConfig>, Arc<DynamicCerts>),
+    router: axum::Router,
+    stop: CancellationToken,
+    port: &'static str,
+) -> std::io::Result<(SocketAddr, impl Future<Output = ()> + Send + 'static)> {
+    let address = listener.local_addr()?;
+    let tls = TlsListener::new(listener, config)?;
+    certs.watch(RELOAD_INTERVAL, stop.clone(), port);
+    let app = router.into_make_service_with_connect_info::<PeerCertificates>();
+    let serving = async move {
+        let shutdown = stop.cancelled_owned();
+        if let Err(err) = axum::serve(tls, app).with_graceful_shutdown(shutdown).await {
+            tracing::error!(error = %err, "the {port} port stopped serving");
+        }
+    };
+    Ok((address, serving))
 }
 
 /// Bind and listen on `address`, with SO_REUSEADDR, and SO_REUSEPORT when `share_port` (Unix only).
@@ -412,8 +442,12 @@ mod tests {
             curve_preferences: strings(&["24"]),
             ..webhook_flags()
         };
-        let (cert, _) = flags.tls(None).unwrap();
-        assert!(cert.cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
+        let (_, certs) = flags.tls(None).unwrap();
+        assert!(
+            certs
+                .default_pem()
+                .starts_with("-----BEGIN CERTIFICATE-----")
+        );
     }
 
     #[test]
@@ -592,8 +626,7 @@ mod tests {
             sni_cert_keys: vec![a_entry, format!("{w_entry}:*.w.example")],
             ..webhook_flags()
         };
-        let (cert, _) = flags.tls(None).unwrap();
-        let config = cert.server_config();
+        let (config, _) = flags.tls(None).unwrap();
         assert_eq!(served(config.clone(), "a.example").await, a_der);
         assert_eq!(served(config.clone(), "x.w.example").await, w_der);
         let default = served(config, "localhost").await;

@@ -224,27 +224,6 @@ pub enum CertSource {
     },
 }
 
-/// A loaded serving certificate.
-#[derive(Clone, Debug)]
-pub struct ServingCert {
-    /// The certificate chain, PEM (the first is the serving certificate); clients of a self-signed certificate
-    /// may trust it directly.
-    pub cert_pem: String,
-    config: Arc<ServerConfig>,
-}
-
-impl ServingCert {
-    /// A certificate served through `config` (whose resolver may change it); `cert_pem` is the one loaded at start.
-    pub(crate) fn from_config(cert_pem: String, config: Arc<ServerConfig>) -> Self {
-        ServingCert { cert_pem, config }
-    }
-
-    /// The rustls server configuration.
-    pub fn server_config(&self) -> Arc<ServerConfig> {
-        self.config.clone()
-    }
-}
-
 /// The server configuration serving the certificates of `certs`: `provider`'s cipher suites, `policy`'s
 /// protocol versions, asking clients for a certificate through `client_certs` when given, HTTP/1.1 only (HTTP/2 is
 /// never offered: `--disable-http2-serving` is always in effect). `cipher_flag` names the flag in errors.
@@ -373,9 +352,9 @@ pub(crate) struct TlsListener {
 }
 
 impl TlsListener {
-    pub(crate) fn new(listener: TcpListener, cert: &ServingCert) -> std::io::Result<Self> {
+    pub(crate) fn new(listener: TcpListener, config: Arc<ServerConfig>) -> std::io::Result<Self> {
         let local = listener.local_addr()?;
-        let tls = TlsAcceptor::from(cert.server_config());
+        let tls = TlsAcceptor::from(config);
         let (tx, rx) = mpsc::channel(64);
         let acceptor = tokio::spawn(async move {
             loop {
@@ -432,7 +411,18 @@ mod tests {
     use super::*;
     use crate::serving::certs::DynamicCerts;
 
+    /// A loaded serving certificate: the default certificate (PEM) and the configuration serving it.
+    #[derive(Debug)]
+    struct ServingCert {
+        cert_pem: String,
+        config: Arc<ServerConfig>,
+    }
+
     impl ServingCert {
+        fn server_config(&self) -> Arc<ServerConfig> {
+            self.config.clone()
+        }
+
         /// Load or generate the certificate described by `source`, as the servers do.
         fn load(source: &CertSource) -> Result<Self, TlsError> {
             Self::load_with(source, &TlsPolicy::default(), None)
@@ -458,7 +448,10 @@ mod tests {
                 client_certs,
                 "tls-cipher-suites",
             )?;
-            Ok(Self::from_config(certs.default_pem(), config))
+            Ok(ServingCert {
+                cert_pem: certs.default_pem(),
+                config,
+            })
         }
     }
 

@@ -43,8 +43,7 @@ pub(crate) use review::WebhookMetrics;
 use crate::controllers::{CatalogError, ControllerCatalog};
 use crate::options::{CcmOptions, ValidationError};
 use crate::serving::PortFlags;
-use crate::serving::certs::RELOAD_INTERVAL;
-use crate::tls::{TlsError, TlsListener};
+use crate::tls::TlsError;
 
 /// How long a handler may take unless [`WebhookDescriptor::with_timeout`] says otherwise: below the API server's
 /// default `timeoutSeconds` of 10, so the answer is the handler's timeout and not the API server's.
@@ -270,29 +269,22 @@ pub(crate) async fn start_from_options(
         return Ok(None);
     }
     let flags = PortFlags::webhook(options);
-    let (cert, certs) = flags.tls(None)?;
+    let (config, certs) = flags.tls(None)?;
+    let cert_pem = certs.default_pem();
     let address = SocketAddr::new(flags.bind_address, flags.port);
     let bind_error = |source| WebhookError::Bind { address, source };
     let listener = flags.bind().map_err(bind_error)?;
-    let local = listener.local_addr().map_err(bind_error)?;
-    let tls = TlsListener::new(listener, &cert).map_err(bind_error)?;
-    let stop = tasks.shutdown_token();
-    certs.watch(RELOAD_INTERVAL, stop.clone(), "webhook");
     let router = review::router(&enabled, context, WebhookMetrics::register(metrics));
+    let stop = tasks.shutdown_token();
+    let (local, serving) =
+        crate::serving::serve(listener, (config, certs), router, stop, "webhook")
+            .map_err(bind_error)?;
     let names: Vec<&str> = enabled.iter().map(|w| w.name.as_str()).collect();
     tracing::info!(address = %local, webhooks = ?names, "serving admission webhooks over HTTPS");
-    tasks.spawn("webhook-server", async move {
-        let shutdown = stop.cancelled_owned();
-        if let Err(err) = axum::serve(tls, router)
-            .with_graceful_shutdown(shutdown)
-            .await
-        {
-            tracing::error!(error = %err, "the webhook port stopped serving");
-        }
-    });
+    tasks.spawn("webhook-server", serving);
     Ok(Some(WebhookEndpoint {
         address: local,
-        cert_pem: cert.cert_pem,
+        cert_pem,
     }))
 }
 

@@ -23,7 +23,6 @@ use super::signals::handle_signals;
 use super::supervisor::{RunningCcm, Supervisor};
 use super::vendor::VendorSpec;
 use super::{CcmStatus, RunError, StartupError};
-use crate::admin::AdminServer;
 use crate::client::user_agent_prefix;
 use crate::controllers::ControllerCatalog;
 use crate::options::{CcmOptions, Settings, ValidationError};
@@ -616,8 +615,8 @@ impl CcmBuilder {
             background,
         };
         stop_on_failure.disarm();
-        let admin_addr = admin.as_ref().map(AdminServer::local_addr);
-        let admin_cert_pem = admin.as_ref().map(|a| a.cert_pem().to_owned());
+        let admin_addr = admin.as_ref().map(|a| a.local_addr);
+        let admin_cert_pem = admin.as_ref().map(|a| a.cert_pem.clone());
         let task = tokio::spawn(supervisor.supervise(leader, admin));
         Ok(RunningCcm {
             admin_addr,

@@ -273,13 +273,9 @@ impl DelegatedAuth {
             _ => None,
         };
 
-        let tokens = authn_client.map(|client| {
-            TokenReviewer::new(
-                client,
-                options.authentication_token_webhook_cache_ttl,
-                review_metrics.clone(),
-            )
-        });
+        let token_ttl = options.authentication_token_webhook_cache_ttl;
+        let tokens = authn_client
+            .map(|client| TokenReviewer::new(client, (token_ttl, token_ttl), review_metrics.authn));
         let access = delegated_client(
             "authorization-kubeconfig",
             options.authorization_kubeconfig.as_deref(),
@@ -287,12 +283,11 @@ impl DelegatedAuth {
         )
         .await?
         .map(|client| {
-            AccessReviewer::new(
-                client,
+            let ttls = (
                 options.authorization_webhook_cache_authorized_ttl,
                 options.authorization_webhook_cache_unauthorized_ttl,
-                review_metrics,
-            )
+            );
+            AccessReviewer::new(client, ttls, review_metrics.authz)
         });
         tracing::info!(
             client_certificates = trust.client_ca.is_some(),
@@ -404,7 +399,7 @@ impl DelegatedAuth {
         if decide::is_privileged(user) || inner.always_allow.allows(path) {
             return Ok(review::AccessAnswer {
                 allowed: true,
-                reason: String::new(),
+                ..review::AccessAnswer::default()
             });
         }
         match &inner.access {
@@ -417,10 +412,7 @@ impl DelegatedAuth {
                     })
                     .await
             }
-            None => Ok(review::AccessAnswer {
-                allowed: false,
-                reason: String::new(),
-            }),
+            None => Ok(review::AccessAnswer::default()),
         }
     }
 }

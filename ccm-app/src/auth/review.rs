@@ -2,6 +2,8 @@
 //! SubjectAccessReview, each answer kept for its TTL, and counted in Go's
 //! `apiserver_delegated_authn_request_total{code}` / `apiserver_delegated_authz_request_total{code}`.
 
+use std::fmt::Debug;
+use std::hash::Hash;
 use std::time::Duration;
 
 use ccm_core::runtime::metrics::SharedRegistry;
@@ -12,17 +14,22 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::{Api, PostParams};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use super::cache::{DEFAULT_CAPACITY, TtlCache};
 use super::decide::UserInfo;
 
-type CodeFamily = Family<Vec<(String, String)>, Counter>;
+/// Requests counted by HTTP status code (`<error>` when the API server gave none).
+pub type CodeFamily = Family<Vec<(String, String)>, Counter>;
 
-/// The counters of delegated reviews, by HTTP status code (`<error>` when the API server gave none).
+/// The counters of delegated reviews: TokenReviews (`authn`) and SubjectAccessReviews (`authz`).
 #[derive(Debug, Clone, Default)]
 pub struct ReviewMetrics {
-    authn: CodeFamily,
-    authz: CodeFamily,
+    /// `apiserver_delegated_authn_request_total{code}`.
+    pub authn: CodeFamily,
+    /// `apiserver_delegated_authz_request_total{code}`.
+    pub authz: CodeFamily,
 }
 
 impl ReviewMetrics {
@@ -44,36 +51,71 @@ impl ReviewMetrics {
     }
 }
 
-fn count(family: &CodeFamily, result: &Result<impl Sized, kube::Error>) {
-    let code = match result {
-        Ok(_) => "201".to_owned(),
-        Err(kube::Error::Api(status)) => status.code.to_string(),
-        Err(_) => "<error>".to_owned(),
-    };
-    family.get_or_create(&vec![("code".to_owned(), code)]).inc();
+/// One kind of delegated review: created through `api`, each answer kept for the TTL of its kind (allowing or
+/// denying), every request counted by its code in `requests`.
+#[derive(Debug)]
+pub struct Reviews<R, K, V> {
+    api: Api<R>,
+    /// How long allowing and denying answers are kept.
+    ttls: (Duration, Duration),
+    cache: TtlCache<K, V>,
+    requests: CodeFamily,
 }
 
 /// Bearer tokens checked with TokenReviews; answers (authenticated or not) kept for the TTL, keyed by the
 /// token's SHA-256 so tokens are not held in memory.
-#[derive(Debug)]
-pub struct TokenReviewer {
-    api: Api<TokenReview>,
-    ttl: Duration,
-    cache: TtlCache<Vec<u8>, Option<UserInfo>>,
-    metrics: ReviewMetrics,
-}
+pub type TokenReviewer = Reviews<TokenReview, Vec<u8>, Option<UserInfo>>;
 
-impl TokenReviewer {
-    /// Review tokens with `client`, keeping answers for `ttl`.
-    pub fn new(client: kube::Client, ttl: Duration, metrics: ReviewMetrics) -> Self {
-        TokenReviewer {
+/// Non-resource requests authorized with SubjectAccessReviews; allowing and denying answers kept for their own
+/// TTL.
+pub type AccessReviewer = Reviews<SubjectAccessReview, AccessQuestion, AccessAnswer>;
+
+impl<R, K, V> Reviews<R, K, V>
+where
+    R: kube::Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned,
+    K: Eq + Hash + Clone,
+    V: Clone,
+{
+    /// Review with `client`, keeping allowing answers for `ttls.0` and denying ones for `ttls.1`, counting the
+    /// requests in `requests`.
+    pub fn new(client: kube::Client, ttls: (Duration, Duration), requests: CodeFamily) -> Self {
+        Reviews {
             api: Api::all(client),
-            ttl,
+            ttls,
             cache: TtlCache::new(DEFAULT_CAPACITY),
-            metrics,
+            requests,
         }
     }
 
+    /// The answer kept for `key`, else the one `answer` reads (with whether it allows) from the review `review`
+    /// creates, kept for its TTL.
+    async fn ask(
+        &self,
+        key: K,
+        review: impl FnOnce() -> R,
+        answer: impl FnOnce(R) -> (V, bool),
+    ) -> Result<V, String> {
+        if let Some(answer) = self.cache.get(&key) {
+            return Ok(answer);
+        }
+        let result = self.api.create(&PostParams::default(), &review()).await;
+        let code = match &result {
+            Ok(_) => "201".to_owned(),
+            Err(kube::Error::Api(status)) => status.code.to_string(),
+            Err(_) => "<error>".to_owned(),
+        };
+        self.requests
+            .get_or_create(&vec![("code".to_owned(), code)])
+            .inc();
+        let created = result.map_err(|e| format!("the {} failed: {e}", R::kind(&())))?;
+        let (answer, allowed) = answer(created);
+        let ttl = if allowed { self.ttls.0 } else { self.ttls.1 };
+        self.cache.insert(key, answer.clone(), ttl);
+        Ok(answer)
+    }
+}
+
+impl TokenReviewer {
     /// Who `token` belongs to, `None` if the API server does not accept it.
     ///
     /// # Errors
@@ -83,37 +125,32 @@ impl TokenReviewer {
         let key = ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
             .as_ref()
             .to_vec();
-        if let Some(answer) = self.cache.get(&key) {
-            return Ok(answer);
-        }
-        let review = TokenReview {
+        let review = || TokenReview {
             spec: TokenReviewSpec {
                 token: token.to_owned(),
                 ..TokenReviewSpec::default()
             },
             ..TokenReview::default()
         };
-        let result = self.api.create(&PostParams::default(), &review).await;
-        count(&self.metrics.authn, &result);
-        let status = result
-            .map_err(|e| format!("the TokenReview failed: {e}"))?
-            .status
-            .unwrap_or_default();
-        let answer = match (status.authenticated, status.user) {
-            (Some(true), Some(user)) => {
-                let mut info = UserInfo {
-                    name: user.username.unwrap_or_default(),
-                    uid: user.uid.unwrap_or_default(),
-                    groups: user.groups.unwrap_or_default(),
-                    extra: user.extra.unwrap_or_default(),
-                };
-                info.add_authenticated_group();
-                Some(info)
-            }
-            _ => None,
-        };
-        self.cache.insert(key, answer.clone(), self.ttl);
-        Ok(answer)
+        self.ask(key, review, |review| {
+            let status = review.status.unwrap_or_default();
+            let answer = match (status.authenticated, status.user) {
+                (Some(true), Some(user)) => {
+                    let mut info = UserInfo {
+                        name: user.username.unwrap_or_default(),
+                        uid: user.uid.unwrap_or_default(),
+                        groups: user.groups.unwrap_or_default(),
+                        extra: user.extra.unwrap_or_default(),
+                    };
+                    info.add_authenticated_group();
+                    Some(info)
+                }
+                _ => None,
+            };
+            let authenticated = answer.is_some();
+            (answer, authenticated)
+        })
+        .await
     }
 }
 
@@ -129,7 +166,7 @@ pub struct AccessQuestion {
 }
 
 /// An authorizer's answer: allowed or not, and the reason it gave.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AccessAnswer {
     /// Whether the request is allowed.
     pub allowed: bool,
@@ -137,45 +174,15 @@ pub struct AccessAnswer {
     pub reason: String,
 }
 
-/// Non-resource requests authorized with SubjectAccessReviews; allowing and denying answers kept for their own
-/// TTL.
-#[derive(Debug)]
-pub struct AccessReviewer {
-    api: Api<SubjectAccessReview>,
-    allowed_ttl: Duration,
-    denied_ttl: Duration,
-    cache: TtlCache<AccessQuestion, AccessAnswer>,
-    metrics: ReviewMetrics,
-}
-
 impl AccessReviewer {
-    /// Ask with `client`, keeping allowing answers for `allowed_ttl` and denying ones for `denied_ttl`.
-    pub fn new(
-        client: kube::Client,
-        allowed_ttl: Duration,
-        denied_ttl: Duration,
-        metrics: ReviewMetrics,
-    ) -> Self {
-        AccessReviewer {
-            api: Api::all(client),
-            allowed_ttl,
-            denied_ttl,
-            cache: TtlCache::new(DEFAULT_CAPACITY),
-            metrics,
-        }
-    }
-
     /// The answer to `question`.
     ///
     /// # Errors
     ///
     /// A message when the SubjectAccessReview cannot be made (not cached).
     pub async fn review(&self, question: &AccessQuestion) -> Result<AccessAnswer, String> {
-        if let Some(answer) = self.cache.get(question) {
-            return Ok(answer);
-        }
         let user = &question.user;
-        let review = SubjectAccessReview {
+        let review = || SubjectAccessReview {
             spec: SubjectAccessReviewSpec {
                 user: Some(user.name.clone()),
                 uid: (!user.uid.is_empty()).then(|| user.uid.clone()),
@@ -189,27 +196,16 @@ impl AccessReviewer {
             },
             ..SubjectAccessReview::default()
         };
-        let result = self.api.create(&PostParams::default(), &review).await;
-        count(&self.metrics.authz, &result);
-        let status = result
-            .map_err(|e| format!("the SubjectAccessReview failed: {e}"))?
-            .status
-            .unwrap_or_default();
-        let allowed = status.allowed && !status.denied.unwrap_or(false);
-        let answer = AccessAnswer {
-            allowed,
-            reason: status.reason.unwrap_or_default(),
-        };
-        if !allowed && let Some(error) = status.evaluation_error.filter(|e| !e.is_empty()) {
-            tracing::debug!(user = %user.name, path = %question.path, error = %error,
-                "the SubjectAccessReview reported an evaluation error");
-        }
-        let ttl = if allowed {
-            self.allowed_ttl
-        } else {
-            self.denied_ttl
-        };
-        self.cache.insert(question.clone(), answer.clone(), ttl);
-        Ok(answer)
+        self.ask(question.clone(), review, |review| {
+            let status = review.status.unwrap_or_default();
+            let allowed = status.allowed && !status.denied.unwrap_or(false);
+            if !allowed && let Some(error) = status.evaluation_error.filter(|e| !e.is_empty()) {
+                tracing::debug!(user = %user.name, path = %question.path, error = %error,
+                    "the SubjectAccessReview reported an evaluation error");
+            }
+            let reason = status.reason.unwrap_or_default();
+            (AccessAnswer { allowed, reason }, allowed)
+        })
+        .await
     }
 }
