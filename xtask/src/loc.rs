@@ -6,7 +6,8 @@
 //! only under `#[cfg(test)]` (`#[cfg(test)] mod fence_tests;`) with its sub-module folder. A whole file is
 //! **plumbing** when one of those lines does I/O or runtime wiring (see [`PLUMBING_MARKERS`]), else **decision**.
 //! `--runtime` prints every line before the in-file test module of the runtime's crates instead
-//! (docs/architecture.md).
+//! (docs/architecture.md), and beside it issue 23's reading (every line before a file's first `#[cfg(test)]`,
+//! test-only files included: see [`first_cfg_test_lines`]).
 
 use std::path::{Path, PathBuf};
 
@@ -184,8 +185,8 @@ fn without_test_modules(files: Vec<PathBuf>) -> anyhow::Result<Vec<PathBuf>> {
         .collect())
 }
 
-/// The `.rs` files under `dir`, sorted, test files left out.
-fn source_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+/// Every `.rs` file under `dir`, sorted.
+fn rust_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     let mut pending = vec![dir.to_owned()];
     while let Some(next) = pending.pop() {
@@ -195,15 +196,44 @@ fn source_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
             let path = entry?.path();
             if path.is_dir() {
                 pending.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs")
-                && !is_test_file(path.strip_prefix(dir).unwrap_or(&path))
-            {
+            } else if path.extension().is_some_and(|e| e == "rs") {
                 files.push(path);
             }
         }
     }
     files.sort();
+    Ok(files)
+}
+
+/// The `.rs` files under `dir`, sorted, test files left out.
+fn source_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let files = rust_files(dir)?
+        .into_iter()
+        .filter(|path| !is_test_file(path.strip_prefix(dir).unwrap_or(path)))
+        .collect();
     without_test_modules(files)
+}
+
+/// Issue 23's reading of a crate's size: every line of every `.rs` file under `src/` up to the file's first
+/// `#[cfg(test)]` line, whatever that line gates, test-only files included. It gives 27,868 for the runtime at
+/// `bd76acb`, the issue's "27.9k"; it counts a test file's lines (a test-only file has no `#[cfg(test)]` line) and
+/// stops before a gated import, so it is printed beside the count of this module, not instead of it.
+fn first_cfg_test_lines(root: &Path, krate: &str) -> anyhow::Result<usize> {
+    let mut total = 0;
+    for path in rust_files(&root.join(krate).join("src"))? {
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        total += lines_before_first_cfg_test(&text);
+    }
+    Ok(total)
+}
+
+/// The lines of `source` before its first `#[cfg(test)]` line (all of them if it has none).
+fn lines_before_first_cfg_test(source: &str) -> usize {
+    source
+        .lines()
+        .take_while(|line| line.trim() != "#[cfg(test)]")
+        .count()
 }
 
 /// The counts of every source file of `krate`'s `src/`.
@@ -235,13 +265,16 @@ fn split(counts: &[(PathBuf, FileCount)]) -> (usize, usize) {
 pub fn run(args: &LocArgs) -> anyhow::Result<()> {
     let root = args.root.clone().unwrap_or_else(workspace_root);
     if args.runtime {
-        let mut total = 0;
+        println!("{:<24} {:>7} {:>12}", "crate", "lines", "first-cfg");
+        let (mut total, mut total_first_cfg) = (0, 0);
         for krate in RUNTIME_CRATES {
             let lines: usize = crate_counts(&root, krate)?.iter().map(|(_, c)| c.all).sum();
-            println!("{krate:<24} {lines:>7}");
+            let first_cfg = first_cfg_test_lines(&root, krate)?;
+            println!("{krate:<24} {lines:>7} {first_cfg:>12}");
             total += lines;
+            total_first_cfg += first_cfg;
         }
-        println!("{:<24} {total:>7}", "runtime");
+        println!("{:<24} {total:>7} {total_first_cfg:>12}", "runtime");
         return Ok(());
     }
     println!("{:<24} {:>9} {:>9}", "crate", "plumbing", "decision");
@@ -273,6 +306,15 @@ mod tests {
                 plumbing: false
             }
         );
+    }
+
+    #[test]
+    fn the_issue_reading_stops_at_the_first_cfg_test_whatever_it_gates() {
+        let source =
+            "use a;\n\n#[cfg(test)]\nuse std::fmt;\nfn f() {}\n#[cfg(test)]\nmod tests {\n}\n";
+        assert_eq!(lines_before_first_cfg_test(source), 2);
+        assert_eq!(lines_before_first_cfg_test("fn f() {}\n// end\n"), 2);
+        assert_eq!(count(source).all, 5);
     }
 
     #[test]
