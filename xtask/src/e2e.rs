@@ -30,7 +30,7 @@ pub struct E2eArgs {
     #[arg(long)]
     scale: bool,
     /// Nodes to register (kwok simulates their kubelets).
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=5000))]
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=10000))]
     nodes: u32,
     /// The steady window measured after every node is initialized (a Go duration, e.g. 10m).
     #[arg(long, default_value = "10m")]
