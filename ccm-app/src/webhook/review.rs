@@ -17,6 +17,7 @@ use kube::core::admission::{META_API_VERSION_V1, META_KIND};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
+use tokio_util::task::AbortOnDropHandle;
 
 use kube::core::admission::AdmissionReview;
 
@@ -129,12 +130,10 @@ async fn answer(
     tracing::debug!(webhook = %descriptor.name, %uid, operation = ?request.operation, "admission request");
     let call = (descriptor.handler)(hook.context.clone(), request);
     let internal = |message: String| (StatusCode::INTERNAL_SERVER_ERROR, message);
-    // A task of its own: a panicking handler ends only its request.
-    let task = tokio::spawn(call);
-    let abort = task.abort_handle();
+    // A task of its own: a panicking handler ends only its request; it is aborted when not awaited any more.
+    let task = AbortOnDropHandle::new(tokio::spawn(call));
     let mut response = match tokio::time::timeout(descriptor.timeout, task).await {
         Err(_) => {
-            abort.abort();
             return Err(internal(format!(
                 "error generating admission response: the webhook {:?} did not answer within {:?}",
                 descriptor.name, descriptor.timeout
