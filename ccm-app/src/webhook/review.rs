@@ -42,21 +42,18 @@ pub struct WebhookMetrics {
 impl WebhookMetrics {
     /// Create the families and register them into `registry`.
     pub fn register(registry: &SharedRegistry) -> Self {
-        let metrics = WebhookMetrics {
-            total: Family::default(),
-            duration: Family::new_with_constructor(|| Histogram::new(DURATION_BUCKETS)),
-        };
-        registry.register(
-            "cloud_provider_webhook_request",
-            "Number of admission requests handled by the cloud provider webhooks, by HTTP code and webhook",
-            metrics.total.clone(),
-        );
-        registry.register(
-            "cloud_provider_webhook_request_duration_seconds",
-            "Duration of admission requests handled by the cloud provider webhooks, by HTTP code and webhook",
-            metrics.duration.clone(),
-        );
-        metrics
+        WebhookMetrics {
+            total: registry.registered(
+                "cloud_provider_webhook_request",
+                "Number of admission requests handled by the cloud provider webhooks, by HTTP code and webhook",
+                Family::default(),
+            ),
+            duration: registry.registered(
+                "cloud_provider_webhook_request_duration_seconds",
+                "Duration of admission requests handled by the cloud provider webhooks, by HTTP code and webhook",
+                Family::new_with_constructor(|| Histogram::new(DURATION_BUCKETS)),
+            ),
+        }
     }
 
     fn record(&self, code: StatusCode, webhook: &str, took: Duration) {
