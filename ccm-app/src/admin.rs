@@ -61,7 +61,7 @@ struct AdminState {
 }
 
 /// The admin routes, behind the authentication and authorization of `auth`.
-fn router(state: AdminState, auth: DelegatedAuth) -> Router {
+fn router(state: AdminState, auth: Arc<DelegatedAuth>) -> Router {
     let mut router = Router::new();
     for &endpoint in Endpoint::ALL {
         router = router

@@ -39,23 +39,14 @@ pub const APF_DETECTION_TIMEOUT: Duration = Duration::from_secs(5);
 /// beside `cloudcontrollermanager.config.k8s.io`.
 pub const KUBE_API_CLIENT_CONFIGZ: &str = "kubeApiClient";
 
-/// How `--kube-api-qps` / `--kube-api-burst` were given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How `--kube-api-qps` / `--kube-api-burst` were given; shown as `auto` or `explicit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::Display)]
+#[strum(serialize_all = "lowercase")]
 pub enum KubeApiLimitMode {
     /// Neither flag set: decided from the API server (APF or not).
     Auto,
     /// At least one flag set: honoured exactly (the other one at Go's default).
     Explicit,
-}
-
-impl KubeApiLimitMode {
-    /// `auto` or `explicit`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            KubeApiLimitMode::Auto => "auto",
-            KubeApiLimitMode::Explicit => "explicit",
-        }
-    }
 }
 
 /// The client-side limit of every named client: each has its own token bucket of `qps`/`burst`, or none.
@@ -165,7 +156,7 @@ impl KubeApiLimits {
     /// The start-up log line: `kubernetes API client limit mode=auto apf=true qps=unlimited burst=unlimited`.
     pub fn log(&self) {
         tracing::info!(
-            mode = %self.mode.as_str(),
+            mode = %self.mode,
             apf = %self.apf_text(),
             qps = %self.qps_text(),
             burst = %self.burst_text(),
@@ -178,7 +169,7 @@ impl KubeApiLimits {
     pub fn to_json(self) -> serde_json::Value {
         let unlimited = serde_json::json!("unlimited");
         serde_json::json!({
-            "mode": self.mode.as_str(),
+            "mode": self.mode.to_string(),
             "apf": self.apf,
             "qps": self.qps.map_or(unlimited.clone(), |qps| serde_json::json!(qps)),
             "burst": self.qps.map_or(unlimited, |_| serde_json::json!(self.burst)),
@@ -339,23 +330,15 @@ pub fn base_client(mut config: kube::Config) -> Result<kube::Client, ClientError
 }
 
 /// Makes named clients over one connection: each with its own user agent, token bucket and 429 retry.
-#[derive(Clone)]
+#[derive(Clone, educe::Educe)]
+#[educe(Debug)]
 pub struct ClientFactory {
+    #[educe(Debug(ignore))]
     base: kube::Client,
     limits: KubeApiLimits,
     agent_prefix: String,
     throttled: Family<Vec<(String, String)>, Counter>,
     fence: Option<LeadershipFence>,
-}
-
-impl std::fmt::Debug for ClientFactory {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClientFactory")
-            .field("limits", &self.limits)
-            .field("agent_prefix", &self.agent_prefix)
-            .field("fenced", &self.fence.is_some())
-            .finish_non_exhaustive()
-    }
 }
 
 impl ClientFactory {

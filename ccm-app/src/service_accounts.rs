@@ -87,22 +87,15 @@ pub enum TokenError {
     },
 }
 
-/// A token and the instant it stops being valid.
-#[derive(Clone, PartialEq, Eq)]
+/// A token and the instant it stops being valid; its `Debug` leaves the token out.
+#[derive(Clone, PartialEq, Eq, educe::Educe)]
+#[educe(Debug)]
 pub struct Token {
     /// The bearer token.
+    #[educe(Debug(ignore))]
     pub value: String,
     /// When it expires.
     pub expires_at: Instant,
-}
-
-impl std::fmt::Debug for Token {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Token")
-            .field("value", &"<redacted>")
-            .field("expires_at", &self.expires_at)
-            .finish()
-    }
 }
 
 /// The current token of one ServiceAccount, updated by [`run_refresher`].

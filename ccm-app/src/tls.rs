@@ -7,8 +7,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::crypto::{CryptoProvider, ring};
 use tokio_rustls::rustls::pki_types::CertificateDer;
@@ -16,7 +18,6 @@ use tokio_rustls::rustls::server::ResolvesServerCert;
 use tokio_rustls::rustls::server::danger::ClientCertVerifier;
 use tokio_rustls::rustls::{ServerConfig, SupportedCipherSuite, SupportedProtocolVersion};
 use tokio_rustls::server::TlsStream;
-use tokio_util::task::AbortOnDropHandle;
 
 /// The base name of the self-signed pair in `--cert-dir` (Go: `cloud-controller-manager.crt` / `.key`).
 pub const PAIR_NAME: &str = "cloud-controller-manager";
@@ -343,48 +344,25 @@ impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, TlsL
     }
 }
 
-/// A listener that accepts TCP connections and completes TLS handshakes concurrently, for `axum::serve`.
+/// A listener that accepts TCP connections and completes TLS handshakes concurrently, for `axum::serve`: the
+/// handshakes in progress are polled together with the next TCP accept, so a slow client delays no other.
 pub(crate) struct TlsListener {
-    rx: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    tcp: TcpListener,
     local: SocketAddr,
-    /// The accept loop, stopped when the listener is dropped.
-    _acceptor: AbortOnDropHandle<()>,
+    tls: TlsAcceptor,
+    handshakes: FuturesUnordered<Handshake>,
 }
 
+/// A handshake in progress: the stream and the client's address, `None` if it failed.
+type Handshake = BoxFuture<'static, Option<(TlsStream<TcpStream>, SocketAddr)>>;
+
 impl TlsListener {
-    pub(crate) fn new(listener: TcpListener, config: Arc<ServerConfig>) -> std::io::Result<Self> {
-        let local = listener.local_addr()?;
-        let tls = TlsAcceptor::from(config);
-        let (tx, rx) = mpsc::channel(64);
-        let acceptor = tokio::spawn(async move {
-            loop {
-                let (tcp, peer) = match listener.accept().await {
-                    Ok(conn) => conn,
-                    Err(err) => {
-                        tracing::warn!(address = %local, error = %err, "accepting a TLS connection failed");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
-                    }
-                };
-                let tls = tls.clone();
-                let tx = tx.clone();
-                tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(tcp)).await {
-                        Ok(Ok(stream)) => {
-                            let _ = tx.send((stream, peer)).await;
-                        }
-                        Ok(Err(err)) => {
-                            tracing::debug!(%peer, error = %err, "TLS handshake failed");
-                        }
-                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
-                    }
-                });
-            }
-        });
+    pub(crate) fn new(tcp: TcpListener, config: Arc<ServerConfig>) -> std::io::Result<Self> {
         Ok(TlsListener {
-            rx,
-            local,
-            _acceptor: AbortOnDropHandle::new(acceptor),
+            local: tcp.local_addr()?,
+            tcp,
+            tls: TlsAcceptor::from(config),
+            handshakes: FuturesUnordered::new(),
         })
     }
 }
@@ -394,10 +372,27 @@ impl axum::serve::Listener for TlsListener {
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.rx.recv().await {
-            Some(conn) => conn,
-            // The acceptor only ends when aborted, i.e. when this listener is dropped.
-            None => std::future::pending().await,
+        loop {
+            tokio::select! {
+                accepted = self.tcp.accept() => match accepted {
+                    Ok((tcp, peer)) => {
+                        let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.tls.accept(tcp));
+                        self.handshakes.push(Box::pin(async move {
+                            match handshake.await {
+                                Ok(Ok(stream)) => return Some((stream, peer)),
+                                Ok(Err(err)) => tracing::debug!(%peer, error = %err, "TLS handshake failed"),
+                                Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                            }
+                            None
+                        }));
+                    }
+                    Err(err) => {
+                        tracing::warn!(address = %self.local, error = %err, "accepting a TLS connection failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                },
+                Some(Some(connection)) = self.handshakes.next() => return connection,
+            }
         }
     }
 

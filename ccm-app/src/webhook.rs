@@ -92,24 +92,15 @@ type HandlerFn = Arc<
 >;
 
 /// One admission webhook: its name (for `--webhooks` and the metrics), the path it is served on, and its handler.
-#[derive(Clone)]
+#[derive(Clone, educe::Educe)]
+#[educe(Debug)]
 pub struct WebhookDescriptor {
     name: String,
     path: String,
     disabled_by_default: bool,
     timeout: Duration,
+    #[educe(Debug(ignore))]
     handler: HandlerFn,
-}
-
-impl std::fmt::Debug for WebhookDescriptor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WebhookDescriptor")
-            .field("name", &self.name)
-            .field("path", &self.path)
-            .field("disabled_by_default", &self.disabled_by_default)
-            .field("timeout", &self.timeout)
-            .finish_non_exhaustive()
-    }
 }
 
 impl WebhookDescriptor {

@@ -85,33 +85,26 @@ impl CloudControllerManager {
 
 /// Builds and runs a CCM; made by [`CloudControllerManager::builder`].
 #[must_use = "a builder does nothing until run"]
+#[derive(educe::Educe)]
+#[educe(Debug)]
 pub struct CcmBuilder {
     registry: Arc<ProviderRegistry>,
     default_controllers: bool,
+    #[educe(Debug(ignore))]
     controllers: Vec<DescriptorFn>,
     defaults: CcmOptions,
     command_name: String,
     version: String,
     about: String,
+    #[educe(Debug(ignore))]
     client: Option<kube::Client>,
+    #[educe(Debug(ignore))]
     service_account_connection: Option<kube::Client>,
     admin_listener: Option<std::net::TcpListener>,
+    #[educe(Debug(ignore))]
     health_checks: Vec<(String, HealthCheck)>,
     pub(super) vendor: VendorSpec,
     webhooks: Vec<WebhookDescriptor>,
-}
-
-impl std::fmt::Debug for CcmBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CcmBuilder")
-            .field("registry", &self.registry)
-            .field("default_controllers", &self.default_controllers)
-            .field("controllers", &self.controllers.len())
-            .field("command_name", &self.command_name)
-            .field("vendor", &self.vendor)
-            .field("webhooks", &self.webhooks)
-            .finish_non_exhaustive()
-    }
 }
 
 impl CcmBuilder {

@@ -480,37 +480,33 @@ async fn wait_for_apiserver(client: &kube::Client, timeout: Duration) -> Result<
 async fn check_scope(client: &kube::Client, options: &CcmOptions) -> Result<(), RunError> {
     if let Some(selector) = &options.node_selector {
         let nodes: Api<Node> = Api::all(client.clone());
-        let params = ListParams::default().labels(selector).limit(1);
-        reject_bad_request(
-            nodes.list_metadata(&params).await,
-            "node-selector",
-            selector,
-        )?;
+        check_selector(nodes, "node-selector", selector).await?;
     }
     if let Some(selector) = &options.service_selector {
         let services: Api<Service> = match &options.service_namespace {
             Some(ns) => Api::namespaced(client.clone(), ns),
             None => Api::all(client.clone()),
         };
-        let params = ListParams::default().labels(selector).limit(1);
-        reject_bad_request(
-            services.list_metadata(&params).await,
-            "service-selector",
-            selector,
-        )?;
+        check_selector(services, "service-selector", selector).await?;
     }
     Ok(())
 }
 
-fn reject_bad_request<T>(
-    result: Result<T, kube::Error>,
+/// List at most one object of `api` with `selector`: a 400 answer rejects the selector; any other failure is
+/// logged and left to the informers' retries.
+async fn check_selector<K>(
+    api: Api<K>,
     setting: &'static str,
-    value: &str,
-) -> Result<(), RunError> {
-    match result {
+    selector: &str,
+) -> Result<(), RunError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let params = ListParams::default().labels(selector).limit(1);
+    match api.list_metadata(&params).await {
         Err(kube::Error::Api(status)) if status.code == 400 => Err(RunError::InvalidScope {
             setting,
-            value: value.to_owned(),
+            value: selector.to_owned(),
             reason: status.message.clone(),
         }),
         Err(err) => {

@@ -23,12 +23,14 @@ type AnyValue = Arc<dyn Any + Send + Sync>;
 type ParseArgs = fn(&ArgMatches) -> Result<AnyValue, clap::Error>;
 type ParseFile = fn(&str, &str, &str) -> Result<(Settings, AnyValue), ConfigFileError>;
 
+#[derive(Debug)]
 struct ArgsSpec {
     type_name: &'static str,
     augment: fn(Command) -> Command,
     parse: ParseArgs,
 }
 
+#[derive(Debug)]
 struct ConfigSpec {
     section: String,
     parse: ParseFile,
@@ -36,20 +38,11 @@ struct ConfigSpec {
 }
 
 /// What the binary declared, and what the last [`parse`](VendorSpec::parse) found.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub(super) struct VendorSpec {
     args: Option<ArgsSpec>,
     config: Option<ConfigSpec>,
     parsed: Mutex<Option<VendorSettings>>,
-}
-
-impl std::fmt::Debug for VendorSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VendorSpec")
-            .field("args", &self.args.as_ref().map(|a| a.type_name))
-            .field("config", &self.config.as_ref().map(|c| c.section.as_str()))
-            .finish_non_exhaustive()
-    }
 }
 
 impl VendorSpec {

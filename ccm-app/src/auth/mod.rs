@@ -100,13 +100,8 @@ pub enum AuthError {
 const JSON: &str = "application/json";
 
 /// The secure port's authenticators and authorizers, built from the flags ([`DelegatedAuth::from_options`]).
-#[derive(Clone, Debug)]
-pub struct DelegatedAuth {
-    inner: Arc<Inner>,
-}
-
 #[derive(Debug)]
-struct Inner {
+pub struct DelegatedAuth {
     trust: Arc<TrustCell>,
     /// Whether some of the trust comes from the cluster's ConfigMap (and may appear later).
     from_cluster: FromCluster,
@@ -191,7 +186,7 @@ impl DelegatedAuth {
     pub async fn from_options(
         options: &CcmOptions,
         metrics: &SharedRegistry,
-    ) -> Result<Self, AuthError> {
+    ) -> Result<Arc<Self>, AuthError> {
         let always_allow = AlwaysAllowPaths::parse(&options.authorization_always_allow_paths)
             .map_err(|e| AuthError::AllowPaths {
                 reason: e.to_string(),
@@ -297,21 +292,19 @@ impl DelegatedAuth {
             subject_access_review = access.is_some(),
             "the secure port authenticates and authorizes requests"
         );
-        Ok(DelegatedAuth {
-            inner: Arc::new(Inner {
-                trust: trust_cell,
-                from_cluster: if follow.is_some() {
-                    from_cluster
-                } else {
-                    FromCluster::default()
-                },
-                tokens,
-                always_allow,
-                access,
-                provider,
-                _follow: follow,
-            }),
-        })
+        Ok(Arc::new(DelegatedAuth {
+            trust: trust_cell,
+            from_cluster: if follow.is_some() {
+                from_cluster
+            } else {
+                FromCluster::default()
+            },
+            tokens,
+            always_allow,
+            access,
+            provider,
+            _follow: follow,
+        }))
     }
 
     /// The TLS verifier that asks clients for a certificate issued by one of the trusted CAs.
@@ -319,7 +312,7 @@ impl DelegatedAuth {
     /// The hint names the CAs in force when it is made; when CAs may come from the cluster's ConfigMap later,
     /// client certificates are asked for even while none is trusted yet.
     pub fn client_cert_verifier(&self) -> Arc<dyn ClientCertVerifier> {
-        let trust = self.inner.trust.get();
+        let trust = self.trust.get();
         let bundles: Vec<&CaBundle> = trust
             .client_ca
             .iter()
@@ -327,8 +320,8 @@ impl DelegatedAuth {
             .collect();
         Arc::new(RequestClientCert::new(
             &bundles,
-            self.inner.from_cluster.any(),
-            &self.inner.provider,
+            self.from_cluster.any(),
+            &self.provider,
         ))
     }
 
@@ -343,8 +336,7 @@ impl DelegatedAuth {
         chain: &[CertificateDer<'static>],
         headers: &http::HeaderMap,
     ) -> Result<UserInfo, String> {
-        let inner = &self.inner;
-        let trust = inner.trust.get();
+        let trust = self.trust.get();
         let mut errors = Vec::new();
         if !chain.is_empty() {
             if let Some((ca, names)) = &trust.request_header {
@@ -370,7 +362,7 @@ impl DelegatedAuth {
                 }
             }
         }
-        if let (Some(token), Some(reviewer)) = (decide::bearer_token(headers), &inner.tokens) {
+        if let (Some(token), Some(reviewer)) = (decide::bearer_token(headers), &self.tokens) {
             match reviewer.review(token).await {
                 Ok(Some(user)) => return Ok(user),
                 Ok(None) => errors.push("invalid bearer token".to_owned()),
@@ -395,14 +387,13 @@ impl DelegatedAuth {
         verb: &str,
         path: &str,
     ) -> Result<review::AccessAnswer, String> {
-        let inner = &self.inner;
-        if decide::is_privileged(user) || inner.always_allow.allows(path) {
+        if decide::is_privileged(user) || self.always_allow.allows(path) {
             return Ok(review::AccessAnswer {
                 allowed: true,
                 ..review::AccessAnswer::default()
             });
         }
-        match &inner.access {
+        match &self.access {
             Some(access) => {
                 access
                     .review(&AccessQuestion {
@@ -435,7 +426,7 @@ fn proxy_allowed(
 
 /// The admin router's middleware: authenticate, authorize, then serve (401, 403 or 500 otherwise).
 pub(crate) async fn middleware(
-    State(auth): State<DelegatedAuth>,
+    State(auth): State<Arc<DelegatedAuth>>,
     mut request: Request,
     next: Next,
 ) -> Response {
@@ -456,7 +447,7 @@ pub(crate) async fn middleware(
             );
         }
     };
-    if let Some((_, names)) = &auth.inner.trust.get().request_header {
+    if let Some((_, names)) = &auth.trust.get().request_header {
         names.strip(request.headers_mut());
     }
     request.headers_mut().remove(header::AUTHORIZATION);

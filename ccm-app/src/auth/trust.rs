@@ -123,44 +123,37 @@ pub(crate) async fn follow(
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let stream = watcher(api, config).default_backoff().applied_objects();
     let mut stream = std::pin::pin!(stream);
-    loop {
-        let next = tokio::select! {
-            () = stop.cancelled() => return,
-            next = stream.next() => next,
-        };
-        let map = match next {
-            Some(Ok(map)) => map,
-            Some(Err(err)) => {
-                tracing::warn!(configmap = name, error = %err, "cannot watch the cluster's client CAs; retrying");
-                continue;
-            }
-            None => return,
-        };
-        let parsed = match decide::parse_cluster_authentication(&map.data.unwrap_or_default()) {
-            Ok(parsed) => parsed,
-            Err(err) => {
-                tracing::warn!(configmap = name, error = %err, "ignoring an unusable client-CA ConfigMap; keeping the CAs in force");
-                continue;
-            }
-        };
-        if parsed == last {
-            continue;
-        }
-        match cluster_trust(parsed.clone(), &provider) {
-            Ok(trust) => {
-                let merged = cell.get().merged(trust, from);
-                cell.set(merged);
-                last = parsed;
-                tracing::info!(
-                    configmap = name,
-                    "the cluster's client CAs changed; the secure port uses the new ones"
-                );
-            }
-            Err(err) => {
-                tracing::warn!(configmap = name, error = %err, "ignoring an unusable client-CA ConfigMap; keeping the CAs in force");
+    let follow = async {
+        while let Some(next) = stream.next().await {
+            let map = match next {
+                Ok(map) => map,
+                Err(err) => {
+                    tracing::warn!(configmap = name, error = %err, "cannot watch the cluster's client CAs; retrying");
+                    continue;
+                }
+            };
+            let usable = match decide::parse_cluster_authentication(&map.data.unwrap_or_default()) {
+                Ok(parsed) if parsed == last => continue,
+                Ok(parsed) => cluster_trust(parsed.clone(), &provider).map(|trust| (parsed, trust)),
+                Err(err) => Err(err),
+            };
+            match usable {
+                Ok((parsed, trust)) => {
+                    let merged = cell.get().merged(trust, from);
+                    cell.set(merged);
+                    last = parsed;
+                    tracing::info!(
+                        configmap = name,
+                        "the cluster's client CAs changed; the secure port uses the new ones"
+                    );
+                }
+                Err(err) => {
+                    tracing::warn!(configmap = name, error = %err, "ignoring an unusable client-CA ConfigMap; keeping the CAs in force");
+                }
             }
         }
-    }
+    };
+    stop.run_until_cancelled(follow).await;
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use ccm_core::runtime::every::{Timing, every};
 use tokio_rustls::rustls::crypto::CryptoProvider;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -324,20 +325,19 @@ impl DynamicCerts {
         if self.default.files.is_none() && self.sni.is_empty() {
             return;
         }
+        let checks = every(interval, 0.0, Timing::Sliding).after_first_period();
         tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    () = stop.cancelled() => return,
-                    () = tokio::time::sleep(interval) => {}
-                }
-                let (changed, errors) = self.reload();
-                if changed > 0 {
-                    tracing::info!(port, changed, "reloaded changed serving certificates");
-                }
-                for err in errors {
-                    tracing::warn!(port, error = %err, "a changed serving certificate cannot be loaded; keeping the previous one");
-                }
-            }
+            checks
+                .run_sync(&stop, || {
+                    let (changed, errors) = self.reload();
+                    if changed > 0 {
+                        tracing::info!(port, changed, "reloaded changed serving certificates");
+                    }
+                    for err in errors {
+                        tracing::warn!(port, error = %err, "a changed serving certificate cannot be loaded; keeping the previous one");
+                    }
+                })
+                .await;
         });
     }
 }

@@ -17,6 +17,7 @@ use kube::core::admission::{META_API_VERSION_V1, META_KIND};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
+use tokio_util::task::AbortOnDropHandle;
 
 use kube::core::admission::AdmissionReview;
 
@@ -41,21 +42,18 @@ pub struct WebhookMetrics {
 impl WebhookMetrics {
     /// Create the families and register them into `registry`.
     pub fn register(registry: &SharedRegistry) -> Self {
-        let metrics = WebhookMetrics {
-            total: Family::default(),
-            duration: Family::new_with_constructor(|| Histogram::new(DURATION_BUCKETS)),
-        };
-        registry.register(
-            "cloud_provider_webhook_request",
-            "Number of admission requests handled by the cloud provider webhooks, by HTTP code and webhook",
-            metrics.total.clone(),
-        );
-        registry.register(
-            "cloud_provider_webhook_request_duration_seconds",
-            "Duration of admission requests handled by the cloud provider webhooks, by HTTP code and webhook",
-            metrics.duration.clone(),
-        );
-        metrics
+        WebhookMetrics {
+            total: registry.registered(
+                "cloud_provider_webhook_request",
+                "Number of admission requests handled by the cloud provider webhooks, by HTTP code and webhook",
+                Family::default(),
+            ),
+            duration: registry.registered(
+                "cloud_provider_webhook_request_duration_seconds",
+                "Duration of admission requests handled by the cloud provider webhooks, by HTTP code and webhook",
+                Family::new_with_constructor(|| Histogram::new(DURATION_BUCKETS)),
+            ),
+        }
     }
 
     fn record(&self, code: StatusCode, webhook: &str, took: Duration) {
@@ -129,12 +127,10 @@ async fn answer(
     tracing::debug!(webhook = %descriptor.name, %uid, operation = ?request.operation, "admission request");
     let call = (descriptor.handler)(hook.context.clone(), request);
     let internal = |message: String| (StatusCode::INTERNAL_SERVER_ERROR, message);
-    // A task of its own: a panicking handler ends only its request.
-    let task = tokio::spawn(call);
-    let abort = task.abort_handle();
+    // A task of its own: a panicking handler ends only its request; it is aborted when not awaited any more.
+    let task = AbortOnDropHandle::new(tokio::spawn(call));
     let mut response = match tokio::time::timeout(descriptor.timeout, task).await {
         Err(_) => {
-            abort.abort();
             return Err(internal(format!(
                 "error generating admission response: the webhook {:?} did not answer within {:?}",
                 descriptor.name, descriptor.timeout
