@@ -61,20 +61,6 @@ mod nodesync;
 /// # }
 /// ```
 pub struct ServiceController {
-    inner: Arc<Inner>,
-}
-
-impl std::fmt::Debug for ServiceController {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServiceController")
-            .field("provider", &self.inner.provider)
-            .field("cluster_name", &self.inner.cluster_name)
-            .field("config", &self.inner.config)
-            .finish_non_exhaustive()
-    }
-}
-
-struct Inner {
     client: kube::Client,
     balancer: Arc<dyn LoadBalancer>,
     provider: String,
@@ -92,6 +78,16 @@ struct Inner {
     locks: ServiceLocks,
 }
 
+impl std::fmt::Debug for ServiceController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceController")
+            .field("provider", &self.provider)
+            .field("cluster_name", &self.cluster_name)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
 impl ServiceController {
     /// A controller using the context's client, provider, informers and metrics registry.
     ///
@@ -106,7 +102,7 @@ impl ServiceController {
         })?;
         let backoff =
             || ItemExponentialBackoff::new(config.retry_base_delay, config.retry_max_delay);
-        let inner = Inner {
+        Ok(ServiceController {
             client: ctx.client.clone(),
             balancer,
             provider: ctx.provider.provider_name().to_owned(),
@@ -122,26 +118,23 @@ impl ServiceController {
             tracker: Tracker::default(),
             locks: ServiceLocks::default(),
             config,
-        };
-        Ok(ServiceController {
-            inner: Arc::new(inner),
         })
     }
 
     /// The controller's metrics.
     pub fn metrics(&self) -> &ServiceMetrics {
-        &self.inner.metrics
+        &self.metrics
     }
 
     /// The settings in use.
     pub fn config(&self) -> &Config {
-        &self.inner.config
+        &self.config
     }
 
     /// Run until `shutdown` is cancelled: wait for the caches, then sync Services and node changes. In-flight
     /// syncs finish before this returns; a node-sync pass stops starting new host updates.
     pub async fn run(self, shutdown: CancellationToken) {
-        let inner = self.inner;
+        let inner = Arc::new(self);
         tracing::info!(provider = %inner.provider, "starting service controller");
         let [all, initial, services, nodes, node_sync] = std::array::from_fn(|_| inner.clone());
         let mut kit = Kit::new("service-controller")
@@ -161,7 +154,7 @@ impl ServiceController {
                 timer.run_sync(&shutdown, || reensure.reensure()).await;
             });
         }
-        kit.run(shutdown, inner, |key, inner: Arc<Inner>| async move {
+        kit.run(shutdown, inner, |key, inner: Arc<Self>| async move {
             let started = Instant::now();
             inner.sync_service(&key).await?;
             tracing::debug!(service = %key, took = ?started.elapsed(), "synced service");
@@ -197,7 +190,7 @@ fn json_patch(value: serde_json::Value) -> Result<Patch<()>, kube::Error> {
         .map_err(kube::Error::SerdeError)
 }
 
-impl Inner {
+impl ServiceController {
     fn patch_params() -> PatchParams {
         PatchParams {
             field_manager: Some(names::controllers::SERVICE_CONTROLLER_CLIENT.to_owned()),
