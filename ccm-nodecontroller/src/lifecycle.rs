@@ -110,35 +110,34 @@ impl CloudNodeLifecycleController {
     /// The pass's cloud calls are [`CallPriority::Low`]: when calls must wait for the cloud-call budget, they wait
     /// behind every other controller's, so a pass never delays the initialization of a new node.
     pub async fn monitor_nodes(&self) {
-        CallPriority::Low.scope(self.monitor_nodes_now()).await;
-    }
-
-    async fn monitor_nodes_now(&self) {
-        // Most nodes are Ready and untainted: decided here, without a task or a probe for each.
-        let provider = self.cloud.provider_name();
-        let nodes: Vec<Arc<Node>> = self
-            .store
-            .list()
-            .into_iter()
-            .filter(|node| needs_attention(node, &self.config, provider))
-            .collect();
-        if nodes.is_empty() {
-            return;
-        }
-        let mut probes = vec![Probe::default(); nodes.len()];
-        if self.cloud.supports_bulk() {
-            // Existence first, then shutdown for the nodes that exist (the order `decide` asks in): at most
-            // two bulk calls per pass.
-            self.probe_in_bulk(&nodes, &mut probes, LifecycleAction::CheckExists)
+        let pass = async {
+            // Most nodes are Ready and untainted: decided here, without a task or a probe for each.
+            let provider = self.cloud.provider_name();
+            let nodes: Vec<Arc<Node>> = self
+                .store
+                .list()
+                .into_iter()
+                .filter(|node| needs_attention(node, &self.config, provider))
+                .collect();
+            if nodes.is_empty() {
+                return;
+            }
+            let mut probes = vec![Probe::default(); nodes.len()];
+            if self.cloud.supports_bulk() {
+                // Existence first, then shutdown for the nodes that exist (the order `decide` asks in): at most
+                // two bulk calls per pass.
+                self.probe_in_bulk(&nodes, &mut probes, LifecycleAction::CheckExists)
+                    .await;
+                self.probe_in_bulk(&nodes, &mut probes, LifecycleAction::CheckShutdown)
+                    .await;
+            }
+            futures::stream::iter(nodes.iter().zip(probes))
+                .for_each_concurrent(self.config.concurrency, |(node, probe)| async move {
+                    self.monitor_node(node, probe).await;
+                })
                 .await;
-            self.probe_in_bulk(&nodes, &mut probes, LifecycleAction::CheckShutdown)
-                .await;
-        }
-        futures::stream::iter(nodes.iter().zip(probes))
-            .for_each_concurrent(self.config.concurrency, |(node, probe)| async move {
-                self.monitor_node(node, probe).await;
-            })
-            .await;
+        };
+        CallPriority::Low.scope(pass).await;
     }
 
     /// Ask, in one bulk call, about every node whose next step (given its `probes` so far) is `step`
