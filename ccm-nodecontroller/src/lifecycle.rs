@@ -25,7 +25,7 @@ use ccm_core::runtime::Controller as Kit;
 use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
 use ccm_core::runtime::events::EventRecorder;
 use ccm_core::runtime::every::{Timing, every};
-use ccm_core::runtime::informer::{Informer, Store};
+use ccm_core::runtime::informer::Informer;
 use ccm_core::{BoxError, ErrorKind, names};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
@@ -71,7 +71,6 @@ pub fn descriptor(config: Config) -> ControllerDescriptor {
 pub struct CloudNodeLifecycleController {
     nodes: Api<Node>,
     informer: Informer<Node>,
-    store: Store<Node>,
     cloud: CloudInstances,
     recorder: EventRecorder,
     config: Config,
@@ -95,7 +94,6 @@ impl CloudNodeLifecycleController {
         let informer = ctx.informers.nodes().clone();
         Ok(CloudNodeLifecycleController {
             nodes: Api::all(ctx.client.clone()),
-            store: informer.store(),
             informer,
             cloud,
             recorder: ctx.recorder(names::components::CLOUD_NODE_LIFECYCLE_CONTROLLER),
@@ -114,7 +112,8 @@ impl CloudNodeLifecycleController {
             // Most nodes are Ready and untainted: decided here, without a task or a probe for each.
             let provider = self.cloud.provider_name();
             let nodes: Vec<Arc<Node>> = self
-                .store
+                .informer
+                .store()
                 .list()
                 .into_iter()
                 .filter(|node| needs_attention(node, &self.config, provider))
