@@ -25,7 +25,7 @@ use ccm_core::runtime::Controller as Kit;
 use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
 use ccm_core::runtime::events::EventRecorder;
 use ccm_core::runtime::every::{Timing, every};
-use ccm_core::runtime::informer::{Informer, Store};
+use ccm_core::runtime::informer::Informer;
 use ccm_core::{BoxError, ErrorKind, names};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
@@ -71,7 +71,6 @@ pub fn descriptor(config: Config) -> ControllerDescriptor {
 pub struct CloudNodeLifecycleController {
     nodes: Api<Node>,
     informer: Informer<Node>,
-    store: Store<Node>,
     cloud: CloudInstances,
     recorder: EventRecorder,
     config: Config,
@@ -95,7 +94,6 @@ impl CloudNodeLifecycleController {
         let informer = ctx.informers.nodes().clone();
         Ok(CloudNodeLifecycleController {
             nodes: Api::all(ctx.client.clone()),
-            store: informer.store(),
             informer,
             cloud,
             recorder: ctx.recorder(names::components::CLOUD_NODE_LIFECYCLE_CONTROLLER),
@@ -110,35 +108,35 @@ impl CloudNodeLifecycleController {
     /// The pass's cloud calls are [`CallPriority::Low`]: when calls must wait for the cloud-call budget, they wait
     /// behind every other controller's, so a pass never delays the initialization of a new node.
     pub async fn monitor_nodes(&self) {
-        CallPriority::Low.scope(self.monitor_nodes_now()).await;
-    }
-
-    async fn monitor_nodes_now(&self) {
-        // Most nodes are Ready and untainted: decided here, without a task or a probe for each.
-        let provider = self.cloud.provider_name();
-        let nodes: Vec<Arc<Node>> = self
-            .store
-            .list()
-            .into_iter()
-            .filter(|node| needs_attention(node, &self.config, provider))
-            .collect();
-        if nodes.is_empty() {
-            return;
-        }
-        let mut probes = vec![Probe::default(); nodes.len()];
-        if self.cloud.supports_bulk() {
-            // Existence first, then shutdown for the nodes that exist (the order `decide` asks in): at most
-            // two bulk calls per pass.
-            self.probe_in_bulk(&nodes, &mut probes, LifecycleAction::CheckExists)
+        let pass = async {
+            // Most nodes are Ready and untainted: decided here, without a task or a probe for each.
+            let provider = self.cloud.provider_name();
+            let nodes: Vec<Arc<Node>> = self
+                .informer
+                .store()
+                .list()
+                .into_iter()
+                .filter(|node| needs_attention(node, &self.config, provider))
+                .collect();
+            if nodes.is_empty() {
+                return;
+            }
+            let mut probes = vec![Probe::default(); nodes.len()];
+            if self.cloud.supports_bulk() {
+                // Existence first, then shutdown for the nodes that exist (the order `decide` asks in): at most
+                // two bulk calls per pass.
+                self.probe_in_bulk(&nodes, &mut probes, LifecycleAction::CheckExists)
+                    .await;
+                self.probe_in_bulk(&nodes, &mut probes, LifecycleAction::CheckShutdown)
+                    .await;
+            }
+            futures::stream::iter(nodes.iter().zip(probes))
+                .for_each_concurrent(self.config.concurrency, |(node, probe)| async move {
+                    self.monitor_node(node, probe).await;
+                })
                 .await;
-            self.probe_in_bulk(&nodes, &mut probes, LifecycleAction::CheckShutdown)
-                .await;
-        }
-        futures::stream::iter(nodes.iter().zip(probes))
-            .for_each_concurrent(self.config.concurrency, |(node, probe)| async move {
-                self.monitor_node(node, probe).await;
-            })
-            .await;
+        };
+        CallPriority::Low.scope(pass).await;
     }
 
     /// Ask, in one bulk call, about every node whose next step (given its `probes` so far) is `step`

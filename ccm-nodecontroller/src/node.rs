@@ -284,25 +284,24 @@ impl Inner {
     /// `instance_metadata_bulk` call per period instead of one call per node.
     async fn update_node_status(&self) {
         // a periodic sweep: its cloud calls wait behind initializations and other controllers' calls
-        CallPriority::Low.scope(self.update_node_status_now()).await;
-    }
-
-    async fn update_node_status_now(&self) {
-        let start = Instant::now();
-        let nodes = initialized(self.store.list());
-        let count = nodes.len();
-        let bulk = self.cloud.supports_bulk();
-        if bulk {
-            self.update_addresses_in_bulk(&nodes).await;
-        } else {
-            futures::stream::iter(nodes)
-                .for_each_concurrent(self.config.status_update_workers(), |node| async move {
-                    self.sync_addresses(&node, self.cloud.addresses(&node).await)
-                        .await;
-                })
-                .await;
-        }
-        tracing::debug!(nodes = count, bulk, took = ?start.elapsed(), "updated node statuses");
+        let sweep = async {
+            let start = Instant::now();
+            let nodes = initialized(self.store.list());
+            let count = nodes.len();
+            let bulk = self.cloud.supports_bulk();
+            if bulk {
+                self.update_addresses_in_bulk(&nodes).await;
+            } else {
+                futures::stream::iter(nodes)
+                    .for_each_concurrent(self.config.status_update_workers(), |node| async move {
+                        self.sync_addresses(&node, self.cloud.addresses(&node).await)
+                            .await;
+                    })
+                    .await;
+            }
+            tracing::debug!(nodes = count, bulk, took = ?start.elapsed(), "updated node statuses");
+        };
+        CallPriority::Low.scope(sweep).await;
     }
 
     /// One bulk cloud call for every node, then the writes with bounded parallelism. A failed bulk call skips

@@ -95,12 +95,15 @@ impl Default for RouteSyncMode {
 /// ```
 ///
 /// Every field but `cluster_cidr` has a setter `with_<field>`, derived with `getset`; `with_cluster_cidr` takes
-/// any string.
-#[derive(Debug, Clone, PartialEq, Eq, getset::WithSetters)]
+/// any string. `Default` is derived with `educe` from the value at each field (a field without one takes its
+/// type's default).
+#[derive(Debug, Clone, PartialEq, Eq, getset::WithSetters, educe::Educe)]
+#[educe(Default)]
 #[getset(set_with = "pub")]
 #[non_exhaustive]
 pub struct Config {
     /// `--configure-cloud-routes` (default true): when false the controller is not started.
+    #[educe(Default = true)]
     pub configure_cloud_routes: bool,
     /// `--cluster-cidr` (default empty): one CIDR or a dual-stack pair, comma separated. Required when routes are
     /// configured and the provider supports them.
@@ -109,32 +112,22 @@ pub struct Config {
     /// `--route-reconciliation-period` (default 10 s): the interval of [`RouteSyncMode::Periodic`]; in
     /// [`RouteSyncMode::EventDriven`], the first retry delay after a failed pass and the minimum interval between
     /// passes while passes fail (it never delays a reaction to a change while they succeed).
+    #[educe(Default(expression = DEFAULT_ROUTE_RECONCILIATION_PERIOD))]
     pub route_reconciliation_period: Duration,
     /// How long after a relevant Node change an event-driven pass starts (default 250 ms, see
     /// [`DEFAULT_EVENT_DEBOUNCE`]); changes within that window are batched into the same pass. It is measured
     /// from the first change, so a steady stream of changes cannot postpone a pass. Capped at
     /// `route_reconciliation_period`; zero starts a pass at once. Ignored in [`RouteSyncMode::Periodic`].
+    #[educe(Default(expression = DEFAULT_EVENT_DEBOUNCE))]
     pub event_debounce: Duration,
     /// How passes are triggered (default [`RouteSyncMode::EventDriven`] with a 5 minute resync).
     pub sync_mode: RouteSyncMode,
     /// The cap of the exponential retry backoff after a failed pass in event-driven mode (default 5 minutes).
+    #[educe(Default(expression = DEFAULT_MAX_RETRY_BACKOFF))]
     pub max_retry_backoff: Duration,
     /// Cloud route operations (creates and deletes together) in flight at once (default 200).
+    #[educe(Default(expression = DEFAULT_MAX_CONCURRENT_ROUTE_OPERATIONS))]
     pub max_concurrent_route_operations: usize,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            configure_cloud_routes: true,
-            cluster_cidr: String::new(),
-            route_reconciliation_period: DEFAULT_ROUTE_RECONCILIATION_PERIOD,
-            event_debounce: DEFAULT_EVENT_DEBOUNCE,
-            sync_mode: RouteSyncMode::default(),
-            max_retry_backoff: DEFAULT_MAX_RETRY_BACKOFF,
-            max_concurrent_route_operations: DEFAULT_MAX_CONCURRENT_ROUTE_OPERATIONS,
-        }
-    }
 }
 
 impl Config {

@@ -312,17 +312,15 @@ pub fn plan<N: Borrow<Node>>(nodes: &[N], routes: &[Route], cluster_cidrs: &[IpN
             .push(route);
     }
 
-    let mut sorted: BTreeMap<&str, &Node> = BTreeMap::new();
-    for node in nodes {
-        let node: &Node = node.borrow();
-        if let Some(name) = node.metadata.name.as_deref() {
-            sorted.insert(name, node);
-        }
-    }
+    let sorted: BTreeMap<&str, &Node> = nodes
+        .iter()
+        .map(|node| node.borrow())
+        .filter_map(|node: &Node| Some((node.metadata.name.as_deref()?, node)))
+        .collect();
 
     let mut actions: HashMap<(&str, String), CidrAction> = HashMap::new();
     let mut node_entries = Vec::new();
-    let mut pending = Vec::new();
+    let mut creates = Vec::new();
     for (&name, &node) in &sorted {
         let cidrs = node_pod_cidrs(node);
         let existing = by_node.get(name).map(Vec::as_slice).unwrap_or_default();
@@ -350,9 +348,19 @@ pub fn plan<N: Borrow<Node>>(nodes: &[N], routes: &[Route], cluster_cidrs: &[IpN
             } else {
                 CidrAction::Update
             };
-            actions.insert((name, key.clone()), action);
+            actions.insert((name, key), action);
             if action != CidrAction::Keep {
-                pending.push((name, node, cidr.clone(), key, action, addresses.clone()));
+                let mut route = Route::new(name, cidr.clone());
+                route.target_node_addresses = addresses.clone();
+                // Also after the deletes if a route of this CIDR is deleted (marked below).
+                let after_deletes = deletes_before_creates || action == CidrAction::Update;
+                creates.push(RouteCreate {
+                    node_name: name.to_owned(),
+                    name_hint: node.metadata.uid.clone().unwrap_or_default(),
+                    route,
+                    action,
+                    after_deletes,
+                });
             }
             pod_cidrs.push(PodCidr { cidr, action });
         }
@@ -395,22 +403,9 @@ pub fn plan<N: Borrow<Node>>(nodes: &[N], routes: &[Route], cluster_cidrs: &[IpN
         }
     }
 
-    let creates = pending
-        .into_iter()
-        .map(|(name, node, cidr, key, action, addresses)| {
-            let mut route = Route::new(name, cidr);
-            route.target_node_addresses = addresses;
-            RouteCreate {
-                node_name: name.to_owned(),
-                name_hint: node.metadata.uid.clone().unwrap_or_default(),
-                route,
-                action,
-                after_deletes: deletes_before_creates
-                    || action == CidrAction::Update
-                    || deleted_keys.contains(&key),
-            }
-        })
-        .collect();
+    for create in &mut creates {
+        create.after_deletes |= deleted_keys.contains(&cidr_key(&create.route.destination_cidr));
+    }
 
     RoutePlan {
         deletes,

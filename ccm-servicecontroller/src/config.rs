@@ -32,19 +32,24 @@ use crate::predicates::ServiceSelector;
 /// ```
 ///
 /// Every field but the retry delays has a setter `with_<field>`, derived with `getset`; the delays are set
-/// together with [`with_retry_backoff`](Self::with_retry_backoff).
-#[derive(Debug, Clone, PartialEq, getset::WithSetters)]
+/// together with [`with_retry_backoff`](Self::with_retry_backoff). `Default` is derived with `educe` from the
+/// value at each field (a field without one takes its type's default).
+#[derive(Debug, Clone, PartialEq, getset::WithSetters, educe::Educe)]
+#[educe(Default)]
 #[getset(set_with = "pub")]
 #[non_exhaustive]
 pub struct Config {
     /// How many Services are synced at once, and the parallelism of a node-sync pass
     /// (Go: `--concurrent-service-syncs`). Default 1; must be at least 1.
+    #[educe(Default = 1)]
     pub concurrent_service_syncs: usize,
     /// First retry delay of a failed Service sync; doubles per failure (Go: 5 s).
     #[getset(skip)]
+    #[educe(Default(expression = Duration::from_secs(5)))]
     pub retry_base_delay: Duration,
     /// Longest retry delay of a failed Service sync (Go: 300 s).
     #[getset(skip)]
+    #[educe(Default(expression = Duration::from_secs(300)))]
     pub retry_max_delay: Duration,
     /// How long node changes must settle before a node-sync pass starts. **Default 100 ms**: long enough that
     /// the Nodes of one burst (an autoscaler adding 100 at once, created within a few hundred milliseconds) share
@@ -52,20 +57,24 @@ pub struct Config {
     /// load balancers within a few tenths of a second. Changes that arrive while a pass runs are folded into the
     /// next pass. Zero starts a pass at once when none runs (work-conserving only: on a fast cloud, a burst then
     /// costs two or three updates per load balancer).
+    #[educe(Default(expression = Duration::from_millis(100)))]
     pub node_sync_debounce: Duration,
     /// Upper bound on how long a continuous stream of node changes can delay a node-sync pass. **Default 1 s**:
     /// while Nodes keep arriving (one every 50 ms, say), a pass still runs every second, so every Node is in every
     /// load balancer within about a second of its arrival, at a tenth of Go's calls.
+    #[educe(Default(expression = Duration::from_secs(1)))]
     pub node_sync_max_delay: Duration,
     /// Re-ensure every owned load balancer about this often, to repair changes made behind the controller's back
     /// (the Go controller never does). `None` (the default) disables it.
     pub periodic_reensure: Option<Duration>,
     /// Random extra delay added to each periodic re-ensure round, as a fraction of the period (0.0 to 1.0).
     /// Default 0.1.
+    #[educe(Default = 0.1)]
     pub periodic_reensure_jitter: f64,
     /// Also own `type: LoadBalancer` Services whose `spec.loadBalancerClass` is this value. Default `None`.
     pub load_balancer_class: Option<String>,
     /// Own `type: LoadBalancer` Services without a `spec.loadBalancerClass` (the Go behaviour). Default `true`.
+    #[educe(Default = true)]
     pub class_less_services: bool,
     /// Also re-ensure when `spec.allocateLoadBalancerNodePorts` or the values (not only the count) of
     /// `spec.ipFamilies` change. Default `false` (the Go field list).
@@ -89,24 +98,6 @@ pub enum Takeover {
     Compare,
     /// Ensure every Service's load balancer, as Go does (one `EnsureLoadBalancer` per Service).
     EnsureAll,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            concurrent_service_syncs: 1,
-            retry_base_delay: Duration::from_secs(5),
-            retry_max_delay: Duration::from_secs(300),
-            node_sync_debounce: Duration::from_millis(100),
-            node_sync_max_delay: Duration::from_secs(1),
-            periodic_reensure: None,
-            periodic_reensure_jitter: 0.1,
-            load_balancer_class: None,
-            class_less_services: true,
-            extended_update_fields: false,
-            takeover: Takeover::Compare,
-        }
-    }
 }
 
 impl Config {

@@ -5,8 +5,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use ccm_core::helpers::{has_load_balancer_finalizer, load_balancer_status_equal};
+use ccm_core::helpers::load_balancer_status_equal;
 use ccm_core::names;
+use ccm_core::names::finalizers::LOAD_BALANCER_CLEANUP;
 use ccm_core::runtime::Controller as Kit;
 use ccm_core::runtime::controller::{Controller, ControllerContext};
 use ccm_core::runtime::events::EventRecorder;
@@ -60,20 +61,6 @@ mod nodesync;
 /// # }
 /// ```
 pub struct ServiceController {
-    inner: Arc<Inner>,
-}
-
-impl std::fmt::Debug for ServiceController {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServiceController")
-            .field("provider", &self.inner.provider)
-            .field("cluster_name", &self.inner.cluster_name)
-            .field("config", &self.inner.config)
-            .finish_non_exhaustive()
-    }
-}
-
-struct Inner {
     client: kube::Client,
     balancer: Arc<dyn LoadBalancer>,
     provider: String,
@@ -91,6 +78,16 @@ struct Inner {
     locks: ServiceLocks,
 }
 
+impl std::fmt::Debug for ServiceController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceController")
+            .field("provider", &self.provider)
+            .field("cluster_name", &self.cluster_name)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
 impl ServiceController {
     /// A controller using the context's client, provider, informers and metrics registry.
     ///
@@ -105,7 +102,7 @@ impl ServiceController {
         })?;
         let backoff =
             || ItemExponentialBackoff::new(config.retry_base_delay, config.retry_max_delay);
-        let inner = Inner {
+        Ok(ServiceController {
             client: ctx.client.clone(),
             balancer,
             provider: ctx.provider.provider_name().to_owned(),
@@ -121,26 +118,23 @@ impl ServiceController {
             tracker: Tracker::default(),
             locks: ServiceLocks::default(),
             config,
-        };
-        Ok(ServiceController {
-            inner: Arc::new(inner),
         })
     }
 
     /// The controller's metrics.
     pub fn metrics(&self) -> &ServiceMetrics {
-        &self.inner.metrics
+        &self.metrics
     }
 
     /// The settings in use.
     pub fn config(&self) -> &Config {
-        &self.inner.config
+        &self.config
     }
 
     /// Run until `shutdown` is cancelled: wait for the caches, then sync Services and node changes. In-flight
     /// syncs finish before this returns; a node-sync pass stops starting new host updates.
     pub async fn run(self, shutdown: CancellationToken) {
-        let inner = self.inner;
+        let inner = Arc::new(self);
         tracing::info!(provider = %inner.provider, "starting service controller");
         let [all, initial, services, nodes, node_sync] = std::array::from_fn(|_| inner.clone());
         let mut kit = Kit::new("service-controller")
@@ -160,7 +154,7 @@ impl ServiceController {
                 timer.run_sync(&shutdown, || reensure.reensure()).await;
             });
         }
-        kit.run(shutdown, inner, |key, inner: Arc<Inner>| async move {
+        kit.run(shutdown, inner, |key, inner: Arc<Self>| async move {
             let started = Instant::now();
             inner.sync_service(&key).await?;
             tracing::debug!(service = %key, took = ?started.elapsed(), "synced service");
@@ -196,7 +190,7 @@ fn json_patch(value: serde_json::Value) -> Result<Patch<()>, kube::Error> {
         .map_err(kube::Error::SerdeError)
 }
 
-impl Inner {
+impl ServiceController {
     fn patch_params() -> PatchParams {
         PatchParams {
             field_manager: Some(names::controllers::SERVICE_CONTROLLER_CLIENT.to_owned()),
@@ -413,7 +407,7 @@ impl Inner {
             }
         }
         if path.removes_finalizer() {
-            self.remove_finalizer(key, svc).await?;
+            self.change_finalizer(key, svc, false).await?;
         }
         self.emit(svc, plan::DELETED);
         Ok(())
@@ -433,7 +427,7 @@ impl Inner {
         } else {
             tracing::info!(service = %key, "ensuring load balancer");
             self.emit(svc, plan::ENSURING);
-            let svc = self.add_finalizer(key, svc).await?;
+            let svc = with_finalizers(svc, self.change_finalizer(key, svc, true).await?);
             let answer = self.ensure_load_balancer(key, &svc).await;
             let Some(status) = plan::ensured_status(answer)? else {
                 tracing::debug!(service = %key, "load balancer implemented elsewhere; nothing to do");
@@ -464,63 +458,47 @@ impl Inner {
             .await
     }
 
-    /// Add the cleanup finalizer (if missing) through `services/status`; returns the Service as the cloud should
-    /// see it (with the finalizer).
-    async fn add_finalizer(&self, key: &str, svc: &Service) -> Result<Service, Error> {
-        if has_load_balancer_finalizer(svc) {
-            return Ok(svc.clone());
-        }
-        let (namespace, name) = split_key(key)?;
-        let api = self.api(namespace);
-        let mut finalizers = svc.finalizers().to_vec();
-        for _ in 0..FINALIZER_ATTEMPTS {
-            tracing::debug!(service = %key, "adding load balancer cleanup finalizer");
-            let patch =
-                json_patch(patches::add_finalizer(&finalizers)).map_err(Error::AddFinalizer)?;
-            match api.patch_status(name, &Self::patch_params(), &patch).await {
-                Ok(updated) => return Ok(with_finalizers(svc, updated.metadata.finalizers)),
-                Err(err) if is_finalizer_conflict(api_code(&err)) => {
-                    // The finalizer list changed under us: read it again.
-                    let fresh = api.get(name).await.map_err(Error::AddFinalizer)?;
-                    if has_load_balancer_finalizer(&fresh) {
-                        return Ok(with_finalizers(svc, fresh.metadata.finalizers));
-                    }
-                    finalizers = fresh.finalizers().to_vec();
-                }
-                Err(err) => return Err(Error::AddFinalizer(err)),
-            }
-        }
-        Err(Error::FinalizerConflict {
-            key: key.to_owned(),
-            attempts: FINALIZER_ATTEMPTS,
-        })
-    }
-
-    /// Remove the cleanup finalizer (if present) through `services/status`. A Service that is already gone needs
-    /// no finalizer removal.
-    async fn remove_finalizer(&self, key: &str, svc: &Service) -> Result<(), Error> {
-        let Some(mut patch_body) = patches::remove_finalizer(svc.finalizers()) else {
-            return Ok(());
+    /// Add (`add`) or remove the cleanup finalizer through `services/status`, reading the finalizer list again
+    /// after a concurrent change of it. Returns the Service's finalizers afterwards, for an ensure to hand the
+    /// cloud the Service as it is (with the finalizer). A Service that is already gone needs no finalizer removal.
+    async fn change_finalizer(
+        &self,
+        key: &str,
+        svc: &Service,
+        add: bool,
+    ) -> Result<Option<Vec<String>>, Error> {
+        let (verb, fail): (_, fn(kube::Error) -> Error) = if add {
+            ("adding", Error::AddFinalizer)
+        } else {
+            ("removing", Error::RemoveFinalizer)
+        };
+        // The patch that makes `finalizers` right, if they are not.
+        let body = |finalizers: &[String]| match add {
+            true if finalizers.iter().any(|f| f == LOAD_BALANCER_CLEANUP) => None,
+            true => Some(patches::add_finalizer(finalizers)),
+            false => patches::remove_finalizer(finalizers),
+        };
+        let Some(mut patch_body) = body(svc.finalizers()) else {
+            return Ok(svc.metadata.finalizers.clone());
         };
         let (namespace, name) = split_key(key)?;
         let api = self.api(namespace);
         for _ in 0..FINALIZER_ATTEMPTS {
-            tracing::debug!(service = %key, "removing load balancer cleanup finalizer");
-            let patch = json_patch(patch_body).map_err(Error::RemoveFinalizer)?;
-            match api.patch_status(name, &Self::patch_params(), &patch).await {
-                Ok(_) => return Ok(()),
-                Err(err) if is_not_found(&err) => return Ok(()),
-                Err(err) if is_finalizer_conflict(api_code(&err)) => {
-                    let Some(fresh) = api.get_opt(name).await.map_err(Error::RemoveFinalizer)?
-                    else {
-                        return Ok(());
-                    };
-                    match patches::remove_finalizer(fresh.finalizers()) {
-                        None => return Ok(()),
-                        Some(next) => patch_body = next,
-                    }
-                }
-                Err(err) => return Err(Error::RemoveFinalizer(err)),
+            tracing::debug!(service = %key, "{verb} load balancer cleanup finalizer");
+            let patch = json_patch(patch_body).map_err(fail)?;
+            let fresh = match api.patch_status(name, &Self::patch_params(), &patch).await {
+                Ok(updated) => return Ok(updated.metadata.finalizers),
+                Err(err) if !add && is_not_found(&err) => return Ok(None),
+                // The finalizer list changed under us: read it again.
+                Err(err) if is_finalizer_conflict(api_code(&err)) => match api.get(name).await {
+                    Err(err) if !add && is_not_found(&err) => return Ok(None),
+                    fresh => fresh.map_err(fail)?,
+                },
+                Err(err) => return Err(fail(err)),
+            };
+            match body(fresh.finalizers()) {
+                None => return Ok(fresh.metadata.finalizers),
+                Some(next) => patch_body = next,
             }
         }
         Err(Error::FinalizerConflict {

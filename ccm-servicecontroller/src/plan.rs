@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 use crate::error::Error;
 use crate::predicates::{
     ServiceSelector, go_list, loggable_node_names, needs_cleanup,
-    node_update_affects_load_balancers, should_enqueue_added, update_reason,
+    node_update_affects_load_balancers, should_enqueue_added, should_enqueue_updated,
 };
 
 /// How many times a finalizer patch is retried after a concurrent change of the finalizer list.
@@ -135,8 +135,7 @@ pub(crate) fn service_event_key(
     match event {
         InformerEvent::Added(svc) => should_enqueue_added(selector, svc).then(|| service_key(svc)),
         InformerEvent::Updated { old, new } => {
-            let changed = update_reason(selector, extended, old, new).is_some();
-            (changed || needs_cleanup(new)).then(|| service_key(new))
+            should_enqueue_updated(selector, extended, old, new).then(|| service_key(new))
         }
         InformerEvent::Deleted(svc) => Some(service_key(svc)).filter(|key| tracked(key)),
         InformerEvent::Resync => None,

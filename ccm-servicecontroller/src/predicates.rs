@@ -39,21 +39,14 @@ pub const MAX_NODE_NAMES_TO_LOG: usize = 20;
 /// assert!(!selector.wants_load_balancer(&lb(None)));
 /// assert!(ServiceSelector::default().wants_load_balancer(&lb(None)));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, educe::Educe)]
+#[educe(Default)]
 pub struct ServiceSelector {
     /// Own Services without a `loadBalancerClass`.
+    #[educe(Default = true)]
     pub class_less: bool,
     /// Own Services with this `loadBalancerClass`.
     pub class: Option<String>,
-}
-
-impl Default for ServiceSelector {
-    fn default() -> Self {
-        ServiceSelector {
-            class_less: true,
-            class: None,
-        }
-    }
 }
 
 impl ServiceSelector {

@@ -29,34 +29,28 @@ pub const DEFAULT_CONCURRENCY: usize = 10;
 /// assert_eq!(go_compatible.node_monitor_period, Duration::from_secs(5));
 /// ```
 ///
-/// Every field has a setter `with_<field>`, derived with `getset`.
-#[derive(Debug, Clone, PartialEq, Eq, getset::WithSetters)]
+/// Every field has a setter `with_<field>`, derived with `getset`. `Default` is derived with `educe` from the value
+/// at each field (a field without one takes its type's default).
+#[derive(Debug, Clone, PartialEq, Eq, getset::WithSetters, educe::Educe)]
+#[educe(Default)]
 #[getset(set_with = "pub")]
 #[non_exhaustive]
 pub struct Config {
     /// `--node-monitor-period` (default 5 s, must be > 0): the pause between two passes over the nodes.
+    #[educe(Default(expression = DEFAULT_NODE_MONITOR_PERIOD))]
     pub node_monitor_period: Duration,
     /// Nodes checked at once (default 10, must be > 0; Go: 1).
+    #[educe(Default(expression = DEFAULT_CONCURRENCY))]
     pub concurrency: usize,
     /// Which nodes are handled (default [`NodeOwnership::ProviderIdPrefix`]).
     pub ownership: NodeOwnership,
     /// Leave nodes that still carry `node.cloudprovider.kubernetes.io/uninitialized` alone (default true; Go:
     /// false, so a node could be deleted before it was ever initialized).
+    #[educe(Default = true)]
     pub protect_initializing_nodes: bool,
     /// The longest a single cloud call may take (default 30 s, must be > 0).
+    #[educe(Default(expression = DEFAULT_CLOUD_CALL_TIMEOUT))]
     pub cloud_call_timeout: Duration,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            node_monitor_period: DEFAULT_NODE_MONITOR_PERIOD,
-            concurrency: DEFAULT_CONCURRENCY,
-            ownership: NodeOwnership::default(),
-            protect_initializing_nodes: true,
-            cloud_call_timeout: DEFAULT_CLOUD_CALL_TIMEOUT,
-        }
-    }
 }
 
 impl Config {

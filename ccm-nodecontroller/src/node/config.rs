@@ -27,38 +27,32 @@ pub const DEFAULT_CONCURRENT_NODE_SYNCS: usize = 1;
 /// assert!(config.validate().is_ok());
 /// ```
 ///
-/// Every field has a setter `with_<field>`, derived with `getset`.
-#[derive(Debug, Clone, PartialEq, Eq, getset::WithSetters)]
+/// Every field has a setter `with_<field>`, derived with `getset`. `Default` is derived with `educe` from the value
+/// at each field (a field without one takes its type's default).
+#[derive(Debug, Clone, PartialEq, Eq, getset::WithSetters, educe::Educe)]
+#[educe(Default)]
 #[getset(set_with = "pub")]
 #[non_exhaustive]
 pub struct Config {
     /// `--concurrent-node-syncs` (default 1, must be > 0): workers initializing nodes.
+    #[educe(Default(expression = DEFAULT_CONCURRENT_NODE_SYNCS))]
     pub concurrent_node_syncs: usize,
     /// `--concurrent-node-status-updates` (default 0 = use `concurrent_node_syncs`): nodes whose addresses are
     /// refreshed at once by the periodic sync.
     pub concurrent_node_status_updates: usize,
     /// `--node-status-update-frequency` (default 5 minutes, must be > 0): the period of the address sync.
+    #[educe(Default(expression = DEFAULT_NODE_STATUS_UPDATE_FREQUENCY))]
     pub node_status_update_frequency: Duration,
     /// The longest a single cloud call may take before it counts as failed (default 30 s, must be > 0). Go has
     /// no limit, so one hung call blocks a worker forever.
+    #[educe(Default(expression = DEFAULT_CLOUD_CALL_TIMEOUT))]
     pub cloud_call_timeout: Duration,
     /// The most nodes waiting for initialization whose metadata one bulk call asks about (default
     /// [`DEFAULT_INITIALIZATION_BATCH`]; 0 = off, one call per node as in Go). Used only with a provider that
     /// answers bulk calls natively: see [`crate::prefetch`]. The runtime sets 0 when
     /// `--cloud-instance-cache-ttl` is 0.
+    #[educe(Default(expression = DEFAULT_INITIALIZATION_BATCH))]
     pub initialization_batch: usize,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            concurrent_node_syncs: DEFAULT_CONCURRENT_NODE_SYNCS,
-            concurrent_node_status_updates: 0,
-            node_status_update_frequency: DEFAULT_NODE_STATUS_UPDATE_FREQUENCY,
-            cloud_call_timeout: DEFAULT_CLOUD_CALL_TIMEOUT,
-            initialization_batch: DEFAULT_INITIALIZATION_BATCH,
-        }
-    }
 }
 
 impl Config {

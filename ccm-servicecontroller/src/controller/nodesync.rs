@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::Inner;
+use super::ServiceController;
 use crate::error::Error;
 use crate::hosts::HostList;
 use ccm_core::runtime::debounce::burst::run_bursts;
@@ -16,7 +16,7 @@ use ccm_core::runtime::debounce::burst::run_bursts;
 use crate::plan::{hosts_update_failed, hosts_updated};
 use crate::predicates::nodes_sufficiently_equal;
 
-impl Inner {
+impl ServiceController {
     /// Go: `nodeSyncLoop`: one pass per burst of node changes, until `shutdown`.
     pub(super) async fn node_sync_loop(self: Arc<Self>, shutdown: CancellationToken) {
         let (quiet, max) = (
