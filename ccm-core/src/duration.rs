@@ -206,7 +206,15 @@ fn parse_magnitude(value: &str, mut rest: &str) -> Result<u64, DurationError> {
         }
         // [0-9]*
         let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let whole = leading_int(&rest[..int_len]).ok_or_else(overflow)?;
+        // Go's `leadingInt`: at most `1 << 63`; no digits is zero (".5s")
+        let whole = match &rest[..int_len] {
+            "" => 0,
+            digits => digits
+                .parse::<u64>()
+                .ok()
+                .filter(|x| *x <= GO_LIMIT)
+                .ok_or_else(overflow)?,
+        };
         rest = &rest[int_len..];
         // (\.[0-9]*)?
         let (mut fraction, mut scale, mut has_fraction) = (0, 1.0, false);
@@ -259,21 +267,6 @@ fn parse_magnitude(value: &str, mut rest: &str) -> Result<u64, DurationError> {
         }
     }
     Ok(total)
-}
-
-/// The value of `digits` (ASCII digits only), or `None` beyond `1 << 63` (Go's `leadingInt`).
-fn leading_int(digits: &str) -> Option<u64> {
-    let mut x: u64 = 0;
-    for digit in digits.bytes() {
-        if x > GO_LIMIT / 10 {
-            return None;
-        }
-        x = x * 10 + u64::from(digit - b'0');
-        if x > GO_LIMIT {
-            return None;
-        }
-    }
-    Some(x)
 }
 
 /// The fraction digits as an integer and its scale (a power of ten), digits that would overflow ignored (Go's
