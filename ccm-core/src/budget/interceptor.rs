@@ -14,6 +14,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
+use scopeguard::ScopeGuard;
 use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -189,29 +190,6 @@ async fn dispatch(shared: Arc<Shared>) {
     }
 }
 
-/// Takes a waiting call out of the queue if its caller stops waiting (a dropped future).
-struct WaitGuard<'a> {
-    shared: &'a Shared,
-    id: u64,
-    operation: Operation,
-    armed: bool,
-}
-
-impl Drop for WaitGuard<'_> {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let mut state = self.shared.state.lock();
-        let shutting_down = self.shared.shutdown.is_cancelled();
-        state
-            .scheduler
-            .cancel(self.id, self.operation, shutting_down);
-        state.waiters.remove(&self.id);
-        self.shared.report(&mut state, Instant::now());
-    }
-}
-
 impl RateLimitInterceptor {
     /// A limiter for `budget` with the default [`AimdConfig`]; waiting calls fail once `shutdown` is cancelled.
     pub fn new(budget: &CloudBudget, shutdown: CancellationToken) -> Result<Self, BudgetError> {
@@ -330,14 +308,16 @@ impl ProviderInterceptor for RateLimitInterceptor {
             (id, rx)
         };
         tracing::trace!(%operation, target = call.target, %priority, "waiting for cloud budget");
-        let mut guard = WaitGuard {
-            shared: &self.shared,
-            id,
-            operation,
-            armed: true,
-        };
+        // Takes the call out of the queue if its caller stops waiting (a dropped future).
+        let guard = scopeguard::guard((), |()| {
+            let mut state = self.shared.state.lock();
+            let shutting_down = self.shared.shutdown.is_cancelled();
+            state.scheduler.cancel(id, operation, shutting_down);
+            state.waiters.remove(&id);
+            self.shared.report(&mut state, Instant::now());
+        });
         let granted = waiting.await;
-        guard.armed = false;
+        ScopeGuard::into_inner(guard);
         match granted {
             Ok(()) => {
                 self.observe_wait(operation, arrived.elapsed());
