@@ -251,18 +251,12 @@ fn parse_magnitude(value: &str, mut rest: &str) -> Result<u64, DurationError> {
         if whole > GO_LIMIT / unit_nanos {
             return Err(overflow());
         }
-        let mut nanos = whole * unit_nanos;
-        if fraction > 0 {
-            // As Go: a float64 is nanosecond-accurate for fractions of hours (at most 3.6e12 ns), and the
-            // product is truncated. The cast saturates; the sum is checked below.
-            let fraction_nanos = (fraction as f64 * (unit_nanos as f64 / scale)) as u64;
-            nanos = nanos.checked_add(fraction_nanos).ok_or_else(overflow)?;
-            if nanos > GO_LIMIT {
-                return Err(overflow());
-            }
-        }
-        total = total.checked_add(nanos).ok_or_else(overflow)?;
-        if total > GO_LIMIT {
+        // As Go: a float64 is nanosecond-accurate for fractions of hours (at most 3.6e12 ns), and the product
+        // is truncated. The cast and the sums saturate, so any overflow ends above the limit.
+        let fraction_nanos = (fraction as f64 * (unit_nanos as f64 / scale)) as u64;
+        let nanos = (whole * unit_nanos).saturating_add(fraction_nanos);
+        total = total.saturating_add(nanos);
+        if nanos > GO_LIMIT || total > GO_LIMIT {
             return Err(overflow());
         }
     }
