@@ -130,19 +130,20 @@ pub struct CacheStats {
     pub misses: u64,
 }
 
-#[derive(Default)]
-struct Counters {
-    hits: AtomicU64,
-    coalesced: AtomicU64,
-    misses: AtomicU64,
-    family: OnceLock<Family<Labels, Counter>>,
-}
-
-#[derive(Clone, Copy)]
+/// How a question was answered: the `result` label of the cache metrics.
+#[derive(Clone, Copy, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 enum Outcome {
     Hit,
     Coalesced,
     Miss,
+}
+
+#[derive(Default)]
+struct Counters {
+    /// Questions so far, by [`Outcome`] in declaration order.
+    counts: [AtomicU64; 3],
+    family: OnceLock<Family<Labels, Counter>>,
 }
 
 impl Counters {
@@ -150,15 +151,9 @@ impl Counters {
         if n == 0 {
             return;
         }
-        let (counter, result) = match outcome {
-            Outcome::Hit => (&self.hits, "hit"),
-            Outcome::Coalesced => (&self.coalesced, "coalesced"),
-            Outcome::Miss => (&self.misses, "miss"),
-        };
-        counter.fetch_add(n, Ordering::Relaxed);
+        self.counts[outcome as usize].fetch_add(n, Ordering::Relaxed);
         if let Some(family) = self.family.get() {
-            let operation = question.as_str();
-            let labels = labels(&[("operation", operation), ("result", result)]);
+            let labels = labels(&[("operation", question.as_str()), ("result", outcome.into())]);
             family.get_or_create(&labels).inc_by(n);
         }
     }
@@ -244,10 +239,12 @@ impl InstanceCache {
 
     /// Hits, coalesced questions and misses so far.
     pub fn stats(&self) -> CacheStats {
+        let load =
+            |outcome: Outcome| self.counters.counts[outcome as usize].load(Ordering::Relaxed);
         CacheStats {
-            hits: self.counters.hits.load(Ordering::Relaxed),
-            coalesced: self.counters.coalesced.load(Ordering::Relaxed),
-            misses: self.counters.misses.load(Ordering::Relaxed),
+            hits: load(Outcome::Hit),
+            coalesced: load(Outcome::Coalesced),
+            misses: load(Outcome::Miss),
         }
     }
 
