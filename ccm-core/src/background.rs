@@ -30,10 +30,11 @@
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt as _;
+use parking_lot::Mutex;
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -91,7 +92,7 @@ impl BackgroundTasks {
                 tracing::error!(task = %label, panic = %message, "background task panicked");
             }
         });
-        let mut aborts = self.aborts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut aborts = self.aborts.lock();
         aborts.retain(|(_, h)| !h.is_finished());
         aborts.push((name.to_owned(), handle.abort_handle()));
     }
@@ -115,7 +116,6 @@ impl BackgroundTasks {
         let pending: Vec<(String, AbortHandle)> = self
             .aborts
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .drain(..)
             .filter(|(_, h)| !h.is_finished())
             .collect();

@@ -47,13 +47,14 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use k8s_openapi::api::core::v1::Node;
+use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use tokio::time::Instant;
@@ -129,19 +130,20 @@ pub struct CacheStats {
     pub misses: u64,
 }
 
-#[derive(Default)]
-struct Counters {
-    hits: AtomicU64,
-    coalesced: AtomicU64,
-    misses: AtomicU64,
-    family: OnceLock<Family<Labels, Counter>>,
-}
-
-#[derive(Clone, Copy)]
+/// How a question was answered: the `result` label of the cache metrics.
+#[derive(Clone, Copy, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 enum Outcome {
     Hit,
     Coalesced,
     Miss,
+}
+
+#[derive(Default)]
+struct Counters {
+    /// Questions so far, by [`Outcome`] in declaration order.
+    counts: [AtomicU64; 3],
+    family: OnceLock<Family<Labels, Counter>>,
 }
 
 impl Counters {
@@ -149,15 +151,9 @@ impl Counters {
         if n == 0 {
             return;
         }
-        let (counter, result) = match outcome {
-            Outcome::Hit => (&self.hits, "hit"),
-            Outcome::Coalesced => (&self.coalesced, "coalesced"),
-            Outcome::Miss => (&self.misses, "miss"),
-        };
-        counter.fetch_add(n, Ordering::Relaxed);
+        self.counts[outcome as usize].fetch_add(n, Ordering::Relaxed);
         if let Some(family) = self.family.get() {
-            let operation = question.as_str();
-            let labels = labels(&[("operation", operation), ("result", result)]);
+            let labels = labels(&[("operation", question.as_str()), ("result", outcome.into())]);
             family.get_or_create(&labels).inc_by(n);
         }
     }
@@ -209,10 +205,6 @@ impl InstanceCache {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// How long metadata answers are kept (zero: coalescing only).
     pub fn ttl(&self) -> Duration {
         self.ttl
@@ -221,7 +213,7 @@ impl InstanceCache {
     /// Forget everything about the node named `node_name`. A call about it still in flight is not kept when it
     /// finishes (a later question asks the cloud again).
     pub fn invalidate(&self, node_name: &str) {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         state.answers.retain(|(_, name, _), _| name != node_name);
         state.flights.retain(|(_, name, _), _| name != node_name);
         state.epoch += 1;
@@ -229,7 +221,7 @@ impl InstanceCache {
 
     /// Forget everything, including calls in flight (as [`invalidate`](Self::invalidate) does for one node).
     pub fn clear(&self) {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         state.answers.clear();
         state.flights.clear();
         state.epoch += 1;
@@ -237,7 +229,7 @@ impl InstanceCache {
 
     /// How many answers are held (expired ones included until they are pruned).
     pub fn len(&self) -> usize {
-        self.lock().answers.len()
+        self.state.lock().answers.len()
     }
 
     /// True if no answer is held.
@@ -247,10 +239,12 @@ impl InstanceCache {
 
     /// Hits, coalesced questions and misses so far.
     pub fn stats(&self) -> CacheStats {
+        let load =
+            |outcome: Outcome| self.counters.counts[outcome as usize].load(Ordering::Relaxed);
         CacheStats {
-            hits: self.counters.hits.load(Ordering::Relaxed),
-            coalesced: self.counters.coalesced.load(Ordering::Relaxed),
-            misses: self.counters.misses.load(Ordering::Relaxed),
+            hits: load(Outcome::Hit),
+            coalesced: load(Outcome::Coalesced),
+            misses: load(Outcome::Miss),
         }
     }
 
@@ -284,7 +278,7 @@ impl InstanceCache {
     {
         let key = key(question, node);
         let (generation, flight) = {
-            let mut state = self.lock();
+            let mut state = self.state.lock();
             if let Some(answer) = self.kept(&state, &key) {
                 self.counters.record(question, Outcome::Hit, 1);
                 return Ok(answer);
@@ -307,7 +301,7 @@ impl InstanceCache {
             }
         };
         let result = flight.await;
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         if state
             .flights
             .get(&key)
@@ -341,7 +335,7 @@ impl InstanceCache {
     /// [`store_many`](Self::store_many).
     fn cached_many(&self, nodes: &[Node]) -> (Vec<Option<Answer>>, u64) {
         let question = Operation::InstanceMetadata;
-        let state = self.lock();
+        let state = self.state.lock();
         let answers: Vec<Option<Answer>> = nodes
             .iter()
             .map(|node| self.kept(&state, &key(question, node)))
@@ -358,7 +352,7 @@ impl InstanceCache {
     /// invalidated since `epoch`.
     fn store_many<'a>(&self, epoch: u64, answers: impl Iterator<Item = (&'a Node, Answer)>) {
         let question = Operation::InstanceMetadata;
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         if !self.keeps(question) || state.epoch != epoch {
             return;
         }
@@ -547,6 +541,7 @@ mod tests {
     use crate::intercept::InterceptedProvider;
     use crate::provider::CloudProvider;
     use crate::types::InstanceMetadata;
+    use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[derive(Default)]

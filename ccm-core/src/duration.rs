@@ -206,7 +206,15 @@ fn parse_magnitude(value: &str, mut rest: &str) -> Result<u64, DurationError> {
         }
         // [0-9]*
         let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let whole = leading_int(&rest[..int_len]).ok_or_else(overflow)?;
+        // Go's `leadingInt`: at most `1 << 63`; no digits is zero (".5s")
+        let whole = match &rest[..int_len] {
+            "" => 0,
+            digits => digits
+                .parse::<u64>()
+                .ok()
+                .filter(|x| *x <= GO_LIMIT)
+                .ok_or_else(overflow)?,
+        };
         rest = &rest[int_len..];
         // (\.[0-9]*)?
         let (mut fraction, mut scale, mut has_fraction) = (0, 1.0, false);
@@ -243,37 +251,16 @@ fn parse_magnitude(value: &str, mut rest: &str) -> Result<u64, DurationError> {
         if whole > GO_LIMIT / unit_nanos {
             return Err(overflow());
         }
-        let mut nanos = whole * unit_nanos;
-        if fraction > 0 {
-            // As Go: a float64 is nanosecond-accurate for fractions of hours (at most 3.6e12 ns), and the
-            // product is truncated. The cast saturates; the sum is checked below.
-            let fraction_nanos = (fraction as f64 * (unit_nanos as f64 / scale)) as u64;
-            nanos = nanos.checked_add(fraction_nanos).ok_or_else(overflow)?;
-            if nanos > GO_LIMIT {
-                return Err(overflow());
-            }
-        }
-        total = total.checked_add(nanos).ok_or_else(overflow)?;
-        if total > GO_LIMIT {
+        // As Go: a float64 is nanosecond-accurate for fractions of hours (at most 3.6e12 ns), and the product
+        // is truncated. The cast and the sums saturate, so any overflow ends above the limit.
+        let fraction_nanos = (fraction as f64 * (unit_nanos as f64 / scale)) as u64;
+        let nanos = (whole * unit_nanos).saturating_add(fraction_nanos);
+        total = total.saturating_add(nanos);
+        if nanos > GO_LIMIT || total > GO_LIMIT {
             return Err(overflow());
         }
     }
     Ok(total)
-}
-
-/// The value of `digits` (ASCII digits only), or `None` beyond `1 << 63` (Go's `leadingInt`).
-fn leading_int(digits: &str) -> Option<u64> {
-    let mut x: u64 = 0;
-    for digit in digits.bytes() {
-        if x > GO_LIMIT / 10 {
-            return None;
-        }
-        x = x * 10 + u64::from(digit - b'0');
-        if x > GO_LIMIT {
-            return None;
-        }
-    }
-    Some(x)
 }
 
 /// The fraction digits as an integer and its scale (a power of ten), digits that would overflow ignored (Go's

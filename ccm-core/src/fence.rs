@@ -29,9 +29,10 @@
 //! assert_eq!(fence.check(), Err(FenceClosed::Revoked));
 //! ```
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::time::Instant;
 
 /// Why the fence is closed: the reason of a refused write or cloud call.
@@ -149,12 +150,12 @@ impl LeadershipFence {
     }
 
     fn update(&self, f: impl FnOnce(State) -> State) {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = self.state.lock();
         *state = f(*state);
     }
 
     fn get(&self) -> State {
-        *self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        *self.state.lock()
     }
 
     /// Record that a lease write (acquire or renew) **sent** at `sent` was accepted: the fence is open until

@@ -50,39 +50,32 @@ pub struct SourceRangeError {
 /// assert_eq!(ranges[0].to_string(), "10.0.0.0/8");
 /// ```
 pub fn load_balancer_source_ranges(service: &Service) -> Result<Vec<IpNet>, SourceRangeError> {
-    let key = service_key(service);
     let spec_ranges = service
         .spec
         .as_ref()
-        .and_then(|s| s.load_balancer_source_ranges.clone())
+        .and_then(|s| s.load_balancer_source_ranges.as_deref())
         .unwrap_or_default();
-    let (values, origin): (Vec<String>, &'static str) = if !spec_ranges.is_empty() {
-        (
-            spec_ranges.iter().map(|s| s.trim().to_owned()).collect(),
-            "spec.loadBalancerSourceRanges",
-        )
+    let annotation = service
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(names::annotations::LOAD_BALANCER_SOURCE_RANGES))
+        .map_or("", |v| v.trim());
+    let (values, origin): (Vec<&str>, &'static str) = if !spec_ranges.is_empty() {
+        let values = spec_ranges.iter().map(|s| s.trim()).collect();
+        (values, "spec.loadBalancerSourceRanges")
+    } else if !annotation.is_empty() {
+        let values = annotation.split(',').map(str::trim).collect();
+        (values, names::annotations::LOAD_BALANCER_SOURCE_RANGES)
     } else {
-        let annotation = service
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(names::annotations::LOAD_BALANCER_SOURCE_RANGES))
-            .map(|v| v.trim().to_owned())
-            .unwrap_or_default();
-        if annotation.is_empty() {
-            return Ok(vec!["0.0.0.0/0".parse().expect("a valid constant CIDR")]);
-        }
-        (
-            annotation.split(',').map(|s| s.trim().to_owned()).collect(),
-            names::annotations::LOAD_BALANCER_SOURCE_RANGES,
-        )
+        return Ok(vec!["0.0.0.0/0".parse().expect("a valid constant CIDR")]);
     };
     values
         .into_iter()
         .map(|value| {
             value.parse::<IpNet>().map_err(|_| SourceRangeError {
-                service: key.clone(),
-                value,
+                service: service_key(service),
+                value: value.to_owned(),
                 origin,
             })
         })

@@ -40,7 +40,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use strum::{Display, IntoStaticStr};
+use strum::{Display, IntoStaticStr, VariantArray};
 use tokio::time::Instant;
 
 use crate::cache::{CachedV2, InstanceCache};
@@ -55,7 +55,7 @@ mod wrapped;
 use wrapped::Wrapped;
 
 /// A provider capability.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, IntoStaticStr)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, IntoStaticStr, VariantArray)]
 #[strum(serialize_all = "kebab-case")]
 #[non_exhaustive]
 pub enum Capability {
@@ -74,15 +74,9 @@ pub enum Capability {
 }
 
 impl Capability {
-    /// Every capability.
-    pub const ALL: [Capability; 6] = [
-        Capability::LoadBalancer,
-        Capability::Instances,
-        Capability::InstancesV2,
-        Capability::Zones,
-        Capability::Clusters,
-        Capability::Routes,
-    ];
+    /// Every capability, in declaration order.
+    pub const ALL: [Capability; Self::VARIANTS.len()] =
+        *Self::VARIANTS.first_chunk().expect("all variants");
 
     /// A stable lower-case name (`load-balancer`, `instances-v2`, ...).
     pub fn as_str(self) -> &'static str {
@@ -157,7 +151,9 @@ impl Capability {
 /// assert_eq!(Operation::InstanceMetadata.capability(), Some(Capability::InstancesV2));
 /// assert!(Operation::from_name("instance-metadata").is_none());
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, IntoStaticStr, Display)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, IntoStaticStr, Display, VariantArray,
+)]
 #[strum(serialize_all = "kebab-case")]
 #[non_exhaustive]
 pub enum Operation {
@@ -224,35 +220,8 @@ pub enum Operation {
 
 impl Operation {
     /// Every operation, in the order of the table above.
-    pub const ALL: [Operation; 27] = [
-        Operation::Initialize,
-        Operation::GetLoadBalancer,
-        Operation::EnsureLoadBalancer,
-        Operation::UpdateLoadBalancer,
-        Operation::EnsureLoadBalancerDeleted,
-        Operation::NodeAddresses,
-        Operation::NodeAddressesByProviderId,
-        Operation::InstanceId,
-        Operation::InstanceType,
-        Operation::InstanceTypeByProviderId,
-        Operation::InstanceExistsByProviderId,
-        Operation::InstanceShutdownByProviderId,
-        Operation::InstanceExists,
-        Operation::InstanceShutdown,
-        Operation::InstanceMetadata,
-        Operation::InstanceMetadataBulk,
-        Operation::InstanceExistsBulk,
-        Operation::InstanceShutdownBulk,
-        Operation::GetZone,
-        Operation::GetZoneByProviderId,
-        Operation::GetZoneByNodeName,
-        Operation::ListClusters,
-        Operation::Master,
-        Operation::ListRoutes,
-        Operation::CreateRoute,
-        Operation::DeleteRoute,
-        Operation::ListLoadBalancers,
-    ];
+    pub const ALL: [Operation; Self::VARIANTS.len()] =
+        *Self::VARIANTS.first_chunk().expect("all variants");
 
     /// The stable name (see the table above).
     pub fn as_str(self) -> &'static str {

@@ -103,6 +103,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use futures::stream::{self, StreamExt};
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service};
 use tokio_util::sync::CancellationToken;
 
@@ -511,26 +512,16 @@ pub trait Routes: Send + Sync + 'static {
     async fn delete_route(&self, cluster_name: &str, route: &Route) -> Result<(), CloudError>;
 }
 
-/// One answer per node, asked one node after another: what the default bulk methods do.
-async fn one_by_one<'a, T, F, Fut>(nodes: &'a [Node], ask: F) -> Vec<Result<T, CloudError>>
-where
-    F: Fn(&'a Node) -> Fut,
-    Fut: std::future::Future<Output = Result<T, CloudError>>,
-{
-    let mut out = Vec::with_capacity(nodes.len());
-    for node in nodes {
-        out.push(ask(node).await);
-    }
-    out
-}
-
 /// Metadata for `nodes` with one [`InstancesV2::instance_metadata`] call per node, one after another: the
 /// fallback of [`InstancesV2::instance_metadata_bulk`] for providers without a native bulk call.
 pub async fn metadata_one_by_one<V: InstancesV2 + ?Sized>(
     v2: &V,
     nodes: &[Node],
 ) -> Vec<Result<InstanceLookup, CloudError>> {
-    one_by_one(nodes, |node| v2.instance_metadata(node)).await
+    stream::iter(nodes)
+        .then(|node| v2.instance_metadata(node))
+        .collect()
+        .await
 }
 
 /// Whether `nodes` are shut down, with one [`InstancesV2::instance_shutdown`] call per node, one after another:
@@ -539,7 +530,10 @@ pub async fn shutdown_one_by_one<V: InstancesV2 + ?Sized>(
     v2: &V,
     nodes: &[Node],
 ) -> Vec<Result<bool, CloudError>> {
-    one_by_one(nodes, |node| v2.instance_shutdown(node)).await
+    stream::iter(nodes)
+        .then(|node| v2.instance_shutdown(node))
+        .collect()
+        .await
 }
 
 /// Existence of `nodes` with one [`InstancesV2::instance_exists`] call per node, one after another: the fallback
@@ -548,5 +542,8 @@ pub async fn exists_one_by_one<V: InstancesV2 + ?Sized>(
     v2: &V,
     nodes: &[Node],
 ) -> Vec<Result<bool, CloudError>> {
-    one_by_one(nodes, |node| v2.instance_exists(node)).await
+    stream::iter(nodes)
+        .then(|node| v2.instance_exists(node))
+        .collect()
+        .await
 }

@@ -41,10 +41,11 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
+use parking_lot::Mutex;
 
 use crate::background::BackgroundTasks;
 use crate::error::BoxError;
@@ -163,7 +164,7 @@ impl ProviderSettings {
     /// [`CloudProvider::reload`] receives its new contents.
     pub fn watch_file(&self, path: impl Into<PathBuf>) {
         let path = path.into();
-        let mut watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+        let mut watched = self.watched.lock();
         if !watched.contains(&path) {
             watched.push(path);
         }
@@ -171,10 +172,7 @@ impl ProviderSettings {
 
     /// The files declared with [`watch_file`](Self::watch_file), in declaration order.
     pub fn watched_files(&self) -> Vec<PathBuf> {
-        self.watched
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.watched.lock().clone()
     }
 }
 
@@ -251,10 +249,6 @@ impl ProviderRegistry {
         Self::default()
     }
 
-    fn factories(&self) -> MutexGuard<'_, BTreeMap<String, ProviderFactory>> {
-        self.factories.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// The process-wide registry, for vendors that register from their `main` and look up by flag.
     pub fn global() -> &'static ProviderRegistry {
         static GLOBAL: OnceLock<ProviderRegistry> = OnceLock::new();
@@ -267,7 +261,7 @@ impl ProviderRegistry {
         F: Fn(ProviderSettings) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Arc<dyn CloudProvider>, BoxError>> + Send + 'static,
     {
-        let mut factories = self.factories();
+        let mut factories = self.factories.lock();
         if factories.contains_key(name) {
             return Err(RegistryError::Duplicate {
                 name: name.to_owned(),
@@ -280,12 +274,12 @@ impl ProviderRegistry {
 
     /// Whether a factory is registered under `name`.
     pub fn is_registered(&self, name: &str) -> bool {
-        self.factories().contains_key(name)
+        self.factories.lock().contains_key(name)
     }
 
     /// The registered names, sorted.
     pub fn names(&self) -> Vec<String> {
-        self.factories().keys().cloned().collect()
+        self.factories.lock().keys().cloned().collect()
     }
 
     /// Run the factory registered under `name` with `settings`; `Ok(None)` if no such factory exists.
@@ -294,7 +288,7 @@ impl ProviderRegistry {
         name: &str,
         settings: ProviderSettings,
     ) -> Result<Option<Arc<dyn CloudProvider>>, RegistryError> {
-        let Some(factory) = self.factories().get(name).cloned() else {
+        let Some(factory) = self.factories.lock().get(name).cloned() else {
             return Ok(None);
         };
         factory(settings)

@@ -23,7 +23,9 @@
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 type AnyValue = Arc<dyn Any + Send + Sync>;
 
@@ -40,10 +42,7 @@ impl std::fmt::Debug for VendorSettings {
         f.debug_struct("VendorSettings")
             .field("args", &self.args.is_some())
             .field("config", &self.config.is_some())
-            .field(
-                "shared",
-                &self.shared.lock().unwrap_or_else(|e| e.into_inner()).len(),
-            )
+            .field("shared", &self.shared.lock().len())
             .finish()
     }
 }
@@ -92,13 +91,12 @@ impl VendorSettings {
     pub fn share<T: Clone + Send + Sync + 'static>(&self, value: T) {
         self.shared
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .insert(TypeId::of::<T>(), Arc::new(value));
     }
 
     /// A clone of the shared value of type `T`, if one was shared.
     pub fn shared<T: Clone + Send + Sync + 'static>(&self) -> Option<T> {
-        let shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        let shared = self.shared.lock();
         shared.get(&TypeId::of::<T>())?.downcast_ref::<T>().cloned()
     }
 }

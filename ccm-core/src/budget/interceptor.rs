@@ -4,15 +4,17 @@
 
 use std::collections::HashMap;
 use std::error::Error as StdError;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
+use scopeguard::ScopeGuard;
 use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -101,10 +103,6 @@ struct BudgetMetrics {
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Update the gauges from the state (with the lock held).
     fn report(&self, state: &mut State, now: Instant) {
         let Some(metrics) = self.metrics.get() else {
@@ -160,7 +158,7 @@ impl Shared {
 async fn dispatch(shared: Arc<Shared>) {
     loop {
         let next = {
-            let mut state = shared.lock();
+            let mut state = shared.state.lock();
             let now = Instant::now();
             if shared.shutdown.is_cancelled() {
                 for id in state.scheduler.shut_down() {
@@ -189,29 +187,6 @@ async fn dispatch(shared: Arc<Shared>) {
             _ = shared.wake.notified() => {}
             _ = shared.shutdown.cancelled() => {}
         }
-    }
-}
-
-/// Takes a waiting call out of the queue if its caller stops waiting (a dropped future).
-struct WaitGuard<'a> {
-    shared: &'a Shared,
-    id: u64,
-    operation: Operation,
-    armed: bool,
-}
-
-impl Drop for WaitGuard<'_> {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let mut state = self.shared.lock();
-        let shutting_down = self.shared.shutdown.is_cancelled();
-        state
-            .scheduler
-            .cancel(self.id, self.operation, shutting_down);
-        state.waiters.remove(&self.id);
-        self.shared.report(&mut state, Instant::now());
     }
 }
 
@@ -282,7 +257,7 @@ impl RateLimitInterceptor {
         }
         let _ = self.shared.metrics.set(metrics);
         {
-            let mut state = self.shared.lock();
+            let mut state = self.shared.state.lock();
             self.shared.report(&mut state, Instant::now());
         }
         self
@@ -305,7 +280,7 @@ impl ProviderInterceptor for RateLimitInterceptor {
         let operation = call.operation;
         let arrived = Instant::now();
         let (id, waiting) = {
-            let mut state = self.shared.lock();
+            let mut state = self.shared.state.lock();
             let admitted = if self.shared.shutdown.is_cancelled() {
                 None
             } else {
@@ -333,14 +308,16 @@ impl ProviderInterceptor for RateLimitInterceptor {
             (id, rx)
         };
         tracing::trace!(%operation, target = call.target, %priority, "waiting for cloud budget");
-        let mut guard = WaitGuard {
-            shared: &self.shared,
-            id,
-            operation,
-            armed: true,
-        };
+        // Takes the call out of the queue if its caller stops waiting (a dropped future).
+        let guard = scopeguard::guard((), |()| {
+            let mut state = self.shared.state.lock();
+            let shutting_down = self.shared.shutdown.is_cancelled();
+            state.scheduler.cancel(id, operation, shutting_down);
+            state.waiters.remove(&id);
+            self.shared.report(&mut state, Instant::now());
+        });
         let granted = waiting.await;
-        guard.armed = false;
+        ScopeGuard::into_inner(guard);
         match granted {
             Ok(()) => {
                 self.observe_wait(operation, arrived.elapsed());
@@ -376,7 +353,7 @@ impl ProviderInterceptor for RateLimitInterceptor {
                 .inc();
         }
         let now = Instant::now();
-        let mut state = self.shared.lock();
+        let mut state = self.shared.state.lock();
         let cut = state.scheduler.on_outcome(call.operation, outcome, now);
         let limit = state.scheduler.adaptive_limit(now);
         match (state.limiting, limit) {
@@ -405,11 +382,12 @@ impl ProviderInterceptor for RateLimitInterceptor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
 
     impl RateLimitInterceptor {
         /// The rate calls may go at now, calls per second (`None`: nothing limits).
         fn current_rate(&self) -> Option<f64> {
-            self.shared.lock().scheduler.rate(Instant::now())
+            self.shared.state.lock().scheduler.rate(Instant::now())
         }
     }
 
@@ -627,7 +605,10 @@ mod tests {
         limiter.before_call(&info).await.unwrap();
         assert!(before.elapsed() < Duration::from_millis(100));
         // other errors are answers the cloud gave: no congestion
-        assert_eq!(limiter.shared.lock().scheduler.take_abandoned().len(), 0);
+        assert_eq!(
+            limiter.shared.state.lock().scheduler.take_abandoned().len(),
+            0
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -696,7 +677,7 @@ mod tests {
         )
         .await;
         assert!(gave_up.is_err());
-        assert_eq!(limiter.shared.lock().scheduler.waiting(), [0, 0, 0]);
+        assert_eq!(limiter.shared.state.lock().scheduler.waiting(), [0, 0, 0]);
         let start = Instant::now();
         limiter
             .before_call(&call(Operation::ListRoutes))

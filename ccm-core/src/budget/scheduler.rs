@@ -302,10 +302,7 @@ impl Scheduler {
     pub(crate) fn rate(&mut self, now: Instant) -> Option<f64> {
         let adaptive = self.adaptive_limit(now);
         let cap = self.cap.as_ref().map(TokenBucket::qps);
-        match (cap, adaptive) {
-            (Some(c), Some(a)) => Some(c.min(a)),
-            (c, a) => c.or(a),
-        }
+        cap.into_iter().chain(adaptive).reduce(f64::min)
     }
 
     /// The adaptive limit alone (`None` while open or off).

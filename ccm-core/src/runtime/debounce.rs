@@ -27,10 +27,11 @@
 pub mod burst;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -134,7 +135,7 @@ impl Debounced {
         if !self.failing.load(Ordering::Relaxed) {
             return self.debounce;
         }
-        let last = *self.last_start.lock().unwrap_or_else(|e| e.into_inner());
+        let last = *self.last_start.lock();
         last.map(|start| (start + self.period).saturating_duration_since(now))
             .unwrap_or_default()
             .max(self.debounce)
@@ -169,7 +170,7 @@ impl Debounced {
             };
             let Some(taken) = item else { break };
             let item = *taken.key();
-            *self.last_start.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+            *self.last_start.lock() = Some(Instant::now());
             if matches!(self.mode, Schedule::Periodic) {
                 self.queue.add_after(self.key, self.period);
             }
@@ -198,6 +199,7 @@ impl Debounced {
 mod tests {
     use super::*;
     use std::collections::VecDeque;
+    use std::sync::Mutex;
 
     const PERIOD: Duration = Duration::from_secs(10);
     const RESYNC: Duration = Duration::from_secs(300);
@@ -458,7 +460,7 @@ mod tests {
         let now = Instant::now();
         assert_eq!(sched.trigger_delay(now), Duration::from_millis(250));
         // A pass that started now failed.
-        *sched.last_start.lock().unwrap() = Some(now);
+        *sched.last_start.lock() = Some(now);
         sched.failing.store(true, Ordering::Relaxed);
         assert_eq!(sched.trigger_delay(now), PERIOD);
         assert_eq!(

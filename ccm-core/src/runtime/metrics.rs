@@ -14,9 +14,10 @@
 //! assert!(registry.encode().contains("route_controller_route_sync_total 1"));
 //! ```
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -56,7 +57,7 @@ impl SharedRegistry {
 
     /// Run `f` with the registry locked.
     pub fn with<R>(&self, f: impl FnOnce(&mut Registry) -> R) -> R {
-        let mut registry = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut registry = self.inner.lock();
         f(&mut registry)
     }
 

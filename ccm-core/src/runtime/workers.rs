@@ -61,11 +61,6 @@ pub enum Decision {
     Backoff,
 }
 
-/// The delay a [`CloudError`](crate::CloudError) anywhere in `error`'s source chain asks for (see [`crate::CloudError::retry_after`]).
-pub fn retry_after(error: &(dyn StdError + 'static)) -> Option<Duration> {
-    find_cloud_error(error).and_then(|cloud| cloud.retry_after())
-}
-
 /// The decision for a reconcile result.
 ///
 /// ```
@@ -86,9 +81,10 @@ pub fn decide<E: StdError + 'static>(result: &Result<Action, E>) -> Decision {
     }
 }
 
-/// The decision for a failed reconcile: the cloud's retry-after if it asked for one, else backoff.
+/// The decision for a failed reconcile: the delay a [`CloudError`](crate::CloudError) anywhere in `error`'s
+/// source chain asks for (see [`crate::CloudError::retry_after`]), else backoff.
 pub fn decide_error(error: &(dyn StdError + 'static)) -> Decision {
-    match retry_after(error) {
+    match find_cloud_error(error).and_then(|cloud| cloud.retry_after()) {
         Some(after) => Decision::RetryAfter(after),
         None => Decision::Backoff,
     }

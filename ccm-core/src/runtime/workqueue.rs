@@ -26,9 +26,10 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -76,19 +77,15 @@ impl<K> ItemExponentialBackoff<K> {
 }
 
 impl<K: Eq + Hash + Clone> ItemExponentialBackoff<K> {
-    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<K, u32>> {
-        self.failures.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// The delay before `item` is retried now; records one more failure (and takes a token of the overall
     /// bucket).
     pub fn when(&self, item: &K) -> Duration {
-        let mut failures = self.failures();
+        let mut failures = self.failures.lock();
         let count = failures.entry(item.clone()).or_insert(0);
         let delay = self.delay_for(*count);
         *count = count.saturating_add(1);
         let overall = self.overall.as_ref().map(|bucket| {
-            let mut bucket = bucket.lock().unwrap_or_else(|e| e.into_inner());
+            let mut bucket = bucket.lock();
             bucket.reserve(Instant::now())
         });
         delay.max(overall.unwrap_or_default())
@@ -96,12 +93,12 @@ impl<K: Eq + Hash + Clone> ItemExponentialBackoff<K> {
 
     /// Reset the failure count of `item`.
     pub fn forget(&self, item: &K) {
-        self.failures().remove(item);
+        self.failures.lock().remove(item);
     }
 
     /// How many times `item` has failed since it was last forgotten.
     pub fn num_requeues(&self, item: &K) -> u32 {
-        self.failures().get(item).copied().unwrap_or(0)
+        self.failures.lock().get(item).copied().unwrap_or(0)
     }
 }
 
@@ -236,8 +233,8 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
     }
 
     /// The state, with every delayed item whose deadline has passed moved to the queue.
-    fn lock(&self) -> std::sync::MutexGuard<'_, State<K>> {
-        let mut state = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+    fn lock(&self) -> parking_lot::MutexGuard<'_, State<K>> {
+        let mut state = self.inner.state.lock();
         let now = Instant::now();
         let mut promoted = false;
         while let Some(entry) = state.delayed.first_entry() {

@@ -211,16 +211,10 @@ impl Correlator {
             uid,
             api_version,
         ]);
-        let allowed = match self.spam.get_mut(&spam_key) {
-            Some(bucket) => bucket.try_take(now).is_ok(),
-            None => {
-                let mut bucket = TokenBucket::new(1.0 / SPAM_REFILL.as_secs_f64(), SPAM_BURST, now);
-                let allowed = bucket.try_take(now).is_ok();
-                self.spam.put(spam_key, bucket);
-                allowed
-            }
-        };
-        if allowed {
+        let bucket = self.spam.get_or_insert_mut(spam_key, || {
+            TokenBucket::new(1.0 / SPAM_REFILL.as_secs_f64(), SPAM_BURST, now)
+        });
+        if bucket.try_take(now).is_ok() {
             correlated
         } else {
             Correlated::Skip

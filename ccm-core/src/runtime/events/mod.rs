@@ -38,11 +38,12 @@ pub mod metrics;
 mod writer;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
+use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -147,7 +148,7 @@ impl EventSink {
         instance: Option<String>,
     ) -> EventRecorder {
         let lane = {
-            let mut lanes = self.inner.lanes.lock().unwrap_or_else(|e| e.into_inner());
+            let mut lanes = self.inner.lanes.lock();
             lanes
                 .entry(component.to_owned())
                 .or_insert_with(|| {
@@ -184,13 +185,7 @@ impl EventSink {
     }
 
     fn lanes(&self) -> Vec<Arc<Lane>> {
-        self.inner
-            .lanes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect()
+        self.inner.lanes.lock().values().cloned().collect()
     }
 
     /// Wait until every event emitted so far has been written (or given up).
@@ -312,13 +307,11 @@ impl EventRecorder {
             component: self.component.clone(),
             instance: self.instance.clone(),
         };
-        let correlated = self
-            .sink
-            .inner
-            .correlator
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .correlate(&emission, Instant::now(), Timestamp::now());
+        let correlated = self.sink.inner.correlator.lock().correlate(
+            &emission,
+            Instant::now(),
+            Timestamp::now(),
+        );
         self.lane.push(correlated);
     }
 }

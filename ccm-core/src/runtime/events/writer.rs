@@ -2,12 +2,13 @@
 //! task that writes it to the API server in order.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Event;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
+use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use super::DEFAULT_BACKLOG;
@@ -76,10 +77,6 @@ impl Lane {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn count(&self, outcome: Outcome) {
         if let Some(m) = &self.metrics {
             m.count(&self.component, outcome);
@@ -106,7 +103,7 @@ impl Lane {
         let Some(name) = event.metadata.name.clone() else {
             return;
         };
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         if state.closed {
             self.count(Outcome::Dropped);
             return;
@@ -134,20 +131,20 @@ impl Lane {
 
     /// True when nothing is waiting and nothing is being written.
     pub(super) fn is_idle(&self) -> bool {
-        let state = self.lock();
+        let state = self.state.lock();
         state.pending.is_empty() && !state.busy
     }
 
     /// Accept no more events; the writer stops once the backlog is written.
     pub(super) fn close(&self) {
-        self.lock().closed = true;
+        self.state.lock().closed = true;
         self.wake.notify_one();
     }
 
     /// Accept no more events and drop every waiting one unsent, counted as [`Outcome::Fenced`]. Returns how many
     /// were dropped.
     pub(super) fn discard(&self) -> usize {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         state.closed = true;
         let dropped = state.pending.len();
         state.pending.clear();
@@ -164,7 +161,7 @@ impl Lane {
 
     /// Events still waiting.
     pub(super) fn backlog(&self) -> usize {
-        self.lock().pending.len()
+        self.state.lock().pending.len()
     }
 
     /// Write the backlog, in order, until the lane is closed and empty.
@@ -172,7 +169,7 @@ impl Lane {
         loop {
             let woken = self.wake.notified();
             let next = {
-                let mut state = self.lock();
+                let mut state = self.state.lock();
                 match state.order.pop_front() {
                     Some(name) => {
                         let pending = state.pending.remove(&name);
@@ -187,7 +184,7 @@ impl Lane {
             match next {
                 Some(pending) => {
                     self.write(*pending).await;
-                    self.lock().busy = false;
+                    self.state.lock().busy = false;
                     self.progress.notify_waiters();
                 }
                 None => woken.await,
@@ -251,7 +248,7 @@ impl Lane {
                 }
                 _ => {
                     attempt += 1;
-                    if attempt >= MAX_ATTEMPTS || self.lock().closed {
+                    if attempt >= MAX_ATTEMPTS || self.state.lock().closed {
                         self.count(Outcome::Failed);
                         tracing::warn!(component = %self.component, event = %name, %error, attempts = attempt, "could not write event, giving up");
                         return;
