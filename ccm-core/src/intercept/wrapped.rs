@@ -38,8 +38,9 @@ impl LoadBalancer for Wrapped<dyn LoadBalancer> {
     ) -> Result<Option<LoadBalancerStatus>, CloudError> {
         let call = self.inner.get_load_balancer(cluster_name, service);
         let key = service_key(service);
-        let op = Operation::GetLoadBalancer;
-        self.chain.call(op, &key, call).await
+        self.chain
+            .call(Operation::GetLoadBalancer, &key, call)
+            .await
     }
     fn get_load_balancer_name(&self, cluster_name: &str, service: &Service) -> String {
         self.inner.get_load_balancer_name(cluster_name, service)
@@ -54,8 +55,9 @@ impl LoadBalancer for Wrapped<dyn LoadBalancer> {
             .inner
             .ensure_load_balancer(cluster_name, service, nodes);
         let key = service_key(service);
-        let op = Operation::EnsureLoadBalancer;
-        self.chain.call(op, &key, call).await
+        self.chain
+            .call(Operation::EnsureLoadBalancer, &key, call)
+            .await
     }
     async fn update_load_balancer(
         &self,
@@ -67,8 +69,9 @@ impl LoadBalancer for Wrapped<dyn LoadBalancer> {
             .inner
             .update_load_balancer(cluster_name, service, nodes);
         let key = service_key(service);
-        let op = Operation::UpdateLoadBalancer;
-        self.chain.call(op, &key, call).await
+        self.chain
+            .call(Operation::UpdateLoadBalancer, &key, call)
+            .await
     }
     async fn ensure_load_balancer_deleted(
         &self,
@@ -100,8 +103,9 @@ impl LoadBalancer for Wrapped<dyn LoadBalancer> {
 impl Instances for Wrapped<dyn Instances> {
     async fn node_addresses(&self, node_name: &str) -> Result<Vec<NodeAddress>, CloudError> {
         let call = self.inner.node_addresses(node_name);
-        let op = Operation::NodeAddresses;
-        self.chain.call(op, node_name, call).await
+        self.chain
+            .call(Operation::NodeAddresses, node_name, call)
+            .await
     }
     async fn node_addresses_by_provider_id(
         &self,
@@ -113,13 +117,15 @@ impl Instances for Wrapped<dyn Instances> {
     }
     async fn instance_id(&self, node_name: &str) -> Result<String, CloudError> {
         let call = self.inner.instance_id(node_name);
-        let op = Operation::InstanceId;
-        self.chain.call(op, node_name, call).await
+        self.chain
+            .call(Operation::InstanceId, node_name, call)
+            .await
     }
     async fn instance_type(&self, node_name: &str) -> Result<String, CloudError> {
         let call = self.inner.instance_type(node_name);
-        let op = Operation::InstanceType;
-        self.chain.call(op, node_name, call).await
+        self.chain
+            .call(Operation::InstanceType, node_name, call)
+            .await
     }
     async fn instance_type_by_provider_id(&self, provider_id: &str) -> Result<String, CloudError> {
         let call = self.inner.instance_type_by_provider_id(provider_id);
@@ -237,8 +243,9 @@ impl Clusters for Wrapped<dyn Clusters> {
 impl Routes for Wrapped<dyn Routes> {
     async fn list_routes(&self, cluster_name: &str) -> Result<Vec<Route>, CloudError> {
         let call = self.inner.list_routes(cluster_name);
-        let op = Operation::ListRoutes;
-        self.chain.call(op, cluster_name, call).await
+        self.chain
+            .call(Operation::ListRoutes, cluster_name, call)
+            .await
     }
     async fn create_route(
         &self,
