@@ -519,3 +519,7 @@ struct PbNodeSystemInfo {
     #[prost(string, optional, tag = "10")]
     architecture: Option<String>,
 }
+
+#[cfg(test)]
+#[path = "protobuf/tests.rs"]
+mod tests;

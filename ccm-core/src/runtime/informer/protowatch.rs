@@ -245,11 +245,7 @@ impl NodeListWatch {
             match apply_frame(frame, &mut resource_version) {
                 Ok(Some(event)) => items.push_back(Ok(event)),
                 Ok(None) => {}
-                Err(FrameOutcome::Gone(status)) => {
-                    items.push_back(Err(Error::WatchError(Box::new(status))));
-                    return (items, State::Empty);
-                }
-                Err(FrameOutcome::Failed(err)) => {
+                Err(FrameOutcome::Reopen(err)) => {
                     items.push_back(Err(err));
                     return (items, State::Listed { resource_version });
                 }
@@ -270,11 +266,9 @@ impl NodeListWatch {
 
 /// Why a frame ended the watch.
 enum FrameOutcome {
-    /// 410 Gone: list again.
-    Gone(kube::core::Status),
     /// Re-open the watch from the last resourceVersion.
-    Failed(Error),
-    /// List again (an event without a resourceVersion).
+    Reopen(Error),
+    /// List again: 410 Gone, or an event without a resourceVersion.
     Relist(Error),
 }
 
@@ -283,7 +277,7 @@ fn apply_frame(
     frame: Bytes,
     resource_version: &mut String,
 ) -> Result<Option<Event<Node>>, FrameOutcome> {
-    let event = protobuf::decode_event(frame).map_err(|e| FrameOutcome::Failed(watch_failed(e)))?;
+    let event = protobuf::decode_event(frame).map_err(|e| FrameOutcome::Reopen(watch_failed(e)))?;
     let (node, apply) = match event {
         ProtoEvent::Bookmark(version) => {
             if !version.is_empty() {
@@ -291,9 +285,11 @@ fn apply_frame(
             }
             return Ok(None);
         }
-        ProtoEvent::Error(status) if status.code == 410 => return Err(FrameOutcome::Gone(status)),
+        ProtoEvent::Error(status) if status.code == 410 => {
+            return Err(FrameOutcome::Relist(Error::WatchError(Box::new(status))));
+        }
         ProtoEvent::Error(status) => {
-            return Err(FrameOutcome::Failed(Error::WatchError(Box::new(status))));
+            return Err(FrameOutcome::Reopen(Error::WatchError(Box::new(status))));
         }
         ProtoEvent::Apply(node) => (node, true),
         ProtoEvent::Delete(node) => (node, false),
