@@ -8,7 +8,9 @@
 //! The [`SharedInformers`] do not cache whole objects: they decode each Node as a [`CachedNode`] and each Service
 //! as a [`CachedService`], which leaves out what no controller reads (`managedFields`, the last-applied JSON, a
 //! node's image list, volumes, capacity, ...) while the JSON is parsed, so it is never built. [`strip_node`] and
-//! [`strip_service`] list what the cache keeps; read an object from the API for anything else.
+//! [`strip_service`] list what the cache keeps; read an object from the API for anything else. The shared Node
+//! informer reads its watch in protobuf by default ([`WatchEncoding`]): its list is JSON as above, its watch is
+//! decoded into partial protobuf messages that declare only the kept fields, into the same cached Node.
 //!
 //! ```no_run
 //! use ccm_core::runtime::informer::{Informer, InformerEvent};

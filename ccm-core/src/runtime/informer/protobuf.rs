@@ -190,26 +190,14 @@ fn text(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.is_empty())
 }
 
-/// An `omitempty` list or map: empty is absent.
-fn some<T: IsEmpty>(value: T) -> Option<T> {
+/// An `omitempty` list: empty is absent.
+fn some<T>(value: Vec<T>) -> Option<Vec<T>> {
     (!value.is_empty()).then_some(value)
 }
 
-/// What [`some`] needs of a collection.
-trait IsEmpty {
-    fn is_empty(&self) -> bool;
-}
-
-impl<T> IsEmpty for Vec<T> {
-    fn is_empty(&self) -> bool {
-        Vec::is_empty(self)
-    }
-}
-
-impl IsEmpty for BTreeMap<String, String> {
-    fn is_empty(&self) -> bool {
-        BTreeMap::is_empty(self)
-    }
+/// An `omitempty` map: empty is absent.
+fn some_map(value: BTreeMap<String, String>) -> Option<BTreeMap<String, String>> {
+    (!value.is_empty()).then_some(value)
 }
 
 /// A `metav1.Time` as Go reads it: whole seconds; an empty message is the zero time (absent).
@@ -320,7 +308,7 @@ struct PbObjectMeta {
 impl PbObjectMeta {
     fn into_wire(self) -> Result<WireMeta, DecodeError> {
         Ok(WireMeta {
-            annotations: some(self.annotations),
+            annotations: some_map(self.annotations),
             creation_timestamp: time(self.creation_timestamp)?,
             // a pointer in Go: 0 is a value
             deletion_grace_period_seconds: self.deletion_grace_period_seconds,
@@ -328,7 +316,7 @@ impl PbObjectMeta {
             finalizers: some(self.finalizers),
             generate_name: text(self.generate_name),
             generation: self.generation.filter(|g| *g != 0),
-            labels: some(self.labels),
+            labels: some_map(self.labels),
             name: text(self.name),
             namespace: text(self.namespace),
             owner_references: some(

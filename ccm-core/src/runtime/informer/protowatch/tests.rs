@@ -295,6 +295,8 @@ async fn the_list_watch_yields_watcher_events_and_resumes_after_the_server_close
         );
     }
     remove(&client, &name).await;
+    // the finalizer's removal, then the delete
+    assert!(matches!(next_ok(&mut stream).await, Event::Apply(_)));
     let Event::Delete(gone) = next_ok(&mut stream).await else {
         panic!("a delete from the watch");
     };
@@ -416,10 +418,13 @@ async fn a_watch_from_a_compacted_resource_version_is_gone_and_lists_again() {
     assert!(matches!(next_ok(&mut stream).await, Event::InitApply(_)));
     assert!(matches!(next_ok(&mut stream).await, Event::InitDone));
 
-    // another object moves the revision past the list's, which is then compacted away
-    let mut other = Node::default();
-    other.metadata.name = Some(format!("{run}-other"));
-    create(&client, &other, None).await;
+    // two other objects move the revision past the list's, and the history is compacted away: the watch
+    // re-opened from the list's resourceVersion X starts at X + 1, which must be older than the compaction
+    for other in ["other-1", "other-2"] {
+        let mut node = Node::default();
+        node.metadata.name = Some(format!("{run}-{other}"));
+        create(&client, &node, None).await;
+    }
     compact_etcd(&etcd_url).await;
 
     // the next re-opened watch is refused with 410 Gone, and the list starts again
