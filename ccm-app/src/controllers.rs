@@ -141,12 +141,9 @@ impl ControllerCatalog {
 
     /// The canonical name of a name or alias, if known.
     pub fn canonical(&self, name: &str) -> Option<&str> {
-        if let Some(canonical) = self.aliases.get(name) {
-            return Some(canonical);
-        }
-        self.names
-            .iter()
-            .find(|n| n.as_str() == name)
+        self.aliases
+            .get(name)
+            .or_else(|| self.names.iter().find(|n| n.as_str() == name))
             .map(String::as_str)
     }
 
