@@ -76,13 +76,6 @@ pub enum ConfigFileError {
     },
 }
 
-fn location(err: &serde_saphyr::Error) -> String {
-    match err.location() {
-        Some(loc) if loc.line() > 0 => format!(" (line {}, column {})", loc.line(), loc.column()),
-        _ => String::new(),
-    }
-}
-
 /// Remove a trailing ` at line L, column C` (the location is reported separately).
 fn strip_location(message: &str) -> String {
     if let Some(at) = message.rfind(" at line ") {
@@ -109,7 +102,10 @@ fn classify(
     err: &serde_saphyr::Error,
     section: Option<&str>,
 ) -> ConfigFileError {
-    let location = location(err);
+    let location = match err.location() {
+        Some(loc) if loc.line() > 0 => format!(" (line {}, column {})", loc.line(), loc.column()),
+        _ => String::new(),
+    };
     let file = file.to_owned();
     let in_section = section.filter(|s| {
         path == *s
@@ -117,11 +113,7 @@ fn classify(
                 .strip_prefix(*s)
                 .is_some_and(|rest| rest.starts_with('.'))
     });
-    let field = if path.is_empty() || path == "." {
-        None
-    } else {
-        Some(path.to_owned())
-    };
+    let field = (!path.is_empty() && path != ".").then(|| path.to_owned());
     match (err.without_snippet(), field) {
         (serde_saphyr::Error::SerdeUnknownField { field: key, .. }, _) if in_section.is_some() => {
             ConfigFileError::UnknownSectionKey {
