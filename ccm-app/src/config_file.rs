@@ -76,13 +76,6 @@ pub enum ConfigFileError {
     },
 }
 
-fn location(err: &serde_saphyr::Error) -> String {
-    match err.location() {
-        Some(loc) if loc.line() > 0 => format!(" (line {}, column {})", loc.line(), loc.column()),
-        _ => String::new(),
-    }
-}
-
 /// Remove a trailing ` at line L, column C` (the location is reported separately).
 fn strip_location(message: &str) -> String {
     if let Some(at) = message.rfind(" at line ") {
@@ -109,7 +102,10 @@ fn classify(
     err: &serde_saphyr::Error,
     section: Option<&str>,
 ) -> ConfigFileError {
-    let location = location(err);
+    let location = match err.location() {
+        Some(loc) if loc.line() > 0 => format!(" (line {}, column {})", loc.line(), loc.column()),
+        _ => String::new(),
+    };
     let file = file.to_owned();
     let in_section = section.filter(|s| {
         path == *s
@@ -117,11 +113,7 @@ fn classify(
                 .strip_prefix(*s)
                 .is_some_and(|rest| rest.starts_with('.'))
     });
-    let field = if path.is_empty() || path == "." {
-        None
-    } else {
-        Some(path.to_owned())
-    };
+    let field = (!path.is_empty() && path != ".").then(|| path.to_owned());
     match (err.without_snippet(), field) {
         (serde_saphyr::Error::SerdeUnknownField { field: key, .. }, _) if in_section.is_some() => {
             ConfigFileError::UnknownSectionKey {
@@ -177,28 +169,17 @@ fn classify(
 ///
 /// [`ConfigFileError`] naming the origin, the key and, when known, the line and column.
 pub fn parse_config_str(yaml: &str, origin: &str) -> Result<Settings, ConfigFileError> {
-    parse_document::<serde::de::IgnoredAny>(yaml, origin, None).map(|(settings, _)| settings)
+    parse_config_with_section::<serde::de::IgnoredAny>(yaml, origin, None)
+        .map(|(settings, _)| settings)
 }
 
 /// Parse config-file YAML that may hold the vendor's own section under the top-level key `section`, deserialized
-/// into `T` (`T::default()` when the file has no such section). The other keys are the runtime's settings.
+/// into `T` (`None` when the file has no such section). The other keys are the runtime's settings.
 ///
 /// # Errors
 ///
 /// As [`parse_config_str`]; a bad key or value inside the section names the section.
-pub fn parse_config_with_section<T>(
-    yaml: &str,
-    origin: &str,
-    section: &str,
-) -> Result<(Settings, T), ConfigFileError>
-where
-    T: DeserializeOwned + Default,
-{
-    parse_document::<T>(yaml, origin, Some(section))
-        .map(|(settings, vendor)| (settings, vendor.unwrap_or_default()))
-}
-
-fn parse_document<T: DeserializeOwned>(
+pub fn parse_config_with_section<T: DeserializeOwned>(
     yaml: &str,
     origin: &str,
     section: Option<&str>,
@@ -347,6 +328,16 @@ mod tests {
 
     use crate::options::{CcmOptions, LogFormat};
 
+    /// [`parse_config_with_section`] with the section's default when the file has none.
+    fn with_section<T: DeserializeOwned + Default>(
+        yaml: &str,
+        origin: &str,
+        section: &str,
+    ) -> Result<(Settings, T), ConfigFileError> {
+        parse_config_with_section(yaml, origin, Some(section))
+            .map(|(settings, vendor)| (settings, vendor.unwrap_or_default()))
+    }
+
     #[test]
     fn a_full_file_parses() {
         let yaml = r#"
@@ -476,7 +467,7 @@ loggingFormat: json
     #[test]
     fn the_vendor_section_is_parsed_aside_and_its_errors_name_it() {
         let yaml = "clusterName: prod\nacme:\n  region: eu-1\n  zones: [a, b]\nkubeApiQps: 5\n";
-        let (settings, acme) = parse_config_with_section::<Acme>(yaml, "ccm.yaml", "acme").unwrap();
+        let (settings, acme) = with_section::<Acme>(yaml, "ccm.yaml", "acme").unwrap();
         assert_eq!(settings.cluster_name.as_deref(), Some("prod"));
         assert!(
             settings.kube_api_qps.is_some(),
@@ -490,14 +481,12 @@ loggingFormat: json
             }
         );
 
-        let (_, absent) =
-            parse_config_with_section::<Acme>("clusterName: x\n", "f", "acme").unwrap();
+        let (_, absent) = with_section::<Acme>("clusterName: x\n", "f", "acme").unwrap();
         assert_eq!(absent, Acme::default());
-        let (_, blank) = parse_config_with_section::<Acme>("", "f", "acme").unwrap();
+        let (_, blank) = with_section::<Acme>("", "f", "acme").unwrap();
         assert_eq!(blank, Acme::default());
 
-        let err = parse_config_with_section::<Acme>("acme:\n  regoin: x\n", "ccm.yaml", "acme")
-            .unwrap_err();
+        let err = with_section::<Acme>("acme:\n  regoin: x\n", "ccm.yaml", "acme").unwrap_err();
         assert!(
             matches!(err, ConfigFileError::UnknownSectionKey { .. }),
             "{err:?}"
@@ -510,14 +499,12 @@ loggingFormat: json
             "{err}"
         );
 
-        let err = parse_config_with_section::<Acme>("acme:\n  region: [1]\n", "ccm.yaml", "acme")
-            .unwrap_err();
+        let err = with_section::<Acme>("acme:\n  region: [1]\n", "ccm.yaml", "acme").unwrap_err();
         assert_eq!(err.field(), Some("acme.region"), "{err:?}");
 
         // the runtime's own keys are still checked, and without a declared section the key is unknown
         let err =
-            parse_config_with_section::<Acme>("acme: {region: x}\nkubeApiQPS: 1\n", "f", "acme")
-                .unwrap_err();
+            with_section::<Acme>("acme: {region: x}\nkubeApiQPS: 1\n", "f", "acme").unwrap_err();
         assert!(
             matches!(err, ConfigFileError::UnknownKey { ref key, .. } if key == "kubeApiQPS"),
             "{err:?}"
@@ -594,8 +581,6 @@ loggingFormat: json
     /// Formerly the rustdoc example of an item that is now internal.
     #[test]
     fn doc_example_parse_config_with_section() {
-        use crate::config_file::parse_config_with_section;
-
         #[derive(Debug, Default, serde::Deserialize)]
         #[serde(deny_unknown_fields, rename_all = "camelCase")]
         struct AcmeConfig {
@@ -604,15 +589,13 @@ loggingFormat: json
         }
 
         let yaml = "cloudProvider: acme\nacme:\n  region: eu-1\n";
-        let (settings, acme) =
-            parse_config_with_section::<AcmeConfig>(yaml, "ccm.yaml", "acme").unwrap();
+        let (settings, acme) = with_section::<AcmeConfig>(yaml, "ccm.yaml", "acme").unwrap();
         assert_eq!(settings.cloud_provider.as_deref(), Some("acme"));
         assert_eq!(acme.region, "eu-1");
         assert_eq!(acme.api_timeout_seconds, None);
 
         let err =
-            parse_config_with_section::<AcmeConfig>("acme:\n  regoin: eu-1\n", "ccm.yaml", "acme")
-                .unwrap_err();
+            with_section::<AcmeConfig>("acme:\n  regoin: eu-1\n", "ccm.yaml", "acme").unwrap_err();
         assert!(
             err.to_string().starts_with(
                 "invalid config file ccm.yaml: unknown key \"regoin\" in section \"acme\""

@@ -75,51 +75,6 @@ pub struct ControllerCatalog {
     disabled_by_default: BTreeSet<String>,
 }
 
-/// Builds a [`ControllerCatalog`].
-#[derive(Debug, Default)]
-#[must_use]
-pub struct ControllerCatalogBuilder {
-    entries: Vec<(String, Vec<String>, bool)>,
-}
-
-impl ControllerCatalogBuilder {
-    /// Add a controller with its aliases and whether `*` leaves it off.
-    pub fn controller(mut self, name: &str, aliases: &[&str], disabled_by_default: bool) -> Self {
-        self.entries.push((
-            name.to_owned(),
-            aliases.iter().map(|a| (*a).to_owned()).collect(),
-            disabled_by_default,
-        ));
-        self
-    }
-
-    /// Check the names and build the catalog.
-    ///
-    /// # Errors
-    ///
-    /// [`CatalogError`] for a duplicate or unusable name or alias.
-    pub fn build(self) -> Result<ControllerCatalog, CatalogError> {
-        let mut catalog = ControllerCatalog::default();
-        let mut seen = BTreeSet::new();
-        for (name, aliases, disabled) in self.entries {
-            for id in std::iter::once(&name).chain(&aliases) {
-                check_name(id)?;
-                if !seen.insert(id.clone()) {
-                    return Err(CatalogError::Duplicate { name: id.clone() });
-                }
-            }
-            for alias in aliases {
-                catalog.aliases.insert(alias, name.clone());
-            }
-            if disabled {
-                catalog.disabled_by_default.insert(name.clone());
-            }
-            catalog.names.push(name);
-        }
-        Ok(catalog)
-    }
-}
-
 fn check_name(name: &str) -> Result<(), CatalogError> {
     let bad = name.is_empty()
         || name == ALL
@@ -135,9 +90,35 @@ fn check_name(name: &str) -> Result<(), CatalogError> {
 }
 
 impl ControllerCatalog {
-    /// Start an empty catalog.
-    pub fn builder() -> ControllerCatalogBuilder {
-        ControllerCatalogBuilder::default()
+    /// The catalog of `entries`, in order: each a controller's name, its aliases and whether `*` leaves it off.
+    ///
+    /// # Errors
+    ///
+    /// [`CatalogError`] for a duplicate or unusable name or alias.
+    pub fn new<'a, S: AsRef<str> + 'a>(
+        entries: impl IntoIterator<Item = (&'a str, &'a [S], bool)>,
+    ) -> Result<Self, CatalogError> {
+        let mut catalog = ControllerCatalog::default();
+        let mut seen = BTreeSet::new();
+        for (name, aliases, disabled) in entries {
+            let aliases = aliases.iter().map(AsRef::as_ref);
+            for id in std::iter::once(name).chain(aliases.clone()) {
+                check_name(id)?;
+                if !seen.insert(id) {
+                    return Err(CatalogError::Duplicate {
+                        name: id.to_owned(),
+                    });
+                }
+            }
+            for alias in aliases {
+                catalog.aliases.insert(alias.to_owned(), name.to_owned());
+            }
+            if disabled {
+                catalog.disabled_by_default.insert(name.to_owned());
+            }
+            catalog.names.push(name.to_owned());
+        }
+        Ok(catalog)
     }
 
     /// The catalog of these descriptors, in order.
@@ -146,12 +127,11 @@ impl ControllerCatalog {
     ///
     /// [`CatalogError`] for a duplicate or unusable name or alias.
     pub fn from_descriptors(descriptors: &[ControllerDescriptor]) -> Result<Self, CatalogError> {
-        let mut builder = Self::builder();
-        for d in descriptors {
-            let aliases: Vec<&str> = d.aliases.iter().map(String::as_str).collect();
-            builder = builder.controller(&d.name, &aliases, d.disabled_by_default);
-        }
-        builder.build()
+        Self::new(
+            descriptors
+                .iter()
+                .map(|d| (d.name.as_str(), d.aliases.as_slice(), d.disabled_by_default)),
+        )
     }
 
     /// Canonical names, in registration order.
@@ -161,12 +141,9 @@ impl ControllerCatalog {
 
     /// The canonical name of a name or alias, if known.
     pub fn canonical(&self, name: &str) -> Option<&str> {
-        if let Some(canonical) = self.aliases.get(name) {
-            return Some(canonical);
-        }
-        self.names
-            .iter()
-            .find(|n| n.as_str() == name)
+        self.aliases
+            .get(name)
+            .or_else(|| self.names.iter().find(|n| n.as_str() == name))
             .map(String::as_str)
     }
 
@@ -235,23 +212,28 @@ mod tests {
         }
     }
 
+    /// The catalog of `(name, aliases, disabled by default)` entries.
+    fn catalog(entries: &[(&str, &[&str], bool)]) -> Result<ControllerCatalog, CatalogError> {
+        ControllerCatalog::new(entries.iter().copied())
+    }
+
     fn list(entries: &[&str]) -> Vec<String> {
         entries.iter().map(|s| (*s).to_owned()).collect()
     }
 
     fn standard() -> ControllerCatalog {
-        ControllerCatalog::builder()
-            .controller("cloud-node-controller", &["cloud-node"], false)
-            .controller(
+        catalog(&[
+            ("cloud-node-controller", &["cloud-node"], false),
+            (
                 "cloud-node-lifecycle-controller",
                 &["cloud-node-lifecycle"],
                 false,
-            )
-            .controller("service-lb-controller", &["service"], false)
-            .controller("node-route-controller", &["route"], false)
-            .controller("tagging-controller", &["tagging"], true)
-            .build()
-            .unwrap()
+            ),
+            ("service-lb-controller", &["service"], false),
+            ("node-route-controller", &["route"], false),
+            ("tagging-controller", &["tagging"], true),
+        ])
+        .unwrap()
     }
 
     const DEFAULTS: [&str; 4] = [
@@ -384,33 +366,16 @@ mod tests {
 
     #[test]
     fn catalog_rejects_duplicates_and_bad_names() {
-        let dup = ControllerCatalog::builder()
-            .controller("a", &["x"], false)
-            .controller("b", &["x"], false)
-            .build()
-            .unwrap_err();
+        let dup = catalog(&[("a", &["x"], false), ("b", &["x"], false)]).unwrap_err();
         assert_eq!(dup, CatalogError::Duplicate { name: "x".into() });
-        let dup = ControllerCatalog::builder()
-            .controller("a", &[], false)
-            .controller("b", &["a"], false)
-            .build()
-            .unwrap_err();
+        let dup = catalog(&[("a", &[], false), ("b", &["a"], false)]).unwrap_err();
         assert_eq!(dup, CatalogError::Duplicate { name: "a".into() });
-        let dup = ControllerCatalog::builder()
-            .controller("a", &["a"], false)
-            .build()
-            .unwrap_err();
+        let dup = catalog(&[("a", &["a"], false)]).unwrap_err();
         assert_eq!(dup, CatalogError::Duplicate { name: "a".into() });
         for bad in ["", "*", "-a", "a,b", "a b"] {
-            let err = ControllerCatalog::builder()
-                .controller(bad, &[], false)
-                .build()
-                .unwrap_err();
+            let err = catalog(&[(bad, &[], false)]).unwrap_err();
             assert_eq!(err, CatalogError::InvalidName { name: bad.into() });
-            let err = ControllerCatalog::builder()
-                .controller("ok", &[bad], false)
-                .build()
-                .unwrap_err();
+            let err = catalog(&[("ok", &[bad], false)]).unwrap_err();
             assert_eq!(err, CatalogError::InvalidName { name: bad.into() });
         }
     }
@@ -437,12 +402,12 @@ mod tests {
     fn doc_example_catalog_first_mention_wins() {
         use crate::controllers::ControllerCatalog;
 
-        let catalog = ControllerCatalog::builder()
-            .controller("cloud-node-controller", &["cloud-node"], false)
-            .controller("service-lb-controller", &["service"], false)
-            .controller("tagging-controller", &["tagging"], true)
-            .build()
-            .unwrap();
+        let catalog = ControllerCatalog::new([
+            ("cloud-node-controller", &["cloud-node"][..], false),
+            ("service-lb-controller", &["service"][..], false),
+            ("tagging-controller", &["tagging"][..], true),
+        ])
+        .unwrap();
         let list = vec!["*".to_owned(), "-service".to_owned()];
         assert_eq!(
             catalog.enabled(&list).unwrap(),

@@ -32,8 +32,6 @@
 //! assert!(files[2].yaml.contains("hostNetwork: true"));
 //! ```
 
-use std::collections::BTreeMap;
-
 use ccm_core::names;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ServiceAccount;
@@ -209,17 +207,6 @@ impl ManifestOptions {
         self
     }
 
-    fn labels(&self) -> BTreeMap<String, String> {
-        [
-            ("app.kubernetes.io/name".to_owned(), self.name.clone()),
-            (
-                "app.kubernetes.io/component".to_owned(),
-                "cloud-controller-manager".to_owned(),
-            ),
-        ]
-        .into()
-    }
-
     /// The values the templates of `objects.yaml` name (`$key`).
     fn values(&self) -> Value {
         use names::taints;
@@ -233,7 +220,10 @@ impl ManifestOptions {
         json!({
             "name": self.name,
             "namespace": self.namespace,
-            "labels": self.labels(),
+            "labels": {
+                "app.kubernetes.io/name": self.name,
+                "app.kubernetes.io/component": "cloud-controller-manager",
+            },
             "selector": { "app.kubernetes.io/name": self.name },
             "clusterRoleName": self.cluster_role_name,
             "leaseNamespace": self.lease_namespace,

@@ -165,7 +165,6 @@ pub enum WebhookError {
 ///
 /// [`WebhookError::Registration`] naming the problem.
 pub(crate) fn catalog(webhooks: &[WebhookDescriptor]) -> Result<ControllerCatalog, WebhookError> {
-    let mut builder = ControllerCatalog::builder();
     let mut paths = std::collections::BTreeSet::new();
     for webhook in webhooks {
         if !webhook.path.starts_with('/') || !paths.insert(webhook.path.as_str()) {
@@ -174,9 +173,12 @@ pub(crate) fn catalog(webhooks: &[WebhookDescriptor]) -> Result<ControllerCatalo
                 webhook.path, webhook.name
             )));
         }
-        builder = builder.controller(&webhook.name, &[], webhook.disabled_by_default);
     }
-    builder.build().map_err(|e| {
+    let no_aliases: &[&str] = &[];
+    let entries = webhooks
+        .iter()
+        .map(|w| (w.name.as_str(), no_aliases, w.disabled_by_default));
+    ControllerCatalog::new(entries).map_err(|e| {
         WebhookError::Registration(match e {
             CatalogError::Duplicate { name } => {
                 format!("webhook name {name:?} is registered twice")

@@ -61,8 +61,9 @@ impl VendorSpec {
         self.config = Some(ConfigSpec {
             section: section.to_owned(),
             parse: |yaml, origin, section| {
-                let (settings, vendor) = parse_config_with_section::<C>(yaml, origin, section)?;
-                Ok((settings, Arc::new(vendor) as AnyValue))
+                let (settings, vendor) =
+                    parse_config_with_section::<C>(yaml, origin, Some(section))?;
+                Ok((settings, Arc::new(vendor.unwrap_or_default()) as AnyValue))
             },
             default: || Arc::new(C::default()),
         });

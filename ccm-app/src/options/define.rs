@@ -2,17 +2,10 @@
 //! per setting into [`Settings`](super::Settings) and [`CcmOptions`](super::CcmOptions), and [`SettingValue`], the
 //! conversion between a setting's flag/file value and its resolved value.
 
-use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ccm_core::budget::OperationBudget;
 use ccm_core::duration::GoDuration;
-
-use super::{
-    KubeApiLimit, LogFormat, NodeOwnershipOption, RouteSyncModeOption, ServiceTakeoverOption,
-};
 
 /// How a resolved setting (a field of `CcmOptions`) is read from its flag or config-file value `Raw` (a field of
 /// `Settings`), and written back for `/configz`. `from_raw(&to_raw(v)) == v` for every value `v`.
@@ -22,39 +15,6 @@ pub(crate) trait SettingValue<Raw> {
     /// The flag or config-file value that resolves to `self`.
     fn to_raw(&self) -> Raw;
 }
-
-/// Values that are used as given.
-macro_rules! as_given {
-    ($($ty:ty),* $(,)?) => {$(
-        impl SettingValue<$ty> for $ty {
-            fn from_raw(raw: &$ty) -> Self {
-                raw.clone()
-            }
-            fn to_raw(&self) -> $ty {
-                self.clone()
-            }
-        }
-    )*};
-}
-
-as_given!(
-    String,
-    bool,
-    f32,
-    f64,
-    i32,
-    u8,
-    u16,
-    u32,
-    IpAddr,
-    LogFormat,
-    NodeOwnershipOption,
-    RouteSyncModeOption,
-    ServiceTakeoverOption,
-    KubeApiLimit<f32>,
-    KubeApiLimit<i32>,
-    BTreeMap<String, OperationBudget>,
-);
 
 /// Durations are written in Go's notation (`10s`, `1h30m`).
 impl SettingValue<GoDuration> for Duration {
@@ -106,8 +66,9 @@ impl SettingValue<Vec<String>> for Vec<String> {
 ///   (the `--help` text and the schema description) and its `#[arg]`/`#[serde]` attributes; the macro adds
 ///   `#[serde(skip_serializing_if = "Option::is_none")]`;
 /// - [`CcmOptions`](super::CcmOptions): one resolved field per setting, and its `Default`;
-/// - `CcmOptions::apply` (a value given in the file or on the command line replaces the current one, through
-///   [`SettingValue::from_raw`]) and `CcmOptions::to_settings` (every setting, through [`SettingValue::to_raw`]);
+/// - `CcmOptions::apply` (a value given in the file or on the command line replaces the current one, as given or
+///   through [`SettingValue::from_raw`]) and `CcmOptions::to_settings` (every setting, as it is or through
+///   [`SettingValue::to_raw`]);
 /// - for tests, `Settings::sample(n)`: every field set, from [`Sample`].
 ///
 /// A declaration is one of
@@ -115,8 +76,10 @@ impl SettingValue<Vec<String>> for Vec<String> {
 /// ```text
 /// /// doc comment
 /// #[arg(...)] #[serde(...)]
-/// name: Type = default,                   // the flag/file value is the resolved value
-/// name: Resolved as Raw = default,        // converted with SettingValue<Raw> for Resolved
+/// name: Type = default,                   // the flag/file value is the resolved value (cloned)
+/// name: Resolved as Raw = default,        // converted with SettingValue<Raw> for Resolved (a list is declared
+///                                         // `Vec<String> as Vec<String>`: `--flag=` means an empty list)
+/// name: bool = default,                   // a Go boolean flag (value name BOOL, parse_go_bool)
 /// flag_only name: Raw => merge,           // a flag (never in the file or /configz) without a resolved field of
 ///                                         // its own; apply calls merge(&mut CcmOptions, &Raw)
 /// ```
@@ -132,12 +95,26 @@ macro_rules! settings {
             [$($f)* { $name => $merge }]
             $($rest)*);
     };
+    // A Go boolean: `--flag` or `--flag=VALUE` in Go's spellings (`--flag VALUE` is not accepted).
+    (@munch [$($s:tt)*] [$($o:tt)*] [$($f:tt)*]
+        $(#[$attr:meta])* $name:ident : bool = $default:expr, $($rest:tt)*) => {
+        settings!(@munch
+            [$($s)* { $(#[$attr])* #[serde(skip_serializing_if = "Option::is_none")]
+                #[arg(value_name = "BOOL", num_args = 0..=1, require_equals = true,
+                      default_missing_value = "true", value_parser = $crate::options::parse_go_bool)]
+                $name: bool }]
+            [$($o)* { $name: bool = $default; Clone::clone, Clone::clone }]
+            [$($f)*]
+            $($rest)*);
+    };
     // A setting whose flag/file value is converted.
     (@munch [$($s:tt)*] [$($o:tt)*] [$($f:tt)*]
         $(#[$attr:meta])* $name:ident : $res:ty as $raw:ty = $default:expr, $($rest:tt)*) => {
         settings!(@munch
             [$($s)* { $(#[$attr])* #[serde(skip_serializing_if = "Option::is_none")] $name: $raw }]
-            [$($o)* { $name: $res as $raw = $default }]
+            [$($o)* { $name: $res = $default;
+                <$res as $crate::options::define::SettingValue<$raw>>::from_raw,
+                <$res as $crate::options::define::SettingValue<$raw>>::to_raw }]
             [$($f)*]
             $($rest)*);
     };
@@ -146,14 +123,14 @@ macro_rules! settings {
         $(#[$attr:meta])* $name:ident : $res:ty = $default:expr, $($rest:tt)*) => {
         settings!(@munch
             [$($s)* { $(#[$attr])* #[serde(skip_serializing_if = "Option::is_none")] $name: $res }]
-            [$($o)* { $name: $res as $res = $default }]
+            [$($o)* { $name: $res = $default; Clone::clone, Clone::clone }]
             [$($f)*]
             $($rest)*);
     };
     // Every declaration read: emit.
     (@munch
         [$({ $(#[$sattr:meta])* $sname:ident : $sraw:ty })*]
-        [$({ $oname:ident : $ores:ty as $oraw:ty = $odefault:expr })*]
+        [$({ $oname:ident : $ores:ty = $odefault:expr; $ofrom:expr, $oto:expr })*]
         [$({ $fname:ident => $fmerge:path })*]) => {
         /// Every setting of the CCM, each optional: the command-line flags and the config file's keys.
         ///
@@ -206,10 +183,9 @@ macro_rules! settings {
         impl CcmOptions {
             /// Override every setting that `settings` sets.
             pub fn apply(&mut self, settings: &Settings) {
-                use $crate::options::define::SettingValue;
                 $(
                     if let Some(raw) = &settings.$oname {
-                        self.$oname = <$ores as SettingValue<$oraw>>::from_raw(raw);
+                        self.$oname = $ofrom(raw);
                     }
                 )*
                 $(
@@ -221,9 +197,8 @@ macro_rules! settings {
 
             /// Every setting, as a complete [`Settings`]: what `/configz` serves, and a valid config file.
             pub fn to_settings(&self) -> Settings {
-                use $crate::options::define::SettingValue;
                 Settings {
-                    $($oname: Some(<$ores as SettingValue<$oraw>>::to_raw(&self.$oname)),)*
+                    $($oname: Some($oto(&self.$oname)),)*
                     // (a flag-only setting is part of the settings it adds to)
                     $($fname: None,)*
                 }
@@ -265,8 +240,14 @@ pub(crate) mod samples {
         /// Value `n` (0 or 1).
         fn sample(n: usize) -> Self;
     }
-    use crate::options::{OperationLimit, parse_operation_limit};
+    use crate::options::{
+        KubeApiLimit, LogFormat, NodeOwnershipOption, OperationLimit, RouteSyncModeOption,
+        ServiceTakeoverOption, parse_operation_limit,
+    };
+    use ccm_core::budget::OperationBudget;
     use clap::ValueEnum;
+    use std::collections::BTreeMap;
+    use std::net::IpAddr;
 
     macro_rules! sample {
         ($($ty:ty => |$n:ident| $value:expr;)*) => {$(

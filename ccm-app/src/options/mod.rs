@@ -62,7 +62,8 @@ pub(crate) const DEFAULT_KUBE_API_BURST: i32 = 30;
 //     /// doc comment: the --help text and the schema description, ending with "Default: ...".
 //     #[arg(...)]                      flag name, value name, parser, help heading
 //     #[serde(...)]                    only to rename a config-file key
-//     name: Resolved [as Raw] = default,
+//     name: Resolved [as Raw] = default, (a list: `Vec<String> as Vec<String>`, where `--flag=` means empty)
+//     name: bool = default,            a Go boolean flag: `--flag`, `--flag=false` (the macro adds its parser)
 //     flag_only name: Raw => merge,    a flag that only adds to another setting (one: --cloud-api-operation-limit)
 settings! {
     // ---- cloud provider ----
@@ -81,8 +82,7 @@ settings! {
     cloud_config_reload_interval: Duration as GoDuration = Duration::from_secs(10),
 
     /// Start even if the provider reports no cluster ID (deprecated in Go; kept for compatibility). Default: false.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
-          value_parser = parse_go_bool, help_heading = "Cloud provider")]
+    #[arg(long, help_heading = "Cloud provider")]
     allow_untagged_cloud: bool = false,
 
     // ---- Kubernetes client ----
@@ -114,8 +114,7 @@ settings! {
 
     /// Accepted for compatibility; every controller uses the CCM's own credentials (a warning is logged when
     /// true). Default: false.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
-          value_parser = parse_go_bool, help_heading = "Kubernetes client")]
+    #[arg(long, help_heading = "Kubernetes client")]
     use_service_account_credentials: bool = false,
 
     // ---- controllers ----
@@ -123,7 +122,7 @@ settings! {
     /// is on by default; the first mention of a controller wins. Default: *.
     #[arg(long, value_name = "NAMES", value_delimiter = ',', allow_hyphen_values = true,
           help_heading = "Controllers")]
-    controllers: Vec<String> = vec![crate::controllers::ALL.to_owned()],
+    controllers: Vec<String> as Vec<String> = vec![crate::controllers::ALL.to_owned()],
 
     /// The pause between starting two controllers (jittered up to twice as long). Default: 0s.
     #[arg(long, value_name = "DURATION", help_heading = "Controllers")]
@@ -145,8 +144,7 @@ settings! {
     cluster_cidr: String = String::new(),
 
     /// Accepted for compatibility; the CCM does not allocate node CIDRs. Default: false.
-    #[arg(long = "allocate-node-cidrs", value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = parse_go_bool, help_heading = "Controllers")]
+    #[arg(long = "allocate-node-cidrs", help_heading = "Controllers")]
     #[serde(rename = "allocateNodeCIDRs")]
     allocate_node_cidrs: bool = false,
 
@@ -155,8 +153,7 @@ settings! {
     cidr_allocator_type: String = "RangeAllocator".to_owned(),
 
     /// Whether the route controller creates cloud routes for the nodes' pod CIDRs. Default: true.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
-          value_parser = parse_go_bool, help_heading = "Controllers")]
+    #[arg(long, help_heading = "Controllers")]
     configure_cloud_routes: bool = true,
 
     /// How often the route controller reconciles routes. Default: 10s.
@@ -207,8 +204,7 @@ settings! {
 
     /// SDK addition: never delete or taint a node that still has the uninitialized taint (Go: false). Default:
     /// true.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
-          value_parser = parse_go_bool, help_heading = "Controllers (SDK additions)")]
+    #[arg(long, help_heading = "Controllers (SDK additions)")]
     protect_initializing_nodes: bool = CloudNodeLifecycleConfig::default().protect_initializing_nodes,
 
     /// SDK addition: also manage LoadBalancer Services with this spec.loadBalancerClass. Default: none.
@@ -216,8 +212,7 @@ settings! {
     load_balancer_class: Option<String> as String = ServiceConfig::default().load_balancer_class,
 
     /// SDK addition: manage LoadBalancer Services without a loadBalancerClass (the Go behaviour). Default: true.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
-          value_parser = parse_go_bool, help_heading = "Controllers (SDK additions)")]
+    #[arg(long, help_heading = "Controllers (SDK additions)")]
     class_less_services: bool = ServiceConfig::default().class_less_services,
 
     /// SDK addition: re-ensure every load balancer this often to repair drift; 0s disables it (Go never
@@ -247,8 +242,7 @@ settings! {
 
     /// SDK addition: also re-ensure a load balancer when allocateLoadBalancerNodePorts or the ipFamilies values
     /// change (Go compares only the ipFamilies count). Default: false.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
-          value_parser = parse_go_bool, help_heading = "Controllers (SDK additions)")]
+    #[arg(long, help_heading = "Controllers (SDK additions)")]
     service_extended_update_fields: bool = ServiceConfig::default().extended_update_fields,
 
     /// SDK addition: what a starting service controller (a new leader, a restarted CCM) does with existing load
@@ -336,8 +330,7 @@ settings! {
 
     // ---- leader election ----
     /// Run the controllers only in the replica that holds the leader lease. Default: true.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
-          value_parser = parse_go_bool, help_heading = "Leader election")]
+    #[arg(long, help_heading = "Leader election")]
     leader_elect: bool = true,
 
     /// How long followers wait before taking over a lease that is not renewed. Default: 15s.
@@ -366,8 +359,7 @@ settings! {
 
     /// SDK addition: release the Lease on a clean shutdown so another replica takes over at once (Go leaves it to
     /// expire). Default: true.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
-          value_parser = parse_go_bool, help_heading = "Leader election")]
+    #[arg(long, help_heading = "Leader election")]
     leader_elect_release_on_cancel: bool = true,
 
     // ---- serving ----
@@ -401,14 +393,14 @@ settings! {
     /// TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256); only the AEAD suites rustls implements are accepted. TLS 1.3 suites
     /// are always on, as in Go. Default: none (rustls's defaults).
     #[arg(long, value_name = "NAMES", value_delimiter = ',', help_heading = "Serving")]
-    tls_cipher_suites: Vec<String> = Vec::new(),
+    tls_cipher_suites: Vec<String> as Vec<String> = Vec::new(),
 
     /// The key exchange mechanisms of the secure port, comma separated, as Go's numeric crypto/tls CurveID
     /// values: 23 (P-256), 24 (P-384), 29 (X25519); 25 (P-521) and 4588 (X25519MLKEM768) are Go's but not
     /// implemented by rustls's ring provider and rejected. Default: none (rustls's defaults: X25519, P-256,
     /// P-384).
     #[arg(long, value_name = "IDS", value_delimiter = ',', help_heading = "Serving")]
-    tls_curve_preferences: Vec<String> = Vec::new(),
+    tls_curve_preferences: Vec<String> as Vec<String> = Vec::new(),
 
     /// A certificate for the clients that ask for certain names (TLS SNI): `CERT,KEY` (the names are read from
     /// the certificate) or `CERT,KEY:NAME,*.DOMAIN` (explicit names, `*.` matching one label); repeat the flag for
@@ -416,12 +408,11 @@ settings! {
     /// get --tls-cert-file (or the self-signed certificate). The files are re-read when they change. Default:
     /// none.
     #[arg(long, value_name = "CERT,KEY[:NAMES]", help_heading = "Serving")]
-    tls_sni_cert_key: Vec<String> = Vec::new(),
+    tls_sni_cert_key: Vec<String> as Vec<String> = Vec::new(),
 
     /// Accepted for Go compatibility: the secure port never serves HTTP/2 (its TLS handshake offers http/1.1
     /// only), as if this were always true. Default: false.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
-          value_parser = parse_go_bool, help_heading = "Serving")]
+    #[arg(long, help_heading = "Serving")]
     disable_http2_serving: bool = false,
 
     /// Go's limit of concurrent streams per HTTP/2 connection (0 = Go's default); must not be negative.
@@ -431,15 +422,13 @@ settings! {
 
     /// Bind the secure and webhook ports with SO_REUSEPORT, so several processes can listen on the same port
     /// (Linux balances the connections between them). Default: false.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
-          value_parser = parse_go_bool, help_heading = "Serving")]
+    #[arg(long, help_heading = "Serving")]
     permit_port_sharing: bool = false,
 
     /// Bind the secure and webhook ports with SO_REUSEADDR. The SDK (like Go's net package) sets it on Unix in
     /// any case, so a restarted CCM can bind a port whose old connections are in TIME_WAIT; the flag is accepted
     /// for Go compatibility. Default: false.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
-          value_parser = parse_go_bool, help_heading = "Serving")]
+    #[arg(long, help_heading = "Serving")]
     permit_address_sharing: bool = false,
 
     /// SDK addition: how long a clean shutdown waits for controllers to finish in-flight work. Default: 30s.
@@ -452,7 +441,7 @@ settings! {
     /// webhook port is not bound unless this is set, --webhooks=* for all).
     #[arg(long, value_name = "NAMES", value_delimiter = ',', allow_hyphen_values = true,
           help_heading = "Webhooks")]
-    webhooks: Vec<String> = Vec::new(),
+    webhooks: Vec<String> as Vec<String> = Vec::new(),
 
     /// The address the webhook port listens on. Default: 0.0.0.0.
     #[arg(long, value_name = "IP", help_heading = "Webhooks")]
@@ -479,7 +468,7 @@ settings! {
 
     /// The TLS 1.2 cipher suites of the webhook port, as --tls-cipher-suites. Default: none (rustls's defaults).
     #[arg(long, value_name = "NAMES", value_delimiter = ',', help_heading = "Webhooks")]
-    webhook_tls_cipher_suites: Vec<String> = Vec::new(),
+    webhook_tls_cipher_suites: Vec<String> as Vec<String> = Vec::new(),
 
     /// The minimum TLS version of the webhook port, as --tls-min-version. Default: none (TLS 1.2).
     #[arg(long, value_name = "VERSION", help_heading = "Webhooks")]
@@ -487,16 +476,15 @@ settings! {
 
     /// The key exchange mechanisms of the webhook port, as --tls-curve-preferences. Default: none.
     #[arg(long, value_name = "IDS", value_delimiter = ',', help_heading = "Webhooks")]
-    webhook_tls_curve_preferences: Vec<String> = Vec::new(),
+    webhook_tls_curve_preferences: Vec<String> as Vec<String> = Vec::new(),
 
     /// SNI certificates of the webhook port, as --tls-sni-cert-key (repeatable). Default: none.
     #[arg(long, value_name = "CERT,KEY[:NAMES]", help_heading = "Webhooks")]
-    webhook_tls_sni_cert_key: Vec<String> = Vec::new(),
+    webhook_tls_sni_cert_key: Vec<String> as Vec<String> = Vec::new(),
 
     /// Accepted for Go compatibility: the webhook port never serves HTTP/2, as if this were always true.
     /// Default: false.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
-          value_parser = parse_go_bool, help_heading = "Webhooks")]
+    #[arg(long, help_heading = "Webhooks")]
     webhook_disable_http2_serving: bool = false,
 
     // ---- authentication of the secure port ----
@@ -508,14 +496,12 @@ settings! {
 
     /// Do not read missing client and request-header CAs from the kube-system/extension-apiserver-authentication
     /// ConfigMap. Default: false.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
-          value_parser = parse_go_bool, help_heading = "Authentication")]
+    #[arg(long, help_heading = "Authentication")]
     authentication_skip_lookup: bool = false,
 
     /// Start even if the extension-apiserver-authentication ConfigMap cannot be read (requests may then be
     /// treated as anonymous). Default: false.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
-          value_parser = parse_go_bool, help_heading = "Authentication")]
+    #[arg(long, help_heading = "Authentication")]
     authentication_tolerate_lookup_failure: bool = false,
 
     /// How long TokenReview answers (authenticated or not) are reused. Default: 10s.
@@ -536,24 +522,24 @@ settings! {
     /// The common names a request-header client certificate may have, comma separated; empty allows any.
     /// Default: none.
     #[arg(long, value_name = "NAMES", value_delimiter = ',', help_heading = "Authentication")]
-    requestheader_allowed_names: Vec<String> = Vec::new(),
+    requestheader_allowed_names: Vec<String> as Vec<String> = Vec::new(),
 
     /// The request headers to read the user name from; the first one set wins. Default: x-remote-user.
     #[arg(long, value_name = "HEADERS", value_delimiter = ',', help_heading = "Authentication")]
-    requestheader_username_headers: Vec<String> = vec!["x-remote-user".to_owned()],
+    requestheader_username_headers: Vec<String> as Vec<String> = vec!["x-remote-user".to_owned()],
 
     /// The request headers to read the user's UID from; the first one set wins. When set, it must include
     /// X-Remote-Uid (the header the API server's aggregator sends). Default: none.
     #[arg(long, value_name = "HEADERS", value_delimiter = ',', help_heading = "Authentication")]
-    requestheader_uid_headers: Vec<String> = Vec::new(),
+    requestheader_uid_headers: Vec<String> as Vec<String> = Vec::new(),
 
     /// The request headers to read the groups from. Default: x-remote-group.
     #[arg(long, value_name = "HEADERS", value_delimiter = ',', help_heading = "Authentication")]
-    requestheader_group_headers: Vec<String> = vec!["x-remote-group".to_owned()],
+    requestheader_group_headers: Vec<String> as Vec<String> = vec!["x-remote-group".to_owned()],
 
     /// The prefixes of the request headers that carry extra user information. Default: x-remote-extra-.
     #[arg(long, value_name = "PREFIXES", value_delimiter = ',', help_heading = "Authentication")]
-    requestheader_extra_headers_prefix: Vec<String> = vec!["x-remote-extra-".to_owned()],
+    requestheader_extra_headers_prefix: Vec<String> as Vec<String> = vec!["x-remote-extra-".to_owned()],
 
     // ---- authorization of the secure port ----
     /// A kubeconfig with rights to create subjectaccessreviews.authorization.k8s.io. Default: none (the
@@ -565,7 +551,7 @@ settings! {
     /// Paths anyone may read without authorization, comma separated; `/prefix/*` matches every path below.
     /// Default: /healthz,/readyz,/livez.
     #[arg(long, value_name = "PATHS", value_delimiter = ',', help_heading = "Authorization")]
-    authorization_always_allow_paths: Vec<String> =
+    authorization_always_allow_paths: Vec<String> as Vec<String> =
         ["/healthz", "/readyz", "/livez"].map(str::to_owned).to_vec(),
 
     /// How long allowing SubjectAccessReview answers are reused. Default: 10s.
@@ -588,8 +574,7 @@ settings! {
 
     /// With --logging-format=json: write info messages to standard output and errors to standard error
     /// (otherwise everything goes to standard error). Default: false.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
-          value_parser = parse_go_bool, help_heading = "Logging")]
+    #[arg(long, help_heading = "Logging")]
     log_json_split_stream: bool = false,
 
     /// With --log-json-split-stream: Go's buffer of the info stream, a size such as 64Ki or 1M (0 = no
@@ -600,8 +585,7 @@ settings! {
 
     /// With --logging-format=text: write info messages to standard output and errors to standard error.
     /// Default: false.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
-          value_parser = parse_go_bool, help_heading = "Logging")]
+    #[arg(long, help_heading = "Logging")]
     log_text_split_stream: bool = false,
 
     /// With --log-text-split-stream: as --log-json-info-buffer-size. Default: 0.
@@ -612,8 +596,7 @@ settings! {
     /// Go's leader migration (moving cloud controllers from kube-controller-manager to the CCM). In-tree cloud
     /// providers were removed in Kubernetes 1.31, so there is nothing to migrate: accepted, with Go's validation
     /// of --leader-migration-config, and a warning; the CCM uses its own leader election only. Default: false.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true",
-          value_parser = parse_go_bool, help_heading = "Leader migration")]
+    #[arg(long, help_heading = "Leader migration")]
     enable_leader_migration: bool = false,
 
     /// The LeaderMigrationConfiguration file of --enable-leader-migration; read and validated as Go does (only

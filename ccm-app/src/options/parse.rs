@@ -14,13 +14,11 @@ use serde::{Deserialize, Serialize};
 ///
 /// A message naming the accepted values.
 pub(crate) fn parse_go_bool(value: &str) -> Result<bool, String> {
-    match value {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        other => Err(format!(
-            "invalid boolean {other:?}; use true or false (or 1, t, T, TRUE, True, 0, f, F, FALSE, False)"
-        )),
-    }
+    ccm_servicecontroller::predicates::parse_go_bool(value).ok_or_else(|| {
+        format!(
+            "invalid boolean {value:?}; use true or false (or 1, t, T, TRUE, True, 0, f, F, FALSE, False)"
+        )
+    })
 }
 
 /// One `--cloud-api-operation-limit` value: an operation's call-log name and its limit.
