@@ -13,7 +13,7 @@ use ccm_core::provider::InitializeContext;
 use ccm_core::runtime::controller::{ControllerContext, ControllerDescriptor, HealthCheck};
 use ccm_core::runtime::events::EventSink;
 use ccm_core::runtime::every::{Timing, every};
-use ccm_core::runtime::informer::{InformerScope, SharedInformers, WatchEncoding};
+use ccm_core::runtime::informer::{InformerScope, SharedInformers};
 use ccm_core::runtime::metrics::{ControllerManagerMetrics, SharedRegistry};
 use ccm_core::vendor::VendorSettings;
 use ccm_leaderelection::{LeaderHandle, StepDownReason};
@@ -433,13 +433,9 @@ fn client_name(controller: &str) -> &str {
     }
 }
 
-/// The informer scope of `--node-selector`, `--service-selector`, `--service-namespace`, and the Node watch's
-/// encoding of `--kube-api-content-type`.
+/// The informer scope of `--node-selector`, `--service-selector`, `--service-namespace`.
 fn scope_of(options: &CcmOptions) -> InformerScope {
     let mut scope = InformerScope::all();
-    if options.kube_api_content_type != "application/vnd.kubernetes.protobuf" {
-        scope = scope.with_node_watch(WatchEncoding::Json);
-    }
     if let Some(selector) = &options.node_selector {
         scope = scope.with_node_selector(selector.clone());
     }
@@ -570,12 +566,6 @@ mod tests {
                 .with_service_selector("lb=public")
         );
         assert_eq!(scope_of(&CcmOptions::default()), InformerScope::all());
-        let json = parse(&[
-            "--cloud-provider=fake",
-            "--kube-api-content-type=application/json",
-        ])
-        .unwrap();
-        assert_eq!(scope_of(&json).node_watch, WatchEncoding::Json);
     }
 
     #[tokio::test(start_paused = true)]

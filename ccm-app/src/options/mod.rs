@@ -106,9 +106,7 @@ settings! {
     #[arg(long, value_name = "N", help_heading = "Kubernetes client")]
     kube_api_burst: KubeApiLimit<i32> = KubeApiLimit::Auto,
 
-    /// The content type the shared Node watch is read in: application/vnd.kubernetes.protobuf (as Go) or
-    /// application/json; any other value reads JSON. Every other request is sent and read as JSON. Default:
-    /// application/vnd.kubernetes.protobuf.
+    /// Accepted for compatibility; requests are always sent as JSON. Default: application/vnd.kubernetes.protobuf.
     #[arg(long, value_name = "TYPE", help_heading = "Kubernetes client")]
     kube_api_content_type: String = "application/vnd.kubernetes.protobuf".to_owned(),
 

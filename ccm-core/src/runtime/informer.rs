@@ -8,9 +8,7 @@
 //! The [`SharedInformers`] do not cache whole objects: they decode each Node as a [`CachedNode`] and each Service
 //! as a [`CachedService`], which leaves out what no controller reads (`managedFields`, the last-applied JSON, a
 //! node's image list, volumes, capacity, ...) while the JSON is parsed, so it is never built. [`strip_node`] and
-//! [`strip_service`] list what the cache keeps; read an object from the API for anything else. The shared Node
-//! informer reads its watch in protobuf by default ([`WatchEncoding`]): its list is JSON as above, its watch is
-//! decoded into partial protobuf messages that declare only the kept fields, into the same cached Node.
+//! [`strip_service`] list what the cache keeps; read an object from the API for anything else.
 //!
 //! ```no_run
 //! use ccm_core::runtime::informer::{Informer, InformerEvent};
@@ -49,8 +47,6 @@ use tokio_util::sync::CancellationToken;
 use crate::helpers::object_key;
 
 mod handlers;
-mod protobuf;
-mod protowatch;
 mod strip;
 
 pub use handlers::HandlerRegistration;
@@ -257,17 +253,13 @@ where
     where
         W: Resource + Clone + DeserializeOwned + Debug + Send + 'static + Into<K>,
     {
-        Self::from_source(Box::new(move || {
+        let (synced, _) = watch::channel(false);
+        let source: Source<K> = Box::new(move || {
             watcher(api.clone(), config.clone())
                 .default_backoff()
                 .map(|event| event.map(convert_event))
                 .boxed()
-        }))
-    }
-
-    /// An informer over a list-watch of its own (the shared Node informer's protobuf watch).
-    fn from_source(source: Source<K>) -> Self {
-        let (synced, _) = watch::channel(false);
+        });
         Informer {
             inner: Arc::new(Inner {
                 source,
@@ -424,23 +416,7 @@ pub(crate) fn key_of<K: Resource>(obj: &K) -> String {
     )
 }
 
-/// How the shared Node informer reads its watch ([`InformerScope::with_node_watch`]).
-///
-/// The watch carries every heartbeat of every Node (a few thousand whole Nodes per 5 minutes at 1,000 nodes), so
-/// its decoding is most of an idle CCM's CPU. The initial list is JSON in both cases.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum WatchEncoding {
-    /// `application/vnd.kubernetes.protobuf`, as Go's clients read it (about 40 % of the JSON's bytes, decoded
-    /// into messages that declare only the fields the cache keeps). The default.
-    #[default]
-    Protobuf,
-    /// `application/json`, through kube's `watcher`.
-    Json,
-}
-
-/// Which objects the shared informers watch, and how. By default: every Node and every Service, the Node watch
-/// in protobuf.
+/// Which objects the shared informers watch. By default: every Node and every Service.
 ///
 /// Selectors let several CCMs (or test cases) share one cluster without touching each other's objects.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -452,8 +428,6 @@ pub struct InformerScope {
     pub service_selector: Option<String>,
     /// Watch Services in this namespace only.
     pub service_namespace: Option<String>,
-    /// How the Node watch is read (Services are always watched in JSON).
-    pub node_watch: WatchEncoding,
 }
 
 impl InformerScope {
@@ -476,26 +450,12 @@ impl InformerScope {
         self.service_namespace = Some(namespace.into());
         self
     }
-    /// Read the Node watch in `encoding` (ccm-app's `--kube-api-content-type`).
-    ///
-    /// ```
-    /// use ccm_core::runtime::informer::{InformerScope, WatchEncoding};
-    ///
-    /// let scope = InformerScope::all().with_node_watch(WatchEncoding::Json);
-    /// assert_eq!(scope.node_watch, WatchEncoding::Json);
-    /// assert_eq!(InformerScope::all().node_watch, WatchEncoding::Protobuf);
-    /// ```
-    pub fn with_node_watch(mut self, encoding: WatchEncoding) -> Self {
-        self.node_watch = encoding;
-        self
-    }
 }
 
 /// The informers every controller shares: one for Nodes and one for Services.
 ///
 /// They cache stripped objects, decoded as [`CachedNode`] and [`CachedService`]: [`strip_node`] and
-/// [`strip_service`] say what is kept. The Node watch is read in protobuf unless the scope says
-/// [`WatchEncoding::Json`]; the cached Nodes are the same either way.
+/// [`strip_service`] say what is kept.
 #[derive(Clone, Debug)]
 pub struct SharedInformers {
     nodes: Informer<Node>,
@@ -527,21 +487,8 @@ impl SharedInformers {
             Some(ns) => Api::namespaced(client.clone(), ns),
             None => Api::all(client.clone()),
         };
-        let nodes = match scope.node_watch {
-            WatchEncoding::Json => Informer::decoded_as::<CachedNode>(Api::all(client), node_cfg),
-            WatchEncoding::Protobuf => {
-                let list_watch = protowatch::NodeListWatch {
-                    client,
-                    selector: scope.node_selector.clone(),
-                    timeout_secs: protowatch::WATCH_TIMEOUT_SECS,
-                };
-                Informer::from_source(Box::new(move || {
-                    list_watch.clone().stream().default_backoff().boxed()
-                }))
-            }
-        };
         SharedInformers {
-            nodes,
+            nodes: Informer::decoded_as::<CachedNode>(Api::all(client), node_cfg),
             services: Informer::decoded_as::<CachedService>(services_api, svc_cfg),
         }
     }

@@ -1,11 +1,9 @@
 //! What the shared informers keep of each Node and Service: everything a controller of the SDK reads, and nothing
 //! large that none reads (see [`strip_node`] and [`strip_service`]).
 //!
-//! The shape is defined once, by the wire types below: the informers decode the API's JSON into [`CachedNode`]
+//! The shape is defined once, by the serde types below: the informers decode the API's JSON into [`CachedNode`]
 //! and [`CachedService`], which skip what is not kept while parsing (serde passes over an unknown field without
-//! building it), and [`strip_node`] / [`strip_service`] reduce an object already in memory by the same types. The
-//! Node watch in protobuf (`protobuf.rs`) decodes partial messages that declare only the kept fields, fills the
-//! same wire types and converts them here, so the last-applied fingerprint and every default are shared.
+//! building it), and [`strip_node`] / [`strip_service`] reduce an object already in memory by the same types.
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
@@ -115,25 +113,24 @@ pub struct CachedNode(pub Node);
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CachedService(pub Service);
 
-/// The API metadata of the cached shapes: every field of `ObjectMeta` but `managedFields`. The protobuf decoder
-/// of the Node watch fills the same wire shapes, so both encodings become a cached Node by one conversion.
+/// The API metadata of the cached shapes: every field of `ObjectMeta` but `managedFields`.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct WireMeta {
-    pub(super) annotations: Option<BTreeMap<String, String>>,
-    pub(super) creation_timestamp: Option<Time>,
-    pub(super) deletion_grace_period_seconds: Option<i64>,
-    pub(super) deletion_timestamp: Option<Time>,
-    pub(super) finalizers: Option<Vec<String>>,
-    pub(super) generate_name: Option<String>,
-    pub(super) generation: Option<i64>,
-    pub(super) labels: Option<BTreeMap<String, String>>,
-    pub(super) name: Option<String>,
-    pub(super) namespace: Option<String>,
-    pub(super) owner_references: Option<Vec<OwnerReference>>,
-    pub(super) resource_version: Option<String>,
-    pub(super) self_link: Option<String>,
-    pub(super) uid: Option<String>,
+struct WireMeta {
+    annotations: Option<BTreeMap<String, String>>,
+    creation_timestamp: Option<Time>,
+    deletion_grace_period_seconds: Option<i64>,
+    deletion_timestamp: Option<Time>,
+    finalizers: Option<Vec<String>>,
+    generate_name: Option<String>,
+    generation: Option<i64>,
+    labels: Option<BTreeMap<String, String>>,
+    name: Option<String>,
+    namespace: Option<String>,
+    owner_references: Option<Vec<OwnerReference>>,
+    resource_version: Option<String>,
+    self_link: Option<String>,
+    uid: Option<String>,
 }
 
 impl From<WireMeta> for ObjectMeta {
@@ -166,81 +163,47 @@ impl From<WireMeta> for ObjectMeta {
     }
 }
 
-/// The kept part of a Node's spec.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct WireNodeSpec {
+struct WireNodeSpec {
     #[serde(rename = "podCIDR")]
-    pub(super) pod_cidr: Option<String>,
+    pod_cidr: Option<String>,
     #[serde(rename = "podCIDRs")]
-    pub(super) pod_cidrs: Option<Vec<String>>,
+    pod_cidrs: Option<Vec<String>>,
     #[serde(rename = "providerID")]
-    pub(super) provider_id: Option<String>,
-    pub(super) taints: Option<Vec<Taint>>,
-    pub(super) unschedulable: Option<bool>,
+    provider_id: Option<String>,
+    taints: Option<Vec<Taint>>,
+    unschedulable: Option<bool>,
 }
 
-/// The kept part of a Node's status.
 #[derive(Deserialize)]
-pub(super) struct WireNodeStatus {
-    pub(super) addresses: Option<Vec<NodeAddress>>,
-    pub(super) conditions: Option<Vec<NodeCondition>>,
+struct WireNodeStatus {
+    addresses: Option<Vec<NodeAddress>>,
+    conditions: Option<Vec<NodeCondition>>,
     #[serde(rename = "nodeInfo")]
-    pub(super) node_info: Option<WireNodeInfo>,
+    node_info: Option<WireNodeInfo>,
 }
 
-/// The kept identity fields of a Node's `nodeInfo`.
 #[derive(Deserialize)]
-pub(super) struct WireNodeInfo {
+struct WireNodeInfo {
     #[serde(default)]
-    pub(super) architecture: String,
+    architecture: String,
     #[serde(default, rename = "bootID")]
-    pub(super) boot_id: String,
+    boot_id: String,
     #[serde(default, rename = "machineID")]
-    pub(super) machine_id: String,
+    machine_id: String,
     #[serde(default, rename = "operatingSystem")]
-    pub(super) operating_system: String,
+    operating_system: String,
     #[serde(default, rename = "systemUUID")]
-    pub(super) system_uuid: String,
+    system_uuid: String,
 }
 
-/// A Node as the cache keeps it, before it becomes a [`Node`] ([`WireNode::into_node`]).
 #[derive(Deserialize)]
-pub(super) struct WireNode {
+struct WireNode {
     #[serde(default)]
-    pub(super) metadata: Option<WireMeta>,
-    pub(super) spec: Option<WireNodeSpec>,
-    pub(super) status: Option<WireNodeStatus>,
-}
-
-impl WireNode {
-    /// The cached Node: what both the JSON and the protobuf decoders end with.
-    pub(super) fn into_node(self) -> Node {
-        Node {
-            metadata: self.metadata.map(ObjectMeta::from).unwrap_or_default(),
-            spec: self.spec.map(|spec| NodeSpec {
-                pod_cidr: spec.pod_cidr,
-                pod_cidrs: spec.pod_cidrs,
-                provider_id: spec.provider_id,
-                taints: spec.taints,
-                unschedulable: spec.unschedulable,
-                ..Default::default()
-            }),
-            status: self.status.map(|status| NodeStatus {
-                addresses: status.addresses,
-                conditions: status.conditions,
-                node_info: status.node_info.map(|info| NodeSystemInfo {
-                    architecture: info.architecture,
-                    boot_id: info.boot_id,
-                    machine_id: info.machine_id,
-                    operating_system: info.operating_system,
-                    system_uuid: info.system_uuid,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-        }
-    }
+    metadata: Option<WireMeta>,
+    spec: Option<WireNodeSpec>,
+    status: Option<WireNodeStatus>,
 }
 
 #[derive(Deserialize)]
@@ -253,7 +216,31 @@ struct WireService {
 
 impl<'de> Deserialize<'de> for CachedNode {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Ok(CachedNode(WireNode::deserialize(deserializer)?.into_node()))
+        let wire = WireNode::deserialize(deserializer)?;
+        Ok(CachedNode(Node {
+            metadata: wire.metadata.map(ObjectMeta::from).unwrap_or_default(),
+            spec: wire.spec.map(|spec| NodeSpec {
+                pod_cidr: spec.pod_cidr,
+                pod_cidrs: spec.pod_cidrs,
+                provider_id: spec.provider_id,
+                taints: spec.taints,
+                unschedulable: spec.unschedulable,
+                ..Default::default()
+            }),
+            status: wire.status.map(|status| NodeStatus {
+                addresses: status.addresses,
+                conditions: status.conditions,
+                node_info: status.node_info.map(|info| NodeSystemInfo {
+                    architecture: info.architecture,
+                    boot_id: info.boot_id,
+                    machine_id: info.machine_id,
+                    operating_system: info.operating_system,
+                    system_uuid: info.system_uuid,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+        }))
     }
 }
 
