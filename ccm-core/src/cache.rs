@@ -1,32 +1,28 @@
 //! Coalescing and a short-lived cache for instance questions (InstancesV2).
 //!
 //! An [`InstanceCache`] in front of a provider
-//! ([`InterceptedProvider::with_instance_cache`](crate::intercept::InterceptedProvider::with_instance_cache)) makes
-//! its InstancesV2 calls such that:
+//! ([`InterceptedProvider::with_instance_cache`](crate::intercept::InterceptedProvider::with_instance_cache)):
 //!
-//! - concurrent calls asking the same question about the same node (`instance-exists`, `instance-shutdown`,
+//! - makes concurrent identical questions about one node (`instance-exists`, `instance-shutdown`,
 //!   `instance-metadata-by-provider-id`) share one cloud call;
-//! - **metadata** answers (`instance_metadata`: addresses, instance type, zone, providerID, which rarely change)
-//!   are kept for a short time (`ttl`), so a retried initialization or an address sync shortly after it does not
-//!   ask the cloud again. With a provider that answers bulk calls natively ([`InstancesV2::supports_bulk`]),
-//!   `instance_metadata_bulk` reuses the kept answers and asks the cloud, in one bulk call, only about the other
-//!   nodes; its answers are kept too;
-//! - **existence and shutdown answers are never kept**, whatever the TTL. They are what the lifecycle controller
-//!   deletes a Node or adds the shutdown taint on, so every such question (`instance_exists`,
-//!   `instance_shutdown`, `instance_exists_bulk`, `instance_shutdown_bulk`) reaches the cloud: a gone or shut-down instance is noticed at
-//!   the next lifecycle pass, as with the Go reference, never a TTL later. Only identical questions asked at the
-//!   same time share a call. Errors are never kept either.
+//! - keeps **metadata** answers (`instance_metadata`: addresses, instance type, zone, providerID, which rarely
+//!   change) for `ttl`, so a retried initialization or an address sync soon after does not ask the cloud again.
+//!   With native bulk calls ([`InstancesV2::supports_bulk`]), `instance_metadata_bulk` reuses the kept answers,
+//!   asks the cloud (in one bulk call) only about the other nodes, and keeps those answers too;
+//! - **never keeps existence or shutdown answers** (nor errors), whatever the TTL: the lifecycle controller
+//!   deletes a Node or taints it on them, so every such question (`instance_exists`, `instance_shutdown` and
+//!   their bulk forms) reaches the cloud, and a gone or shut-down instance is noticed at the next lifecycle pass,
+//!   as in Go, never a TTL later.
 //!
-//! A kept answer is about a node's name **and** providerID, and is at most `ttl` old. The cache forgets a node
-//! when it is deleted, its providerID changes or its `Ready` condition status changes (an instance that was
-//! stopped and started again may come back with other addresses), and forgets everything when informer events
-//! were missed: run [`InstanceCache::run_invalidator`] with the shared Node informer, or call
-//! [`InstanceCache::invalidate`]. An answer still in flight when its node is invalidated is returned to its
-//! callers but not kept.
+//! A kept answer is about a node's name **and** providerID, at most `ttl` old. The cache forgets a node when it is
+//! deleted or its providerID or `Ready` condition status changes (a restarted instance may have other addresses),
+//! and everything when informer events were missed: run [`InstanceCache::run_invalidator`] with the shared Node
+//! informer, or call [`InstanceCache::invalidate`]. An answer in flight when its node is invalidated reaches its
+//! callers but is not kept.
 //!
-//! The cache sits **in front of** the provider's interceptors (the budget, the call metrics): answers from the
-//! cache cost no budget and the call metrics count real cloud calls only. A reload of the provider clears it.
-//! [`InstanceCache::with_metrics`] counts hits, coalesced questions and misses.
+//! The cache sits **in front of** the provider's interceptors (budget, call metrics): its answers cost no budget
+//! and the call metrics count real cloud calls only. A provider reload clears it. [`InstanceCache::with_metrics`]
+//! counts hits, coalesced questions and misses.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -75,6 +71,22 @@ enum Answer {
     Metadata(InstanceLookup),
 }
 
+impl Answer {
+    fn bool(self, question: Operation) -> Result<bool, CloudError> {
+        match self {
+            Answer::Bool(b) => Ok(b),
+            Answer::Metadata(_) => Err(unexpected(question)),
+        }
+    }
+
+    fn metadata(self, question: Operation) -> Result<InstanceLookup, CloudError> {
+        match self {
+            Answer::Metadata(m) => Ok(m),
+            Answer::Bool(_) => Err(unexpected(question)),
+        }
+    }
+}
+
 /// The question (the single call that asks it: `instance-exists`, `instance-shutdown` or
 /// `instance-metadata-by-provider-id`, whose name labels the cache metrics), the node's name and its providerID:
 /// a node whose providerID changed is a new key even before the informer reports the change.
@@ -89,10 +101,9 @@ fn key(question: Operation, node: &Node) -> Key {
     )
 }
 
-/// The TTL the runtime uses by default (`--cloud-instance-cache-ttl`) for metadata answers: a failed
-/// initialization retried within 30 s, or an address sync right after an initialization, reuses the answer.
-/// Existence and shutdown answers are never kept, whatever the TTL (see the [module docs](self)), so the TTL
-/// never delays a lifecycle decision.
+/// The default TTL of metadata answers (`--cloud-instance-cache-ttl`): an initialization retried within 30 s, or
+/// an address sync right after one, reuses the answer. Existence and shutdown answers are never kept (see the
+/// [module docs](self)), so the TTL never delays a lifecycle decision.
 pub const DEFAULT_INSTANCE_CACHE_TTL: Duration = Duration::from_secs(30);
 
 /// Expired answers are dropped after this many insertions (they are also replaced when asked again).
@@ -318,9 +329,8 @@ impl InstanceCache {
     }
 
     /// Whether answers to `question` are kept: only metadata answers, with a TTL above zero. Existence and
-    /// shutdown answers decide whether a Node is deleted or tainted, so they must come from the cloud every time
-    /// (the Go reference asks the cloud on every lifecycle pass; a kept "exists" or "not shut down" would hide a
-    /// gone or stopped instance for up to a TTL).
+    /// shutdown answers decide whether a Node is deleted or tainted, so they come from the cloud every time, as
+    /// on every lifecycle pass in Go (a kept one would hide a gone or stopped instance for up to a TTL).
     fn keeps(&self, question: Operation) -> bool {
         question == Operation::InstanceMetadata && !self.ttl.is_zero()
     }
@@ -432,8 +442,7 @@ impl CachedV2 {
         Ok(cached
             .into_iter()
             .map(|answer| match answer {
-                Some(Answer::Metadata(metadata)) => Ok(metadata),
-                Some(Answer::Bool(_)) => Err(unexpected(question)),
+                Some(answer) => answer.metadata(question),
                 None => fresh
                     .next()
                     .unwrap_or_else(|| Err(short_bulk_answer(operation, 0, 1))),
@@ -466,38 +475,23 @@ impl InstancesV2 for CachedV2 {
     async fn instance_exists(&self, node: &Node) -> Result<bool, CloudError> {
         let (inner, owned) = (self.inner.clone(), node.clone());
         let call = async move { inner.instance_exists(&owned).await.map(Answer::Bool) };
-        match self
-            .cache
-            .ask(Operation::InstanceExists, node, call)
-            .await?
-        {
-            Answer::Bool(b) => Ok(b),
-            Answer::Metadata(_) => Err(unexpected(Operation::InstanceExists)),
-        }
+        let question = Operation::InstanceExists;
+        self.cache.ask(question, node, call).await?.bool(question)
     }
     async fn instance_shutdown(&self, node: &Node) -> Result<bool, CloudError> {
         let (inner, owned) = (self.inner.clone(), node.clone());
         let call = async move { inner.instance_shutdown(&owned).await.map(Answer::Bool) };
-        match self
-            .cache
-            .ask(Operation::InstanceShutdown, node, call)
-            .await?
-        {
-            Answer::Bool(b) => Ok(b),
-            Answer::Metadata(_) => Err(unexpected(Operation::InstanceShutdown)),
-        }
+        let question = Operation::InstanceShutdown;
+        self.cache.ask(question, node, call).await?.bool(question)
     }
     async fn instance_metadata(&self, node: &Node) -> Result<InstanceLookup, CloudError> {
         let (inner, owned) = (self.inner.clone(), node.clone());
         let call = async move { inner.instance_metadata(&owned).await.map(Answer::Metadata) };
-        match self
-            .cache
-            .ask(Operation::InstanceMetadata, node, call)
+        let question = Operation::InstanceMetadata;
+        self.cache
+            .ask(question, node, call)
             .await?
-        {
-            Answer::Metadata(m) => Ok(m),
-            Answer::Bool(_) => Err(unexpected(Operation::InstanceMetadata)),
-        }
+            .metadata(question)
     }
     fn supports_bulk(&self) -> bool {
         self.inner.supports_bulk()
