@@ -353,13 +353,12 @@ impl Chain {
         }
         // The fence is checked last, right before the call: an interceptor may have waited (for budget) across
         // the moment leadership stopped being confirmed.
-        let Some(fence) = &self.fence else {
-            return Ok(());
-        };
         let operation = info.operation;
-        fence
-            .check()
-            .map_err(|reason| CloudError::NotLeader { operation, reason })
+        self.fence.as_ref().map_or(Ok(()), |fence| {
+            fence
+                .check()
+                .map_err(|reason| CloudError::NotLeader { operation, reason })
+        })
     }
 }
 
@@ -467,11 +466,8 @@ impl CloudProvider for InterceptedProvider {
     }
     fn instances_v2(self: Arc<Self>) -> Option<Arc<dyn InstancesV2>> {
         let inner = self.wrap(Arc::clone(&self.inner).instances_v2()?);
-        Some(match &self.cache {
-            Some(cache) => Arc::new(CachedV2 {
-                inner,
-                cache: cache.clone(),
-            }),
+        Some(match self.cache.clone() {
+            Some(cache) => Arc::new(CachedV2 { inner, cache }),
             None => inner,
         })
     }

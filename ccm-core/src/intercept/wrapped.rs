@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service};
 
-use super::{Chain, Operation};
+use super::{Chain, Operation as Op};
 use crate::error::CloudError;
 use crate::helpers::{node_name, node_provider_id, service_key};
 use crate::listing::LoadBalancerPage;
@@ -38,9 +38,7 @@ impl LoadBalancer for Wrapped<dyn LoadBalancer> {
     ) -> Result<Option<LoadBalancerStatus>, CloudError> {
         let call = self.inner.get_load_balancer(cluster_name, service);
         let key = service_key(service);
-        self.chain
-            .call(Operation::GetLoadBalancer, &key, call)
-            .await
+        self.chain.call(Op::GetLoadBalancer, &key, call).await
     }
     fn get_load_balancer_name(&self, cluster_name: &str, service: &Service) -> String {
         self.inner.get_load_balancer_name(cluster_name, service)
@@ -55,9 +53,7 @@ impl LoadBalancer for Wrapped<dyn LoadBalancer> {
             .inner
             .ensure_load_balancer(cluster_name, service, nodes);
         let key = service_key(service);
-        self.chain
-            .call(Operation::EnsureLoadBalancer, &key, call)
-            .await
+        self.chain.call(Op::EnsureLoadBalancer, &key, call).await
     }
     async fn update_load_balancer(
         &self,
@@ -69,9 +65,7 @@ impl LoadBalancer for Wrapped<dyn LoadBalancer> {
             .inner
             .update_load_balancer(cluster_name, service, nodes);
         let key = service_key(service);
-        self.chain
-            .call(Operation::UpdateLoadBalancer, &key, call)
-            .await
+        self.chain.call(Op::UpdateLoadBalancer, &key, call).await
     }
     async fn ensure_load_balancer_deleted(
         &self,
@@ -82,7 +76,7 @@ impl LoadBalancer for Wrapped<dyn LoadBalancer> {
             .inner
             .ensure_load_balancer_deleted(cluster_name, service);
         let key = service_key(service);
-        let op = Operation::EnsureLoadBalancerDeleted;
+        let op = Op::EnsureLoadBalancerDeleted;
         self.chain.call(op, &key, call).await
     }
     fn supports_listing(&self) -> bool {
@@ -94,7 +88,7 @@ impl LoadBalancer for Wrapped<dyn LoadBalancer> {
         page_token: Option<String>,
     ) -> Result<LoadBalancerPage, CloudError> {
         let call = self.inner.list_load_balancers(cluster_name, page_token);
-        let op = Operation::ListLoadBalancers;
+        let op = Op::ListLoadBalancers;
         self.chain.call(op, cluster_name, call).await
     }
 }
@@ -103,33 +97,27 @@ impl LoadBalancer for Wrapped<dyn LoadBalancer> {
 impl Instances for Wrapped<dyn Instances> {
     async fn node_addresses(&self, node_name: &str) -> Result<Vec<NodeAddress>, CloudError> {
         let call = self.inner.node_addresses(node_name);
-        self.chain
-            .call(Operation::NodeAddresses, node_name, call)
-            .await
+        self.chain.call(Op::NodeAddresses, node_name, call).await
     }
     async fn node_addresses_by_provider_id(
         &self,
         provider_id: &str,
     ) -> Result<Vec<NodeAddress>, CloudError> {
         let call = self.inner.node_addresses_by_provider_id(provider_id);
-        let op = Operation::NodeAddressesByProviderId;
+        let op = Op::NodeAddressesByProviderId;
         self.chain.call(op, provider_id, call).await
     }
     async fn instance_id(&self, node_name: &str) -> Result<String, CloudError> {
         let call = self.inner.instance_id(node_name);
-        self.chain
-            .call(Operation::InstanceId, node_name, call)
-            .await
+        self.chain.call(Op::InstanceId, node_name, call).await
     }
     async fn instance_type(&self, node_name: &str) -> Result<String, CloudError> {
         let call = self.inner.instance_type(node_name);
-        self.chain
-            .call(Operation::InstanceType, node_name, call)
-            .await
+        self.chain.call(Op::InstanceType, node_name, call).await
     }
     async fn instance_type_by_provider_id(&self, provider_id: &str) -> Result<String, CloudError> {
         let call = self.inner.instance_type_by_provider_id(provider_id);
-        let op = Operation::InstanceTypeByProviderId;
+        let op = Op::InstanceTypeByProviderId;
         self.chain.call(op, provider_id, call).await
     }
     async fn add_ssh_key_to_all_instances(&self, user: &str, key: &[u8]) -> Result<(), CloudError> {
@@ -140,7 +128,7 @@ impl Instances for Wrapped<dyn Instances> {
     }
     async fn instance_exists_by_provider_id(&self, provider_id: &str) -> Result<bool, CloudError> {
         let call = self.inner.instance_exists_by_provider_id(provider_id);
-        let op = Operation::InstanceExistsByProviderId;
+        let op = Op::InstanceExistsByProviderId;
         self.chain.call(op, provider_id, call).await
     }
     async fn instance_shutdown_by_provider_id(
@@ -148,7 +136,7 @@ impl Instances for Wrapped<dyn Instances> {
         provider_id: &str,
     ) -> Result<bool, CloudError> {
         let call = self.inner.instance_shutdown_by_provider_id(provider_id);
-        let op = Operation::InstanceShutdownByProviderId;
+        let op = Op::InstanceShutdownByProviderId;
         self.chain.call(op, provider_id, call).await
     }
 }
@@ -157,17 +145,17 @@ impl Instances for Wrapped<dyn Instances> {
 impl InstancesV2 for Wrapped<dyn InstancesV2> {
     async fn instance_exists(&self, node: &Node) -> Result<bool, CloudError> {
         let call = self.inner.instance_exists(node);
-        let op = Operation::InstanceExists;
+        let op = Op::InstanceExists;
         self.chain.call(op, node_target(node), call).await
     }
     async fn instance_shutdown(&self, node: &Node) -> Result<bool, CloudError> {
         let call = self.inner.instance_shutdown(node);
-        let op = Operation::InstanceShutdown;
+        let op = Op::InstanceShutdown;
         self.chain.call(op, node_target(node), call).await
     }
     async fn instance_metadata(&self, node: &Node) -> Result<InstanceLookup, CloudError> {
         let call = self.inner.instance_metadata(node);
-        let op = Operation::InstanceMetadata;
+        let op = Op::InstanceMetadata;
         self.chain.call(op, node_target(node), call).await
     }
     fn supports_bulk(&self) -> bool {
@@ -182,7 +170,7 @@ impl InstancesV2 for Wrapped<dyn InstancesV2> {
             return Ok(provider::metadata_one_by_one(self, nodes).await);
         }
         let call = self.inner.instance_metadata_bulk(nodes);
-        let op = Operation::InstanceMetadataBulk;
+        let op = Op::InstanceMetadataBulk;
         self.chain.call(op, &nodes_target(nodes), call).await
     }
     async fn instance_exists_bulk(
@@ -193,7 +181,7 @@ impl InstancesV2 for Wrapped<dyn InstancesV2> {
             return Ok(provider::exists_one_by_one(self, nodes).await);
         }
         let call = self.inner.instance_exists_bulk(nodes);
-        let op = Operation::InstanceExistsBulk;
+        let op = Op::InstanceExistsBulk;
         self.chain.call(op, &nodes_target(nodes), call).await
     }
     async fn instance_shutdown_bulk(
@@ -204,7 +192,7 @@ impl InstancesV2 for Wrapped<dyn InstancesV2> {
             return Ok(provider::shutdown_one_by_one(self, nodes).await);
         }
         let call = self.inner.instance_shutdown_bulk(nodes);
-        let op = Operation::InstanceShutdownBulk;
+        let op = Op::InstanceShutdownBulk;
         self.chain.call(op, &nodes_target(nodes), call).await
     }
 }
@@ -213,16 +201,16 @@ impl InstancesV2 for Wrapped<dyn InstancesV2> {
 impl Zones for Wrapped<dyn Zones> {
     async fn get_zone(&self) -> Result<Zone, CloudError> {
         let call = self.inner.get_zone();
-        self.chain.call(Operation::GetZone, "", call).await
+        self.chain.call(Op::GetZone, "", call).await
     }
     async fn get_zone_by_provider_id(&self, provider_id: &str) -> Result<Zone, CloudError> {
         let call = self.inner.get_zone_by_provider_id(provider_id);
-        let op = Operation::GetZoneByProviderId;
+        let op = Op::GetZoneByProviderId;
         self.chain.call(op, provider_id, call).await
     }
     async fn get_zone_by_node_name(&self, node_name: &str) -> Result<Zone, CloudError> {
         let call = self.inner.get_zone_by_node_name(node_name);
-        let op = Operation::GetZoneByNodeName;
+        let op = Op::GetZoneByNodeName;
         self.chain.call(op, node_name, call).await
     }
 }
@@ -231,11 +219,11 @@ impl Zones for Wrapped<dyn Zones> {
 impl Clusters for Wrapped<dyn Clusters> {
     async fn list_clusters(&self) -> Result<Vec<String>, CloudError> {
         let call = self.inner.list_clusters();
-        self.chain.call(Operation::ListClusters, "", call).await
+        self.chain.call(Op::ListClusters, "", call).await
     }
     async fn master(&self, cluster_name: &str) -> Result<String, CloudError> {
         let call = self.inner.master(cluster_name);
-        self.chain.call(Operation::Master, cluster_name, call).await
+        self.chain.call(Op::Master, cluster_name, call).await
     }
 }
 
@@ -243,9 +231,7 @@ impl Clusters for Wrapped<dyn Clusters> {
 impl Routes for Wrapped<dyn Routes> {
     async fn list_routes(&self, cluster_name: &str) -> Result<Vec<Route>, CloudError> {
         let call = self.inner.list_routes(cluster_name);
-        self.chain
-            .call(Operation::ListRoutes, cluster_name, call)
-            .await
+        self.chain.call(Op::ListRoutes, cluster_name, call).await
     }
     async fn create_route(
         &self,
@@ -255,11 +241,11 @@ impl Routes for Wrapped<dyn Routes> {
     ) -> Result<(), CloudError> {
         let call = self.inner.create_route(cluster_name, name_hint, route);
         let cidr = &route.destination_cidr;
-        self.chain.call(Operation::CreateRoute, cidr, call).await
+        self.chain.call(Op::CreateRoute, cidr, call).await
     }
     async fn delete_route(&self, cluster_name: &str, route: &Route) -> Result<(), CloudError> {
         let call = self.inner.delete_route(cluster_name, route);
         let cidr = &route.destination_cidr;
-        self.chain.call(Operation::DeleteRoute, cidr, call).await
+        self.chain.call(Op::DeleteRoute, cidr, call).await
     }
 }
