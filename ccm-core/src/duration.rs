@@ -155,13 +155,12 @@ fn unit_nanos(unit: &str) -> Option<u64> {
 ///
 /// A [`DurationError`] naming the rejected text and what is wrong with it.
 pub fn parse_go_duration(text: &str) -> Result<Duration, DurationError> {
+    let value = || text.to_owned();
     if text.is_empty() {
         return Err(DurationError::Empty);
     }
     if text.chars().any(char::is_whitespace) {
-        return Err(DurationError::Blank {
-            value: text.to_owned(),
-        });
+        return Err(DurationError::Blank { value: value() });
     }
     // [-+]?
     let (negative, magnitude) = match text.as_bytes()[0] {
@@ -171,26 +170,19 @@ pub fn parse_go_duration(text: &str) -> Result<Duration, DurationError> {
     };
     let nanos = parse_magnitude(text, magnitude)?;
     if negative && nanos != 0 {
-        return Err(DurationError::Negative {
-            value: text.to_owned(),
-        });
+        return Err(DurationError::Negative { value: value() });
     }
     if nanos > i64::MAX as u64 {
-        return Err(DurationError::Overflow {
-            value: text.to_owned(),
-        });
+        return Err(DurationError::Overflow { value: value() });
     }
     Ok(Duration::from_nanos(nanos))
 }
 
 /// The nanoseconds of `rest` (`value` after its sign), at most `1 << 63`, following Go's parser step by step.
 fn parse_magnitude(value: &str, mut rest: &str) -> Result<u64, DurationError> {
-    let invalid = || DurationError::Invalid {
-        value: value.to_owned(),
-    };
-    let overflow = || DurationError::Overflow {
-        value: value.to_owned(),
-    };
+    let text = || value.to_owned();
+    let invalid = || DurationError::Invalid { value: text() };
+    let overflow = || DurationError::Overflow { value: text() };
     // Special case: a bare zero needs no unit.
     if rest == "0" {
         return Ok(0);
@@ -237,15 +229,13 @@ fn parse_magnitude(value: &str, mut rest: &str) -> Result<u64, DurationError> {
             return Err(if rest.starts_with('.') {
                 invalid()
             } else {
-                DurationError::MissingUnit {
-                    value: value.to_owned(),
-                }
+                DurationError::MissingUnit { value: text() }
             });
         }
         let (unit, after_unit) = rest.split_at(unit_len);
         rest = after_unit;
         let unit_nanos = unit_nanos(unit).ok_or_else(|| DurationError::UnknownUnit {
-            value: value.to_owned(),
+            value: text(),
             unit: unit.to_owned(),
         })?;
         if whole > GO_LIMIT / unit_nanos {
