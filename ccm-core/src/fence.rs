@@ -154,10 +154,6 @@ impl LeadershipFence {
         *state = f(*state);
     }
 
-    fn get(&self) -> State {
-        *self.state.lock()
-    }
-
     /// Record that a lease write (acquire or renew) **sent** at `sent` was accepted: the fence is open until
     /// `sent + valid_for`. Ignored once revoked, and for a request older than the last one confirmed.
     pub fn confirm(&self, sent: Instant, valid_for: Duration) {
@@ -184,7 +180,7 @@ impl LeadershipFence {
     ///
     /// Why not, if the fence is closed.
     pub fn check_at(&self, now: Instant) -> Result<(), FenceClosed> {
-        self.get().check(now)
+        self.state.lock().check(now)
     }
 
     /// Whether the fence is open now.
@@ -200,7 +196,7 @@ mod tests {
     impl LeadershipFence {
         /// Whether this fence is always open (no leader election).
         fn is_unfenced(&self) -> bool {
-            self.get() == State::Unfenced
+            *self.state.lock() == State::Unfenced
         }
     }
 
@@ -268,7 +264,7 @@ mod tests {
         fence.confirm(new, VALID);
         fence.confirm(old, VALID);
         assert_eq!(
-            fence.get(),
+            *fence.state.lock(),
             State::Confirmed {
                 sent: new,
                 valid_for: VALID
