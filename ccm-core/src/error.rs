@@ -20,23 +20,21 @@ use std::time::Duration;
 /// A boxed error that can cross threads; what [`CloudError::provider`] and [`ResultExt::cloud_context`] accept.
 pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 
-/// A shared error that can cross threads; the source type of [`CloudError::Provider`], shared so that
-/// [`CloudError`] is [`Clone`] without losing the source's type (kind detection and `downcast_ref` still work on
-/// every copy).
+/// A shared error that can cross threads: the source of [`CloudError::Provider`], shared so that [`CloudError`]
+/// is [`Clone`] without losing the source's type (kind detection and `downcast_ref` work on every copy).
 pub type SharedError = Arc<dyn StdError + Send + Sync + 'static>;
 
 /// An error returned by a cloud provider.
 ///
 /// Build provider failures with [`CloudError::provider`] (a vendor SDK error with what was being done) or
-/// [`CloudError::message`] (the cloud's own text, displayed unchanged), and add context with [`CloudError::context`] or, on a `Result`, with
-/// [`ResultExt::cloud_context`]: the kind of the innermost well-known error stays detectable through any number of
-/// layers.
+/// [`CloudError::message`] (the cloud's own text, displayed unchanged), and add context with
+/// [`CloudError::context`] or [`ResultExt::cloud_context`]: the innermost well-known kind stays detectable through
+/// any number of layers.
 ///
-/// `CloudError` is [`Clone`]: a copy shares the source error of [`CloudError::Provider`] (behind an [`Arc`]), so it
-/// has the same message, kind, retry delay and causes, and can be handed to several waiters.
-///
-/// Its `Display` is the whole text and [`source`](StdError::source) is always `None` (see the [module
-/// docs](crate::error)); use [`CloudError::inner`] or [`causes`] to reach a wrapped error.
+/// A clone shares the source of [`CloudError::Provider`] (behind an [`Arc`]): same message, kind, retry delay and
+/// causes, so it can be handed to several waiters. `Display` is the whole text and
+/// [`source`](StdError::source) is always `None` (see the [module docs](crate::error)); use
+/// [`CloudError::inner`] or [`causes`] to reach a wrapped error.
 ///
 /// ```
 /// use ccm_core::{CloudError, ErrorKind};
@@ -93,8 +91,8 @@ pub enum CloudError {
     /// Any other provider failure, with what was being done and the underlying error.
     ///
     /// Displayed as `<context>: <source>: <its cause>...`, each text once (a cause whose text the previous one
-    /// already contains is not repeated). The source is reached through [`CloudError::inner`] and [`causes`],
-    /// not [`StdError::source`], so that chain printers do not print it a second time.
+    /// contains is skipped); the source is reached through [`CloudError::inner`] and [`causes`], not
+    /// [`StdError::source`], so chain printers do not print it twice.
     Provider {
         /// What failed, in lower case (for example `describing instance i-123`).
         context: String,
@@ -291,10 +289,9 @@ impl CloudError {
     }
 
     /// The provider's own client gave up waiting for the cloud (its request or attempt timeout fired): a
-    /// [`CloudError::Provider`] whose source is [`ClientTimeout`], of kind [`ErrorKind::Timeout`] like the
-    /// runtime's own [`CloudError::Timeout`], so the cloud-call budget reads it as congestion and the metrics
-    /// count it as a timeout. Unlike [`CloudError::Timeout`] it needs no [`Operation`](crate::intercept::Operation):
-    /// one error-translation function of a provider can use it for every call.
+    /// [`CloudError::Provider`] with source [`ClientTimeout`], of kind [`ErrorKind::Timeout`] like
+    /// [`CloudError::Timeout`] (the budget reads it as congestion, the metrics as a timeout), but needing no
+    /// [`Operation`](crate::intercept::Operation), so one error-translation function can use it for every call.
     ///
     /// ```
     /// use std::time::Duration;
@@ -379,10 +376,10 @@ mod sealed {
 
 /// Context for the error of a `Result`, without `map_err` on every call.
 ///
-/// One method serves both cases, because a [`CloudError`] is itself an error that converts into [`BoxError`]:
-/// a foreign error (a vendor SDK's) becomes [`CloudError::provider`]`(context, error)`, and a [`CloudError`]
-/// gets [`CloudError::context`] (the same `Provider` layer, so its [`kind`](CloudError::kind) and retry delay are
-/// kept). The trait is sealed: it is implemented for every `Result<T, E>` with `E: Into<BoxError>` and nothing else.
+/// One method serves both cases, as a [`CloudError`] converts into [`BoxError`] too: a foreign error (a vendor
+/// SDK's) becomes [`CloudError::provider`]`(context, error)`, a [`CloudError`] gets the same `Provider` layer
+/// as [`CloudError::context`] gives (its [`kind`](CloudError::kind) and retry delay kept). Sealed: implemented
+/// for every `Result<T, E>` with `E: Into<BoxError>` and nothing else.
 ///
 /// ```
 /// use ccm_core::{CloudError, ErrorKind, ResultExt};

@@ -4,10 +4,9 @@
 //! [`Clusters`], [`Routes`]) is optional and reported through an accessor returning `None` when unsupported.
 //! Every trait is async, object-safe and `Send + Sync`, so controllers hold them as `Arc<dyn ...>`.
 //!
-//! The accessors take `self: Arc<Self>`, so one type can serve several capabilities by returning itself
-//! (`Some(self)`), with no wrapper holding an `Arc` of the provider; a provider built from separate
-//! per-capability types returns clones of the `Arc`s it holds instead. Call them on a clone of the handle:
-//! `Arc::clone(&cloud).instances_v2()`.
+//! The accessors take `self: Arc<Self>`, so one type serves several capabilities by returning `Some(self)`; a
+//! provider built from per-capability types returns clones of the `Arc`s it holds. Call them on a clone of the
+//! handle: `Arc::clone(&cloud).instances_v2()`.
 //!
 //! [`InstancesV2::instance_metadata`] answers [`InstanceLookup`]: `Ok(metadata.into())` for an instance that
 //! exists, `Err(CloudError::InstanceNotFound)` for one that is gone, and [`InstanceLookup::skip`] only to skip a
@@ -79,7 +78,7 @@
 //!     }
 //! }
 //!
-//! # tokio_test_block_on(async {
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let cloud: Arc<dyn CloudProvider> = Arc::new(Acme::default());
 //! assert!(Arc::clone(&cloud).load_balancer().is_none());
 //! let v2 = Arc::clone(&cloud).instances_v2().expect("acme serves InstancesV2");
@@ -95,9 +94,6 @@
 //! routes.create_route("kubernetes", "uid-1", &Route::new("n1", "10.244.1.0/24")).await.unwrap();
 //! assert_eq!(routes.list_routes("kubernetes").await.unwrap().len(), 1);
 //! # });
-//! # fn tokio_test_block_on(f: impl std::future::Future<Output = ()>) {
-//! #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
-//! # }
 //! ```
 
 use std::sync::Arc;
