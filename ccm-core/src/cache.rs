@@ -158,10 +158,10 @@ struct Counters {
 }
 
 impl Counters {
-    fn record(&self, question: Operation, outcome: Outcome, n: u64) {
-        if n == 0 {
+    fn record(&self, question: Operation, outcome: Outcome, n: usize) {
+        let Ok(n @ 1..) = u64::try_from(n) else {
             return;
-        }
+        };
         self.counts[outcome as usize].fetch_add(n, Ordering::Relaxed);
         if let Some(family) = self.family.get() {
             let labels = labels(&[("operation", question.as_str()), ("result", outcome.into())]);
@@ -351,10 +351,9 @@ impl InstanceCache {
             .map(|node| self.kept(&state, &key(question, node)))
             .collect();
         let hits = answers.iter().filter(|a| a.is_some()).count();
-        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
-        self.counters.record(question, Outcome::Hit, count(hits));
-        self.counters
-            .record(question, Outcome::Miss, count(nodes.len() - hits));
+        let misses = nodes.len() - hits;
+        self.counters.record(question, Outcome::Hit, hits);
+        self.counters.record(question, Outcome::Miss, misses);
         (answers, state.epoch)
     }
 
@@ -426,10 +425,9 @@ impl CachedV2 {
         let mut fresh = if missing.is_empty() {
             Vec::new()
         } else {
-            let asked = missing.len();
             let answers = self.inner.instance_metadata_bulk(missing).await?;
-            if answers.len() != asked {
-                return Err(short_bulk_answer(operation, answers.len(), asked));
+            if answers.len() != missing.len() {
+                return Err(short_bulk_answer(operation, answers.len(), missing.len()));
             }
             let kept = missing.iter().zip(&answers).filter_map(|(node, r)| {
                 let metadata = r.as_ref().ok()?;
@@ -460,8 +458,8 @@ impl CachedV2 {
         if nodes.is_empty() {
             return Ok(Vec::new());
         }
-        let misses = u64::try_from(nodes.len()).unwrap_or(u64::MAX);
-        self.cache.counters.record(question, Outcome::Miss, misses);
+        let counters = &self.cache.counters;
+        counters.record(question, Outcome::Miss, nodes.len());
         let answers = call.await?;
         if answers.len() != nodes.len() {
             return Err(short_bulk_answer(operation, answers.len(), nodes.len()));
