@@ -3,11 +3,10 @@
 //!
 //! Where background work belongs:
 //! - in the **provider factory** ([`ProviderSettings::tasks`](crate::registry::ProviderSettings::tasks)): work
-//!   every replica needs to answer cloud calls (refreshing credentials, keeping a cache warm). The factory runs in
-//!   every replica, leader or not, and these tasks run until the process shuts down;
-//! - in [`crate::CloudProvider::initialize`]: work only the leader does (sweeping
-//!   leaked cloud resources). It stops when `ctx.shutdown` is cancelled, which also happens when leadership is
-//!   lost.
+//!   every replica, leader or not, needs to answer cloud calls (refreshing credentials, keeping a cache warm); it
+//!   runs until the process shuts down;
+//! - in [`crate::CloudProvider::initialize`]: work only the leader does (sweeping leaked cloud resources); it
+//!   stops when `ctx.shutdown` is cancelled, at shutdown or when leadership is lost.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]

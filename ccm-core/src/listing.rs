@@ -253,7 +253,6 @@ struct Canonical<'a> {
 pub fn load_balancer_fingerprint(service: &Service) -> String {
     let spec = service.spec.clone().unwrap_or_default();
     let ports = spec.ports.clone().unwrap_or_default();
-    let empty = BTreeMap::new();
     let canonical = Canonical {
         uid: service.metadata.uid.as_deref().unwrap_or_default(),
         type_: spec.type_.as_deref().unwrap_or_default(),
@@ -289,9 +288,8 @@ pub fn load_balancer_fingerprint(service: &Service) -> String {
         annotations: service
             .metadata
             .annotations
-            .as_ref()
-            .unwrap_or(&empty)
             .iter()
+            .flatten()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect(),
         external_traffic_policy: spec.external_traffic_policy.as_deref().unwrap_or_default(),

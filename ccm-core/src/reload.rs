@@ -7,8 +7,8 @@
 //! - `Ok(())`: the provider now uses the new contents (the runtime records a Normal `CloudConfigReloaded` Event);
 //! - an error: the new contents are rejected and the provider keeps its old configuration (a Warning
 //!   `CloudConfigReloadFailed` Event and an error log line); the runtime calls again only when a file changes again;
-//! - [`crate::CloudError::NotImplemented`], the default: reload is not supported and
-//!   the CCM must be restarted to apply the change, as with Go's cloud-controller-manager.
+//! - [`crate::CloudError::NotImplemented`], the default: no reload; the CCM must be restarted to apply the
+//!   change, as with Go's cloud-controller-manager.
 //!
 //! ```
 //! use ccm_core::reload::ReloadContext;

@@ -46,12 +46,10 @@ fn dns_name(value: &str, dots: bool) -> Result<(), &'static str> {
     if value.is_empty() {
         return Err("must not be empty");
     }
-    if value.len() > if dots { 253 } else { 63 } {
-        return Err(if dots {
-            "must be at most 253 characters"
-        } else {
-            "must be at most 63 characters"
-        });
+    match (dots, value.len()) {
+        (true, 254..) => return Err("must be at most 253 characters"),
+        (false, 64..) => return Err("must be at most 63 characters"),
+        _ => {}
     }
     // A label is one part: `splitn(1, ..)` yields the whole value.
     for part in value.splitn(if dots { usize::MAX } else { 1 }, '.') {
