@@ -265,9 +265,6 @@ impl ControllerDescriptor {
 
     /// The short name used in `running_managed_controllers` (the first alias, else the name).
     pub fn short_name(&self) -> &str {
-        self.aliases
-            .first()
-            .map(String::as_str)
-            .unwrap_or(&self.name)
+        self.aliases.first().unwrap_or(&self.name)
     }
 }

@@ -212,9 +212,8 @@ impl EventSink {
     }
 
     /// Leadership was lost: accept no more events and drop every waiting one unsent (counted as
-    /// `ccm_events_total{outcome="fenced"}`), with one summary log line, as Go drops the Events still queued in
-    /// its broadcaster when it loses the lease. Returns how many were dropped. A write already in flight is
-    /// refused by the fenced client.
+    /// `ccm_events_total{outcome="fenced"}`, one summary log line), as Go drops its broadcaster's queued Events
+    /// with the lease. Returns how many were dropped; a write already in flight is refused by the fenced client.
     pub fn discard(&self) -> usize {
         let dropped: usize = self.lanes().iter().map(|lane| lane.discard()).sum();
         if dropped > 0 {
