@@ -161,7 +161,6 @@ impl Debounced {
                 }
             };
             let Some(taken) = item else { break };
-            let item = *taken.key();
             *self.last_start.lock() = Some(Instant::now());
             if matches!(self.mode, Schedule::Periodic) {
                 self.queue.add_after(self.key, self.period);
@@ -170,12 +169,12 @@ impl Debounced {
             if let Schedule::Triggered { resync } = self.mode {
                 self.failing.store(!ok, Ordering::Relaxed);
                 if ok {
-                    self.queue.forget(&item);
+                    self.queue.forget(&self.key);
                 } else {
-                    self.queue.add_rate_limited(item);
+                    self.queue.add_rate_limited(self.key);
                     tracing::debug!(
                         queue = %self.key,
-                        retries = self.queue.num_requeues(&item),
+                        retries = self.queue.num_requeues(&self.key),
                         "pass failed; retrying with backoff"
                     );
                 }
