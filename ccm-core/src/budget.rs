@@ -2,16 +2,15 @@
 //! call metrics.
 //!
 //! Both are [`ProviderInterceptor`](crate::intercept::ProviderInterceptor)s for
-//! [`InterceptedProvider`](crate::intercept::InterceptedProvider), so they apply to every provider call the
-//! controllers make, whichever controller makes it.
+//! [`InterceptedProvider`](crate::intercept::InterceptedProvider): they apply to every controller's provider calls.
 //!
 //! - [`RateLimitInterceptor`] lets calls go at once while the cloud accepts them. When the cloud throttles
-//!   ([`CloudError::Throttled`](crate::CloudError::Throttled), or a call
-//!   [times out](crate::CloudError::Timeout)) it limits the rate to what the cloud accepted ([`adaptive`]: AIMD),
-//!   holds the throttled call's operation class until the cloud's retry-after, and recovers gradually. An explicit hard cap (a token bucket for the whole provider) and
-//!   per-operation buckets apply on top. A call waits instead of failing; waiting calls are served by
-//!   [`CallPriority`] (new-node initialization first, periodic sweeps last); a waiting call gives up with an
-//!   error when the shutdown token is cancelled, and the calls given up are reported in one log line.
+//!   ([`CloudError::Throttled`](crate::CloudError::Throttled), or a call [times out](crate::CloudError::Timeout))
+//!   it limits the rate to what the cloud accepted ([`adaptive`]: AIMD), holds the throttled call's operation
+//!   class until the cloud's retry-after, and recovers gradually. An explicit hard cap (a token bucket for the
+//!   whole provider) and per-operation buckets apply on top. A call waits instead of failing; waiting calls are
+//!   served by [`CallPriority`] (new-node initialization first, periodic sweeps last); a waiting call gives up
+//!   with an error when the shutdown token is cancelled, and the calls given up are reported in one log line.
 //! - [`CloudCallMetrics`] counts calls, measures their latency and classifies their errors, labelled by operation.
 //!
 //! ```no_run

@@ -1,8 +1,7 @@
 //! The adaptive rate: how fast the cloud accepts calls right now, learnt from its answers (AIMD).
 //!
-//! [`AdaptiveRate`] is a pure state machine: every method takes the current time, so tests drive it without a
-//! clock. The budget ([`RateLimitInterceptor`](super::RateLimitInterceptor)) feeds it each call's outcome and
-//! asks it for tokens.
+//! [`AdaptiveRate`] is a pure state machine (every method takes the current time, so tests need no clock): the
+//! budget ([`RateLimitInterceptor`](super::RateLimitInterceptor)) feeds it each call's outcome and asks for tokens.
 //!
 //! - **Open** (no limit) while the cloud accepts every call: no call waits.
 //! - **Decrease.** A congestion signal (the cloud answered [`Throttled`](crate::CloudError::Throttled), or a
@@ -148,15 +147,10 @@ impl RecentCount {
     /// Events after `from`: in the slots after the one holding it (events in the same millisecond as `from`
     /// may have come before it, and are left out).
     fn since(&self, from: Instant) -> u64 {
-        if from < self.origin {
-            return self.slots.iter().map(|(_, c)| c).sum();
-        }
-        let first = self.slot(from);
-        self.slots
-            .iter()
-            .filter(|(s, _)| *s > first)
-            .map(|(_, c)| c)
-            .sum()
+        // `None` (before the origin) is below every slot
+        let first = (from >= self.origin).then(|| self.slot(from));
+        let after = self.slots.iter().filter(|(s, _)| Some(*s) > first);
+        after.map(|(_, c)| c).sum()
     }
 }
 

@@ -87,10 +87,9 @@ impl CloudBudget {
     /// No budget at all: no cap, no adaptation (every call goes at once, whatever the cloud answers).
     pub fn unlimited() -> Self {
         CloudBudget {
-            qps: 0.0,
             burst: 0,
             adaptive: false,
-            operations: BTreeMap::new(),
+            ..Self::default()
         }
     }
     /// Set the hard cap's rate (0 = no hard cap).

@@ -1,6 +1,4 @@
-//! [`RateLimitInterceptor`]: the async layer over the budget's pure state machine (`scheduler.rs`,
-//! [`adaptive`](super::adaptive)) that makes a call wait for budget, learns from each answer, and gives waiting
-//! calls up at shutdown ([`Abandoned`]).
+//! [`RateLimitInterceptor`], the async layer over the budget's state machine, and [`Abandoned`].
 
 use std::collections::HashMap;
 use std::error::Error as StdError;
@@ -29,8 +27,7 @@ use super::metrics::latency_histogram;
 use super::priority::CallPriority;
 use super::scheduler::{self, Outcome, Scheduler};
 
-/// The error a call gets when it is abandoned while waiting for budget because the CCM is stopping (see
-/// [`is_abandoned`]).
+/// The error of a call abandoned while waiting for budget because the CCM is stopping (see [`is_abandoned`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("{ABANDONED}")]
 pub struct Abandoned;
@@ -65,13 +62,11 @@ fn abandoned(call: &CallInfo<'_>) -> CloudError {
     )
 }
 
-/// Waits for budget before each provider call, and learns from each answer (see the [module
-/// documentation](super) and [`adaptive`](super::adaptive)).
-///
-/// The state machine is pure (`budget/scheduler.rs` and [`adaptive`](super::adaptive), unit-tested with explicit
-/// times); this type is the thin async layer: a call that may go returns at once, a call that must wait parks on a
-/// channel, and one dispatcher task (started when the first call has to wait, gone when none waits) wakes the
-/// waiting calls at the times the state machine says.
+/// Waits for budget before each provider call, learns from each answer, and gives waiting calls up at shutdown
+/// (see the [module documentation](super)). The thin async layer over the pure state machine
+/// (`budget/scheduler.rs` and [`adaptive`](super::adaptive), unit-tested with explicit times): a call that may go
+/// returns at once, one that must wait parks on a channel, and one dispatcher task (started when a call first has
+/// to wait, gone when none waits) wakes the waiting calls at the times the state machine says.
 #[derive(Debug)]
 pub struct RateLimitInterceptor {
     shared: Arc<Shared>,
@@ -256,10 +251,8 @@ impl RateLimitInterceptor {
                 .get_or_create(&labels(&[("priority", priority.as_str())]));
         }
         let _ = self.shared.metrics.set(metrics);
-        {
-            let mut state = self.shared.state.lock();
-            self.shared.report(&mut state, Instant::now());
-        }
+        self.shared
+            .report(&mut self.shared.state.lock(), Instant::now());
         self
     }
 
@@ -318,13 +311,9 @@ impl ProviderInterceptor for RateLimitInterceptor {
         });
         let granted = waiting.await;
         ScopeGuard::into_inner(guard);
-        match granted {
-            Ok(()) => {
-                self.observe_wait(operation, arrived.elapsed());
-                Ok(())
-            }
-            Err(_) => Err(abandoned(call)),
-        }
+        granted.map_err(|_| abandoned(call))?;
+        self.observe_wait(operation, arrived.elapsed());
+        Ok(())
     }
 
     fn after_call(

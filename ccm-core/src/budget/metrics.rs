@@ -50,12 +50,8 @@ impl CloudCallMetrics {
 
     /// Calls of `operation` with `result` (`success` or `error`) so far.
     pub fn requests(&self, operation: Operation, result: &str) -> u64 {
-        self.requests
-            .get_or_create(&labels(&[
-                ("operation", operation.as_str()),
-                ("result", result),
-            ]))
-            .get()
+        let labels = labels(&[("operation", operation.as_str()), ("result", result)]);
+        self.requests.get_or_create(&labels).get()
     }
 }
 

@@ -13,13 +13,7 @@ tokio::task_local! {
 /// The budget sits in the provider middleware and sees only an [`Operation`](crate::intercept::Operation), not
 /// who made the call. A controller says how urgent its calls are by running the code that makes them inside
 /// [`CallPriority::scope`]; the budget reads the priority of the task the call runs in
-/// ([`CallPriority::current`]). Calls made outside any scope are [`Normal`](CallPriority::Normal).
-///
-/// | class | who | examples |
-/// |---|---|---|
-/// | [`High`](CallPriority::High) | work a user is waiting for right now | initializing a new node |
-/// | [`Normal`](CallPriority::Normal) | everything not marked (the default) | load balancers, routes, vendor controllers |
-/// | [`Low`](CallPriority::Low) | periodic sweeps that are repeated anyway | the lifecycle pass, the periodic address sync |
+/// ([`CallPriority::current`]).
 ///
 /// Waiting calls are served strictly by class, and in arrival order within a class: a call never waits behind a
 /// call of a lower class. The class only matters while calls wait; with no limit in force every call goes at
@@ -47,12 +41,13 @@ tokio::task_local! {
 )]
 #[strum(serialize_all = "lowercase")]
 pub enum CallPriority {
-    /// Served first: work someone is waiting for (new-node initialization).
+    /// Served first: work a user is waiting for right now (initializing a new node).
     High,
-    /// The default for calls made outside any [`scope`](CallPriority::scope).
+    /// The default, for everything not marked (load balancers, routes, vendor controllers) and every call made
+    /// outside any [`scope`](CallPriority::scope).
     #[default]
     Normal,
-    /// Served last: periodic sweeps (lifecycle pass, address sync).
+    /// Served last: periodic sweeps that are repeated anyway (the lifecycle pass, the periodic address sync).
     Low,
 }
 

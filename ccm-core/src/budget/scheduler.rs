@@ -76,10 +76,9 @@ fn has_token(bucket: &mut TokenBucket, now: Instant) -> bool {
 fn token_wait(bucket: &mut TokenBucket, now: Instant) -> Duration {
     let tokens = bucket.tokens(now);
     if tokens >= 1.0 - EPSILON {
-        Duration::ZERO
-    } else {
-        Duration::try_from_secs_f64((1.0 - tokens) / bucket.qps()).unwrap_or(Duration::MAX)
+        return Duration::ZERO;
     }
+    Duration::try_from_secs_f64((1.0 - tokens) / bucket.qps()).unwrap_or(Duration::MAX)
 }
 
 impl Scheduler {
@@ -133,12 +132,6 @@ impl Scheduler {
         Some((id, self.dispatch(now)))
     }
 
-    fn held(holds: &HashMap<Class, Instant>, operation: Operation, now: Instant) -> bool {
-        holds
-            .get(&operation.capability())
-            .is_some_and(|until| *until > now)
-    }
-
     fn provider_ready(&mut self, now: Instant) -> bool {
         self.cap.as_mut().is_none_or(|b| has_token(b, now))
             && self.adaptive.as_mut().is_none_or(|a| a.ready(now))
@@ -154,15 +147,14 @@ impl Scheduler {
         } = self;
         for (p, queue) in queues.iter().enumerate() {
             for (i, waiter) in queue.iter().enumerate() {
-                if Self::held(holds, waiter.operation, now) {
-                    continue;
+                let held = holds.get(&waiter.operation.capability());
+                let blocked = held.is_some_and(|until| *until > now)
+                    || operations
+                        .get_mut(&waiter.operation)
+                        .is_some_and(|bucket| !has_token(bucket, now));
+                if !blocked {
+                    return Some((p, i));
                 }
-                if let Some(bucket) = operations.get_mut(&waiter.operation)
-                    && !has_token(bucket, now)
-                {
-                    continue;
-                }
-                return Some((p, i));
             }
         }
         None

@@ -1,23 +1,22 @@
-//! The controller builder: everything a controller does besides deciding, in one place.
+//! The controller builder, modelled on kube-runtime's `Controller` over this crate's shared informers and delay
+//! queue: everything a controller does besides deciding, in one place.
 //!
 //! A controller supplies its keys (how informer events map to queue keys, and which keys to queue at start), a
-//! reconcile function for one key and that function's context; [`Controller`] does the rest, the same way for
-//! every controller, built-in or a vendor's:
+//! reconcile function for one key and its context; [`Controller`] does the rest, the same way for every
+//! controller, built-in or a vendor's:
 //!
 //! 1. waits until every informer it uses has synced (or returns at once if shutdown comes first);
 //! 2. registers the event handlers ([`watches`](Controller::watches), [`on_events`](Controller::on_events))
-//!    inline in the informers' tasks, then queues every key of the [`enqueue_all`](Controller::enqueue_all)
-//!    function (by default every object in the first watched informer's cache). The events of the initial list
-//!    are thereby skipped: they are in the cache that the initial enqueue reads, and a change the handlers saw
-//!    only queues a key that is already queued. An [`InformerEvent::Resync`] queues every key again;
-//! 3. runs the [`workers`](Controller::workers) over the queue with [`run_workers`] (the retry decision,
-//!    the panic guard, the `workqueue_*` metrics of the queue) and the controller's side loops
-//!    ([`with_loop`](Controller::with_loop): periodic passes with [`every`](crate::runtime::every::every),
-//!    debounced passes with [`Debounced`](crate::runtime::debounce::Debounced));
+//!    inline in the informers' tasks, then queues every key of [`enqueue_all`](Controller::enqueue_all) (by
+//!    default every object in the first watched informer's cache). That covers the events of the initial list,
+//!    which are skipped (a change the handlers saw only queues a key already queued). An
+//!    [`InformerEvent::Resync`] queues every key again;
+//! 3. runs the [`workers`](Controller::workers) over the queue with [`run_workers`] (retry decision, panic
+//!    guard, `workqueue_*` metrics) and the side loops ([`with_loop`](Controller::with_loop): periodic passes
+//!    with [`every`](crate::runtime::every::every), debounced ones with
+//!    [`Debounced`](crate::runtime::debounce::Debounced));
 //! 4. at shutdown, stops handing out keys, waits for the keys in progress and the side loops, then removes the
 //!    handlers.
-//!
-//! It is modelled on kube-runtime's `Controller`, over this crate's shared informers and its delay queue.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -91,8 +90,8 @@ impl std::fmt::Debug for Controller {
 }
 
 impl Controller {
-    /// A controller named `name` (its log and error field), with one worker over a queue of the same name with
-    /// Go's default rate limiter and no metrics (set a queue with metrics with [`queue`](Self::queue)).
+    /// A controller named `name` (its log and error field): one worker over a queue of that name with Go's
+    /// default rate limiter and no metrics (see [`queue`](Self::queue)).
     pub fn new(name: impl Into<String>) -> Self {
         let name = name.into();
         Controller {
@@ -253,9 +252,9 @@ impl Controller {
         })))
     }
 
-    /// The same as [`boxed`](Self::boxed), handing `reconcile` the object of each key from `informer`'s cache
-    /// (kube-runtime's shape) instead of the key: a key whose object is gone from the cache is done without a
-    /// call. A controller that must act on deletions takes keys ([`boxed`](Self::boxed)) and its own memory.
+    /// [`boxed`](Self::boxed), handing `reconcile` each key's object from `informer`'s cache (kube-runtime's
+    /// shape); a key whose object is gone is done without a call (to act on deletions, take keys and keep your
+    /// own memory).
     pub fn boxed_objects<K, C, F, Fut, E>(
         self,
         informer: &Informer<K>,
@@ -281,31 +280,23 @@ impl Controller {
     where
         W: FnOnce(String, WorkQueue<String>, usize, CancellationToken) -> BoxFuture<'static, ()>,
     {
-        let Controller {
-            name,
-            queue,
-            workers: count,
-            synced,
-            handlers,
-            enqueue_all,
-            initial_keys,
-            loops,
-        } = self;
-        tracing::info!(controller = %name, workers = count, "waiting for the caches to sync");
+        let (name, queue) = (self.name, self.queue);
+        tracing::info!(controller = %name, workers = self.workers, "waiting for the caches to sync");
         tokio::select! {
             biased;
             () = shutdown.cancelled() => {
                 tracing::info!(controller = %name, "stopped before the caches synced");
                 return;
             }
-            _ = join_all(synced) => {}
+            _ = join_all(self.synced) => {}
         }
-        let enqueue_all: KeysFn = enqueue_all.unwrap_or_else(|| Arc::new(Vec::new));
-        let registrations: Vec<HandlerRegistration> = handlers
+        let enqueue_all: KeysFn = self.enqueue_all.unwrap_or_else(|| Arc::new(Vec::new));
+        let registrations: Vec<HandlerRegistration> = self
+            .handlers
             .into_iter()
             .map(|register| register(&queue, &enqueue_all))
             .collect();
-        let keys = match initial_keys {
+        let keys = match self.initial_keys {
             None => enqueue_all(),
             Some(initial) => tokio::select! {
                 biased;
@@ -318,11 +309,12 @@ impl Controller {
         };
         tracing::debug!(controller = %name, keys = keys.len(), "queued every key from the caches");
         keys.into_iter().for_each(|key| queue.add(key));
-        let loops: Vec<_> = loops
+        let loops: Vec<_> = self
+            .loops
             .into_iter()
             .map(|side_loop| tokio::spawn(side_loop(shutdown.clone())))
             .collect();
-        workers(name.clone(), queue, count, shutdown).await;
+        workers(name.clone(), queue, self.workers, shutdown).await;
         for joined in join_all(loops).await {
             if let Err(error) = joined {
                 tracing::error!(controller = %name, %error, "a controller loop panicked");
@@ -333,9 +325,8 @@ impl Controller {
     }
 }
 
-/// The mapping of a controller that reconciles every added or changed object: the cache key (`name`, or
-/// `namespace/name`) of the object of an [`InformerEvent::Added`] or [`InformerEvent::Updated`], `None` for the
-/// other events.
+/// The key mapping that reconciles every added or changed object: the cache key (`name` or `namespace/name`) of
+/// an [`InformerEvent::Added`] or [`InformerEvent::Updated`] object, `None` for the other events.
 ///
 /// ```
 /// use std::sync::Arc;

@@ -170,10 +170,7 @@ impl ControllerContext {
 
     /// An event recorder for `component`, writing through the shared [`EventSink`].
     pub fn recorder(&self, component: &str) -> EventRecorder {
-        let client = self
-            .event_client
-            .clone()
-            .unwrap_or_else(|| self.client.clone());
+        let client = self.event_client.as_ref().unwrap_or(&self.client).clone();
         self.events
             .recorder(client, component, self.instance.clone())
     }
@@ -185,8 +182,7 @@ pub type ControllerInitFn =
     Arc<dyn Fn(&ControllerContext) -> Result<Option<Box<dyn Controller>>, BoxError> + Send + Sync>;
 
 /// The error of a [`ControllerDescriptor::build`] function that means "do not start this controller", for this
-/// reason (for example the provider lacks a capability it needs, see [`ControllerContext::require`]): the
-/// runtime logs it and runs the other controllers, as Go does.
+/// reason (such as a missing capability, see [`ControllerContext::require`]): logged, the others run, as in Go.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct NotStarted(pub String);
@@ -269,9 +265,6 @@ impl ControllerDescriptor {
 
     /// The short name used in `running_managed_controllers` (the first alias, else the name).
     pub fn short_name(&self) -> &str {
-        self.aliases
-            .first()
-            .map(String::as_str)
-            .unwrap_or(&self.name)
+        self.aliases.first().unwrap_or(&self.name)
     }
 }

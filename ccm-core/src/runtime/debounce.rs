@@ -44,31 +44,27 @@ pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(250);
 /// What starts a pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Schedule {
-    /// A timer only: a pass every `period`, measured from the start of the previous one (Go's
-    /// `wait.NonSlidingUntil`); triggers are ignored and failures wait for the next period.
+    /// A timer only: a pass every `period` from the start of the previous one; triggers are ignored.
     Periodic,
-    /// Triggers, with retries after failures and a full pass `resync` after the last one.
+    /// Triggers, retries after failures, and a full pass `resync` after the last one.
     Triggered {
         /// How long after the end of the last pass a pass runs although nothing triggered one.
         resync: Duration,
     },
 }
 
-/// Decides when the passes over one key run.
+/// Decides when the passes over one key run; the first starts as soon as [`run`](Self::run) is called.
 ///
-/// - [`Schedule::Periodic`]: a pass starts every `period`, measured from the start of the previous one; a
-///   pass longer than the period is followed immediately by the next (Go's `wait.NonSlidingUntil`).
-///   [`trigger`](Self::trigger) is ignored and failures are not retried early.
-/// - [`Schedule::Triggered`]: [`trigger`](Self::trigger) asks for a pass; it starts `debounce` (default
-///   [`DEFAULT_DEBOUNCE`], 250 ms) later, however recently the last pass ran. Every trigger in between is
-///   batched into that pass (the window is measured from the first one, so a steady stream of triggers cannot
-///   postpone it), and triggers during a pass lead to exactly one more pass, right after it or `debounce` after
-///   the trigger, whichever is later. A failed pass is retried with exponential backoff from `period` to
-///   `max_backoff`; while the last pass failed, a trigger starts a pass no earlier than `period` after the start
-///   of the failed one (a failing cloud is not hammered at the rate of events); a successful pass resets
-///   both. `resync` after the end of the last pass, a full pass runs even without triggers.
-///
-/// The first pass starts as soon as [`run`](Self::run) is called.
+/// - [`Schedule::Periodic`]: a pass starts every `period` from the start of the previous one, at once after one
+///   that took longer (Go's `wait.NonSlidingUntil`); [`trigger`](Self::trigger) is ignored and failures are not
+///   retried early.
+/// - [`Schedule::Triggered`]: [`trigger`](Self::trigger) asks for a pass `debounce` (default [`DEFAULT_DEBOUNCE`])
+///   later, however recently the last one ran. Triggers in between join that pass (the window runs from the
+///   first, so a steady stream cannot postpone it); triggers during a pass lead to exactly one more, right after it
+///   or `debounce` after the trigger, whichever is later. A failed pass is retried with exponential backoff from
+///   `period` to `max_backoff`, and while the last pass failed a trigger starts one no earlier than `period` after
+///   the failed one started (a failing cloud is not hammered at the rate of events); a success resets both. A full
+///   pass runs `resync` after the end of the last one even without triggers.
 #[derive(Clone, Debug)]
 pub struct Debounced {
     queue: WorkQueue<&'static str>,
@@ -93,12 +89,8 @@ impl Debounced {
         metrics: Option<&WorkqueueMetrics>,
     ) -> Self {
         let limiter = ItemExponentialBackoff::new(period, max_backoff.max(period));
-        let queue = match metrics {
-            Some(m) => WorkQueue::with_metrics(queue_name, limiter, m),
-            None => WorkQueue::new(queue_name, limiter),
-        };
         Debounced {
-            queue,
+            queue: WorkQueue::build(queue_name, limiter, metrics),
             last_start: Arc::new(Mutex::new(None)),
             failing: Arc::new(AtomicBool::new(false)),
             key,
@@ -169,7 +161,6 @@ impl Debounced {
                 }
             };
             let Some(taken) = item else { break };
-            let item = *taken.key();
             *self.last_start.lock() = Some(Instant::now());
             if matches!(self.mode, Schedule::Periodic) {
                 self.queue.add_after(self.key, self.period);
@@ -178,12 +169,12 @@ impl Debounced {
             if let Schedule::Triggered { resync } = self.mode {
                 self.failing.store(!ok, Ordering::Relaxed);
                 if ok {
-                    self.queue.forget(&item);
+                    self.queue.forget(&self.key);
                 } else {
-                    self.queue.add_rate_limited(item);
+                    self.queue.add_rate_limited(self.key);
                     tracing::debug!(
                         queue = %self.key,
-                        retries = self.queue.num_requeues(&item),
+                        retries = self.queue.num_requeues(&self.key),
                         "pass failed; retrying with backoff"
                     );
                 }

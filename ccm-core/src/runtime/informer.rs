@@ -53,9 +53,9 @@ pub use handlers::HandlerRegistration;
 
 pub use strip::{CachedNode, CachedService, STRIPPED_VALUE_PREFIX, strip_node, strip_service};
 
-/// Objects per page of an informer's initial list. kube's default is 500; a page is held twice while it is
-/// decoded (the response body and the objects), and 500 real Nodes with their image lists are ~30 MiB of JSON, so the SharedInformers list 100 at a time. 5,000 Nodes are then 50
-/// list requests instead of 10.
+/// Objects per page of an informer's initial list. kube's default is 500, but a page is held twice while it is
+/// decoded (body and objects) and 500 real Nodes with their image lists are ~30 MiB of JSON, so the
+/// SharedInformers list 100 at a time (5,000 Nodes: 50 requests instead of 10).
 pub const LIST_PAGE_SIZE: u32 = 100;
 
 /// A change seen by an informer.
@@ -143,8 +143,8 @@ impl<K> Store<K> {
     }
 }
 
-/// The writing side of a [`Store`]: the informer owns one, and tests of code that reads a store make one (as
-/// kube-runtime's `Writer`). Readers only ever get the [`Store`].
+/// The writing side of a [`Store`] (as kube-runtime's `Writer`): the informer owns one, and tests of code that
+/// reads a store make one. Readers only ever get the [`Store`].
 ///
 /// ```
 /// use std::sync::Arc;
@@ -199,8 +199,7 @@ impl<K> StoreWriter<K> {
     }
 }
 
-/// A list-watch of one kind from its start: kube's `watcher` with backoff, its objects decoded as the
-/// informer caches them.
+/// A list-watch of one kind from its start: kube's `watcher` with backoff, decoded as the informer caches it.
 type Source<K> =
     Box<dyn Fn() -> BoxStream<'static, watcher::Result<watcher::Event<K>>> + Send + Sync>;
 
@@ -358,11 +357,10 @@ where
             }
             watcher::Event::InitDone => {
                 if let Some(seen) = init_keys.take() {
-                    for key in self.inner.store.store().keys() {
-                        if seen.contains(&key) {
-                            continue;
-                        }
-                        if let Some(old) = self.inner.store.remove(&key) {
+                    for key in self.store().keys() {
+                        if !seen.contains(&key)
+                            && let Some(old) = self.inner.store.remove(&key)
+                        {
                             self.emit(InformerEvent::Deleted(old));
                         }
                     }
@@ -385,14 +383,11 @@ where
     fn upsert(&self, key: String, obj: K) {
         let new = Arc::new(obj);
         match self.inner.store.insert(key, new.clone()) {
-            None => {
-                self.emit(InformerEvent::Added(new));
+            None => self.emit(InformerEvent::Added(new)),
+            Some(old) if old.meta().resource_version != new.meta().resource_version => {
+                self.emit(InformerEvent::Updated { old, new });
             }
-            Some(old) => {
-                if old.meta().resource_version != new.meta().resource_version {
-                    self.emit(InformerEvent::Updated { old, new });
-                }
-            }
+            Some(_) => {}
         }
     }
 }
@@ -416,9 +411,8 @@ pub(crate) fn key_of<K: Resource>(obj: &K) -> String {
     )
 }
 
-/// Which objects the shared informers watch. By default: every Node and every Service.
-///
-/// Selectors let several CCMs (or test cases) share one cluster without touching each other's objects.
+/// Which objects the shared informers watch (default: every Node and Service). Selectors let several CCMs (or
+/// test cases) share one cluster without touching each other's objects.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct InformerScope {
@@ -452,10 +446,8 @@ impl InformerScope {
     }
 }
 
-/// The informers every controller shares: one for Nodes and one for Services.
-///
-/// They cache stripped objects, decoded as [`CachedNode`] and [`CachedService`]: [`strip_node`] and
-/// [`strip_service`] say what is kept.
+/// The informers every controller shares, one for Nodes and one for Services, caching stripped objects
+/// ([`CachedNode`], [`CachedService`]; [`strip_node`] and [`strip_service`] say what is kept).
 #[derive(Clone, Debug)]
 pub struct SharedInformers {
     nodes: Informer<Node>,

@@ -1,8 +1,5 @@
-//! Workers: the loop every controller runs over its work queue, and the one place that decides what happens to
-//! an item after a reconcile.
-//!
-//! A controller is a pure plan plus a reconcile function `key -> Result<Action, E>`; [`run_workers`] does the
-//! rest, the same way for every controller (built-in or a vendor's):
+//! Workers: the loop every controller (built-in or a vendor's) runs over its work queue, and the one place that
+//! decides what happens to a key after its reconcile `key -> Result<Action, E>`:
 //!
 //! | reconcile returned | the queue |
 //! |---|---|
@@ -109,8 +106,8 @@ pub fn apply<K: Eq + Hash + Clone + Send + Sync + 'static>(
 }
 
 /// Run `workers` workers over `queue` until `shutdown`: each takes a key, reconciles it, and applies the
-/// [`decide`] decision. At shutdown the queue stops handing out keys; the call returns once every worker has
-/// finished the key it holds. A panicking reconcile is logged, and its key retried with backoff.
+/// [`decide`] decision (a panicking reconcile is logged and its key retried with backoff). At shutdown the queue
+/// stops handing out keys, and the call returns once every worker has finished the key it holds.
 pub async fn run_workers<K, F, Fut, E>(
     controller: &str,
     queue: WorkQueue<K>,

@@ -84,10 +84,10 @@ impl<K: Eq + Hash + Clone> ItemExponentialBackoff<K> {
         let count = failures.entry(item.clone()).or_insert(0);
         let delay = self.delay_for(*count);
         *count = count.saturating_add(1);
-        let overall = self.overall.as_ref().map(|bucket| {
-            let mut bucket = bucket.lock();
-            bucket.reserve(Instant::now())
-        });
+        let overall = self
+            .overall
+            .as_ref()
+            .map(|b| b.lock().reserve(Instant::now()));
         delay.max(overall.unwrap_or_default())
     }
 
@@ -115,8 +115,8 @@ struct State<K> {
     processing: HashSet<K>,
     /// Each delayed item's deadline and sequence number (its key in `delayed`).
     waiting: HashMap<K, (Instant, u64)>,
-    /// Delayed items by deadline: the delay queue. Nothing runs for them in the background; the queue promotes
-    /// due items whenever it is touched, and an idle `get` sleeps until the earliest deadline.
+    /// The delay queue, by deadline. Nothing runs for it in the background: due items are promoted whenever the
+    /// queue is touched, and an idle `get` sleeps until the earliest deadline.
     delayed: BTreeMap<(Instant, u64), K>,
     next_seq: u64,
     added_at: HashMap<K, Instant>,
@@ -152,8 +152,8 @@ impl<K> std::fmt::Debug for WorkQueue<K> {
     }
 }
 
-/// An item handed out by [`WorkQueue::get`]. While it lives, no other worker gets the same item; dropping it
-/// marks the item done (if it was added meanwhile, it is queued again).
+/// An item handed out by [`WorkQueue::get`]: no other worker gets it while it lives; dropping it marks it done
+/// (queued again if it was added meanwhile).
 pub struct WorkItem<K: Eq + Hash + Clone + Send + Sync + 'static> {
     queue: WorkQueue<K>,
     item: K,
@@ -195,7 +195,7 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> Drop for WorkItem<K> {
 impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
     /// A queue named `name` (the `name` label of the `workqueue_*` metrics) using `limiter` for retries.
     pub fn new(name: impl Into<String>, limiter: ItemExponentialBackoff<K>) -> Self {
-        Self::build(name.into(), limiter, None)
+        Self::build(name, limiter, None)
     }
 
     /// Like [`new`](Self::new), recording the `workqueue_*` metrics.
@@ -204,17 +204,18 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
         limiter: ItemExponentialBackoff<K>,
         metrics: &WorkqueueMetrics,
     ) -> Self {
-        Self::build(name.into(), limiter, Some(metrics.clone()))
+        Self::build(name, limiter, Some(metrics))
     }
 
-    fn build(
-        name: String,
+    /// [`new`](Self::new), or [`with_metrics`](Self::with_metrics) if `metrics` is set.
+    pub(crate) fn build(
+        name: impl Into<String>,
         limiter: ItemExponentialBackoff<K>,
-        metrics: Option<WorkqueueMetrics>,
+        metrics: Option<&WorkqueueMetrics>,
     ) -> Self {
         WorkQueue {
             inner: Arc::new(Inner {
-                name,
+                name: name.into(),
                 state: Mutex::new(State {
                     queue: VecDeque::new(),
                     dirty: HashSet::new(),
@@ -227,7 +228,7 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
                 }),
                 notify: Notify::new(),
                 limiter,
-                metrics,
+                metrics: metrics.cloned(),
             }),
         }
     }
@@ -379,8 +380,7 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
         }
     }
 
-    /// Mark `item` as processed; if it was added meanwhile, it is queued again. Called when a [`WorkItem`] is
-    /// dropped.
+    /// Mark `item` processed (when its [`WorkItem`] is dropped); if it was added meanwhile, queue it again.
     fn done(&self, item: &K) {
         let mut state = self.lock();
         state.processing.remove(item);
@@ -393,8 +393,8 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
         }
     }
 
-    /// Stop handing out items: [`get`](Self::get) returns `None` from now on; queued and delayed items are
-    /// dropped. Nothing of the queue keeps running afterwards.
+    /// Stop: [`get`](Self::get) returns `None` from now on, queued and delayed items are dropped, and nothing of
+    /// the queue keeps running.
     pub fn shut_down(&self) {
         let mut state = self.lock();
         state.shutting_down = true;

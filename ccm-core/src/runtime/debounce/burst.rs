@@ -1,5 +1,4 @@
-//! A pass per burst of changes: the load-balancer host sync runs once per batch of node changes, not once per
-//! node event.
+//! A pass per burst of changes (the load-balancer host sync runs once per batch of node changes, not per event).
 //!
 //! Changes put a key on a work queue (the service controller's `node` queue, so the `workqueue_*{name="node"}`
 //! metrics keep Go's meaning); [`run_bursts`] runs one pass per burst. [`next_burst`] waits for the first key, then
@@ -75,8 +74,7 @@ pub async fn next_burst(
 }
 
 /// Run `pass` once per burst of keys on `queue` (see [`next_burst`]) until the queue is shut down, which
-/// `shutdown` does (a pass in progress then finishes first). A pass reads the cache it serves (level-triggered),
-/// so the keys only say that something changed.
+/// `shutdown` does (a pass in progress then finishes first); the keys only say that something changed.
 ///
 /// ```no_run
 /// use std::time::Duration;

@@ -100,14 +100,15 @@ fn join(parts: &[&str]) -> String {
     parts.join("\u{1f}")
 }
 
-fn object_parts(r: &ObjectReference) -> [&str; 5] {
-    [
+/// The object's kind, namespace, name, uid and API version, [joined](join).
+fn object_key(r: &ObjectReference) -> String {
+    join(&[
         r.kind.as_deref().unwrap_or_default(),
         r.namespace.as_deref().unwrap_or_default(),
         r.name.as_deref().unwrap_or_default(),
         r.uid.as_deref().unwrap_or_default(),
         r.api_version.as_deref().unwrap_or_default(),
-    ]
+    ])
 }
 
 impl Correlator {
@@ -130,15 +131,11 @@ impl Correlator {
     /// Event's timestamps).
     pub fn correlate(&mut self, emission: &Emission, now: Instant, wall: Timestamp) -> Correlated {
         let instance = emission.instance.as_deref().unwrap_or_default();
-        let [kind, namespace, name, uid, api_version] = object_parts(&emission.regarding);
+        let object = object_key(&emission.regarding);
         let field_path = emission.regarding.field_path.as_deref().unwrap_or_default();
         let group_key = join(&[
             &emission.component,
-            kind,
-            namespace,
-            name,
-            uid,
-            api_version,
+            &object,
             emission.type_,
             &emission.reason,
             instance,
@@ -202,15 +199,7 @@ impl Correlator {
         };
 
         // 3. Spam filter, per source and object.
-        let spam_key = join(&[
-            &emission.component,
-            instance,
-            kind,
-            namespace,
-            name,
-            uid,
-            api_version,
-        ]);
+        let spam_key = join(&[&emission.component, instance, &object]);
         let bucket = self.spam.get_or_insert_mut(spam_key, || {
             TokenBucket::new(1.0 / SPAM_REFILL.as_secs_f64(), SPAM_BURST, now)
         });

@@ -147,30 +147,28 @@ impl EventSink {
         component: &str,
         instance: Option<String>,
     ) -> EventRecorder {
-        let lane = {
-            let mut lanes = self.inner.lanes.lock();
-            lanes
-                .entry(component.to_owned())
-                .or_insert_with(|| {
-                    let lane = Arc::new(Lane::new(
+        let mut lanes = self.inner.lanes.lock();
+        let lane = lanes
+            .entry(component.to_owned())
+            .or_insert_with(|| {
+                let lane = Arc::new(Lane::new(
+                    component,
+                    client,
+                    self.inner.progress.clone(),
+                    self.inner.metrics.clone(),
+                ));
+                if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                    handle.spawn(lane.clone().run());
+                } else {
+                    tracing::warn!(
                         component,
-                        client,
-                        self.inner.progress.clone(),
-                        self.inner.metrics.clone(),
-                    ));
-                    match tokio::runtime::Handle::try_current() {
-                        Ok(handle) => {
-                            handle.spawn(lane.clone().run());
-                        }
-                        Err(_) => {
-                            tracing::warn!(component, "event recorder made outside a Tokio runtime: its events are only logged");
-                            lane.close();
-                        }
-                    }
-                    lane
-                })
-                .clone()
-        };
+                        "event recorder made outside a Tokio runtime: its events are only logged"
+                    );
+                    lane.close();
+                }
+                lane
+            })
+            .clone();
         EventRecorder {
             sink: self.clone(),
             lane,
@@ -214,9 +212,8 @@ impl EventSink {
     }
 
     /// Leadership was lost: accept no more events and drop every waiting one unsent (counted as
-    /// `ccm_events_total{outcome="fenced"}`), with one summary log line, as Go drops the Events still queued in
-    /// its broadcaster when it loses the lease. Returns how many were dropped. A write already in flight is
-    /// refused by the fenced client.
+    /// `ccm_events_total{outcome="fenced"}`, one summary log line), as Go drops its broadcaster's queued Events
+    /// with the lease. Returns how many were dropped; a write already in flight is refused by the fenced client.
     pub fn discard(&self) -> usize {
         let dropped: usize = self.lanes().iter().map(|lane| lane.discard()).sum();
         if dropped > 0 {

@@ -23,14 +23,13 @@ const FIRST_RETRY: Duration = Duration::from_millis(250);
 const MAX_RETRY: Duration = Duration::from_secs(10);
 
 /// One write waiting in the backlog.
-#[derive(Debug)]
 struct Pending {
     event: Event,
     /// The object does not exist yet on the server (as far as we know).
     create: bool,
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct State {
     order: VecDeque<String>,
     /// Boxed: an `Event` is about a kilobyte, and a hash table keeps room for up to twice its entries (and
@@ -50,14 +49,6 @@ pub(super) struct Lane {
     wake: Notify,
     progress: Arc<Notify>,
     metrics: Option<EventMetrics>,
-}
-
-impl std::fmt::Debug for Lane {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lane")
-            .field("component", &self.component)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Lane {
@@ -192,11 +183,13 @@ impl Lane {
         }
     }
 
-    async fn write(&self, pending: Pending) {
-        let Pending {
+    async fn write(
+        &self,
+        Pending {
             mut event,
             mut create,
-        } = pending;
+        }: Pending,
+    ) {
         let namespace = event.metadata.namespace.clone().unwrap_or_default();
         let name = event.metadata.name.clone().unwrap_or_default();
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
@@ -215,16 +208,13 @@ impl Lane {
                     .await
                     .map(drop)
             };
-            let error = match result {
-                Ok(()) => {
-                    self.count(if create {
-                        Outcome::Created
-                    } else {
-                        Outcome::Patched
-                    });
-                    return;
-                }
-                Err(error) => error,
+            let Err(error) = result else {
+                self.count(if create {
+                    Outcome::Created
+                } else {
+                    Outcome::Patched
+                });
+                return;
             };
             if crate::fence::is_fenced(&error) {
                 // Not leading (any more): the write was never sent and must not be retried.

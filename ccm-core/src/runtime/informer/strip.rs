@@ -1,9 +1,7 @@
 //! What the shared informers keep of each Node and Service: everything a controller of the SDK reads, and nothing
-//! large that none reads (see [`strip_node`] and [`strip_service`]).
-//!
-//! The shape is defined once, by the serde types below: the informers decode the API's JSON into [`CachedNode`]
-//! and [`CachedService`], which skip what is not kept while parsing (serde passes over an unknown field without
-//! building it), and [`strip_node`] / [`strip_service`] reduce an object already in memory by the same types.
+//! large that none reads. The shape is defined once, by [`CachedNode`] and [`CachedService`], into which the
+//! informers decode the API's JSON, skipping what is not kept while parsing (serde passes over an unknown field
+//! without building it); [`strip_node`] and [`strip_service`] reduce an object already in memory by the same types.
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
@@ -184,17 +182,16 @@ struct WireNodeStatus {
     node_info: Option<WireNodeInfo>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
 struct WireNodeInfo {
-    #[serde(default)]
     architecture: String,
-    #[serde(default, rename = "bootID")]
+    #[serde(rename = "bootID")]
     boot_id: String,
-    #[serde(default, rename = "machineID")]
+    #[serde(rename = "machineID")]
     machine_id: String,
-    #[serde(default, rename = "operatingSystem")]
     operating_system: String,
-    #[serde(default, rename = "systemUUID")]
+    #[serde(rename = "systemUUID")]
     system_uuid: String,
 }
 
