@@ -170,10 +170,9 @@ impl ControllerCatalog {
             .filter(|bare| self.canonical(bare).is_none())
             .map(str::to_owned)
             .collect();
-        if names.is_empty() {
-            Ok(())
-        } else {
-            Err(UnknownControllers { names })
+        match names.is_empty() {
+            true => Ok(()),
+            false => Err(UnknownControllers { names }),
         }
     }
 
