@@ -108,43 +108,40 @@ fn classify(
     };
     let file = file.to_owned();
     let in_section = section.filter(|s| {
-        path == *s
-            || path
-                .strip_prefix(*s)
-                .is_some_and(|rest| rest.starts_with('.'))
+        path.strip_prefix(*s)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
     });
     let field = (!path.is_empty() && path != ".").then(|| path.to_owned());
+    use serde_saphyr::Error as E;
     match (err.without_snippet(), field) {
-        (serde_saphyr::Error::SerdeUnknownField { field: key, .. }, _) if in_section.is_some() => {
-            ConfigFileError::UnknownSectionKey {
+        (E::SerdeUnknownField { field: key, .. }, _) => match in_section {
+            Some(section) => ConfigFileError::UnknownSectionKey {
                 file,
-                section: in_section.unwrap_or_default().to_owned(),
+                section: section.to_owned(),
                 key: key.clone(),
                 location,
-            }
-        }
-        (serde_saphyr::Error::SerdeUnknownField { field: key, .. }, _) => {
-            ConfigFileError::UnknownKey {
+            },
+            None => ConfigFileError::UnknownKey {
                 file,
                 key: key.clone(),
                 location,
-            }
-        }
+            },
+        },
         (other, Some(field)) => ConfigFileError::InvalidValue {
             file,
             field,
             message: match other {
-                serde_saphyr::Error::SerdeInvalidType {
+                E::SerdeInvalidType {
                     unexpected,
                     expected,
                     ..
                 }
-                | serde_saphyr::Error::SerdeInvalidValue {
+                | E::SerdeInvalidValue {
                     unexpected,
                     expected,
                     ..
                 } => format!("expected {expected}, found {unexpected}"),
-                serde_saphyr::Error::SerdeUnknownVariant {
+                E::SerdeUnknownVariant {
                     variant, expected, ..
                 } => format!(
                     "unknown value {variant:?}; expected one of: {}",

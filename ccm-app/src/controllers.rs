@@ -19,19 +19,12 @@ pub fn is_controller_enabled(
     disabled_by_default: &BTreeSet<String>,
     controllers: &[String],
 ) -> bool {
-    let mut has_star = false;
-    for entry in controllers {
-        if entry == name {
-            return true;
-        }
-        if entry.strip_prefix('-') == Some(name) {
-            return false;
-        }
-        if entry == ALL {
-            has_star = true;
-        }
-    }
-    has_star && !disabled_by_default.contains(name)
+    let mentioned = controllers.iter().find_map(|entry| {
+        (entry == name || entry.strip_prefix('-') == Some(name)).then(|| entry == name)
+    });
+    mentioned.unwrap_or_else(|| {
+        controllers.iter().any(|e| e == ALL) && !disabled_by_default.contains(name)
+    })
 }
 
 /// A registration that cannot be accepted (a programming error of the binary, reported at start-up).
@@ -81,12 +74,12 @@ fn check_name(name: &str) -> Result<(), CatalogError> {
         || name.starts_with('-')
         || name.contains(',')
         || name.chars().any(char::is_whitespace);
-    if bad {
-        return Err(CatalogError::InvalidName {
+    match bad {
+        true => Err(CatalogError::InvalidName {
             name: name.to_owned(),
-        });
+        }),
+        false => Ok(()),
     }
-    Ok(())
 }
 
 impl ControllerCatalog {
@@ -177,10 +170,9 @@ impl ControllerCatalog {
             .filter(|bare| self.canonical(bare).is_none())
             .map(str::to_owned)
             .collect();
-        if names.is_empty() {
-            Ok(())
-        } else {
-            Err(UnknownControllers { names })
+        match names.is_empty() {
+            true => Ok(()),
+            false => Err(UnknownControllers { names }),
         }
     }
 

@@ -13,7 +13,7 @@
 
 use ccm_core::names;
 use ccm_core::runtime::controller::ControllerDescriptor;
-use ccm_core::settings::{InvalidSetting, Rule};
+use ccm_core::settings::Rule;
 use ccm_nodecontroller::{CloudNodeConfig, CloudNodeLifecycleConfig, NodeOwnership};
 use ccm_routecontroller::RouteSyncMode;
 
@@ -141,7 +141,7 @@ fn flag(options: &CcmOptions, setting: &str) -> Option<(&'static str, i32)> {
 /// reported once under the flag that sets it (the rules live in the controllers; this only names the flags).
 pub(crate) fn violations(options: &CcmOptions) -> Vec<(&'static str, ValidationError)> {
     use names::controllers::{CLOUD_NODE, CLOUD_NODE_LIFECYCLE, NODE_ROUTE, SERVICE_LB};
-    let mut found = Vec::new();
+    let mut found: Vec<(&'static str, ValidationError)> = Vec::new();
     for (controller, violations) in [
         (CLOUD_NODE, cloud_node_config(options).violations()),
         (SERVICE_LB, service_config(options).violations()),
@@ -151,7 +151,29 @@ pub(crate) fn violations(options: &CcmOptions) -> Vec<(&'static str, ValidationE
         ),
         (NODE_ROUTE, route_config(options).violations()),
     ] {
-        add(&mut found, options, controller, violations);
+        for invalid in violations {
+            let error = match (flag(options, invalid.setting), &invalid.rule) {
+                (Some((setting, value)), Rule::Positive) => ValidationError::NotPositive {
+                    setting,
+                    value: i64::from(value),
+                },
+                (Some((setting, _)), Rule::NonZeroDuration) => {
+                    ValidationError::ZeroDuration { setting }
+                }
+                (Some((setting, _)), _) => ValidationError::Invalid {
+                    setting,
+                    reason: invalid.to_string(),
+                },
+                (None, _) => ValidationError::Invalid {
+                    setting: "controllers",
+                    reason: format!("{controller}: {invalid}"),
+                },
+            };
+            // once only: the node controllers share --cloud-call-timeout
+            if !found.iter().any(|(_, known)| *known == error) {
+                found.push((controller, error));
+            }
+        }
         // 0 means "as many as --concurrent-node-syncs"; a negative count has no `Config` value at all.
         if controller == CLOUD_NODE && options.concurrent_node_status_updates < 0 {
             found.push((
@@ -164,38 +186,6 @@ pub(crate) fn violations(options: &CcmOptions) -> Vec<(&'static str, ValidationE
         }
     }
     found
-}
-
-/// Adds `controller`'s violations to `found` under their flags, leaving out one already there (the node
-/// controllers share `--cloud-call-timeout`).
-fn add(
-    found: &mut Vec<(&'static str, ValidationError)>,
-    options: &CcmOptions,
-    controller: &'static str,
-    violations: Vec<InvalidSetting>,
-) {
-    for invalid in violations {
-        let error = match (flag(options, invalid.setting), &invalid.rule) {
-            (Some((setting, value)), Rule::Positive) => ValidationError::NotPositive {
-                setting,
-                value: i64::from(value),
-            },
-            (Some((setting, _)), Rule::NonZeroDuration) => {
-                ValidationError::ZeroDuration { setting }
-            }
-            (Some((setting, _)), _) => ValidationError::Invalid {
-                setting,
-                reason: invalid.to_string(),
-            },
-            (None, _) => ValidationError::Invalid {
-                setting: "controllers",
-                reason: format!("{controller}: {invalid}"),
-            },
-        };
-        if !found.iter().any(|(_, known)| *known == error) {
-            found.push((controller, error));
-        }
-    }
 }
 
 /// Whether `error` is a flag out of range on its own (a count below 1 or a zero period), which is reported whether

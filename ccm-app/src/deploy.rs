@@ -258,10 +258,11 @@ impl ManifestOptions {
 
 /// A policy rule on `resources` of API `groups` (`""`: core) with `verbs`.
 pub fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
+    let strings = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect();
     PolicyRule {
-        api_groups: Some(groups.iter().map(|s| (*s).to_owned()).collect()),
-        resources: Some(resources.iter().map(|s| (*s).to_owned()).collect()),
-        verbs: verbs.iter().map(|s| (*s).to_owned()).collect(),
+        api_groups: Some(strings(groups)),
+        resources: Some(strings(resources)),
+        verbs: strings(verbs),
         ..PolicyRule::default()
     }
 }
@@ -289,10 +290,10 @@ fn fill<K: DeserializeOwned>(options: &ManifestOptions, key: &str, extra: Value)
 /// `template` with every string `$key` replaced by `values[key]`.
 fn substitute(template: Value, values: &Value) -> Value {
     match template {
-        Value::String(s) if s.starts_with('$') => match values.get(&s[1..]) {
-            Some(value) => value.clone(),
-            None => panic!("objects.yaml names {s}, which has no value"),
-        },
+        Value::String(s) if s.starts_with('$') => values
+            .get(&s[1..])
+            .unwrap_or_else(|| panic!("objects.yaml names {s}, which has no value"))
+            .clone(),
         Value::Array(items) => items.into_iter().map(|i| substitute(i, values)).collect(),
         Value::Object(map) => Value::Object(
             map.into_iter()
@@ -337,11 +338,20 @@ pub fn cluster_role(options: &ManifestOptions) -> ClusterRole {
     fill(options, "clusterRole", Value::Null)
 }
 
+/// The ServiceAccount of the CCM itself as a binding's subject (name, namespace).
+fn ccm_account(options: &ManifestOptions) -> (&str, &str) {
+    (&options.name, &options.namespace)
+}
+
 /// The ClusterRoleBinding of the ServiceAccount.
 pub fn cluster_role_binding(options: &ManifestOptions) -> ClusterRoleBinding {
     let name = &options.cluster_role_name;
-    let subject = (options.name.as_str(), options.namespace.as_str());
-    binding(options, (name, None), ("ClusterRole", name), subject)
+    binding(
+        options,
+        (name, None),
+        ("ClusterRole", name),
+        ccm_account(options),
+    )
 }
 
 /// The Role on the Lease.
@@ -356,23 +366,22 @@ fn lease_role_name(options: &ManifestOptions) -> String {
 /// The RoleBinding of the ServiceAccount to the Lease Role.
 pub fn lease_role_binding(options: &ManifestOptions) -> RoleBinding {
     let name = lease_role_name(options);
-    let subject = (options.name.as_str(), options.namespace.as_str());
     let namespace = Some(options.lease_namespace.as_str());
-    binding(options, (&name, namespace), ("Role", &name), subject)
+    binding(
+        options,
+        (&name, namespace),
+        ("Role", &name),
+        ccm_account(options),
+    )
 }
 
 /// The RoleBinding (in `kube-system`) of the ServiceAccount to `extension-apiserver-authentication-reader`, which
 /// lets the secure port read the cluster's client CAs.
 pub fn authentication_reader_binding(options: &ManifestOptions) -> RoleBinding {
     let name = format!("{}:authentication-reader", options.name);
-    let subject = (options.name.as_str(), options.namespace.as_str());
     let namespace = Some(AUTHENTICATION_CONFIGMAP_NAMESPACE);
-    binding(
-        options,
-        (&name, namespace),
-        ("Role", AUTHENTICATION_READER_ROLE),
-        subject,
-    )
+    let role = ("Role", AUTHENTICATION_READER_ROLE);
+    binding(options, (&name, namespace), role, ccm_account(options))
 }
 
 /// The common arguments, then `options.args`.
@@ -409,13 +418,10 @@ pub struct Manifest {
 pub fn yaml_documents(objects: &[serde_json::Value]) -> String {
     let mut out = String::from(GENERATED_HEADER);
     for object in objects {
-        out.push_str("---\n");
         let text = serde_saphyr::to_string(object)
             .unwrap_or_else(|e| format!("# serialization failed: {e}\n"));
-        out.push_str(&text);
-        if !text.ends_with('\n') {
-            out.push('\n');
-        }
+        let newline = if text.ends_with('\n') { "" } else { "\n" };
+        out.push_str(&format!("---\n{text}{newline}"));
     }
     out
 }

@@ -26,12 +26,11 @@ pub fn filter_directive(verbosity: u8) -> String {
         4..=5 => "debug",
         _ => "trace",
     };
-    if verbosity >= 8 {
-        return level.to_owned();
-    }
     let mut directive = level.to_owned();
-    for target in QUIET_TARGETS {
-        directive.push_str(&format!(",{target}=warn"));
+    if verbosity < 8 {
+        for target in QUIET_TARGETS {
+            directive.push_str(&format!(",{target}=warn"));
+        }
     }
     directive
 }

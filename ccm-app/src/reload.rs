@@ -48,26 +48,23 @@ pub enum Step {
 /// Decide what to do with the `current` contents, given the contents in force (`applied`) and the last rejected
 /// ones.
 pub fn decide(applied: &Snapshot, rejected: Option<&Snapshot>, current: &Snapshot) -> Step {
-    let unreadable: Vec<PathBuf> = current
-        .iter()
-        .filter(|(_, contents)| contents.is_none())
-        .map(|(path, _)| path.clone())
-        .collect();
+    let paths = |keep: &dyn Fn(&PathBuf, &Option<Vec<u8>>) -> bool| -> Vec<PathBuf> {
+        current
+            .iter()
+            .filter(|(p, c)| keep(p, c))
+            .map(|(p, _)| p.clone())
+            .collect()
+    };
+    let unreadable = paths(&|_, contents| contents.is_none());
     if !unreadable.is_empty() {
-        return Step::Unreadable(unreadable);
+        Step::Unreadable(unreadable)
+    } else if current == applied {
+        Step::Unchanged
+    } else if rejected == Some(current) {
+        Step::AlreadyRejected
+    } else {
+        Step::Reload(paths(&|path, contents| applied.get(path) != Some(contents)))
     }
-    if current == applied {
-        return Step::Unchanged;
-    }
-    if rejected == Some(current) {
-        return Step::AlreadyRejected;
-    }
-    let changed = current
-        .iter()
-        .filter(|(path, contents)| applied.get(*path) != Some(*contents))
-        .map(|(path, _)| path.clone())
-        .collect();
-    Step::Reload(changed)
 }
 
 /// How the provider answered a reload.
@@ -103,11 +100,8 @@ pub fn verdict(result: &Result<(), CloudError>) -> Verdict {
 
 /// The Event of a verdict: type, reason, message.
 pub fn event_of(verdict: &Verdict, changed: &[PathBuf]) -> (EventType, &'static str, String) {
-    let files = changed
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ");
+    let files: Vec<_> = changed.iter().map(|p| p.display().to_string()).collect();
+    let files = files.join(", ");
     match verdict {
         Verdict::Applied => (
             EventType::Normal,
@@ -135,21 +129,20 @@ pub fn event_of(verdict: &Verdict, changed: &[PathBuf]) -> (EventType, &'static 
 /// The object reload Events are about: the CCM's Pod when `pod` (`$POD_NAME`, `$POD_NAMESPACE`) is known, else the
 /// leader-election Lease `lease` (namespace, name).
 pub fn involved_object(pod: Option<(String, String)>, lease: (&str, &str)) -> ObjectReference {
-    match pod {
-        Some((name, namespace)) => ObjectReference {
-            api_version: Some("v1".to_owned()),
-            kind: Some("Pod".to_owned()),
-            name: Some(name),
-            namespace: Some(namespace),
-            ..ObjectReference::default()
-        },
-        None => ObjectReference {
-            api_version: Some("coordination.k8s.io/v1".to_owned()),
-            kind: Some("Lease".to_owned()),
-            namespace: Some(lease.0.to_owned()),
-            name: Some(lease.1.to_owned()),
-            ..ObjectReference::default()
-        },
+    let (api_version, kind, (name, namespace)) = match pod {
+        Some(pod) => ("v1", "Pod", pod),
+        None => (
+            "coordination.k8s.io/v1",
+            "Lease",
+            (lease.1.to_owned(), lease.0.to_owned()),
+        ),
+    };
+    ObjectReference {
+        api_version: Some(api_version.to_owned()),
+        kind: Some(kind.to_owned()),
+        name: Some(name),
+        namespace: Some(namespace),
+        ..ObjectReference::default()
     }
 }
 
@@ -237,11 +230,9 @@ where
                     result = watcher.provider.reload(ctx) => result,
                 };
                 let verdict = verdict(&result);
-                if verdict == Verdict::Applied {
-                    applied = current;
-                    rejected = None;
-                } else {
-                    rejected = Some(current);
+                match verdict {
+                    Verdict::Applied => (applied, rejected) = (current, None),
+                    _ => rejected = Some(current),
                 }
                 (watcher.observe)(&Reloaded { changed, verdict });
             }

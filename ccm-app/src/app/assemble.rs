@@ -44,20 +44,18 @@ pub(super) async fn clients(
         None => {
             let config = kube_config(options).await?;
             let connection = match service_account_connection {
-                Some(connection) => Some(connection),
                 None if options.use_service_account_credentials => {
                     Some(base_client(without_credentials(&config))?)
                 }
-                None => None,
+                given => given,
             };
             (base_client(config)?, connection)
         }
     };
-    let service_account_connection = if options.use_service_account_credentials {
-        Some(connection.ok_or(RunError::NoServiceAccountConnection)?)
-    } else {
-        None
-    };
+    let service_account_connection = options
+        .use_service_account_credentials
+        .then(|| connection.ok_or(RunError::NoServiceAccountConnection))
+        .transpose()?;
     // --kube-api-qps/--kube-api-burst unset: one request tells whether the API server runs APF.
     let limits = KubeApiLimits::resolve(&base, options).await;
     Ok(Clients {
@@ -127,12 +125,9 @@ pub(super) fn health_checks(
     checks.add(
         "shutdown",
         &[Endpoint::Readyz],
-        Arc::new(move || {
-            if shutting_down.is_cancelled() {
-                Err("the process is shutting down".to_owned())
-            } else {
-                Ok(())
-            }
+        Arc::new(move || match shutting_down.is_cancelled() {
+            true => Err("the process is shutting down".to_owned()),
+            false => Ok(()),
         }),
     );
     let slot = informers.clone();
@@ -198,12 +193,9 @@ pub(super) fn campaign(
     checks.add(
         "leader",
         &[Endpoint::Readyz],
-        Arc::new(move || {
-            if state.borrow().is_leading() {
-                Ok(())
-            } else {
-                Err("this replica is not the leader".to_owned())
-            }
+        Arc::new(move || match state.borrow().is_leading() {
+            true => Ok(()),
+            false => Err("this replica is not the leader".to_owned()),
         }),
     );
     tracing::info!(identity = %identity, "campaigning for leadership");

@@ -117,10 +117,8 @@ impl CcmBuilder {
 
     /// Register a vendor controller. Its name and aliases become valid in `--controllers`; a descriptor marked
     /// [`disabled_by_default`](ControllerDescriptor::disabled_by_default) runs only when named there.
-    pub fn register_controller(mut self, descriptor: ControllerDescriptor) -> Self {
-        self.controllers
-            .push(Arc::new(move |_: &CcmOptions| descriptor.clone()));
-        self
+    pub fn register_controller(self, descriptor: ControllerDescriptor) -> Self {
+        self.register_controller_with(move |_| descriptor.clone())
     }
 
     /// Register an admission webhook (`crate::webhook`): its name becomes valid in `--webhooks`, which enables it
@@ -321,41 +319,37 @@ impl CcmBuilder {
         options: &CcmOptions,
     ) -> Result<Vec<ControllerDescriptor>, StartupError> {
         let mut errors = options.validate();
-        if !options.cloud_provider.is_empty() {
-            if options.cloud_provider == names::EXTERNAL_PROVIDER {
-                errors.push(ValidationError::Invalid {
-                    setting: "cloud-provider",
-                    reason: format!(
-                        "\"external\" means no provider runs in this process, but a cloud controller manager needs \
-                         one; use one of: {}",
-                        self.registry.names().join(", ")
-                    ),
-                });
-            } else if !self.registry.is_registered(&options.cloud_provider) {
-                let unknown = RegistryError::Unknown {
-                    name: options.cloud_provider.clone(),
-                    known: self.registry.names().join(", "),
-                };
-                errors.push(ValidationError::Invalid {
-                    setting: "cloud-provider",
-                    reason: unknown.to_string(),
-                });
-            }
+        let (provider, known) = (&options.cloud_provider, self.registry.names().join(", "));
+        let reason = if provider == names::EXTERNAL_PROVIDER {
+            Some(format!(
+                "\"external\" means no provider runs in this process, but a cloud controller manager needs one; \
+                 use one of: {known}"
+            ))
+        } else if !provider.is_empty() && !self.registry.is_registered(provider) {
+            let name = provider.clone();
+            Some(RegistryError::Unknown { name, known }.to_string())
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            errors.push(ValidationError::Invalid {
+                setting: "cloud-provider",
+                reason,
+            });
         }
         // The controllers this binary knows under `options`, in start order.
-        let mut descriptors = Vec::new();
-        if self.default_controllers {
-            descriptors = crate::defaults::default_controllers(options);
-        }
+        let mut descriptors = match self.default_controllers {
+            true => crate::defaults::default_controllers(options),
+            false => Vec::new(),
+        };
         descriptors.extend(self.controllers.iter().map(|make| make(options)));
         let catalog = ControllerCatalog::from_descriptors(&descriptors)?;
-        let enabled = match catalog.enabled(&options.controllers) {
-            Ok(enabled) => enabled,
-            Err(unknown) => {
+        let enabled = catalog
+            .enabled(&options.controllers)
+            .unwrap_or_else(|unknown| {
                 errors.push(unknown.into());
                 Vec::new()
-            }
-        };
+            });
         if self.default_controllers {
             errors.extend(crate::defaults::validate(options, &enabled));
         }

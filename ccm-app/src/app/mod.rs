@@ -1,13 +1,7 @@
-//! The runtime: the builder a vendor's `main` calls, start-up, leader election, controllers, shutdown.
-//!
-//! - [`builder`]: the command line, the builder, and start-up in order;
-//! - [`assemble`]: the pieces start-up wires, each from its own option group (clients, provider stack, health
-//!   checks, leader election);
-//! - [`supervisor`]: the started CCM, leading, running and draining the controllers, the shared informers;
-//! - [`signals`]: SIGTERM/SIGINT to a graceful shutdown;
-//! - [`vendor`]: the vendor's own flags and config-file section.
-//!
-//! This module holds what they share: the errors and the status.
+//! The runtime: the command line, the builder and start-up in order ([`builder`]), the pieces start-up wires from
+//! their option groups ([`assemble`], [`provider`]), the started CCM leading, running and draining the controllers
+//! ([`supervisor`]), SIGTERM/SIGINT ([`signals`]), the vendor's flags and config section ([`vendor`]); and here,
+//! what they share: the errors and the status.
 
 mod assemble;
 mod builder;

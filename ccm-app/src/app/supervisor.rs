@@ -197,9 +197,8 @@ impl Supervisor {
             }
             // Write the Events the controllers emitted, within what is left of the grace period.
             _ => {
-                self.events
-                    .close(grace.saturating_sub(drain_started.elapsed()))
-                    .await;
+                let left = grace.saturating_sub(drain_started.elapsed());
+                self.events.close(left).await;
             }
         }
         informers.cancel();
@@ -236,12 +235,11 @@ impl Supervisor {
         if let Err(err) = guarded!(wait_for_apiserver(&base_client, APISERVER_WAIT)) {
             return Outcome::Failed(err);
         }
-        let scope = scope_of(&self.options);
         let informer_client = self.clients.factory.client("shared-informers");
         if let Err(err) = guarded!(check_scope(&informer_client, &self.options)) {
             return Outcome::Failed(err);
         }
-        let informers = SharedInformers::new(informer_client, &scope);
+        let informers = SharedInformers::new(informer_client, &scope_of(&self.options));
         let _ = self.informers_slot.set(informers.clone());
         // Answers kept from before this term may be stale; from now on Node events invalidate them.
         self.stack.instance_cache.clear();
@@ -318,11 +316,8 @@ impl Supervisor {
                     let check: HealthCheck = controller
                         .health_check()
                         .unwrap_or_else(|| Arc::new(|| Ok(())));
-                    self.checks.add(
-                        &descriptor.name,
-                        &[Endpoint::Healthz, Endpoint::Readyz],
-                        check,
-                    );
+                    let endpoints = [Endpoint::Healthz, Endpoint::Readyz];
+                    self.checks.add(&descriptor.name, &endpoints, check);
                     let short = descriptor.short_name().to_owned();
                     self.manager_metrics.controller_started(&short);
                     let run = controller.run(controllers.child_token());
@@ -442,10 +437,10 @@ fn scope_of(options: &CcmOptions) -> InformerScope {
     if let Some(selector) = &options.service_selector {
         scope = scope.with_service_selector(selector.clone());
     }
-    if let Some(namespace) = &options.service_namespace {
-        scope = scope.with_service_namespace(namespace.clone());
+    match &options.service_namespace {
+        Some(namespace) => scope.with_service_namespace(namespace.clone()),
+        None => scope,
     }
-    scope
 }
 
 /// `interval` stretched by a random factor in [1, 2) (Go: `wait.Jitter(interval, 1.0)`).
@@ -522,8 +517,8 @@ async fn resync_loop(informers: SharedInformers, min: Duration, stop: Cancellati
     if min.is_zero() {
         return;
     }
-    let resyncs = every(min, 1.0, Timing::Sliding).after_first_period();
-    resyncs
+    every(min, 1.0, Timing::Sliding)
+        .after_first_period()
         .run_sync(&stop, || {
             tracing::debug!("periodic informer resync");
             informers.nodes().resync();

@@ -114,10 +114,9 @@ impl VendorSpec {
                 ));
             }
         }
-        if clashes.is_empty() {
-            Ok(())
-        } else {
-            Err(StartupError::VendorExtension(clashes.join("; ")))
+        match clashes.is_empty() {
+            true => Ok(()),
+            false => Err(StartupError::VendorExtension(clashes.join("; "))),
         }
     }
 

@@ -13,7 +13,7 @@
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use serde_json::{Value, json};
 
-use super::{ManifestOptions, binding, events_rule, fill, template};
+use super::{ManifestOptions, binding, ccm_account, events_rule, fill, template};
 use crate::service_accounts::SERVICE_ACCOUNT_NAMESPACE;
 
 /// The prefix of the controllers' ClusterRoles (Go's bootstrap controller roles).
@@ -45,9 +45,9 @@ fn generated_accounts(options: &ManifestOptions) -> impl Iterator<Item = &str> {
 /// Every account the CCM requests tokens for: [`CONTROLLER_ACCOUNTS`], then the vendor controllers'.
 pub(crate) fn token_accounts(options: &ManifestOptions) -> Vec<String> {
     CONTROLLER_ACCOUNTS
-        .iter()
-        .map(|a| (*a).to_owned())
-        .chain(options.controller_accounts.iter().map(|a| a.name.clone()))
+        .into_iter()
+        .chain(options.controller_accounts.iter().map(|a| a.name.as_str()))
+        .map(str::to_owned)
         .collect()
 }
 
@@ -59,11 +59,7 @@ fn account_rules(options: &ManifestOptions, account: &str) -> Vec<PolicyRule> {
         .iter()
         .find(|a| a.name == account)
     {
-        Some(vendor) => {
-            let mut rules = vendor.rules.clone();
-            rules.push(events_rule());
-            rules
-        }
+        Some(vendor) => [vendor.rules.clone(), vec![events_rule()]].concat(),
         None => controller_rules(account),
     }
 }
@@ -121,8 +117,12 @@ pub fn token_requester_role(options: &ManifestOptions) -> Role {
 pub fn token_requester_role_binding(options: &ManifestOptions) -> RoleBinding {
     let name = token_role_name(options);
     let namespace = Some(SERVICE_ACCOUNT_NAMESPACE);
-    let subject = (options.name.as_str(), options.namespace.as_str());
-    binding(options, (&name, namespace), ("Role", &name), subject)
+    binding(
+        options,
+        (&name, namespace),
+        ("Role", &name),
+        ccm_account(options),
+    )
 }
 
 #[cfg(test)]

@@ -2,7 +2,6 @@
 //! per setting into [`Settings`](super::Settings) and [`CcmOptions`](super::CcmOptions), and [`SettingValue`], the
 //! conversion between a setting's flag/file value and its resolved value.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use ccm_core::duration::GoDuration;
@@ -26,22 +25,12 @@ impl SettingValue<GoDuration> for Duration {
     }
 }
 
-/// An optional path: empty means none.
-impl SettingValue<PathBuf> for Option<PathBuf> {
-    fn from_raw(raw: &PathBuf) -> Self {
-        (!raw.as_os_str().is_empty()).then(|| raw.clone())
+/// An optional path or string: empty (the default) means none.
+impl<T: Clone + Default + PartialEq> SettingValue<T> for Option<T> {
+    fn from_raw(raw: &T) -> Self {
+        (*raw != T::default()).then(|| raw.clone())
     }
-    fn to_raw(&self) -> PathBuf {
-        self.clone().unwrap_or_default()
-    }
-}
-
-/// An optional string: empty means none.
-impl SettingValue<String> for Option<String> {
-    fn from_raw(raw: &String) -> Self {
-        (!raw.is_empty()).then(|| raw.clone())
-    }
-    fn to_raw(&self) -> String {
+    fn to_raw(&self) -> T {
         self.clone().unwrap_or_default()
     }
 }
@@ -248,6 +237,7 @@ pub(crate) mod samples {
     use clap::ValueEnum;
     use std::collections::BTreeMap;
     use std::net::IpAddr;
+    use std::path::PathBuf;
 
     macro_rules! sample {
         ($($ty:ty => |$n:ident| $value:expr;)*) => {$(

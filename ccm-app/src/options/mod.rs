@@ -57,14 +57,9 @@ pub(crate) const DEFAULT_KUBE_API_QPS: f32 = 20.0;
 /// Go's default of `--kube-api-burst` (the CCM's override of the generic 100), used as [`DEFAULT_KUBE_API_QPS`].
 pub(crate) const DEFAULT_KUBE_API_BURST: i32 = 30;
 
-// One declaration per setting, in the order of `--help`, the schema and `/configz` (see `define.rs`):
-//
-//     /// doc comment: the --help text and the schema description, ending with "Default: ...".
-//     #[arg(...)]                      flag name, value name, parser, help heading
-//     #[serde(...)]                    only to rename a config-file key
-//     name: Resolved [as Raw] = default, (a list: `Vec<String> as Vec<String>`, where `--flag=` means empty)
-//     name: bool = default,            a Go boolean flag: `--flag`, `--flag=false` (the macro adds its parser)
-//     flag_only name: Raw => merge,    a flag that only adds to another setting (one: --cloud-api-operation-limit)
+// One declaration per setting (the forms: `settings!` in `define.rs`), in the order of `--help`, the schema and
+// `/configz`: the doc comment, ending with "Default: ...", is the --help text and the schema description;
+// `#[arg]` gives flag name, value name, parser and help heading; `#[serde]` only renames a config-file key.
 settings! {
     // ---- cloud provider ----
     /// The provider to use (the name it is registered under). Required unless the binary sets a default.
@@ -634,11 +629,9 @@ impl CcmOptions {
             .with_qps(self.cloud_api_qps)
             .with_burst(self.cloud_api_burst);
         // by name, as the config file gives them: `validate` reports an unknown one
-        budget.operations.extend(
-            self.cloud_api_operation_limits
-                .iter()
-                .map(|(name, limit)| (name.clone(), *limit)),
-        );
+        budget
+            .operations
+            .extend(self.cloud_api_operation_limits.clone());
         budget
     }
 }

@@ -57,13 +57,11 @@ impl CcmOptions {
                 reason: "it contains control characters".to_owned(),
             },
         );
-        for error in crate::serving::PortFlags::secure(self)
+        crate::serving::PortFlags::secure(self)
             .validate()
             .into_iter()
             .chain(self.validate_serving_extras())
-        {
-            check(false, error);
-        }
+            .for_each(|error| check(false, error));
         if let Err(err) =
             crate::auth::decide::AlwaysAllowPaths::parse(&self.authorization_always_allow_paths)
         {
@@ -270,17 +268,14 @@ pub enum ValidationError {
 /// What is wrong with `--requestheader-uid-headers`, as Go checks it: no blank entry, and when set it must include
 /// `X-Remote-Uid`, the header the API server's aggregator sends (without it, aggregated requests lose their UID).
 fn uid_headers_problem(headers: &[String]) -> Option<String> {
-    if headers.iter().any(|h| h.trim().is_empty()) {
-        return Some("a header name is empty or only white space".to_owned());
+    let has = |test: fn(&String) -> bool| headers.iter().any(test);
+    if has(|h| h.trim().is_empty()) {
+        Some("a header name is empty or only white space".to_owned())
+    } else if !headers.is_empty() && !has(|h| h.eq_ignore_ascii_case("x-remote-uid")) {
+        Some("set without the standard X-Remote-Uid header; add it, or API aggregation will not work".to_owned())
+    } else {
+        None
     }
-    (!headers.is_empty()
-        && !headers
-            .iter()
-            .any(|h| h.eq_ignore_ascii_case("x-remote-uid")))
-    .then(|| {
-        "set without the standard X-Remote-Uid header; add it, or API aggregation will not work"
-            .to_owned()
-    })
 }
 
 #[cfg(test)]
