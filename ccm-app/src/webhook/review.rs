@@ -13,13 +13,11 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use kube::core::TypeMeta;
-use kube::core::admission::{META_API_VERSION_V1, META_KIND};
+use kube::core::admission::{AdmissionReview, META_API_VERSION_V1, META_KIND};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use tokio_util::task::AbortOnDropHandle;
-
-use kube::core::admission::AdmissionReview;
 
 use super::{AdmissionRequest, DynamicObject, WebhookContext, WebhookDescriptor};
 use crate::serving::{TEXT_PLAIN, reply};
@@ -137,14 +135,14 @@ async fn answer(
             )));
         }
         Ok(Err(join)) => {
+            let why = if join.is_panic() {
+                "it panicked"
+            } else {
+                "it was cancelled"
+            };
             return Err(internal(format!(
-                "error generating admission response: the webhook {:?} failed: {}",
-                descriptor.name,
-                if join.is_panic() {
-                    "it panicked"
-                } else {
-                    "it was cancelled"
-                }
+                "error generating admission response: the webhook {:?} failed: {why}",
+                descriptor.name
             )));
         }
         Ok(Ok(Err(err))) => {
