@@ -32,14 +32,14 @@ impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
     pub fn get(&self, key: &K) -> Option<V> {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        let live = entries
-            .get(key)
-            .filter(|(_, expires)| *expires > now)
-            .map(|(value, _)| value.clone());
-        if live.is_none() {
-            entries.remove(key);
+        match entries.get(key) {
+            Some((value, expires)) if *expires > now => Some(value.clone()),
+            Some(_) => {
+                entries.remove(key);
+                None
+            }
+            None => None,
         }
-        live
     }
 
     /// Keep `value` for `ttl`; a zero TTL keeps nothing.
