@@ -297,11 +297,9 @@ impl DelegatedAuth {
         );
         Ok(Arc::new(DelegatedAuth {
             trust: trust_cell,
-            from_cluster: if follow.is_some() {
-                from_cluster
-            } else {
-                FromCluster::default()
-            },
+            from_cluster: follow
+                .as_ref()
+                .map_or_else(FromCluster::default, |_| from_cluster),
             tokens,
             always_allow,
             access,
