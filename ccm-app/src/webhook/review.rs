@@ -95,15 +95,10 @@ async fn serve(State(hook): State<Hook>, headers: HeaderMap, body: Bytes) -> Res
     let started = Instant::now();
     let name = hook.descriptor.name.clone();
     let (status, response) = match answer(&hook, &headers, &body).await {
-        Ok(review) => (
-            StatusCode::OK,
-            (
-                StatusCode::OK,
-                [(header::CONTENT_TYPE, "application/json")],
-                review,
-            )
-                .into_response(),
-        ),
+        Ok(review) => {
+            let json = [(header::CONTENT_TYPE, "application/json")];
+            (StatusCode::OK, (json, review).into_response())
+        }
         Err((status, message)) => {
             tracing::warn!(webhook = %name, code = status.as_u16(), error = %message, "admission request failed");
             (status, reply(status, TEXT_PLAIN, false, message + "\n"))
