@@ -49,14 +49,11 @@ pub enum AdminError {
     Auth(#[from] crate::auth::AuthError),
 }
 
-/// What the handlers read.
+/// What the handlers read; `configz` is the `/configz` document (JSON).
 #[derive(Clone)]
 struct AdminState {
-    /// The health checks.
     checks: HealthChecks,
-    /// The metrics registry.
     metrics: SharedRegistry,
-    /// The `/configz` document (JSON).
     configz: Arc<String>,
 }
 
@@ -115,22 +112,18 @@ fn one(state: &AdminState, endpoint: Endpoint, check: &str) -> Response {
     }
 }
 
-async fn metrics(State(state): State<AdminState>) -> Response {
+async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
     (
-        StatusCode::OK,
         [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
         state.metrics.encode(),
     )
-        .into_response()
 }
 
-async fn configz(State(state): State<AdminState>) -> Response {
+async fn configz(State(state): State<AdminState>) -> impl IntoResponse {
     (
-        StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json")],
         state.configz.as_str().to_owned(),
     )
-        .into_response()
 }
 
 /// A running admin server.
@@ -177,12 +170,8 @@ pub(crate) async fn start_from_options(
         return Ok(None);
     }
     let flags = PortFlags::secure(options);
-    let auth = DelegatedAuth::from_options(options, metrics)
-        .await
-        .map_err(AdminError::from)?;
-    let (config, certs) = flags
-        .tls(Some(auth.client_cert_verifier()))
-        .map_err(AdminError::from)?;
+    let auth = DelegatedAuth::from_options(options, metrics).await?;
+    let (config, certs) = flags.tls(Some(auth.client_cert_verifier()))?;
     // The settings as given (`kubeApiQps: auto`), and beside them the Kubernetes API client limit in force.
     let configz = serde_json::json!({
         "cloudcontrollermanager.config.k8s.io": options.to_settings(),

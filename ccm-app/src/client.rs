@@ -75,26 +75,22 @@ impl KubeApiLimits {
     /// - otherwise the values set, the other at Go's default (20 or 30), with client-go's rules: `qps == 0` → 5,
     ///   `burst == 0` → 10, `qps < 0` → no limit.
     pub fn decide(qps: KubeApiLimit<f32>, burst: KubeApiLimit<i32>, apf: Option<bool>) -> Self {
-        if Self::needs_apf(qps, burst) {
-            let (qps, burst) = if apf == Some(true) {
-                (None, 0)
-            } else {
-                effective_limits(DEFAULT_KUBE_API_QPS, DEFAULT_KUBE_API_BURST)
-            };
-            return KubeApiLimits {
-                mode: KubeApiLimitMode::Auto,
-                apf,
-                qps,
-                burst,
-            };
-        }
-        let (qps, burst) = effective_limits(
-            qps.value().unwrap_or(DEFAULT_KUBE_API_QPS),
-            burst.value().unwrap_or(DEFAULT_KUBE_API_BURST),
-        );
+        let auto = Self::needs_apf(qps, burst);
+        let (qps, burst) = if auto && apf == Some(true) {
+            (None, 0)
+        } else {
+            effective_limits(
+                qps.value().unwrap_or(DEFAULT_KUBE_API_QPS),
+                burst.value().unwrap_or(DEFAULT_KUBE_API_BURST),
+            )
+        };
         KubeApiLimits {
-            mode: KubeApiLimitMode::Explicit,
-            apf: None,
+            mode: if auto {
+                KubeApiLimitMode::Auto
+            } else {
+                KubeApiLimitMode::Explicit
+            },
+            apf: apf.filter(|_| auto),
             qps,
             burst: if qps.is_some() { burst } else { 0 },
         }
@@ -126,10 +122,11 @@ impl KubeApiLimits {
 
     /// The token bucket of one client.
     pub fn throttle(&self) -> Throttle {
-        match self.qps {
-            None => Throttle::new(-1.0, 0),
-            Some(qps) => Throttle::new(qps, i32::try_from(self.burst).unwrap_or(i32::MAX)),
-        }
+        // No `qps`: a negative rate, no bucket.
+        Throttle::new(
+            self.qps.unwrap_or(-1.0),
+            i32::try_from(self.burst).unwrap_or(i32::MAX),
+        )
     }
 
     /// `unlimited` or the rate.
@@ -146,11 +143,8 @@ impl KubeApiLimits {
 
     /// `true`, `false` or `unknown` (not asked, or no answer).
     pub fn apf_text(&self) -> &'static str {
-        match self.apf {
-            Some(true) => "true",
-            Some(false) => "false",
-            None => "unknown",
-        }
+        self.apf
+            .map_or("unknown", |apf| if apf { "true" } else { "false" })
     }
 
     /// The start-up log line: `kubernetes API client limit mode=auto apf=true qps=unlimited burst=unlimited`.
@@ -258,10 +252,7 @@ pub enum ClientError {
 ///
 /// [`ClientError`] naming the flag at fault.
 pub async fn kube_config(options: &CcmOptions) -> Result<kube::Config, ClientError> {
-    let master = match &options.master {
-        None => None,
-        Some(value) => Some(parse_master(value)?),
-    };
+    let master = options.master.as_deref().map(parse_master).transpose()?;
     let mut config = match (&options.kubeconfig, &master) {
         (Some(path), _) => {
             config_from_file(path)

@@ -157,11 +157,7 @@ impl HealthChecks {
 
     /// Run the single check `name` of `endpoint`; `None` if there is no such check.
     pub fn check_one(&self, endpoint: Endpoint, name: &str) -> Option<Result<(), String>> {
-        let check = self
-            .checks(endpoint)
-            .into_iter()
-            .find(|(n, _)| n == name)?
-            .1;
+        let (_, check) = self.checks(endpoint).into_iter().find(|(n, _)| n == name)?;
         Some(check())
     }
 }

@@ -69,16 +69,13 @@ impl RetryAfterLayer {
             // "0" would mean "at once": never hammer the server
             .filter(|seconds| *seconds > 0)
             .map(Duration::from_secs);
-        let wait = match status {
+        let retried = matches!(
+            status,
             StatusCode::TOO_MANY_REQUESTS
-            | StatusCode::SERVICE_UNAVAILABLE
-            | StatusCode::GATEWAY_TIMEOUT => retry_after.unwrap_or(DEFAULT_WAIT),
-            s if s.is_server_error() && headers.contains_key(RETRY_AFTER) => {
-                retry_after.unwrap_or(DEFAULT_WAIT)
-            }
-            _ => return None,
-        };
-        Some(wait.min(self.max_wait))
+                | StatusCode::SERVICE_UNAVAILABLE
+                | StatusCode::GATEWAY_TIMEOUT
+        ) || (status.is_server_error() && headers.contains_key(RETRY_AFTER));
+        retried.then(|| retry_after.unwrap_or(DEFAULT_WAIT).min(self.max_wait))
     }
 }
 
@@ -90,18 +87,6 @@ fn is_watch<B>(request: &Request<B>) -> bool {
             .any(|pair| matches!(pair, "watch=true" | "watch=1"))
     });
     query_watch || request.uri().path().contains("/watch/")
-}
-
-/// A copy of `request` to send again, if its body can be sent twice.
-fn copy_request(request: &Request<Body>) -> Option<Request<Body>> {
-    let body = request.body().try_clone()?;
-    let mut copy = Request::new(body);
-    *copy.method_mut() = request.method().clone();
-    *copy.uri_mut() = request.uri().clone();
-    *copy.version_mut() = request.version();
-    *copy.headers_mut() = request.headers().clone();
-    *copy.extensions_mut() = request.extensions().clone();
-    Some(copy)
 }
 
 impl<S> Layer<S> for RetryAfterLayer {
@@ -153,8 +138,15 @@ impl<B, E> Policy<Request<Body>, Response<B>, E> for RetryAfterLayer {
         Some(tokio::time::sleep(wait))
     }
 
+    /// A copy of `request` to send again, if its body can be sent twice.
     fn clone_request(&mut self, request: &Request<Body>) -> Option<Request<Body>> {
-        copy_request(request)
+        let mut copy = Request::new(request.body().try_clone()?);
+        *copy.method_mut() = request.method().clone();
+        *copy.uri_mut() = request.uri().clone();
+        *copy.version_mut() = request.version();
+        *copy.headers_mut() = request.headers().clone();
+        *copy.extensions_mut() = request.extensions().clone();
+        Some(copy)
     }
 }
 

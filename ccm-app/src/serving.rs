@@ -149,68 +149,54 @@ impl PortFlags {
 
     /// The flag `name` of this port (`tls-min-version` → `webhook-tls-min-version` for the webhook port).
     fn flag(&self, name: &'static str) -> &'static str {
-        if self.prefix.is_empty() {
-            return name;
-        }
-        match name {
-            "tls-cert-file" => "webhook-tls-cert-file",
-            "tls-private-key-file" => "webhook-tls-private-key-file",
-            "tls-min-version" => "webhook-tls-min-version",
-            "tls-cipher-suites" => "webhook-tls-cipher-suites",
-            "tls-curve-preferences" => "webhook-tls-curve-preferences",
-            "tls-sni-cert-key" => "webhook-tls-sni-cert-key",
-            other => other,
-        }
+        const WEBHOOK_FLAGS: &[&str] = &[
+            "webhook-tls-cert-file",
+            "webhook-tls-private-key-file",
+            "webhook-tls-min-version",
+            "webhook-tls-cipher-suites",
+            "webhook-tls-curve-preferences",
+            "webhook-tls-sni-cert-key",
+        ];
+        let prefixed = WEBHOOK_FLAGS
+            .iter()
+            .find(|f| f.strip_prefix(self.prefix) == Some(name));
+        prefixed.copied().unwrap_or(name)
     }
 
     /// Every rule of these flags that needs no file: the pair given together, the versions, suites, curves and
     /// the shape of the SNI entries.
     pub fn validate(&self) -> Vec<ValidationError> {
+        let invalid = |name, reason| ValidationError::Invalid {
+            setting: self.flag(name),
+            reason,
+        };
         let mut errors = Vec::new();
         if self.cert_file.is_some() != self.key_file.is_some() {
-            errors.push(ValidationError::Invalid {
-                setting: self.flag("tls-cert-file"),
-                reason: format!(
-                    "--{p}tls-cert-file and --{p}tls-private-key-file must be given together",
-                    p = self.prefix
-                ),
-            });
+            let p = self.prefix;
+            errors.push(invalid(
+                "tls-cert-file",
+                format!("--{p}tls-cert-file and --{p}tls-private-key-file must be given together"),
+            ));
         }
         if let Err(err) = self.policy() {
-            errors.push(self.policy_error(err));
-        }
-        if let Err(reason) = parse_curve_preferences(&self.curve_preferences) {
-            errors.push(ValidationError::Invalid {
-                setting: self.flag("tls-curve-preferences"),
-                reason,
+            errors.push(match err {
+                TlsError::Policy { setting, reason } => invalid(setting, reason),
+                other => invalid("tls-min-version", other.to_string()),
             });
         }
-        for entry in &self.sni_cert_keys {
-            if let Err(reason) = SniCertKey::parse(entry) {
-                errors.push(ValidationError::Invalid {
-                    setting: self.flag("tls-sni-cert-key"),
-                    reason,
-                });
-            }
+        if let Err(reason) = parse_curve_preferences(&self.curve_preferences) {
+            errors.push(invalid("tls-curve-preferences", reason));
         }
+        let sni_errors = self
+            .sni_cert_keys
+            .iter()
+            .filter_map(|entry| SniCertKey::parse(entry).err());
+        errors.extend(sni_errors.map(|reason| invalid("tls-sni-cert-key", reason)));
         errors
     }
 
     fn policy(&self) -> Result<TlsPolicy, TlsError> {
         TlsPolicy::parse(self.min_version.as_deref(), &self.cipher_suites)
-    }
-
-    fn policy_error(&self, err: TlsError) -> ValidationError {
-        match err {
-            TlsError::Policy { setting, reason } => ValidationError::Invalid {
-                setting: self.flag(setting),
-                reason,
-            },
-            other => ValidationError::Invalid {
-                setting: self.flag("tls-min-version"),
-                reason: other.to_string(),
-            },
-        }
     }
 
     /// Where the default certificate comes from: the files, or a self-signed pair (in memory or in the cert dir)
@@ -241,12 +227,12 @@ impl PortFlags {
     ) -> Result<(Arc<ServerConfig>, Arc<DynamicCerts>), TlsError> {
         let policy = self.policy()?;
         let mut provider = policy.provider();
-        let groups = parse_curve_preferences(&self.curve_preferences).map_err(|reason| {
-            TlsError::Policy {
-                setting: self.flag("tls-curve-preferences"),
-                reason,
-            }
-        })?;
+        let invalid = |name, reason| TlsError::Policy {
+            setting: self.flag(name),
+            reason,
+        };
+        let groups = parse_curve_preferences(&self.curve_preferences)
+            .map_err(|reason| invalid("tls-curve-preferences", reason))?;
         if !groups.is_empty() {
             provider.kx_groups = groups;
         }
@@ -255,10 +241,7 @@ impl PortFlags {
             .sni_cert_keys
             .iter()
             .map(|entry| {
-                SniCertKey::parse(entry).map_err(|reason| TlsError::Policy {
-                    setting: self.flag("tls-sni-cert-key"),
-                    reason,
-                })
+                SniCertKey::parse(entry).map_err(|reason| invalid("tls-sni-cert-key", reason))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let certs = Arc::new(DynamicCerts::load(

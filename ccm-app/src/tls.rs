@@ -288,19 +288,16 @@ pub(crate) fn kept_self_signed(
 
 /// A self-signed pair (PEM certificate and key) for `localhost`, `127.0.0.1` and `extra`, in memory.
 pub(crate) fn generate(extra: &[String]) -> Result<(String, String), TlsError> {
-    let names = self_signed_names(extra);
-    let mut params =
-        rcgen::CertificateParams::new(names).map_err(|e| TlsError::Generate(e.to_string()))?;
+    let failed = |e: rcgen::Error| TlsError::Generate(e.to_string());
+    let mut params = rcgen::CertificateParams::new(self_signed_names(extra)).map_err(failed)?;
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     params
         .distinguished_name
         .push(rcgen::DnType::CommonName, format!("localhost@{stamp}"));
-    let key = rcgen::KeyPair::generate().map_err(|e| TlsError::Generate(e.to_string()))?;
-    let cert = params
-        .self_signed(&key)
-        .map_err(|e| TlsError::Generate(e.to_string()))?;
+    let key = rcgen::KeyPair::generate().map_err(failed)?;
+    let cert = params.self_signed(&key).map_err(failed)?;
     Ok((cert.pem(), key.serialize_pem()))
 }
 

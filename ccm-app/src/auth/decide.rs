@@ -95,10 +95,6 @@ impl AlwaysAllowPaths {
         let mut allow = AlwaysAllowPaths::default();
         for path in paths {
             let trimmed = path.strip_prefix('/').unwrap_or(path);
-            if trimmed.is_empty() {
-                allow.exact.insert(String::new());
-                continue;
-            }
             // Split off the last character, not the last byte: a path may hold any UTF-8.
             let (head, prefix) = match trimmed.strip_suffix('*') {
                 Some(head) => (head, true),
@@ -158,23 +154,19 @@ impl RequestHeaderNames {
     /// authenticated by the proxy). Groups are every value of every group header; extra keys are the lower-case,
     /// percent-decoded rest of a prefixed header's name.
     pub fn user(&self, headers: &HeaderMap) -> Option<UserInfo> {
-        let name = self
-            .username_headers
-            .iter()
-            .find_map(|h| header_values(headers, h).into_iter().next())?;
+        let first = |names: &[String]| {
+            names
+                .iter()
+                .find_map(|h| header_values(headers, h).into_iter().next())
+        };
+        let name = first(&self.username_headers)?;
         let groups = self
             .group_headers
             .iter()
             .flat_map(|h| header_values(headers, h))
             .collect();
         let mut user = UserInfo::authenticated(&name, groups);
-        if let Some(uid) = self
-            .uid_headers
-            .iter()
-            .find_map(|h| header_values(headers, h).into_iter().next())
-        {
-            user.uid = uid;
-        }
+        user.uid = first(&self.uid_headers).unwrap_or_default();
         for (header, value) in headers {
             let lower = header.as_str();
             for prefix in &self.extra_prefixes {
@@ -315,10 +307,7 @@ fn status_json(message: &str, reason: &'static str, code: u16, details: bool) ->
         code,
     };
     // Go's encoder ends the body with a newline.
-    format!(
-        "{}\n",
-        serde_json::to_string(&status).unwrap_or_else(|_| String::new())
-    )
+    format!("{}\n", serde_json::to_string(&status).unwrap_or_default())
 }
 
 /// The body of a 401: Go's `Unauthorized` Status.
@@ -333,22 +322,25 @@ pub fn forbidden_body(user: &str, verb: &str, path: &str, reason: &str) -> Strin
     if !reason.is_empty() {
         message = format!("{message}: {reason}");
     }
-    let message = message
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;");
-    status_json(&format!("forbidden: {message}"), "Forbidden", 403, true)
+    status_json(
+        &format!("forbidden: {}", escape(&message)),
+        "Forbidden",
+        403,
+        true,
+    )
 }
 
 /// The plain-text body of a 500 when the authorizer failed, as Go's `InternalError`.
 pub fn internal_error_body(request_uri: &str, error: &str) -> String {
     let text = format!("Internal Server Error: {request_uri:?}: {error}");
-    format!(
-        "{}\n",
-        text.replace('&', "&amp;")
-            .replace('<', "&lt;")
-            .replace('>', "&gt;")
-    )
+    format!("{}\n", escape(&text))
+}
+
+/// `&`, `<` and `>` escaped, as Go escapes them in these bodies.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 #[cfg(test)]

@@ -200,23 +200,26 @@ impl DelegatedAuth {
         )
         .await?;
 
-        let client_ca = match &options.client_ca_file {
-            Some(path) => Some(ca_file("client-ca-file", path, &provider)?),
-            None => None,
-        };
-        let request_header = match &options.requestheader_client_ca_file {
-            Some(path) => Some((
-                ca_file("requestheader-client-ca-file", path, &provider)?,
-                RequestHeaderNames {
+        let client_ca = options
+            .client_ca_file
+            .as_deref()
+            .map(|path| ca_file("client-ca-file", path, &provider))
+            .transpose()?;
+        let request_header = options
+            .requestheader_client_ca_file
+            .as_deref()
+            .map(|path| ca_file("requestheader-client-ca-file", path, &provider))
+            .transpose()?
+            .map(|ca| {
+                let names = RequestHeaderNames {
                     allowed_names: options.requestheader_allowed_names.clone(),
                     username_headers: options.requestheader_username_headers.clone(),
                     uid_headers: options.requestheader_uid_headers.clone(),
                     group_headers: options.requestheader_group_headers.clone(),
                     extra_prefixes: options.requestheader_extra_headers_prefix.clone(),
-                },
-            )),
-            None => None,
-        };
+                };
+                (ca, names)
+            });
         let from_cluster = FromCluster {
             client_ca: client_ca.is_none(),
             request_header: request_header.is_none(),
@@ -294,11 +297,9 @@ impl DelegatedAuth {
         );
         Ok(Arc::new(DelegatedAuth {
             trust: trust_cell,
-            from_cluster: if follow.is_some() {
-                from_cluster
-            } else {
-                FromCluster::default()
-            },
+            from_cluster: follow
+                .as_ref()
+                .map_or_else(FromCluster::default, |_| from_cluster),
             tokens,
             always_allow,
             access,
@@ -393,18 +394,15 @@ impl DelegatedAuth {
                 ..review::AccessAnswer::default()
             });
         }
-        match &self.access {
-            Some(access) => {
-                access
-                    .review(&AccessQuestion {
-                        user: user.clone(),
-                        verb: verb.to_owned(),
-                        path: path.to_owned(),
-                    })
-                    .await
-            }
-            None => Ok(review::AccessAnswer::default()),
-        }
+        let Some(access) = &self.access else {
+            return Ok(review::AccessAnswer::default());
+        };
+        let question = AccessQuestion {
+            user: user.clone(),
+            verb: verb.to_owned(),
+            path: path.to_owned(),
+        };
+        access.review(&question).await
     }
 }
 

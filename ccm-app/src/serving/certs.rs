@@ -15,6 +15,7 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::server::{ClientHello, ResolvesServerCert};
 use tokio_rustls::rustls::sign::CertifiedKey;
 use tokio_util::sync::CancellationToken;
+use x509_parser::extensions::GeneralName;
 
 use crate::tls::{CertSource, TlsError};
 
@@ -193,19 +194,13 @@ fn certificate_names(cert: &CertifiedKey) -> Vec<String> {
         .subject_alternative_name()
         .ok()
         .flatten()
-        .map(|san| {
-            san.value
-                .general_names
-                .iter()
-                .filter_map(|name| match name {
-                    x509_parser::extensions::GeneralName::DNSName(dns) => {
-                        Some(dns.to_ascii_lowercase())
-                    }
-                    _ => None,
-                })
-                .collect()
+        .into_iter()
+        .flat_map(|san| san.value.general_names.iter())
+        .filter_map(|name| match name {
+            GeneralName::DNSName(dns) => Some(dns.to_ascii_lowercase()),
+            _ => None,
         })
-        .unwrap_or_default();
+        .collect();
     if names.is_empty() {
         names.extend(
             parsed

@@ -13,13 +13,11 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use kube::core::TypeMeta;
-use kube::core::admission::{META_API_VERSION_V1, META_KIND};
+use kube::core::admission::{AdmissionReview, META_API_VERSION_V1, META_KIND};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use tokio_util::task::AbortOnDropHandle;
-
-use kube::core::admission::AdmissionReview;
 
 use super::{AdmissionRequest, DynamicObject, WebhookContext, WebhookDescriptor};
 use crate::serving::{TEXT_PLAIN, reply};
@@ -97,15 +95,10 @@ async fn serve(State(hook): State<Hook>, headers: HeaderMap, body: Bytes) -> Res
     let started = Instant::now();
     let name = hook.descriptor.name.clone();
     let (status, response) = match answer(&hook, &headers, &body).await {
-        Ok(review) => (
-            StatusCode::OK,
-            (
-                StatusCode::OK,
-                [(header::CONTENT_TYPE, "application/json")],
-                review,
-            )
-                .into_response(),
-        ),
+        Ok(review) => {
+            let json = [(header::CONTENT_TYPE, "application/json")];
+            (StatusCode::OK, (json, review).into_response())
+        }
         Err((status, message)) => {
             tracing::warn!(webhook = %name, code = status.as_u16(), error = %message, "admission request failed");
             (status, reply(status, TEXT_PLAIN, false, message + "\n"))
@@ -137,14 +130,14 @@ async fn answer(
             )));
         }
         Ok(Err(join)) => {
+            let why = if join.is_panic() {
+                "it panicked"
+            } else {
+                "it was cancelled"
+            };
             return Err(internal(format!(
-                "error generating admission response: the webhook {:?} failed: {}",
-                descriptor.name,
-                if join.is_panic() {
-                    "it panicked"
-                } else {
-                    "it was cancelled"
-                }
+                "error generating admission response: the webhook {:?} failed: {why}",
+                descriptor.name
             )));
         }
         Ok(Ok(Err(err))) => {
