@@ -7,7 +7,6 @@ use ccm_core::runtime::events::EventRecorder;
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
@@ -526,14 +525,11 @@ impl Runner {
     fn record_event(&self, what: &str) {
         if let Some(recorder) = &self.recorder {
             let message = format!("{} {what}", self.elector.identity);
-            recorder.normal(&self.lease_reference(), EVENT_REASON, message);
-        }
-    }
-
-    fn lease_reference(&self) -> ObjectReference {
-        match &self.cached {
-            Some(lease) => lease.object_ref(&()),
-            None => self.new_lease(None).object_ref(&()),
+            let lease = match &self.cached {
+                Some(lease) => lease.object_ref(&()),
+                None => self.new_lease(None).object_ref(&()),
+            };
+            recorder.normal(&lease, EVENT_REASON, message);
         }
     }
 
