@@ -187,12 +187,10 @@ impl Runner {
     }
 
     fn follow(&self, holder: String) {
-        self.state.send_if_modified(|state| {
-            let next = LeaderState::Following { holder };
-            let changed = *state != next;
-            *state = next;
-            changed
-        });
+        // Notifies the receivers only when the state changed.
+        let next = LeaderState::Following { holder };
+        self.state
+            .send_if_modified(|state| std::mem::replace(state, next) != *state);
     }
 
     /// client-go's `renew`: every retry period renew; give up when no attempt succeeded within
