@@ -18,7 +18,7 @@ mod runner;
 /// The default event reporter (`reportingController`) and field manager.
 pub const DEFAULT_COMPONENT: &str = "cloud-controller-manager";
 /// The `reason` of the events recorded on the Lease, as in client-go.
-pub const EVENT_REASON: &str = "LeaderElection";
+pub const EVENT_REASON: &str = ccm_core::names::events::LEADER_ELECTION;
 /// `reportingInstance` of an Event is limited to 128 characters.
 const MAX_REPORTING_INSTANCE: usize = 128;
 

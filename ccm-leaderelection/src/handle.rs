@@ -1,8 +1,9 @@
 //! What a running election hands back: state, step-down notification, health.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -119,7 +120,7 @@ impl LeaderHealth {
     /// [`Error::RenewalOverdue`] if this replica leads and has not renewed for longer than the
     /// lease duration plus the tolerance.
     pub fn check(&self) -> Result<(), Error> {
-        let elapsed = self.last_renewal().map(|at| at.elapsed());
+        let elapsed = self.inner.last_renewal.lock().map(|at| at.elapsed());
         match elapsed {
             Some(elapsed) if elapsed > self.inner.limit => Err(Error::RenewalOverdue {
                 lease: self.inner.lease.clone(),
@@ -135,17 +136,12 @@ impl LeaderHealth {
         self.check().is_ok()
     }
 
-    fn last_renewal(&self) -> MutexGuard<'_, Option<Instant>> {
-        let last = self.inner.last_renewal.lock();
-        last.unwrap_or_else(PoisonError::into_inner)
-    }
-
     pub(crate) fn renewed(&self, at: Instant) {
-        *self.last_renewal() = Some(at);
+        *self.inner.last_renewal.lock() = Some(at);
     }
 
     pub(crate) fn not_leading(&self) {
-        *self.last_renewal() = None;
+        *self.inner.last_renewal.lock() = None;
     }
 }
 

@@ -172,13 +172,6 @@ impl Controller for ServiceController {
     }
 }
 
-fn api_code(err: &kube::Error) -> Option<u16> {
-    match err {
-        kube::Error::Api(status) => Some(status.code),
-        _ => None,
-    }
-}
-
 fn is_not_found(err: &kube::Error) -> bool {
     matches!(err, kube::Error::Api(status) if status.is_not_found())
 }
@@ -490,10 +483,12 @@ impl ServiceController {
                 Ok(updated) => return Ok(updated.metadata.finalizers),
                 Err(err) if !add && is_not_found(&err) => return Ok(None),
                 // The finalizer list changed under us: read it again.
-                Err(err) if is_finalizer_conflict(api_code(&err)) => match api.get(name).await {
-                    Err(err) if !add && is_not_found(&err) => return Ok(None),
-                    fresh => fresh.map_err(fail)?,
-                },
+                Err(kube::Error::Api(s)) if is_finalizer_conflict(Some(s.code)) => {
+                    match api.get(name).await {
+                        Err(err) if !add && is_not_found(&err) => return Ok(None),
+                        fresh => fresh.map_err(fail)?,
+                    }
+                }
                 Err(err) => return Err(fail(err)),
             };
             match body(fresh.finalizers()) {

@@ -1,10 +1,11 @@
 //! The stable node set a node-sync pass hands to each load balancer, computed from the node cache again only
 //! after a node change that can affect load balancers.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::Node;
+use parking_lot::Mutex;
 
 use crate::predicates::{NodeSet, stable_nodes};
 
@@ -32,7 +33,7 @@ impl Hosts {
     /// updated yet, and the next pass (which the change's key starts) finds those already up to date.
     pub(crate) fn current(&self, fresh: bool, nodes: impl FnOnce() -> Vec<Arc<Node>>) -> HostList {
         let generation = self.generation.load(Ordering::Acquire);
-        let mut computed = self.computed.lock().unwrap_or_else(|e| e.into_inner());
+        let mut computed = self.computed.lock();
         if !fresh
             && let Some((at, hosts)) = computed.as_ref()
             && *at == generation

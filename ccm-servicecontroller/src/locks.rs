@@ -1,8 +1,9 @@
 //! One lock per Service, so an ensure and a host update of one load balancer never overlap.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tokio::sync::OwnedMutexGuard;
 
 type Lock = Arc<tokio::sync::Mutex<()>>;
@@ -23,7 +24,7 @@ pub(crate) struct ServiceGuard {
 impl Drop for ServiceGuard {
     fn drop(&mut self) {
         self.guard.take();
-        let mut map = self.locks.map();
+        let mut map = self.locks.locks.lock();
         if map
             .get(&self.key)
             .is_some_and(|l| Arc::strong_count(l) == 1)
@@ -34,10 +35,6 @@ impl Drop for ServiceGuard {
 }
 
 impl ServiceLocks {
-    fn map(&self) -> MutexGuard<'_, HashMap<String, Lock>> {
-        self.locks.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn guard(&self, key: &str, guard: Option<OwnedMutexGuard<()>>) -> ServiceGuard {
         ServiceGuard {
             locks: self.clone(),
@@ -47,7 +44,7 @@ impl ServiceLocks {
     }
 
     fn of(&self, key: &str) -> Lock {
-        self.map().entry(key.to_owned()).or_default().clone()
+        self.locks.lock().entry(key.to_owned()).or_default().clone()
     }
 
     /// Wait for, then hold, the lock of `key`.
@@ -72,7 +69,7 @@ mod tests {
 
     impl ServiceLocks {
         fn entries(&self) -> usize {
-            self.map().len()
+            self.locks.lock().len()
         }
     }
     use std::time::Duration;

@@ -3,9 +3,10 @@
 //! `lastSyncedNodes`). The per-Service lock is [`crate::locks`].
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service;
+use parking_lot::Mutex;
 
 use crate::predicates::NodeSet;
 
@@ -18,37 +19,37 @@ struct Entry {
 /// Shared per-Service memory. Cheap to clone.
 #[derive(Clone, Default)]
 pub(crate) struct Tracker {
-    entries: Arc<Mutex<HashMap<String, Entry>>>,
+    map: Arc<Mutex<HashMap<String, Entry>>>,
 }
 
 impl Tracker {
-    fn map(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// The last state seen of `key`.
     pub(crate) fn cached(&self, key: &str) -> Option<Arc<Service>> {
-        self.map().get(key).and_then(|e| e.service.clone())
+        self.map.lock().get(key).and_then(|e| e.service.clone())
     }
 
     /// Remember `service` as the last state of `key`.
     pub(crate) fn set_cached(&self, key: &str, service: Arc<Service>) {
-        self.map().entry(key.to_owned()).or_default().service = Some(service);
+        self.map.lock().entry(key.to_owned()).or_default().service = Some(service);
     }
 
     /// Forget `key` (after its load balancer was deleted).
     pub(crate) fn forget(&self, key: &str) {
-        self.map().remove(key);
+        self.map.lock().remove(key);
     }
 
     /// Whether `key` has a cached state.
     pub(crate) fn contains(&self, key: &str) -> bool {
-        self.map().get(key).is_some_and(|e| e.service.is_some())
+        self.map
+            .lock()
+            .get(key)
+            .is_some_and(|e| e.service.is_some())
     }
 
     /// Every cached Service with its key.
     pub(crate) fn services(&self) -> Vec<(String, Arc<Service>)> {
-        self.map()
+        self.map
+            .lock()
             .iter()
             .filter_map(|(k, e)| e.service.clone().map(|s| (k.clone(), s)))
             .collect()
@@ -56,12 +57,12 @@ impl Tracker {
 
     /// The node set last sent to the load balancer of `key`.
     pub(crate) fn synced(&self, key: &str) -> Option<NodeSet> {
-        self.map().get(key).and_then(|e| e.synced.clone())
+        self.map.lock().get(key).and_then(|e| e.synced.clone())
     }
 
     /// Record the node set sent (or about to be sent) to the load balancer of `key`.
     pub(crate) fn set_synced(&self, key: &str, nodes: NodeSet) {
-        self.map().entry(key.to_owned()).or_default().synced = Some(nodes);
+        self.map.lock().entry(key.to_owned()).or_default().synced = Some(nodes);
     }
 }
 
@@ -71,7 +72,7 @@ mod tests {
 
     impl Tracker {
         fn entries(&self) -> usize {
-            self.map().len()
+            self.map.lock().len()
         }
     }
 

@@ -7,7 +7,6 @@ use ccm_core::runtime::events::EventRecorder;
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
@@ -188,12 +187,10 @@ impl Runner {
     }
 
     fn follow(&self, holder: String) {
-        self.state.send_if_modified(|state| {
-            let next = LeaderState::Following { holder };
-            let changed = *state != next;
-            *state = next;
-            changed
-        });
+        // Notifies the receivers only when the state changed.
+        let next = LeaderState::Following { holder };
+        self.state
+            .send_if_modified(|state| std::mem::replace(state, next) != *state);
     }
 
     /// client-go's `renew`: every retry period renew; give up when no attempt succeeded within
@@ -526,14 +523,11 @@ impl Runner {
     fn record_event(&self, what: &str) {
         if let Some(recorder) = &self.recorder {
             let message = format!("{} {what}", self.elector.identity);
-            recorder.normal(&self.lease_reference(), EVENT_REASON, message);
-        }
-    }
-
-    fn lease_reference(&self) -> ObjectReference {
-        match &self.cached {
-            Some(lease) => lease.object_ref(&()),
-            None => self.new_lease(None).object_ref(&()),
+            let lease = match &self.cached {
+                Some(lease) => lease.object_ref(&()),
+                None => self.new_lease(None).object_ref(&()),
+            };
+            recorder.normal(&lease, EVENT_REASON, message);
         }
     }
 

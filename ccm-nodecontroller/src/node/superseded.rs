@@ -3,34 +3,30 @@
 //! queue the node again. Skipping it saves a cloud call and a doomed patch.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
 
 use ccm_core::helpers::node_name;
 use k8s_openapi::api::core::v1::Node;
+use parking_lot::Mutex;
 
 /// Per node initialized by this controller, the resourceVersions its writes superseded.
 #[derive(Debug, Default)]
 pub(crate) struct Superseded(Mutex<HashMap<String, Vec<String>>>);
 
 impl Superseded {
-    fn versions(&self) -> MutexGuard<'_, HashMap<String, Vec<String>>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Our writes to the node `name` replaced `versions`.
     pub(crate) fn record(&self, name: &str, versions: Vec<String>) {
-        self.versions().insert(name.to_owned(), versions);
+        self.0.lock().insert(name.to_owned(), versions);
     }
 
     /// Forget the node `name` (it is gone).
     pub(crate) fn forget(&self, name: &str) {
-        self.versions().remove(name);
+        self.0.lock().remove(name);
     }
 
     /// True if the cached node is a version our own writes already replaced; forgets the record once the cache
     /// has moved past it.
     pub(crate) fn is_stale(&self, node: &Node) -> bool {
-        let mut superseded = self.versions();
+        let mut superseded = self.0.lock();
         let name = node_name(node);
         let Some(versions) = superseded.get(name) else {
             return false;
