@@ -126,12 +126,15 @@ impl TokenSource {
     ///
     /// [`TokenError`] if there is none yet or the last one has expired (it is never sent).
     pub fn bearer(&self) -> Result<String, TokenError> {
-        let (namespace, name) = (self.namespace.clone(), self.name.clone());
         match &*self.current.borrow() {
-            None => Err(TokenError::NotYet { namespace, name }),
-            Some(token) if Instant::now() >= token.expires_at => {
-                Err(TokenError::Expired { namespace, name })
-            }
+            None => Err(TokenError::NotYet {
+                namespace: self.namespace.clone(),
+                name: self.name.clone(),
+            }),
+            Some(token) if Instant::now() >= token.expires_at => Err(TokenError::Expired {
+                namespace: self.namespace.clone(),
+                name: self.name.clone(),
+            }),
             Some(token) => Ok(token.value.clone()),
         }
     }
