@@ -84,10 +84,12 @@ impl Throttle {
 /// client-go's rules: `qps == 0` → 5, `burst == 0` → 10, `qps < 0` → no limit (`None`).
 pub fn effective_limits(qps: f32, burst: i32) -> (Option<f32>, u32) {
     let burst = u32::try_from(burst).ok().filter(|b| *b > 0);
-    // NaN and negative `qps`: no limit.
-    let qps = (qps > 0.0)
-        .then_some(qps)
-        .or((qps == 0.0).then_some(CLIENT_GO_DEFAULT_QPS));
+    let qps = if qps == 0.0 {
+        Some(CLIENT_GO_DEFAULT_QPS)
+    } else {
+        // NaN and negative `qps`: no limit.
+        (qps > 0.0).then_some(qps)
+    };
     (qps, burst.unwrap_or(CLIENT_GO_DEFAULT_BURST.unsigned_abs()))
 }
 
