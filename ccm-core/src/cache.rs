@@ -60,7 +60,7 @@ use crate::error::CloudError;
 use crate::helpers::{node_condition_status, node_name, node_provider_id};
 use crate::intercept::Operation;
 use crate::names;
-use crate::provider::InstancesV2;
+use crate::provider::{InstancesV2, one_by_one};
 use crate::runtime::informer::{Informer, InformerEvent};
 use crate::runtime::metrics::{Labels, SharedRegistry, labels};
 use crate::types::InstanceLookup;
@@ -499,7 +499,7 @@ impl InstancesV2 for CachedV2 {
         nodes: &[Node],
     ) -> Result<Vec<Result<InstanceLookup, CloudError>>, CloudError> {
         if !self.inner.supports_bulk() {
-            return Ok(crate::provider::metadata_one_by_one(self, nodes).await);
+            return Ok(one_by_one(nodes, |n| self.instance_metadata(n)).await);
         }
         self.metadata_bulk(nodes).await
     }
@@ -508,7 +508,7 @@ impl InstancesV2 for CachedV2 {
         nodes: &[Node],
     ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
         if !self.inner.supports_bulk() {
-            return Ok(crate::provider::exists_one_by_one(self, nodes).await);
+            return Ok(one_by_one(nodes, |n| self.instance_exists(n)).await);
         }
         let operations = (Operation::InstanceExists, Operation::InstanceExistsBulk);
         let call = self.inner.instance_exists_bulk(nodes);
@@ -519,7 +519,7 @@ impl InstancesV2 for CachedV2 {
         nodes: &[Node],
     ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
         if !self.inner.supports_bulk() {
-            return Ok(crate::provider::shutdown_one_by_one(self, nodes).await);
+            return Ok(one_by_one(nodes, |n| self.instance_shutdown(n)).await);
         }
         let operations = (Operation::InstanceShutdown, Operation::InstanceShutdownBulk);
         let call = self.inner.instance_shutdown_bulk(nodes);

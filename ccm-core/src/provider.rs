@@ -96,6 +96,7 @@
 //! # });
 //! ```
 
+use std::future::Future;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -429,7 +430,7 @@ pub trait InstancesV2: Send + Sync + 'static {
         &self,
         nodes: &[Node],
     ) -> Result<Vec<Result<InstanceLookup, CloudError>>, CloudError> {
-        Ok(metadata_one_by_one(self, nodes).await)
+        Ok(one_by_one(nodes, |n| self.instance_metadata(n)).await)
     }
 
     /// Existence of many nodes' instances at once, in the order of `nodes`. The outer error means the whole call
@@ -441,7 +442,7 @@ pub trait InstancesV2: Send + Sync + 'static {
         &self,
         nodes: &[Node],
     ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
-        Ok(exists_one_by_one(self, nodes).await)
+        Ok(one_by_one(nodes, |n| self.instance_exists(n)).await)
     }
 
     /// Whether many nodes' instances are shut down, at once, in the order of `nodes`. The outer error means the
@@ -455,7 +456,7 @@ pub trait InstancesV2: Send + Sync + 'static {
         &self,
         nodes: &[Node],
     ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
-        Ok(shutdown_one_by_one(self, nodes).await)
+        Ok(one_by_one(nodes, |n| self.instance_shutdown(n)).await)
     }
 }
 
@@ -508,38 +509,14 @@ pub trait Routes: Send + Sync + 'static {
     async fn delete_route(&self, cluster_name: &str, route: &Route) -> Result<(), CloudError>;
 }
 
-/// Metadata for `nodes` with one [`InstancesV2::instance_metadata`] call per node, one after another: the
-/// fallback of [`InstancesV2::instance_metadata_bulk`] for providers without a native bulk call.
-pub async fn metadata_one_by_one<V: InstancesV2 + ?Sized>(
-    v2: &V,
-    nodes: &[Node],
-) -> Vec<Result<InstanceLookup, CloudError>> {
-    stream::iter(nodes)
-        .then(|node| v2.instance_metadata(node))
-        .collect()
-        .await
-}
-
-/// Whether `nodes` are shut down, with one [`InstancesV2::instance_shutdown`] call per node, one after another:
-/// the fallback of [`InstancesV2::instance_shutdown_bulk`] for providers without a native bulk call.
-pub async fn shutdown_one_by_one<V: InstancesV2 + ?Sized>(
-    v2: &V,
-    nodes: &[Node],
-) -> Vec<Result<bool, CloudError>> {
-    stream::iter(nodes)
-        .then(|node| v2.instance_shutdown(node))
-        .collect()
-        .await
-}
-
-/// Existence of `nodes` with one [`InstancesV2::instance_exists`] call per node, one after another: the fallback
-/// of [`InstancesV2::instance_exists_bulk`] for providers without a native bulk call.
-pub async fn exists_one_by_one<V: InstancesV2 + ?Sized>(
-    v2: &V,
-    nodes: &[Node],
-) -> Vec<Result<bool, CloudError>> {
-    stream::iter(nodes)
-        .then(|node| v2.instance_exists(node))
-        .collect()
-        .await
+/// One call per node, one after another (`one_by_one(nodes, |node| v2.instance_exists(node))`): the default of
+/// the bulk methods of [`InstancesV2`] for providers without a native bulk call.
+pub async fn one_by_one<'n, T, F>(
+    nodes: &'n [Node],
+    call: impl FnMut(&'n Node) -> F,
+) -> Vec<Result<T, CloudError>>
+where
+    F: Future<Output = Result<T, CloudError>>,
+{
+    stream::iter(nodes).then(call).collect().await
 }

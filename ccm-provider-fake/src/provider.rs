@@ -12,6 +12,7 @@ use ccm_core::intercept::{Capability, Operation};
 use ccm_core::listing::{
     LoadBalancerPage, ObservedLoadBalancer, ObservedPort, load_balancer_fingerprint,
 };
+use ccm_core::provider::one_by_one;
 use ccm_core::{
     CloudError, CloudProvider, Clusters, InitializeContext, InstanceLookup, Instances, InstancesV2,
     LoadBalancer, ReloadContext, Route, Routes, Zone, Zones,
@@ -151,7 +152,7 @@ impl InstancesV2 for FakeCloud {
         nodes: &[Node],
     ) -> Result<Vec<Result<InstanceLookup, CloudError>>, CloudError> {
         if !self.supports_bulk() {
-            return Ok(ccm_core::provider::metadata_one_by_one(self, nodes).await);
+            return Ok(one_by_one(nodes, |n| self.instance_metadata(n)).await);
         }
         self.begin(Operation::InstanceMetadataBulk, &bulk_target(nodes))
             .await?;
@@ -168,7 +169,7 @@ impl InstancesV2 for FakeCloud {
         nodes: &[Node],
     ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
         if !self.supports_bulk() {
-            return Ok(ccm_core::provider::exists_one_by_one(self, nodes).await);
+            return Ok(one_by_one(nodes, |n| self.instance_exists(n)).await);
         }
         self.begin(Operation::InstanceExistsBulk, &bulk_target(nodes))
             .await?;
@@ -184,7 +185,7 @@ impl InstancesV2 for FakeCloud {
         nodes: &[Node],
     ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
         if !self.supports_bulk() {
-            return Ok(ccm_core::provider::shutdown_one_by_one(self, nodes).await);
+            return Ok(one_by_one(nodes, |n| self.instance_shutdown(n)).await);
         }
         self.begin(Operation::InstanceShutdownBulk, &bulk_target(nodes))
             .await?;

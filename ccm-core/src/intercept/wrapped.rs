@@ -10,7 +10,7 @@ use super::{Chain, Operation as Op};
 use crate::error::CloudError;
 use crate::helpers::{node_name, node_provider_id, service_key};
 use crate::listing::LoadBalancerPage;
-use crate::provider::{self, Clusters, Instances, InstancesV2, LoadBalancer, Routes, Zones};
+use crate::provider::{Clusters, Instances, InstancesV2, LoadBalancer, Routes, Zones, one_by_one};
 use crate::types::{InstanceLookup, Route, Zone};
 
 pub(super) struct Wrapped<T: ?Sized> {
@@ -167,7 +167,7 @@ impl InstancesV2 for Wrapped<dyn InstancesV2> {
         nodes: &[Node],
     ) -> Result<Vec<Result<InstanceLookup, CloudError>>, CloudError> {
         if !self.inner.supports_bulk() {
-            return Ok(provider::metadata_one_by_one(self, nodes).await);
+            return Ok(one_by_one(nodes, |n| self.instance_metadata(n)).await);
         }
         let call = self.inner.instance_metadata_bulk(nodes);
         let op = Op::InstanceMetadataBulk;
@@ -178,7 +178,7 @@ impl InstancesV2 for Wrapped<dyn InstancesV2> {
         nodes: &[Node],
     ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
         if !self.inner.supports_bulk() {
-            return Ok(provider::exists_one_by_one(self, nodes).await);
+            return Ok(one_by_one(nodes, |n| self.instance_exists(n)).await);
         }
         let call = self.inner.instance_exists_bulk(nodes);
         let op = Op::InstanceExistsBulk;
@@ -189,7 +189,7 @@ impl InstancesV2 for Wrapped<dyn InstancesV2> {
         nodes: &[Node],
     ) -> Result<Vec<Result<bool, CloudError>>, CloudError> {
         if !self.inner.supports_bulk() {
-            return Ok(provider::shutdown_one_by_one(self, nodes).await);
+            return Ok(one_by_one(nodes, |n| self.instance_shutdown(n)).await);
         }
         let call = self.inner.instance_shutdown_bulk(nodes);
         let op = Op::InstanceShutdownBulk;
