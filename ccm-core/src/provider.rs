@@ -4,14 +4,6 @@
 //! [`Clusters`], [`Routes`]) is optional and reported through an accessor returning `None` when unsupported.
 //! Every trait is async, object-safe and `Send + Sync`, so controllers hold them as `Arc<dyn ...>`.
 //!
-//! The accessors take `self: Arc<Self>`, so one type serves several capabilities by returning `Some(self)`; a
-//! provider built from per-capability types returns clones of the `Arc`s it holds. Call them on a clone of the
-//! handle: `Arc::clone(&cloud).instances_v2()`.
-//!
-//! [`InstancesV2::instance_metadata`] answers [`InstanceLookup`]: `Ok(metadata.into())` for an instance that
-//! exists, `Err(CloudError::InstanceNotFound)` for one that is gone, and [`InstanceLookup::skip`] only to skip a
-//! node on purpose (with the reason the node controller logs).
-//!
 //! With the `mock` feature, mockall mocks (`MockCloudProvider`, `MockLoadBalancer`, ...) are generated for
 //! downstream tests.
 //!
@@ -134,12 +126,10 @@ impl std::fmt::Debug for InitializeContext {
 
 /// The root provider trait (Go: `cloudprovider.Interface`).
 ///
-/// Every capability accessor defaults to `None` ("unsupported"); a provider overrides the ones it has.
-///
-/// The accessors take `self: Arc<Self>` rather than `&self`: a type that implements a capability itself returns
-/// `Some(self)`, and the trait stays object-safe (an `Arc<Self>` receiver is dispatchable through
-/// `Arc<dyn CloudProvider>`), so the controllers keep holding `Arc<dyn CloudProvider>`. Callers holding a handle
-/// they still need call the accessor on a clone: `Arc::clone(&cloud).routes()`.
+/// Every capability accessor defaults to `None` ("unsupported"); a provider overrides the ones it has. The
+/// accessors take `self: Arc<Self>` (dispatchable through `Arc<dyn CloudProvider>`): a type that implements a
+/// capability itself returns `Some(self)`, a provider built from per-capability types returns clones of the
+/// `Arc`s it holds. Call them on a clone of a handle you still need: `Arc::clone(&cloud).routes()`.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait CloudProvider: Send + Sync + 'static {
@@ -374,11 +364,9 @@ pub trait Instances: Send + Sync + 'static {
 
 /// The preferred instance API (Go: `cloudprovider.InstancesV2`); every call receives the whole Node.
 ///
-/// The cloud node controller calls [`instance_metadata`](Self::instance_metadata) to initialize a node and, every
-/// `--node-status-update-frequency` (5 min), to refresh each node's addresses; the node lifecycle controller calls
-/// [`instance_exists`](Self::instance_exists) and [`instance_shutdown`](Self::instance_shutdown) every
-/// `--node-monitor-period` (5 s) for each node that is not Ready (Ready nodes cost no call). With
-/// [`supports_bulk`](Self::supports_bulk), the periodic passes make one bulk call each instead.
+/// Each method says when it is called: the cloud node controller's address sync runs every
+/// `--node-status-update-frequency` (5 min), the node lifecycle controller's pass every `--node-monitor-period`
+/// (5 s; Ready nodes cost no call).
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait InstancesV2: Send + Sync + 'static {
