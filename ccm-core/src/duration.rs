@@ -135,7 +135,8 @@ fn unit_nanos(unit: &str) -> Option<u64> {
     })
 }
 
-/// Parse a Go duration (Go's `time.ParseDuration` grammar; see the [module](self) documentation).
+/// Parse a Go duration (Go's `time.ParseDuration` grammar; see the [module](self) documentation), or a
+/// [`DurationError`] naming the rejected text and what is wrong with it.
 ///
 /// Fractions are converted to nanoseconds exactly as Go converts them (`1.5ns` is `1ns`,
 /// `0.3333333333333333333h` is `20m`), so a value means the same nanoseconds in both.
@@ -150,10 +151,6 @@ fn unit_nanos(unit: &str) -> Option<u64> {
 /// assert!(parse_go_duration("1d").is_err()); // no days in Go
 /// assert!(parse_go_duration("-5s").is_err());
 /// ```
-///
-/// # Errors
-///
-/// A [`DurationError`] naming the rejected text and what is wrong with it.
 pub fn parse_go_duration(text: &str) -> Result<Duration, DurationError> {
     let value = || text.to_owned();
     if text.is_empty() {
@@ -443,18 +440,12 @@ pub mod serde {
 
     use super::GoDuration;
 
-    /// Write `duration` as a Go duration string.
-    ///
-    /// # Errors
-    /// The serializer's.
+    /// Write `duration` as a Go duration string (errors: the serializer's).
     pub fn serialize<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
         GoDuration(*duration).serialize(serializer)
     }
 
-    /// Read a Go duration string (or `0`).
-    ///
-    /// # Errors
-    /// An invalid duration, with the parser's message.
+    /// Read a Go duration string (or `0`); an invalid duration is an error with the parser's message.
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
         GoDuration::deserialize(deserializer).map(GoDuration::get)
     }
@@ -467,10 +458,7 @@ pub mod serde {
 
         use super::super::GoDuration;
 
-        /// Write `Some` as a Go duration string, `None` as none.
-        ///
-        /// # Errors
-        /// The serializer's.
+        /// Write `Some` as a Go duration string, `None` as none (errors: the serializer's).
         pub fn serialize<S: Serializer>(
             duration: &Option<Duration>,
             serializer: S,
@@ -478,10 +466,7 @@ pub mod serde {
             duration.map(GoDuration).serialize(serializer)
         }
 
-        /// Read an optional Go duration.
-        ///
-        /// # Errors
-        /// An invalid duration, with the parser's message.
+        /// Read an optional Go duration; an invalid duration is an error with the parser's message.
         pub fn deserialize<'de, D: Deserializer<'de>>(
             deserializer: D,
         ) -> Result<Option<Duration>, D::Error> {

@@ -165,20 +165,12 @@ impl LeadershipFence {
         self.update(State::revoke);
     }
 
-    /// Whether a write may be sent now.
-    ///
-    /// # Errors
-    ///
-    /// Why not, if the fence is closed.
+    /// Whether a write may be sent now: why not, if the fence is closed.
     pub fn check(&self) -> Result<(), FenceClosed> {
         self.check_at(Instant::now())
     }
 
-    /// Whether a write may be sent at `now`.
-    ///
-    /// # Errors
-    ///
-    /// Why not, if the fence is closed.
+    /// Whether a write may be sent at `now`: why not, if the fence is closed.
     pub fn check_at(&self, now: Instant) -> Result<(), FenceClosed> {
         self.state.lock().check(now)
     }

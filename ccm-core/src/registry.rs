@@ -138,11 +138,8 @@ impl ProviderSettings {
         self
     }
 
-    /// The `--cloud-config` contents as UTF-8 text, `None` without `--cloud-config`.
-    ///
-    /// # Errors
-    ///
-    /// The UTF-8 error if the file is not text.
+    /// The `--cloud-config` contents as UTF-8 text, `None` without `--cloud-config`; the UTF-8 error if the file
+    /// is not text.
     pub fn cloud_config_str(&self) -> Result<Option<&str>, std::str::Utf8Error> {
         self.cloud_config
             .as_deref()
@@ -217,11 +214,7 @@ pub enum RegistryError {
     },
 }
 
-/// Read the `--cloud-config` file at `path`.
-///
-/// # Errors
-///
-/// [`RegistryError::ConfigOpen`] naming the path.
+/// Read the `--cloud-config` file at `path`, or fail with [`RegistryError::ConfigOpen`] naming the path.
 pub fn read_cloud_config(path: &Path) -> Result<Vec<u8>, RegistryError> {
     std::fs::read(path).map_err(|source| RegistryError::ConfigOpen {
         path: path.to_owned(),
