@@ -426,11 +426,6 @@ impl InterceptedProvider {
         self
     }
 
-    /// The wrapped provider.
-    pub fn inner(&self) -> &Arc<dyn CloudProvider> {
-        &self.inner
-    }
-
     /// `capability` of the wrapped provider, its calls passing through the chain.
     fn wrap<T: ?Sized>(&self, capability: Arc<T>) -> Arc<Wrapped<T>> {
         let chain = self.chain.clone();
