@@ -427,12 +427,9 @@ impl InterceptedProvider {
     }
 
     /// `capability` of the wrapped provider, its calls passing through the chain.
-    fn wrap<T: ?Sized>(&self, capability: Arc<T>) -> Arc<Wrapped<T>> {
+    fn wrap<T: ?Sized>(&self, inner: Arc<T>) -> Arc<Wrapped<T>> {
         let chain = self.chain.clone();
-        Arc::new(Wrapped {
-            inner: capability,
-            chain,
-        })
+        Arc::new(Wrapped { inner, chain })
     }
 }
 
