@@ -1,14 +1,9 @@
-//! What a provider author implements against, in one import: `use ccm_core::prelude::*;`.
-//!
-//! - the provider traits: [`CloudProvider`] (the root, with its capability accessors) and the capabilities
-//!   [`InstancesV2`] (or the legacy [`Instances`] with [`Zones`]), [`LoadBalancer`], [`Routes`], [`Clusters`];
-//!   [`async_trait`](macro@async_trait) to implement them;
-//! - what they answer and receive: [`InstanceMetadata`], [`InstanceLookup`], [`Zone`], [`Route`],
-//!   [`InitializeContext`], [`ReloadContext`];
-//! - errors: [`CloudError`] (with the kinds the controllers act on: instance not found, not implemented,
-//!   implemented elsewhere, retry-after, throttled), [`ErrorKind`], [`ResultExt`] to add context, [`BoxError`];
-//! - registering the provider: [`ProviderRegistry`], [`ProviderSettings`] (what the factory receives),
-//!   [`BackgroundTasks`] (work every replica runs), [`VendorSettings`] (a vendor's own flags and config section).
+//! What a provider author implements against, in one import: `use ccm_core::prelude::*;` brings the provider
+//! traits ([`CloudProvider`] and its capabilities, [`InstancesV2`] or the legacy [`Instances`] with [`Zones`],
+//! [`LoadBalancer`], [`Routes`], [`Clusters`]) with [`async_trait`](macro@async_trait) to implement them, what
+//! they answer and receive, the errors ([`CloudError`], [`ErrorKind`], [`ResultExt`] to add context), and what
+//! registering the provider takes ([`ProviderRegistry`], [`ProviderSettings`], [`BackgroundTasks`] for work every
+//! replica runs, [`VendorSettings`]).
 //!
 //! ```no_run
 //! use std::sync::Arc;
