@@ -32,9 +32,8 @@ pub type SharedError = Arc<dyn StdError + Send + Sync + 'static>;
 /// any number of layers.
 ///
 /// A clone shares the source of [`CloudError::Provider`] (behind an [`Arc`]): same message, kind, retry delay and
-/// causes, so it can be handed to several waiters. `Display` is the whole text and
-/// [`source`](StdError::source) is always `None` (see the [module docs](crate::error)); use
-/// [`CloudError::inner`] or [`causes`] to reach a wrapped error.
+/// causes, so it can be handed to several waiters. Its `Display` and `source` are described in the
+/// [module docs](crate::error).
 ///
 /// ```
 /// use ccm_core::{CloudError, ErrorKind};
@@ -91,8 +90,7 @@ pub enum CloudError {
     /// Any other provider failure, with what was being done and the underlying error.
     ///
     /// Displayed as `<context>: <source>: <its cause>...`, each text once (a cause whose text the previous one
-    /// contains is skipped); the source is reached through [`CloudError::inner`] and [`causes`], not
-    /// [`StdError::source`], so chain printers do not print it twice.
+    /// contains is skipped); the source is reached through [`CloudError::inner`] and [`causes`].
     Provider {
         /// What failed, in lower case (for example `describing instance i-123`).
         context: String,
@@ -246,10 +244,9 @@ impl ErrorKind {
 impl CloudError {
     /// A provider failure wrapping any error, with a lower-case description of what failed.
     pub fn provider(context: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        let source: BoxError = source.into();
         CloudError::Provider {
             context: context.into(),
-            source: SharedError::from(source),
+            source: SharedError::from(source.into() as BoxError),
         }
     }
 
