@@ -101,9 +101,8 @@ fn key(question: Operation, node: &Node) -> Key {
     )
 }
 
-/// The default TTL of metadata answers (`--cloud-instance-cache-ttl`): an initialization retried within 30 s, or
-/// an address sync right after one, reuses the answer. Existence and shutdown answers are never kept (see the
-/// [module docs](self)), so the TTL never delays a lifecycle decision.
+/// The default TTL of metadata answers (`--cloud-instance-cache-ttl`); existence and shutdown answers are never
+/// kept (see the [module docs](self)), so the TTL never delays a lifecycle decision.
 pub const DEFAULT_INSTANCE_CACHE_TTL: Duration = Duration::from_secs(30);
 
 /// Expired answers are dropped after this many insertions (they are also replaced when asked again).
@@ -186,8 +185,7 @@ impl std::fmt::Debug for InstanceCache {
 }
 
 impl InstanceCache {
-    /// A cache keeping metadata answers for `ttl` (zero: coalesce only, keep nothing); existence and shutdown
-    /// answers are never kept.
+    /// A cache keeping metadata answers for `ttl` (zero: coalesce only, keep nothing).
     pub fn new(ttl: Duration) -> Self {
         InstanceCache {
             ttl,
@@ -259,9 +257,7 @@ impl InstanceCache {
         }
     }
 
-    /// Invalidate from Node events until `shutdown`: a deleted node, a changed providerID, a change of the
-    /// node's `Ready` condition status (a restarted instance may have other addresses), or a resync
-    /// (everything).
+    /// Invalidate from Node events until `shutdown` (which events: see the [module docs](self)).
     pub async fn run_invalidator(
         self: Arc<Self>,
         nodes: Informer<Node>,
@@ -328,9 +324,8 @@ impl InstanceCache {
         result.map_err(|e| CloudError::clone(&e))
     }
 
-    /// Whether answers to `question` are kept: only metadata answers, with a TTL above zero. Existence and
-    /// shutdown answers decide whether a Node is deleted or tainted, so they come from the cloud every time, as
-    /// on every lifecycle pass in Go (a kept one would hide a gone or stopped instance for up to a TTL).
+    /// Whether answers to `question` are kept: only metadata answers (see the [module docs](self)), with a TTL
+    /// above zero.
     fn keeps(&self, question: Operation) -> bool {
         question == Operation::InstanceMetadata && !self.ttl.is_zero()
     }
@@ -371,8 +366,7 @@ impl InstanceCache {
     }
 }
 
-/// Whether an update makes the cached answers about the node unsafe to reuse: a new providerID, or a change of
-/// its Ready condition status.
+/// Whether an update makes the cached answers about the node unsafe to reuse.
 fn invalidates(old: &Node, new: &Node) -> bool {
     node_provider_id(old) != node_provider_id(new)
         || node_condition_status(old, names::conditions::READY)
@@ -402,8 +396,7 @@ fn short_bulk_answer(operation: Operation, got: usize, asked: usize) -> CloudErr
 type BulkCall<'n, T> = BoxFuture<'n, Result<Vec<Result<T, CloudError>>, CloudError>>;
 
 impl CachedV2 {
-    /// `instance_metadata_bulk` through the cache: kept answers are reused, the cloud is asked (in one bulk call)
-    /// about the other nodes only, and its answers are kept.
+    /// `instance_metadata_bulk` through the cache (see the [module docs](self)).
     async fn metadata_bulk(
         &self,
         nodes: &[Node],
