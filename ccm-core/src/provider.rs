@@ -17,15 +17,12 @@
 //! One type serving two capabilities, `InstancesV2` and `Routes`:
 //!
 //! ```
-//! use std::sync::{Arc, Mutex};
+//! use std::sync::Arc;
 //! use async_trait::async_trait;
 //! use ccm_core::{CloudError, CloudProvider, InstanceLookup, InstanceMetadata, InstancesV2, Route, Routes};
 //! use k8s_openapi::api::core::v1::Node;
 //!
-//! #[derive(Default)]
-//! struct Acme {
-//!     routes: Mutex<Vec<Route>>,
-//! }
+//! struct Acme;
 //!
 //! impl CloudProvider for Acme {
 //!     fn provider_name(&self) -> &str {
@@ -58,20 +55,18 @@
 //! #[async_trait]
 //! impl Routes for Acme {
 //!     async fn list_routes(&self, _cluster: &str) -> Result<Vec<Route>, CloudError> {
-//!         Ok(self.routes.lock().unwrap().clone())
+//!         Ok(vec![Route::new("n1", "10.244.1.0/24")])
 //!     }
-//!     async fn create_route(&self, _cluster: &str, _hint: &str, route: &Route) -> Result<(), CloudError> {
-//!         self.routes.lock().unwrap().push(route.clone());
+//!     async fn create_route(&self, _cluster: &str, _hint: &str, _route: &Route) -> Result<(), CloudError> {
 //!         Ok(())
 //!     }
-//!     async fn delete_route(&self, _cluster: &str, route: &Route) -> Result<(), CloudError> {
-//!         self.routes.lock().unwrap().retain(|r| r != route);
+//!     async fn delete_route(&self, _cluster: &str, _route: &Route) -> Result<(), CloudError> {
 //!         Ok(())
 //!     }
 //! }
 //!
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-//! let cloud: Arc<dyn CloudProvider> = Arc::new(Acme::default());
+//! let cloud: Arc<dyn CloudProvider> = Arc::new(Acme);
 //! assert!(Arc::clone(&cloud).load_balancer().is_none());
 //! let v2 = Arc::clone(&cloud).instances_v2().expect("acme serves InstancesV2");
 //! let routes = Arc::clone(&cloud).routes().expect("acme serves Routes");
@@ -82,8 +77,6 @@
 //! assert_eq!(lookup.found().map(|m| m.provider_id.as_str()), Some("acme://n1"));
 //! node.metadata.name = Some("gone".into());
 //! assert!(v2.instance_metadata(&node).await.unwrap_err().is_instance_not_found());
-//!
-//! routes.create_route("kubernetes", "uid-1", &Route::new("n1", "10.244.1.0/24")).await.unwrap();
 //! assert_eq!(routes.list_routes("kubernetes").await.unwrap().len(), 1);
 //! # });
 //! ```
