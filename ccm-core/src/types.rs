@@ -104,8 +104,7 @@ impl InstanceMetadata {
 ///
 /// An instance that is gone is not a lookup result but the error
 /// [`CloudError::InstanceNotFound`](crate::CloudError::InstanceNotFound), so forgetting it cannot silently skip a
-/// node. Skipping is a deliberate, separate answer that carries its reason: the node controller logs
-/// `Skip sync node` with it at info level and does not retry (Go: metadata `nil` with no error).
+/// node; a skip is a deliberate answer with its reason, logged at info level (see `instance_metadata`).
 ///
 /// ```
 /// use ccm_core::{InstanceLookup, InstanceMetadata};
