@@ -5,9 +5,8 @@
 //! after it, each interceptor sees the outcome and duration (metrics). An optional per-call timeout turns a hung
 //! cloud call into [`CloudError::Timeout`].
 //!
-//! Every call is named by an [`Operation`], whose [`as_str`](Operation::as_str) is the one stable name of the
-//! operation in metrics, errors, budgets, call logs and fault rules (`create`, `instance-exists`, `list-routes`,
-//! ...; the table is in the documentation of [`Operation`]).
+//! Every call is named by an [`Operation`], whose documentation is the table of the stable names (`create`,
+//! `instance-exists`, `list-routes`, ...) used in metrics, errors, budgets, call logs and fault rules.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -329,14 +328,12 @@ impl Chain {
     {
         let info = CallInfo::new(operation, target);
         let start = Instant::now();
-        let result = match self.admit(&info).await {
-            Err(err) => Err(err),
-            Ok(()) => match self.timeout {
-                None => f.await,
-                Some(after) => tokio::time::timeout(after, f)
-                    .await
-                    .unwrap_or_else(|_| Err(CloudError::Timeout { operation, after })),
-            },
+        let result = match (self.admit(&info).await, self.timeout) {
+            (Err(err), _) => Err(err),
+            (Ok(()), None) => f.await,
+            (Ok(()), Some(after)) => tokio::time::timeout(after, f)
+                .await
+                .unwrap_or_else(|_| Err(CloudError::Timeout { operation, after })),
         };
         let elapsed = start.elapsed();
         let outcome = result.as_ref().map(|_| ());
