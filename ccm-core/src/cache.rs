@@ -40,6 +40,7 @@
 //! # }
 //! ```
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -403,22 +404,16 @@ impl CachedV2 {
     ) -> Result<Vec<Result<InstanceLookup, CloudError>>, CloudError> {
         let (question, operation) = (Operation::InstanceMetadata, Operation::InstanceMetadataBulk);
         let (cached, epoch) = self.cache.cached_many(nodes);
-        let partly_cached: Vec<Node>;
-        let missing: &[Node] = if cached.iter().all(Option::is_none) {
-            nodes
+        let missing: Cow<'_, [Node]> = if cached.iter().all(Option::is_none) {
+            Cow::Borrowed(nodes)
         } else {
-            partly_cached = nodes
-                .iter()
-                .zip(&cached)
-                .filter(|(_, answer)| answer.is_none())
-                .map(|(node, _)| node.clone())
-                .collect();
-            &partly_cached
+            let missing = nodes.iter().zip(&cached).filter(|(_, a)| a.is_none());
+            Cow::Owned(missing.map(|(node, _)| node.clone()).collect())
         };
         let mut fresh = if missing.is_empty() {
             Vec::new()
         } else {
-            let answers = self.inner.instance_metadata_bulk(missing).await?;
+            let answers = self.inner.instance_metadata_bulk(&missing).await?;
             if answers.len() != missing.len() {
                 return Err(short_bulk_answer(operation, answers.len(), missing.len()));
             }
