@@ -1,10 +1,9 @@
 //! The provider registry: provider names mapped to async factories (Go: `cloudprovider.RegisterCloudProvider`).
 //!
 //! A vendor registers a factory under its provider name; the runtime looks up `--cloud-provider` and awaits the
-//! factory with the resolved [`ProviderSettings`]: a Kubernetes client, the cluster name, the `--cloud-config`
-//! contents, the vendor's own flags and config section ([`VendorSettings`]) and [`BackgroundTasks`] tied to the
-//! runtime's shutdown. The factory runs in **every replica**, before leader election (as in Go), so it is the place
-//! for work every replica needs (loading credentials, starting a refresher); work only the leader does belongs in
+//! factory with the resolved [`ProviderSettings`]. The factory runs in **every replica**, before leader election
+//! (as in Go), so it is the place for work every replica needs (loading credentials, starting a refresher, with
+//! its [`BackgroundTasks`](ProviderSettings::tasks)); work only the leader does belongs in
 //! [`CloudProvider::initialize`].
 //!
 //! ```
