@@ -80,7 +80,7 @@ impl Answer {
         }
     }
 
-    fn metadata(self, question: Operation) -> Result<InstanceLookup, CloudError> {
+    fn lookup(self, question: Operation) -> Result<InstanceLookup, CloudError> {
         match self {
             Answer::Metadata(m) => Ok(m),
             Answer::Bool(_) => Err(unexpected(question)),
@@ -428,7 +428,7 @@ impl CachedV2 {
         Ok(cached
             .into_iter()
             .map(|answer| match answer {
-                Some(answer) => answer.metadata(question),
+                Some(answer) => answer.lookup(question),
                 None => fresh
                     .next()
                     .unwrap_or_else(|| Err(short_bulk_answer(operation, 0, 1))),
@@ -474,10 +474,7 @@ impl InstancesV2 for CachedV2 {
         let (inner, owned) = (self.inner.clone(), node.clone());
         let call = async move { inner.instance_metadata(&owned).await.map(Answer::Metadata) };
         let question = Operation::InstanceMetadata;
-        self.cache
-            .ask(question, node, call)
-            .await?
-            .metadata(question)
+        self.cache.ask(question, node, call).await?.lookup(question)
     }
     fn supports_bulk(&self) -> bool {
         self.inner.supports_bulk()
