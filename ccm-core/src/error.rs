@@ -118,12 +118,10 @@ impl fmt::Display for CloudError {
             CloudError::Throttled { message, .. } => {
                 write!(f, "cloud API request throttled: {message}")
             }
-            CloudError::Timeout { operation, after } => {
-                write!(
-                    f,
-                    "cloud provider call {operation} timed out after {after:?}"
-                )
-            }
+            CloudError::Timeout { operation, after } => write!(
+                f,
+                "cloud provider call {operation} timed out after {after:?}"
+            ),
             CloudError::NotLeader { operation, reason } => write!(
                 f,
                 "leadership not confirmed: refusing to call the cloud ({operation}): {reason}"
