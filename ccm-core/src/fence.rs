@@ -67,13 +67,8 @@ pub enum FenceClosed {
 /// assert!(!is_fenced(&std::io::Error::other("boom")));
 /// ```
 pub fn is_fenced(error: &(dyn std::error::Error + 'static)) -> bool {
-    crate::error::causes(error).any(|err| {
-        err.is::<FenceClosed>()
-            || matches!(
-                err.downcast_ref::<crate::CloudError>(),
-                Some(crate::CloudError::NotLeader { .. })
-            )
-    })
+    // `causes` walks from a `CloudError::NotLeader` to its `FenceClosed` reason.
+    crate::error::causes(error).any(|err| err.is::<FenceClosed>())
 }
 
 /// The state of a fence. Transitions: `Unconfirmed → Confirmed → … → Revoked`; `Unfenced` never changes.
