@@ -253,7 +253,7 @@ impl DelegatedAuth {
                 Err(err) => return Err(err),
             }
         }
-        let trust_cell = Arc::new(TrustCell::new(trust.clone()));
+        let trust_cell = Arc::new(TrustCell::new(Arc::new(trust.clone())));
         let follow = match (follow, &authn_client) {
             (Some(last), Some(client)) => {
                 let stop = CancellationToken::new();
@@ -313,7 +313,7 @@ impl DelegatedAuth {
     /// The hint names the CAs in force when it is made; when CAs may come from the cluster's ConfigMap later,
     /// client certificates are asked for even while none is trusted yet.
     pub fn client_cert_verifier(&self) -> Arc<dyn ClientCertVerifier> {
-        let trust = self.trust.get();
+        let trust = self.trust.borrow();
         let bundles: Vec<&CaBundle> = trust
             .client_ca
             .iter()
@@ -337,7 +337,7 @@ impl DelegatedAuth {
         chain: &[CertificateDer<'static>],
         headers: &http::HeaderMap,
     ) -> Result<UserInfo, String> {
-        let trust = self.trust.get();
+        let trust = self.trust.borrow().clone();
         let mut errors = Vec::new();
         if !chain.is_empty() {
             if let Some((ca, names)) = &trust.request_header {
@@ -445,7 +445,7 @@ pub(crate) async fn middleware(
             );
         }
     };
-    if let Some((_, names)) = &auth.trust.get().request_header {
+    if let Some((_, names)) = &auth.trust.borrow().request_header {
         names.strip(request.headers_mut());
     }
     request.headers_mut().remove(header::AUTHORIZATION);

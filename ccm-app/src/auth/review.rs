@@ -35,19 +35,19 @@ pub struct ReviewMetrics {
 impl ReviewMetrics {
     /// Register the two counters in `registry`.
     pub fn register(registry: &SharedRegistry) -> Self {
-        let metrics = ReviewMetrics::default();
-        registry.register(
-            "apiserver_delegated_authn_request",
-            "Number of HTTP requests partitioned by status code, for delegated authentication (TokenReview)",
-            metrics.authn.clone(),
-        );
-        registry.register(
-            "apiserver_delegated_authz_request",
-            "Number of HTTP requests partitioned by status code, for delegated authorization \
-             (SubjectAccessReview)",
-            metrics.authz.clone(),
-        );
-        metrics
+        ReviewMetrics {
+            authn: registry.registered(
+                "apiserver_delegated_authn_request",
+                "Number of HTTP requests partitioned by status code, for delegated authentication (TokenReview)",
+                Family::default(),
+            ),
+            authz: registry.registered(
+                "apiserver_delegated_authz_request",
+                "Number of HTTP requests partitioned by status code, for delegated authorization \
+                 (SubjectAccessReview)",
+                Family::default(),
+            ),
+        }
     }
 }
 

@@ -234,20 +234,16 @@ impl DynamicCerts {
     ) -> Result<Self, TlsError> {
         let default = match source {
             CertSource::Files { cert, key } => Slot::from_files(cert, key, &provider)?,
-            CertSource::SelfSigned {
-                dir: Some(dir),
-                extra_names,
-            } => {
-                let (cert, key) = crate::tls::kept_self_signed(dir, pair_name, extra_names)?;
-                Slot::from_files(&cert, &key, &provider)?
-            }
-            CertSource::SelfSigned {
-                dir: None,
-                extra_names,
-            } => {
-                let (cert, key) = crate::tls::generate(extra_names)?;
-                Slot::from_pem((cert.into_bytes(), key.into_bytes()), None, &provider)?
-            }
+            CertSource::SelfSigned { dir, extra_names } => match dir {
+                Some(dir) => {
+                    let (cert, key) = crate::tls::kept_self_signed(dir, pair_name, extra_names)?;
+                    Slot::from_files(&cert, &key, &provider)?
+                }
+                None => {
+                    let (cert, key) = crate::tls::generate(extra_names)?;
+                    Slot::from_pem((cert.into_bytes(), key.into_bytes()), None, &provider)?
+                }
+            },
         };
         let mut slots = Vec::new();
         let mut explicit: BTreeMap<String, usize> = BTreeMap::new();
