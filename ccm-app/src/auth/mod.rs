@@ -254,22 +254,19 @@ impl DelegatedAuth {
             }
         }
         let trust_cell = Arc::new(TrustCell::new(Arc::new(trust.clone())));
-        let follow = match (follow, &authn_client) {
-            (Some(last), Some(client)) => {
-                let stop = CancellationToken::new();
-                tokio::spawn(trust::follow(
-                    Api::namespaced(client.clone(), AUTHENTICATION_CONFIGMAP_NAMESPACE),
-                    AUTHENTICATION_CONFIGMAP_NAME,
-                    trust_cell.clone(),
-                    from_cluster,
-                    last,
-                    provider.clone(),
-                    stop.clone(),
-                ));
-                Some(stop.drop_guard())
-            }
-            _ => None,
-        };
+        let follow = follow.zip(authn_client.as_ref()).map(|(last, client)| {
+            let stop = CancellationToken::new();
+            tokio::spawn(trust::follow(
+                Api::namespaced(client.clone(), AUTHENTICATION_CONFIGMAP_NAMESPACE),
+                AUTHENTICATION_CONFIGMAP_NAME,
+                trust_cell.clone(),
+                from_cluster,
+                last,
+                provider.clone(),
+                stop.clone(),
+            ));
+            stop.drop_guard()
+        });
 
         let token_ttl = options.authentication_token_webhook_cache_ttl;
         let tokens = authn_client
