@@ -134,19 +134,15 @@ impl TokenReviewer {
         };
         self.ask(key, review, |review| {
             let status = review.status.unwrap_or_default();
-            let answer = match (status.authenticated, status.user) {
-                (Some(true), Some(user)) => {
-                    let mut info = UserInfo {
-                        name: user.username.unwrap_or_default(),
-                        uid: user.uid.unwrap_or_default(),
-                        groups: user.groups.unwrap_or_default(),
-                        extra: user.extra.unwrap_or_default(),
-                    };
-                    info.add_authenticated_group();
-                    Some(info)
-                }
-                _ => None,
-            };
+            let user = status.user.filter(|_| status.authenticated == Some(true));
+            let answer = user.map(|user| UserInfo {
+                uid: user.uid.unwrap_or_default(),
+                extra: user.extra.unwrap_or_default(),
+                ..UserInfo::authenticated(
+                    &user.username.unwrap_or_default(),
+                    user.groups.unwrap_or_default(),
+                )
+            });
             let authenticated = answer.is_some();
             (answer, authenticated)
         })
