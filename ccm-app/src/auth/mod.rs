@@ -338,12 +338,16 @@ impl DelegatedAuth {
         let mut errors = Vec::new();
         if !chain.is_empty() {
             if let Some((ca, names)) = &trust.request_header {
-                match ca.verify(chain).and_then(|()| proxy_allowed(chain, names)) {
-                    Ok(()) => {
+                match ca.verify(chain).and_then(|()| x509::subject(&chain[0])) {
+                    Ok(subject) if names.allows_proxy(&subject.common_name) => {
                         if let Some(user) = names.user(headers) {
                             return Ok(user);
                         }
                     }
+                    Ok(subject) => errors.push(format!(
+                        "x509: subject with cn={} is not in the allowed list",
+                        subject.common_name
+                    )),
                     Err(err) => errors.push(err),
                 }
             }
@@ -400,22 +404,6 @@ impl DelegatedAuth {
             path: path.to_owned(),
         };
         access.review(&question).await
-    }
-}
-
-/// A verified proxy certificate must also have an allowed common name.
-fn proxy_allowed(
-    chain: &[CertificateDer<'static>],
-    names: &RequestHeaderNames,
-) -> Result<(), String> {
-    let subject = x509::subject(&chain[0])?;
-    if names.allows_proxy(&subject.common_name) {
-        Ok(())
-    } else {
-        Err(format!(
-            "x509: subject with cn={} is not in the allowed list",
-            subject.common_name
-        ))
     }
 }
 
