@@ -122,32 +122,23 @@ async fn answer(
     let internal = |message: String| (StatusCode::INTERNAL_SERVER_ERROR, message);
     // A task of its own: a panicking handler ends only its request; it is aborted when not awaited any more.
     let task = AbortOnDropHandle::new(tokio::spawn(call));
-    let mut response = match tokio::time::timeout(descriptor.timeout, task).await {
-        Err(_) => {
-            return Err(internal(format!(
-                "error generating admission response: the webhook {:?} did not answer within {:?}",
-                descriptor.name, descriptor.timeout
-            )));
-        }
+    let outcome = match tokio::time::timeout(descriptor.timeout, task).await {
+        Err(_) => Err(format!(
+            "the webhook {:?} did not answer within {:?}",
+            descriptor.name, descriptor.timeout
+        )),
         Ok(Err(join)) => {
             let why = if join.is_panic() {
                 "it panicked"
             } else {
                 "it was cancelled"
             };
-            return Err(internal(format!(
-                "error generating admission response: the webhook {:?} failed: {why}",
-                descriptor.name
-            )));
+            Err(format!("the webhook {:?} failed: {why}", descriptor.name))
         }
-        Ok(Ok(Err(err))) => {
-            return Err(internal(format!(
-                "error generating admission response: {}",
-                ccm_core::error::report(&*err)
-            )));
-        }
-        Ok(Ok(Ok(response))) => response,
+        Ok(Ok(result)) => result.map_err(|err| ccm_core::error::report(&*err)),
     };
+    let mut response =
+        outcome.map_err(|why| internal(format!("error generating admission response: {why}")))?;
     response.uid = uid;
     let review = AdmissionReview::<DynamicObject> {
         types: TypeMeta {
