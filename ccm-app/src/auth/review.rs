@@ -56,18 +56,15 @@ impl ReviewMetrics {
 #[derive(Debug)]
 pub struct Reviews<R, K, V> {
     api: Api<R>,
-    /// How long allowing and denying answers are kept.
     ttls: (Duration, Duration),
     cache: TtlCache<K, V>,
     requests: CodeFamily,
 }
 
-/// Bearer tokens checked with TokenReviews; answers (authenticated or not) kept for the TTL, keyed by the
-/// token's SHA-256 so tokens are not held in memory.
+/// Bearer tokens checked with TokenReviews, answers keyed by the token's SHA-256 so tokens are not held in memory.
 pub type TokenReviewer = Reviews<TokenReview, Vec<u8>, Option<UserInfo>>;
 
-/// Non-resource requests authorized with SubjectAccessReviews; allowing and denying answers kept for their own
-/// TTL.
+/// Non-resource requests authorized with SubjectAccessReviews.
 pub type AccessReviewer = Reviews<SubjectAccessReview, AccessQuestion, AccessAnswer>;
 
 impl<R, K, V> Reviews<R, K, V>
