@@ -305,10 +305,8 @@ impl DelegatedAuth {
         }))
     }
 
-    /// The TLS verifier that asks clients for a certificate issued by one of the trusted CAs.
-    ///
-    /// The hint names the CAs in force when it is made; when CAs may come from the cluster's ConfigMap later,
-    /// client certificates are asked for even while none is trusted yet.
+    /// The TLS verifier that asks clients for a certificate issued by a trusted CA, naming the CAs in force now;
+    /// when CAs may come from the cluster's ConfigMap later, it asks even while none is trusted yet.
     pub fn client_cert_verifier(&self) -> Arc<dyn ClientCertVerifier> {
         let trust = self.trust.borrow();
         let bundles: Vec<&CaBundle> = trust
@@ -323,8 +321,7 @@ impl DelegatedAuth {
         ))
     }
 
-    /// Who sent a request with client chain `chain` and `headers`: the anonymous user when it carries no
-    /// credentials.
+    /// Who sent a request with client chain `chain` and `headers`; the anonymous user without credentials.
     ///
     /// # Errors
     ///
