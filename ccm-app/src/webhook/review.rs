@@ -1,7 +1,5 @@
-//! One admission request, as Go's `WebhookHandler.ServeHTTP` answers it: `Content-Type: application/json`, a
-//! non-empty body that decodes as an `admission.k8s.io/v1` `AdmissionReview` with a request, else 400; the handler's
-//! error (or panic, or timeout) is a 500 with the reason; its response is returned with the request's UID. Every
-//! request is counted with its HTTP code.
+//! One admission request, as Go's `WebhookHandler.ServeHTTP` answers it (see the [parent module](super)): a 400
+//! unless `Content-Type: application/json` and a non-empty `admission.k8s.io/v1` `AdmissionReview` with a request.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
