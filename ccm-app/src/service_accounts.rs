@@ -192,9 +192,7 @@ pub fn issuer(client: kube::Client, namespace: &str, name: &str) -> Issuer {
             }
             let request = TokenRequest {
                 spec: Some(TokenRequestSpec {
-                    expiration_seconds: Some(
-                        i64::try_from(TOKEN_LIFETIME.as_secs()).unwrap_or(3600),
-                    ),
+                    expiration_seconds: Some(TOKEN_LIFETIME.as_secs() as i64),
                     ..TokenRequestSpec::default()
                 }),
                 ..TokenRequest::default()
