@@ -52,7 +52,8 @@ impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
             if entries.len() >= self.capacity
                 && let Some((soonest, _)) = entries.iter().min_by_key(|(_, (_, expires))| *expires)
             {
-                entries.remove(&soonest.clone());
+                let soonest = soonest.clone();
+                entries.remove(&soonest);
             }
         }
         entries.insert(key, (value, now + ttl));
