@@ -65,10 +65,7 @@ impl Trust {
     }
 }
 
-/// The CA bundles of what the ConfigMap says.
-///
-/// # Errors
-/// The key whose PEM bundle holds no usable CA, and why.
+/// The CA bundles of what the ConfigMap says, else the key whose PEM bundle holds no usable CA, and why.
 pub(crate) fn cluster_trust(
     cluster: ClusterAuthentication,
     provider: &Arc<CryptoProvider>,
