@@ -153,11 +153,10 @@ impl AdminServer {
 }
 
 /// Serve the admin endpoints as the flags say (or on `listener`): TLS from `--tls-cert-file` (re-read when it
-/// changes) or a self-signed certificate, `--tls-sni-cert-key` certificates, `--tls-curve-preferences`, delegated authentication and authorization, `/configz` with the settings and the Kubernetes API
-/// client `limits`; `None` with `--secure-port=0` and no listener.
-///
-/// # Errors
-/// If the TLS settings, the certificate, delegated auth or the listener cannot be set up.
+/// changes) or a self-signed certificate, `--tls-sni-cert-key` certificates, `--tls-curve-preferences`, delegated
+/// authentication and authorization, `/configz` with the settings and the Kubernetes API client `limits`; `None`
+/// with `--secure-port=0` and no listener; an error if the TLS settings, the certificate, delegated auth or the
+/// listener cannot be set up.
 pub(crate) async fn start_from_options(
     options: &CcmOptions,
     limits: &KubeApiLimits,

@@ -1,13 +1,8 @@
-//! Kubernetes clients: the connection from `--kubeconfig` / `--master` (or the in-cluster configuration), and one
-//! named client per user (each controller, the informers, leader election), each with its own user agent, its own
-//! `--kube-api-qps` / `--kube-api-burst` token bucket (as each Go controller has its own clientset) and the retry
-//! of 429 answers after their `Retry-After` ([`crate::retry`]).
-//!
-//! The limits in force are [`KubeApiLimits`]: with both flags unset the runtime detects once, at start, whether
-//! the API server runs API Priority and Fairness ([`detect_apf`]) and sets no client-side limit if it does, Go's
-//! 20/30 if it does not; flags that are set are honoured exactly, as Go does.
-//!
-//! The named clients share one connection pool.
+//! Kubernetes clients: the connection the flags describe ([`kube_config`]) and one named client per user (each
+//! controller, the informers, leader election) from a [`ClientFactory`], each with its own user agent, its own
+//! `--kube-api-qps` / `--kube-api-burst` token bucket (as each Go controller has its own clientset; the limits in
+//! force are [`KubeApiLimits`]) and the retry of 429 answers after their `Retry-After` ([`crate::retry`]), all
+//! over one connection pool.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -345,13 +340,11 @@ impl ClientFactory {
         }
     }
 
-    /// The same factory, whose clients made from now on refuse every write while `fence` is closed. Make the
-    /// leader-election client before, so that the Lease requests are not fenced.
-    ///
-    /// A fenced client refuses every mutating request ([`is_write`]: anything but `GET`, `HEAD` and `OPTIONS`;
-    /// watches are `GET`s) while the fence is closed, with [`ClientError::Fenced`], as the last step before the
-    /// request would be sent: after its token bucket and its 429 retries. Nothing reaches the API server. Reads
-    /// pass: a follower's informers keep their caches warm. See [`ccm_core::fence`] for when the fence is open, and
+    /// The same factory, whose clients made from now on refuse every write ([`is_write`]: anything but `GET`,
+    /// `HEAD` and `OPTIONS`; watches are `GET`s) with [`ClientError::Fenced`] while `fence` is closed, as the last
+    /// step before sending (after the token bucket and the 429 retries), so nothing reaches the API server; reads
+    /// pass, so a follower's informers keep their caches warm. Make the leader-election client before, so that the
+    /// Lease requests are not fenced. See [`ccm_core::fence`] for when the fence is open, and
     /// `docs/leader-election.md` in the repository.
     pub fn with_fence(mut self, fence: LeadershipFence) -> Self {
         self.fence = Some(fence);
@@ -372,10 +365,9 @@ impl ClientFactory {
         );
     }
 
-    /// A new client named `name`: its own token bucket and user agent. Must be called inside a Tokio runtime.
-    ///
-    /// Leader election gets one of these (`leader-election`): a bucket no other client takes from, so Lease
-    /// renewals never wait behind controller traffic.
+    /// A new client named `name`, with its own token bucket and user agent; must be called inside a Tokio runtime.
+    /// Leader election gets one (`leader-election`): a bucket no other client takes from, so Lease renewals never
+    /// wait behind controller traffic.
     pub fn client(&self, name: &str) -> kube::Client {
         self.layered(name, self.limits.throttle(), None)
     }
@@ -422,7 +414,6 @@ impl ClientFactory {
                 async move {
                     // A retry waits for a token like a new request.
                     throttle.acquire().await;
-                    // Checked here, innermost: after any wait for the token bucket or a 429 retry.
                     if let Some(refused) = fence.and_then(|fence| refusal(&fence, &request)) {
                         return Err(kube::Error::Service(Box::new(refused)));
                     }

@@ -1,10 +1,8 @@
-//! Health checks and their Kubernetes-style reports (`/healthz`, `/livez`, `/readyz`).
-//!
-//! Each check has a name and belongs to one or more endpoints. A report lists every check of the endpoint in the
-//! order they were added, as the Kubernetes components do: `ok` when everything passes, otherwise (or with
-//! `?verbose`) one line per check — `[+]name ok` or `[-]name failed: reason withheld` — followed by
-//! `healthz check passed` / `healthz check failed`. Reasons are logged, not served. `?exclude=name` skips a check;
-//! `/healthz/<name>` runs one.
+//! Health checks and their Kubernetes-style reports (`/healthz`, `/livez`, `/readyz`): each check has a name and
+//! belongs to one or more endpoints, and a report lists every check of the endpoint in the order they were added,
+//! as the Kubernetes components do: `ok` when everything passes, otherwise (or with `?verbose`) one line per check
+//! — `[+]name ok` or `[-]name failed: reason withheld` — followed by `healthz check passed` / `healthz check
+//! failed`. Reasons are logged, not served. `?exclude=name` skips a check; `/healthz/<name>` runs one.
 
 use std::sync::{Arc, RwLock};
 

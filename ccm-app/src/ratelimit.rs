@@ -4,12 +4,8 @@
 //!
 //! The bucket holds up to `burst` tokens and refills at `qps` tokens per second; every request takes one token,
 //! waiting for it when the bucket is empty ([`Throttle::acquire`], awaited by a named client before it sends a
-//! request). A waiting request has reserved its token, so requests leave in the order they asked. As in client-go,
-//! `qps == 0` means the default 5 QPS (burst 10 when `burst == 0`), and a negative `qps` disables limiting.
-//!
-//! [`Throttle::low_priority`] makes a second throttle over the same bucket for traffic that must never delay
-//! the first (Events): it only takes a token that is free at that moment, so while a controller's own writes keep
-//! the bucket busy, low-priority requests wait.
+//! request). A waiting request has reserved its token, so requests leave in the order they asked. Zero and negative
+//! limits mean what they mean to client-go ([`effective_limits`]).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -47,7 +43,8 @@ impl Throttle {
         }
     }
 
-    /// A throttle over the same bucket whose requests only take tokens nobody else is waiting for.
+    /// A throttle over the same bucket for traffic that must never delay this one's (Events): its requests only
+    /// take tokens nobody else is waiting for, so they wait while this one's keep the bucket busy.
     pub fn low_priority(&self) -> Self {
         Throttle {
             bucket: self.bucket.clone(),

@@ -9,11 +9,11 @@
 //! | any other 5xx with `Retry-After` | `Retry-After` (client-go's rule) |
 //! | anything else | not retried |
 //!
-//! A request is retried at most [`DEFAULT_MAX_RETRIES`] times (10, client-go's default); then the last
-//! answer is returned. The layer is tower's retry middleware with this policy; it sits above the client's token
-//! bucket, so every retry takes a token like a new request (client-go throttles every attempt). Watches are never
-//! retried (a watch's caller re-lists and re-watches), and neither is a request whose body cannot be sent twice;
-//! kube-rs builds every request body from a buffer (small JSON), so in practice every other request can be. Every
+//! A request is retried at most [`DEFAULT_MAX_RETRIES`] times (10, client-go's default), then the last answer is
+//! returned. The layer is tower's retry middleware above the client's token bucket: tower sends each retry through
+//! a fresh clone of the service below, so every retry takes a token like a new request (client-go throttles every
+//! attempt). Watches (their caller re-lists and re-watches) and requests whose body cannot be sent twice are never
+//! retried; kube-rs builds every body from a buffer (small JSON), so in practice every other request can be. Every
 //! 429 is counted in `rest_client_requests_throttled_total{client}`.
 
 use std::time::Duration;
@@ -96,8 +96,6 @@ impl<S> Layer<S> for RetryAfterLayer {
     }
 }
 
-/// tower sends a retry through a fresh clone of the service below, which waits for a token of the client's bucket
-/// each time.
 impl<B, E> Policy<Request<Body>, Response<B>, E> for RetryAfterLayer {
     type Future = tokio::time::Sleep;
 

@@ -1,16 +1,7 @@
 //! `--use-service-account-credentials`: each controller acts as its own ServiceAccount in `kube-system`, as Go's
-//! `SAControllerClientBuilder` does.
-//!
-//! The CCM's own identity (the main client) creates the ServiceAccount if it is missing and asks the TokenRequest
-//! API (`serviceaccounts/token`, `create`) for a token of [`TOKEN_LIFETIME`]. A [`TokenSource`] holds the current
-//! token; a background task ([`run_refresher`]) asks for the next one at [`REFRESH_FRACTION`] of the lifetime the
-//! API server granted and retries failures with a capped exponential backoff ([`retry_delay`]). A client built on
-//! a source reads it on every request, so a new token is used without rebuilding the client; once the token has
-//! expired the source returns [`TokenError::Expired`] instead of sending it.
-//!
-//! The names of the ServiceAccounts are Go's ([`service_account_name`]): `cloud-node-controller`,
-//! `cloud-node-lifecycle-controller`, `service-controller`, `route-controller`; a vendor controller's account is
-//! named after the controller.
+//! `SAControllerClientBuilder` does: the CCM's own identity creates the account if it is missing and asks the
+//! TokenRequest API (`serviceaccounts/token`, `create`) for its tokens ([`issuer`]); [`run_refresher`] keeps a
+//! [`TokenSource`] current.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,7 +31,8 @@ pub const FIRST_RETRY_DELAY: Duration = Duration::from_secs(1);
 /// The longest delay between two failed token requests.
 pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
 
-/// The ServiceAccount of the controller `controller` (Go's names for the four standard controllers).
+/// The ServiceAccount of the controller `controller`: Go's `cloud-node-controller`,
+/// `cloud-node-lifecycle-controller`, `service-controller` and `route-controller`, else the controller's name.
 pub fn service_account_name(controller: &str) -> &str {
     match controller {
         names::controllers::SERVICE_LB => "service-controller",
@@ -200,9 +192,7 @@ pub fn issuer(client: kube::Client, namespace: &str, name: &str) -> Issuer {
             }
             let request = TokenRequest {
                 spec: Some(TokenRequestSpec {
-                    expiration_seconds: Some(
-                        i64::try_from(TOKEN_LIFETIME.as_secs()).unwrap_or(3600),
-                    ),
+                    expiration_seconds: Some(TOKEN_LIFETIME.as_secs() as i64),
                     ..TokenRequestSpec::default()
                 }),
                 ..TokenRequest::default()

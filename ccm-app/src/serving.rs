@@ -151,7 +151,6 @@ impl PortFlags {
     fn flag(&self, name: &'static str) -> &'static str {
         const WEBHOOK_FLAGS: &[&str] = &[
             "webhook-tls-cert-file",
-            "webhook-tls-private-key-file",
             "webhook-tls-min-version",
             "webhook-tls-cipher-suites",
             "webhook-tls-curve-preferences",
@@ -216,11 +215,7 @@ impl PortFlags {
 
     /// Load the certificates and build the TLS configuration, asking clients for a certificate through
     /// `client_certs` when given. The returned certificates are re-read by `DynamicCerts::reload`; the default
-    /// one as loaded at start is `DynamicCerts::default_pem`.
-    ///
-    /// # Errors
-    ///
-    /// [`TlsError`] naming the flag or file that is wrong.
+    /// one as loaded at start is `DynamicCerts::default_pem`. A [`TlsError`] names the flag or file that is wrong.
     pub(crate) fn tls(
         &self,
         client_certs: Option<Arc<dyn ClientCertVerifier>>,
@@ -260,11 +255,8 @@ impl PortFlags {
         Ok((config, certs))
     }
 
-    /// Bind the port: SO_REUSEADDR as Go's net package sets it, SO_REUSEPORT with `--permit-port-sharing`.
-    ///
-    /// # Errors
-    ///
-    /// The I/O error of the socket, the option or the bind.
+    /// Bind the port: SO_REUSEADDR as Go's net package sets it, SO_REUSEPORT with `--permit-port-sharing`; the I/O
+    /// error of the socket, the option or the bind.
     pub(crate) fn bind(&self) -> std::io::Result<tokio::net::TcpListener> {
         bind(
             SocketAddr::new(self.bind_address, self.port),

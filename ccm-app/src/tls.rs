@@ -279,9 +279,15 @@ pub(crate) fn kept_self_signed(
         return Ok((cert_path, key_path));
     }
     let (cert, key) = generate(extra)?;
-    std::fs::create_dir_all(dir).map_err(write_error(dir))?;
-    write_private(&key_path, &key).map_err(write_error(&key_path))?;
-    std::fs::write(&cert_path, &cert).map_err(write_error(&cert_path))?;
+    let written = |path: &Path, result: std::io::Result<()>| {
+        result.map_err(|source| TlsError::Write {
+            path: path.to_owned(),
+            source,
+        })
+    };
+    written(dir, std::fs::create_dir_all(dir))?;
+    written(&key_path, write_private(&key_path, &key))?;
+    written(&cert_path, std::fs::write(&cert_path, &cert))?;
     tracing::info!(cert = %cert_path.display(), "wrote a self-signed serving certificate");
     Ok((cert_path, key_path))
 }
@@ -311,14 +317,6 @@ fn write_private(path: &Path, content: &str) -> std::io::Result<()> {
         options.mode(0o600);
     }
     options.open(path)?.write_all(content.as_bytes())
-}
-
-/// The error of writing `path`.
-fn write_error(path: &Path) -> impl FnOnce(std::io::Error) -> TlsError + '_ {
-    |source| TlsError::Write {
-        path: path.to_owned(),
-        source,
-    }
 }
 
 /// The client certificate chain of a connection, leaf first (empty when the client sent none); the admin router

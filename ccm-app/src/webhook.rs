@@ -159,11 +159,7 @@ pub enum WebhookError {
 }
 
 /// Check the registrations (names as `--controllers` names, paths starting with `/`, each once) and return the
-/// catalog `--webhooks` is read with.
-///
-/// # Errors
-///
-/// [`WebhookError::Registration`] naming the problem.
+/// catalog `--webhooks` is read with, else a [`WebhookError::Registration`] naming the problem.
 pub(crate) fn catalog(webhooks: &[WebhookDescriptor]) -> Result<ControllerCatalog, WebhookError> {
     let mut paths = std::collections::BTreeSet::new();
     for webhook in webhooks {
@@ -188,11 +184,8 @@ pub(crate) fn catalog(webhooks: &[WebhookDescriptor]) -> Result<ControllerCatalo
     })
 }
 
-/// The webhooks `--webhooks` enables, in registration order.
-///
-/// # Errors
-///
-/// A [`ValidationError`] for `--webhooks` naming every unknown webhook, or [`WebhookError::Registration`].
+/// The webhooks `--webhooks` enables, in registration order; else a [`ValidationError`] for `--webhooks` naming
+/// every unknown webhook, or a [`WebhookError::Registration`].
 pub(crate) fn enabled(
     webhooks: &[WebhookDescriptor],
     selection: &[String],
@@ -230,11 +223,8 @@ pub struct WebhookEndpoint {
 }
 
 /// Start the webhook server as the flags say, on `tasks` (it stops with them): `None` when `--webhook-secure-port`
-/// is 0 or `--webhooks` enables none of `webhooks`.
-///
-/// # Errors
-///
-/// [`WebhookError`] if the certificate, the TLS settings or the port cannot be used.
+/// is 0 or `--webhooks` enables none of `webhooks`; a [`WebhookError`] if the certificate, the TLS settings or the
+/// port cannot be used.
 pub(crate) async fn start_from_options(
     options: &CcmOptions,
     webhooks: &[WebhookDescriptor],

@@ -32,14 +32,12 @@ impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
     pub fn get(&self, key: &K) -> Option<V> {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        match entries.get(key) {
-            Some((value, expires)) if *expires > now => Some(value.clone()),
-            Some(_) => {
-                entries.remove(key);
-                None
-            }
-            None => None,
+        let (value, expires) = entries.get(key)?;
+        if *expires > now {
+            return Some(value.clone());
         }
+        entries.remove(key);
+        None
     }
 
     /// Keep `value` for `ttl`; a zero TTL keeps nothing.
@@ -51,14 +49,11 @@ impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
         let now = Instant::now();
         if entries.len() >= self.capacity && !entries.contains_key(&key) {
             entries.retain(|_, (_, expires)| *expires > now);
-            if entries.len() >= self.capacity {
-                let soonest = entries
-                    .iter()
-                    .min_by_key(|(_, (_, expires))| *expires)
-                    .map(|(k, _)| k.clone());
-                if let Some(soonest) = soonest {
-                    entries.remove(&soonest);
-                }
+            if entries.len() >= self.capacity
+                && let Some((soonest, _)) = entries.iter().min_by_key(|(_, (_, expires))| *expires)
+            {
+                let soonest = soonest.clone();
+                entries.remove(&soonest);
             }
         }
         entries.insert(key, (value, now + ttl));

@@ -253,23 +253,20 @@ impl DelegatedAuth {
                 Err(err) => return Err(err),
             }
         }
-        let trust_cell = Arc::new(TrustCell::new(trust.clone()));
-        let follow = match (follow, &authn_client) {
-            (Some(last), Some(client)) => {
-                let stop = CancellationToken::new();
-                tokio::spawn(trust::follow(
-                    Api::namespaced(client.clone(), AUTHENTICATION_CONFIGMAP_NAMESPACE),
-                    AUTHENTICATION_CONFIGMAP_NAME,
-                    trust_cell.clone(),
-                    from_cluster,
-                    last,
-                    provider.clone(),
-                    stop.clone(),
-                ));
-                Some(stop.drop_guard())
-            }
-            _ => None,
-        };
+        let trust_cell = Arc::new(TrustCell::new(Arc::new(trust.clone())));
+        let follow = follow.zip(authn_client.as_ref()).map(|(last, client)| {
+            let stop = CancellationToken::new();
+            tokio::spawn(trust::follow(
+                Api::namespaced(client.clone(), AUTHENTICATION_CONFIGMAP_NAMESPACE),
+                AUTHENTICATION_CONFIGMAP_NAME,
+                trust_cell.clone(),
+                from_cluster,
+                last,
+                provider.clone(),
+                stop.clone(),
+            ));
+            stop.drop_guard()
+        });
 
         let token_ttl = options.authentication_token_webhook_cache_ttl;
         let tokens = authn_client
@@ -308,12 +305,10 @@ impl DelegatedAuth {
         }))
     }
 
-    /// The TLS verifier that asks clients for a certificate issued by one of the trusted CAs.
-    ///
-    /// The hint names the CAs in force when it is made; when CAs may come from the cluster's ConfigMap later,
-    /// client certificates are asked for even while none is trusted yet.
+    /// The TLS verifier that asks clients for a certificate issued by a trusted CA, naming the CAs in force now;
+    /// when CAs may come from the cluster's ConfigMap later, it asks even while none is trusted yet.
     pub fn client_cert_verifier(&self) -> Arc<dyn ClientCertVerifier> {
-        let trust = self.trust.get();
+        let trust = self.trust.borrow();
         let bundles: Vec<&CaBundle> = trust
             .client_ca
             .iter()
@@ -326,8 +321,7 @@ impl DelegatedAuth {
         ))
     }
 
-    /// Who sent a request with client chain `chain` and `headers`: the anonymous user when it carries no
-    /// credentials.
+    /// Who sent a request with client chain `chain` and `headers`; the anonymous user without credentials.
     ///
     /// # Errors
     ///
@@ -337,16 +331,20 @@ impl DelegatedAuth {
         chain: &[CertificateDer<'static>],
         headers: &http::HeaderMap,
     ) -> Result<UserInfo, String> {
-        let trust = self.trust.get();
+        let trust = self.trust.borrow().clone();
         let mut errors = Vec::new();
         if !chain.is_empty() {
             if let Some((ca, names)) = &trust.request_header {
-                match ca.verify(chain).and_then(|()| proxy_allowed(chain, names)) {
-                    Ok(()) => {
+                match ca.verify(chain).and_then(|()| x509::subject(&chain[0])) {
+                    Ok(subject) if names.allows_proxy(&subject.common_name) => {
                         if let Some(user) = names.user(headers) {
                             return Ok(user);
                         }
                     }
+                    Ok(subject) => errors.push(format!(
+                        "x509: subject with cn={} is not in the allowed list",
+                        subject.common_name
+                    )),
                     Err(err) => errors.push(err),
                 }
             }
@@ -406,22 +404,6 @@ impl DelegatedAuth {
     }
 }
 
-/// A verified proxy certificate must also have an allowed common name.
-fn proxy_allowed(
-    chain: &[CertificateDer<'static>],
-    names: &RequestHeaderNames,
-) -> Result<(), String> {
-    let subject = x509::subject(&chain[0])?;
-    if names.allows_proxy(&subject.common_name) {
-        Ok(())
-    } else {
-        Err(format!(
-            "x509: subject with cn={} is not in the allowed list",
-            subject.common_name
-        ))
-    }
-}
-
 /// The admin router's middleware: authenticate, authorize, then serve (401, 403 or 500 otherwise).
 pub(crate) async fn middleware(
     State(auth): State<Arc<DelegatedAuth>>,
@@ -445,7 +427,7 @@ pub(crate) async fn middleware(
             );
         }
     };
-    if let Some((_, names)) = &auth.trust.get().request_header {
+    if let Some((_, names)) = &auth.trust.borrow().request_header {
         names.strip(request.headers_mut());
     }
     request.headers_mut().remove(header::AUTHORIZATION);

@@ -35,19 +35,19 @@ pub struct ReviewMetrics {
 impl ReviewMetrics {
     /// Register the two counters in `registry`.
     pub fn register(registry: &SharedRegistry) -> Self {
-        let metrics = ReviewMetrics::default();
-        registry.register(
-            "apiserver_delegated_authn_request",
-            "Number of HTTP requests partitioned by status code, for delegated authentication (TokenReview)",
-            metrics.authn.clone(),
-        );
-        registry.register(
-            "apiserver_delegated_authz_request",
-            "Number of HTTP requests partitioned by status code, for delegated authorization \
-             (SubjectAccessReview)",
-            metrics.authz.clone(),
-        );
-        metrics
+        ReviewMetrics {
+            authn: registry.registered(
+                "apiserver_delegated_authn_request",
+                "Number of HTTP requests partitioned by status code, for delegated authentication (TokenReview)",
+                Family::default(),
+            ),
+            authz: registry.registered(
+                "apiserver_delegated_authz_request",
+                "Number of HTTP requests partitioned by status code, for delegated authorization \
+                 (SubjectAccessReview)",
+                Family::default(),
+            ),
+        }
     }
 }
 
@@ -56,18 +56,15 @@ impl ReviewMetrics {
 #[derive(Debug)]
 pub struct Reviews<R, K, V> {
     api: Api<R>,
-    /// How long allowing and denying answers are kept.
     ttls: (Duration, Duration),
     cache: TtlCache<K, V>,
     requests: CodeFamily,
 }
 
-/// Bearer tokens checked with TokenReviews; answers (authenticated or not) kept for the TTL, keyed by the
-/// token's SHA-256 so tokens are not held in memory.
+/// Bearer tokens checked with TokenReviews, answers keyed by the token's SHA-256 so tokens are not held in memory.
 pub type TokenReviewer = Reviews<TokenReview, Vec<u8>, Option<UserInfo>>;
 
-/// Non-resource requests authorized with SubjectAccessReviews; allowing and denying answers kept for their own
-/// TTL.
+/// Non-resource requests authorized with SubjectAccessReviews.
 pub type AccessReviewer = Reviews<SubjectAccessReview, AccessQuestion, AccessAnswer>;
 
 impl<R, K, V> Reviews<R, K, V>
@@ -134,19 +131,15 @@ impl TokenReviewer {
         };
         self.ask(key, review, |review| {
             let status = review.status.unwrap_or_default();
-            let answer = match (status.authenticated, status.user) {
-                (Some(true), Some(user)) => {
-                    let mut info = UserInfo {
-                        name: user.username.unwrap_or_default(),
-                        uid: user.uid.unwrap_or_default(),
-                        groups: user.groups.unwrap_or_default(),
-                        extra: user.extra.unwrap_or_default(),
-                    };
-                    info.add_authenticated_group();
-                    Some(info)
-                }
-                _ => None,
-            };
+            let user = status.user.filter(|_| status.authenticated == Some(true));
+            let answer = user.map(|user| UserInfo {
+                uid: user.uid.unwrap_or_default(),
+                extra: user.extra.unwrap_or_default(),
+                ..UserInfo::authenticated(
+                    &user.username.unwrap_or_default(),
+                    user.groups.unwrap_or_default(),
+                )
+            });
             let authenticated = answer.is_some();
             (answer, authenticated)
         })

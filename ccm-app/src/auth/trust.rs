@@ -65,10 +65,7 @@ impl Trust {
     }
 }
 
-/// The CA bundles of what the ConfigMap says.
-///
-/// # Errors
-/// The key whose PEM bundle holds no usable CA, and why.
+/// The CA bundles of what the ConfigMap says, else the key whose PEM bundle holds no usable CA, and why.
 pub(crate) fn cluster_trust(
     cluster: ClusterAuthentication,
     provider: &Arc<CryptoProvider>,
@@ -89,24 +86,7 @@ pub(crate) fn cluster_trust(
 }
 
 /// The trust in force, shared by the authenticator and the task that follows the ConfigMap.
-#[derive(Debug)]
-pub(crate) struct TrustCell(watch::Sender<Arc<Trust>>);
-
-impl TrustCell {
-    /// A cell holding `trust`.
-    pub(crate) fn new(trust: Trust) -> Self {
-        TrustCell(watch::Sender::new(Arc::new(trust)))
-    }
-
-    /// The trust in force now.
-    pub(crate) fn get(&self) -> Arc<Trust> {
-        self.0.borrow().clone()
-    }
-
-    fn set(&self, trust: Trust) {
-        self.0.send_replace(Arc::new(trust));
-    }
-}
+pub(crate) type TrustCell = watch::Sender<Arc<Trust>>;
 
 /// Follows ConfigMap `name` of `api` until `stop` is cancelled: each new version that parses replaces the parts
 /// of `cell`'s trust that come from the cluster (`from`); `last` is what the trust was built from. Watch errors
@@ -139,8 +119,7 @@ pub(crate) async fn follow(
             };
             match usable {
                 Ok((parsed, trust)) => {
-                    let merged = cell.get().merged(trust, from);
-                    cell.set(merged);
+                    cell.send_modify(|current| *current = Arc::new(current.merged(trust, from)));
                     last = parsed;
                     tracing::info!(
                         configmap = name,
@@ -257,7 +236,7 @@ mod tests {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
             let trusted = cell
-                .get()
+                .borrow()
                 .client_ca
                 .as_ref()
                 .is_some_and(|b| b.verify(std::slice::from_ref(&leaf)).is_ok());
@@ -287,9 +266,9 @@ mod tests {
             client_ca: Some(first.cert_pem().to_owned()),
             ..ClusterAuthentication::default()
         };
-        let cell = Arc::new(TrustCell::new(
+        let cell = Arc::new(TrustCell::new(Arc::new(
             cluster_trust(last.clone(), &provider()).unwrap(),
-        ));
+        )));
         let stop = CancellationToken::new();
         let from = FromCluster {
             client_ca: true,
@@ -317,7 +296,7 @@ mod tests {
         wait_trusted(&cell, &second, "the rotated CA").await;
         let old = leaf(&first, "someone");
         assert!(
-            cell.get()
+            cell.borrow()
                 .client_ca
                 .as_ref()
                 .unwrap()

@@ -34,10 +34,9 @@ pub(crate) struct SniCertKey {
 impl SniCertKey {
     /// Parse Go's `CERT,KEY[:NAME,...]`.
     pub(crate) fn parse(value: &str) -> Result<Self, String> {
-        let (files, names) = match value.split_once(':') {
-            Some((files, names)) => (files, Some(names)),
-            None => (value, None),
-        };
+        let (files, names) = value
+            .split_once(':')
+            .map_or((value, None), |(f, n)| (f, Some(n)));
         let parts: Vec<&str> = files.split(',').map(str::trim).collect();
         let [cert, key] = parts[..] else {
             return Err(format!(
@@ -184,10 +183,8 @@ fn certified(
 
 /// The names a certificate was issued for: its DNS subject alternative names, or its common name without them.
 fn certificate_names(cert: &CertifiedKey) -> Vec<String> {
-    let Some(leaf) = cert.cert.first() else {
-        return Vec::new();
-    };
-    let Ok((_, parsed)) = x509_parser::parse_x509_certificate(leaf.as_ref()) else {
+    let leaf = cert.cert.first();
+    let Some((_, parsed)) = leaf.and_then(|c| x509_parser::parse_x509_certificate(c).ok()) else {
         return Vec::new();
     };
     let mut names: Vec<String> = parsed
@@ -234,20 +231,16 @@ impl DynamicCerts {
     ) -> Result<Self, TlsError> {
         let default = match source {
             CertSource::Files { cert, key } => Slot::from_files(cert, key, &provider)?,
-            CertSource::SelfSigned {
-                dir: Some(dir),
-                extra_names,
-            } => {
-                let (cert, key) = crate::tls::kept_self_signed(dir, pair_name, extra_names)?;
-                Slot::from_files(&cert, &key, &provider)?
-            }
-            CertSource::SelfSigned {
-                dir: None,
-                extra_names,
-            } => {
-                let (cert, key) = crate::tls::generate(extra_names)?;
-                Slot::from_pem((cert.into_bytes(), key.into_bytes()), None, &provider)?
-            }
+            CertSource::SelfSigned { dir, extra_names } => match dir {
+                Some(dir) => {
+                    let (cert, key) = crate::tls::kept_self_signed(dir, pair_name, extra_names)?;
+                    Slot::from_files(&cert, &key, &provider)?
+                }
+                None => {
+                    let (cert, key) = crate::tls::generate(extra_names)?;
+                    Slot::from_pem((cert.into_bytes(), key.into_bytes()), None, &provider)?
+                }
+            },
         };
         let mut slots = Vec::new();
         let mut explicit: BTreeMap<String, usize> = BTreeMap::new();

@@ -1,7 +1,5 @@
-//! One admission request, as Go's `WebhookHandler.ServeHTTP` answers it: `Content-Type: application/json`, a
-//! non-empty body that decodes as an `admission.k8s.io/v1` `AdmissionReview` with a request, else 400; the handler's
-//! error (or panic, or timeout) is a 500 with the reason; its response is returned with the request's UID. Every
-//! request is counted with its HTTP code.
+//! One admission request, as Go's `WebhookHandler.ServeHTTP` answers it (see the [parent module](super)): a 400
+//! unless `Content-Type: application/json` and a non-empty `admission.k8s.io/v1` `AdmissionReview` with a request.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -122,32 +120,23 @@ async fn answer(
     let internal = |message: String| (StatusCode::INTERNAL_SERVER_ERROR, message);
     // A task of its own: a panicking handler ends only its request; it is aborted when not awaited any more.
     let task = AbortOnDropHandle::new(tokio::spawn(call));
-    let mut response = match tokio::time::timeout(descriptor.timeout, task).await {
-        Err(_) => {
-            return Err(internal(format!(
-                "error generating admission response: the webhook {:?} did not answer within {:?}",
-                descriptor.name, descriptor.timeout
-            )));
-        }
+    let outcome = match tokio::time::timeout(descriptor.timeout, task).await {
+        Err(_) => Err(format!(
+            "the webhook {:?} did not answer within {:?}",
+            descriptor.name, descriptor.timeout
+        )),
         Ok(Err(join)) => {
             let why = if join.is_panic() {
                 "it panicked"
             } else {
                 "it was cancelled"
             };
-            return Err(internal(format!(
-                "error generating admission response: the webhook {:?} failed: {why}",
-                descriptor.name
-            )));
+            Err(format!("the webhook {:?} failed: {why}", descriptor.name))
         }
-        Ok(Ok(Err(err))) => {
-            return Err(internal(format!(
-                "error generating admission response: {}",
-                ccm_core::error::report(&*err)
-            )));
-        }
-        Ok(Ok(Ok(response))) => response,
+        Ok(Ok(result)) => result.map_err(|err| ccm_core::error::report(&*err)),
     };
+    let mut response =
+        outcome.map_err(|why| internal(format!("error generating admission response: {why}")))?;
     response.uid = uid;
     let review = AdmissionReview::<DynamicObject> {
         types: TypeMeta {
