@@ -86,25 +86,18 @@ pub enum StepDownReason {
 /// ```
 #[derive(Clone, Debug)]
 pub struct LeaderHealth {
-    inner: Arc<HealthInner>,
-}
-
-#[derive(Debug)]
-struct HealthInner {
     lease: String,
     limit: Duration,
-    /// `Some(instant of the last successful acquire/renew)` while leading.
-    last_renewal: Mutex<Option<Instant>>,
+    /// `Some(instant of the last successful acquire/renew)` while leading, shared by the clones.
+    last_renewal: Arc<Mutex<Option<Instant>>>,
 }
 
 impl LeaderHealth {
     pub(crate) fn new(lease: String, lease_duration: Duration, tolerance: Duration) -> Self {
         Self {
-            inner: Arc::new(HealthInner {
-                lease,
-                limit: lease_duration.saturating_add(tolerance),
-                last_renewal: Mutex::new(None),
-            }),
+            lease,
+            limit: lease_duration.saturating_add(tolerance),
+            last_renewal: Arc::default(),
         }
     }
 
@@ -120,12 +113,12 @@ impl LeaderHealth {
     /// [`Error::RenewalOverdue`] if this replica leads and has not renewed for longer than the
     /// lease duration plus the tolerance.
     pub fn check(&self) -> Result<(), Error> {
-        let elapsed = self.inner.last_renewal.lock().map(|at| at.elapsed());
+        let elapsed = self.last_renewal.lock().map(|at| at.elapsed());
         match elapsed {
-            Some(elapsed) if elapsed > self.inner.limit => Err(Error::RenewalOverdue {
-                lease: self.inner.lease.clone(),
+            Some(elapsed) if elapsed > self.limit => Err(Error::RenewalOverdue {
+                lease: self.lease.clone(),
                 elapsed,
-                limit: self.inner.limit,
+                limit: self.limit,
             }),
             _ => Ok(()),
         }
@@ -137,11 +130,11 @@ impl LeaderHealth {
     }
 
     pub(crate) fn renewed(&self, at: Instant) {
-        *self.inner.last_renewal.lock() = Some(at);
+        *self.last_renewal.lock() = Some(at);
     }
 
     pub(crate) fn not_leading(&self) {
-        *self.inner.last_renewal.lock() = None;
+        *self.last_renewal.lock() = None;
     }
 }
 
