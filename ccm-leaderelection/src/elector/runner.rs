@@ -148,7 +148,7 @@ impl Runner {
                     event = watch.next() => match event {
                         Some(Ok(event)) => {
                             let spec = match event {
-                                Event::Apply(lease) | Event::InitApply(lease) => Some(spec_of(&lease)),
+                                Event::Apply(new) | Event::InitApply(new) => Some(spec_of(&new)),
                                 Event::Delete(_) => None,
                                 // The markers of a relist (whose objects come as applied ones).
                                 Event::Init | Event::InitDone => continue,
