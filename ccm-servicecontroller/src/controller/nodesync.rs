@@ -26,9 +26,7 @@ impl ServiceController {
         let (this, stop) = (&self, &shutdown);
         run_bursts(&self.node_queue, quiet, max, &shutdown, move |burst| async move {
             tracing::debug!(node_changes = burst.keys, waited = ?burst.started.elapsed(), "syncing load balancer hosts");
-            for key in this.sync_nodes(stop).await {
-                this.queue.add(key);
-            }
+            this.sync_nodes(stop).await.into_iter().for_each(|key| this.queue.add(key));
         })
         .await;
     }
