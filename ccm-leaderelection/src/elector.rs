@@ -184,12 +184,8 @@ impl LeaderElectorBuilder {
     /// is invalid, the identity is empty, or no default identity could be determined.
     pub fn build(self) -> Result<LeaderElector, Error> {
         let mut elector = self.elector;
-        let Timing {
-            lease_duration,
-            renew_deadline,
-            retry_period,
-        } = elector.timing;
-        let timings = [lease_duration, renew_deadline, retry_period];
+        let t = elector.timing;
+        let timings = [t.lease_duration, t.renew_deadline, t.retry_period];
         let violations = config::violations(timings, &elector.namespace, &elector.name);
         if let Some(error) = violations.into_iter().next() {
             return Err(error);
@@ -198,10 +194,7 @@ impl LeaderElectorBuilder {
             .api_timeout
             .unwrap_or_else(|| elector.timing.default_api_timeout());
         config::validate_api_timeout(elector.api_timeout, &elector.timing)?;
-        elector.identity = match self.identity {
-            Some(identity) => identity,
-            None => default_identity()?,
-        };
+        elector.identity = self.identity.map_or_else(default_identity, Ok)?;
         if elector.identity.is_empty() {
             return Err(Error::EmptyIdentity);
         }
