@@ -99,10 +99,9 @@ impl Runner {
     /// client-go's `acquire`: try, then wait a jittered retry period, until we hold the lease.
     /// Returns the start instant of the successful attempt, `None` if cancelled first.
     ///
-    /// Unlike client-go, a candidate also **watches** the Lease (a watch on this one object, by field
-    /// selector `metadata.name`): every renewal is observed when it arrives instead of at the next poll, so the
-    /// local expiry clock starts when the holder last wrote (not up to 2.2 retry periods later), and the
-    /// candidate tries at the very instant the observed lease runs out, or at once when the Lease is released
+    /// Unlike client-go, a candidate also **watches** the Lease (this one object, by field selector
+    /// `metadata.name`), so it observes every renewal as it arrives ([`Election::watched`], not up to 2.2 retry
+    /// periods later) and tries the instant the observed lease runs out, or at once when the Lease is released
     /// or deleted. The jittered polls stay (client-go's cadence, and the fallback when the watch fails), and
     /// every try still reads the Lease and decides like client-go; the watch only chooses *when*.
     async fn acquire(&mut self, token: &CancellationToken) -> Option<Instant> {
@@ -179,8 +178,7 @@ impl Runner {
         }
     }
 
-    /// The watch of a candidate on the Lease (this one object only, by field selector), restarted with
-    /// backoff on errors by kube's watcher.
+    /// The candidate's watch on the Lease, restarted with backoff on errors by kube's watcher.
     fn watch_lease(&self) -> BoxStream<'static, Result<Event<Lease>, watcher::Error>> {
         let config =
             watcher::Config::default().fields(&format!("metadata.name={}", self.elector.name));
