@@ -240,9 +240,10 @@ impl ServiceController {
         self.node_queue.add(key);
     }
 
-    /// The start-up takeover ([`crate::takeover`]): with [`Takeover::Compare`] and a provider that lists its load
-    /// balancers, remember every Service whose load balancer matches as synced, and return their keys (the caller
-    /// does not queue them). Any failure of the listing returns none: every Service is ensured, as in Go.
+    /// The start-up takeover ([`crate::takeover`]): with [`Takeover::Compare`](crate::Takeover::Compare) and a
+    /// provider that lists its load balancers, remember every Service whose load balancer matches as synced, and
+    /// return their keys (the caller does not queue them). Any failure of the listing returns none: every Service
+    /// is ensured, as in Go.
     async fn take_over(&self) -> HashSet<String> {
         if !takeover::compares(self.config.takeover, self.balancer.supports_listing()) {
             return HashSet::new();
