@@ -174,10 +174,9 @@ impl LeaderHandle {
     /// The reason the election stopped if it ended before this replica became leader (e.g.
     /// [`StepDownReason::Cancelled`]).
     pub async fn wait_leading(&self) -> Result<(), StepDownReason> {
-        let mut rx = self.state.clone();
         let done =
             |s: &LeaderState| matches!(s, LeaderState::Leading | LeaderState::Stopped { .. });
-        match rx.wait_for(done).await.as_deref() {
+        match self.state.clone().wait_for(done).await.as_deref() {
             Ok(LeaderState::Leading) => Ok(()),
             Ok(LeaderState::Stopped { reason }) => Err(reason.clone()),
             _ => Err(StepDownReason::Aborted),
@@ -188,9 +187,8 @@ impl LeaderHandle {
     /// soon as leadership is lost (before any release of the lease), so that leader-only work can
     /// be stopped at once. A follower resolves when it is cancelled.
     pub async fn lost(&self) -> StepDownReason {
-        let mut rx = self.state.clone();
         let stopped = |s: &LeaderState| matches!(s, LeaderState::Stopped { .. });
-        match rx.wait_for(stopped).await.as_deref() {
+        match self.state.clone().wait_for(stopped).await.as_deref() {
             Ok(LeaderState::Stopped { reason }) => reason.clone(),
             _ => StepDownReason::Aborted,
         }
