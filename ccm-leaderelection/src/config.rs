@@ -44,41 +44,6 @@ impl Default for Timing {
 }
 
 impl Timing {
-    /// Every timing rule broken, in order: each timing at least one second, `lease > renew > 1.2 × retry`, and
-    /// the lease duration fits the `int32` `leaseDurationSeconds` field.
-    pub(crate) fn violations(&self) -> Vec<Error> {
-        let mut errors: Vec<Error> = [
-            ("lease duration", self.lease_duration),
-            ("renew deadline", self.renew_deadline),
-            ("retry period", self.retry_period),
-        ]
-        .into_iter()
-        .filter(|(_, value)| *value < ONE_SECOND)
-        .map(|(setting, value)| Error::DurationTooShort { setting, value })
-        .collect();
-        if self.lease_duration <= self.renew_deadline {
-            errors.push(Error::LeaseDurationNotAboveRenewDeadline {
-                lease_duration: self.lease_duration,
-                renew_deadline: self.renew_deadline,
-            });
-        }
-        let minimum = self.retry_period.mul_f64(JITTER_FACTOR);
-        if self.renew_deadline <= minimum {
-            errors.push(Error::RenewDeadlineNotAboveRetryPeriod {
-                renew_deadline: self.renew_deadline,
-                retry_period: self.retry_period,
-                minimum,
-            });
-        }
-        if self.lease_duration_seconds().is_none() {
-            errors.push(Error::LeaseDurationTooLong {
-                value: self.lease_duration,
-                max: i32::MAX,
-            });
-        }
-        errors
-    }
-
     /// The lease duration in whole seconds, truncated like client-go's
     /// `int(LeaseDuration / time.Second)`; `None` if it does not fit an `i32`.
     pub(crate) fn lease_duration_seconds(&self) -> Option<i32> {
@@ -119,7 +84,35 @@ pub fn violations(
         renew_deadline,
         retry_period,
     };
-    let mut errors = timing.violations();
+    let mut errors: Vec<Error> = [
+        ("lease duration", lease_duration),
+        ("renew deadline", renew_deadline),
+        ("retry period", retry_period),
+    ]
+    .into_iter()
+    .filter(|(_, value)| *value < ONE_SECOND)
+    .map(|(setting, value)| Error::DurationTooShort { setting, value })
+    .collect();
+    if lease_duration <= renew_deadline {
+        errors.push(Error::LeaseDurationNotAboveRenewDeadline {
+            lease_duration,
+            renew_deadline,
+        });
+    }
+    let minimum = retry_period.mul_f64(JITTER_FACTOR);
+    if renew_deadline <= minimum {
+        errors.push(Error::RenewDeadlineNotAboveRetryPeriod {
+            renew_deadline,
+            retry_period,
+            minimum,
+        });
+    }
+    if timing.lease_duration_seconds().is_none() {
+        errors.push(Error::LeaseDurationTooLong {
+            value: lease_duration,
+            max: i32::MAX,
+        });
+    }
     let checks: [(_, _, fn(&str) -> _); 2] = [
         ("name", name, dns_subdomain),
         ("namespace", namespace, dns_label),
@@ -155,7 +148,8 @@ mod tests {
 
     impl Timing {
         fn validate(&self) -> Result<(), Error> {
-            first(self.violations())
+            let timings = [self.lease_duration, self.renew_deadline, self.retry_period];
+            first(violations(timings, "default", "lease"))
         }
     }
 

@@ -128,7 +128,7 @@ impl Election {
         wall: Timestamp,
     ) -> Action {
         let Some(current) = current else {
-            return Action::Create(self.fresh_spec(wall));
+            return Action::Create(self.holding_spec(&LeaseSpec::default(), wall, false));
         };
         let observed = self.observe(current, now);
         let (holder, expires_at) = (observed.record.holder.clone(), observed.expires_at());
@@ -136,9 +136,9 @@ impl Election {
             return Action::Wait { holder, expires_at };
         }
         if self.is_leader() {
-            Action::Renew(self.renew_spec(current, wall))
+            Action::Renew(self.holding_spec(current, wall, false))
         } else {
-            Action::Acquire(self.takeover_spec(current, wall))
+            Action::Acquire(self.holding_spec(current, wall, true))
         }
     }
 
@@ -150,7 +150,7 @@ impl Election {
         now: Instant,
         wall: Timestamp,
     ) -> Option<LeaseSpec> {
-        (self.is_leader() && self.lease_valid(now)).then(|| self.renew_spec(cached, wall))
+        (self.is_leader() && self.lease_valid(now)).then(|| self.holding_spec(cached, wall, false))
     }
 
     /// client-go's release: empty holder, `leaseDurationSeconds: 1`, times set to now,
@@ -168,44 +168,21 @@ impl Election {
         Some(spec)
     }
 
-    /// The spec of a Lease created by us: transitions start at zero.
-    fn fresh_spec(&self, wall: Timestamp) -> LeaseSpec {
+    /// Our spec over `current` (a default spec for a Lease we create: zero transitions). Renewing keeps the
+    /// acquire time (set if missing) and transitions; taking over from somebody else (or from nobody) sets a
+    /// new acquire time and counts one more transition. Fields we do not manage (`strategy`,
+    /// `preferredHolder`) are kept.
+    fn holding_spec(&self, current: &LeaseSpec, wall: Timestamp, takeover: bool) -> LeaseSpec {
+        let kept_acquire_time = current.acquire_time.clone().filter(|_| !takeover);
+        let transitions = current.lease_transitions.unwrap_or_default();
         LeaseSpec {
             holder_identity: Some(self.identity.clone()),
             lease_duration_seconds: Some(self.lease_duration_seconds),
-            acquire_time: Some(MicroTime(wall)),
+            acquire_time: kept_acquire_time.or(Some(MicroTime(wall))),
             renew_time: Some(MicroTime(wall)),
-            lease_transitions: Some(0),
-            ..LeaseSpec::default()
+            lease_transitions: Some(transitions.saturating_add(i32::from(takeover))),
+            ..current.clone()
         }
-    }
-
-    /// Taking over from somebody else (or from nobody): a new acquire time, one more transition.
-    /// Fields we do not manage (`strategy`, `preferredHolder`) are kept.
-    fn takeover_spec(&self, current: &LeaseSpec, wall: Timestamp) -> LeaseSpec {
-        let mut spec = current.clone();
-        spec.holder_identity = Some(self.identity.clone());
-        spec.lease_duration_seconds = Some(self.lease_duration_seconds);
-        spec.acquire_time = Some(MicroTime(wall));
-        spec.renew_time = Some(MicroTime(wall));
-        spec.lease_transitions = Some(
-            current
-                .lease_transitions
-                .unwrap_or_default()
-                .saturating_add(1),
-        );
-        spec
-    }
-
-    /// Renewing our own lease: acquire time and transitions stay, renew time moves.
-    fn renew_spec(&self, current: &LeaseSpec, wall: Timestamp) -> LeaseSpec {
-        let mut spec = current.clone();
-        spec.holder_identity = Some(self.identity.clone());
-        spec.lease_duration_seconds = Some(self.lease_duration_seconds);
-        spec.acquire_time = current.acquire_time.clone().or(Some(MicroTime(wall)));
-        spec.renew_time = Some(MicroTime(wall));
-        spec.lease_transitions = Some(current.lease_transitions.unwrap_or_default());
-        spec
     }
 }
 
@@ -223,10 +200,7 @@ pub(crate) fn jittered(period: Duration, factor: f64, unit: f64) -> Duration {
 /// When a candidate tries next: at its jittered poll (`poll_at`), or earlier when the lease it saw held
 /// runs out (`expires_at`) first.
 pub(crate) fn next_try(poll_at: Instant, expires_at: Option<Instant>) -> Instant {
-    match expires_at {
-        Some(at) => poll_at.min(at),
-        None => poll_at,
-    }
+    expires_at.map_or(poll_at, |at| poll_at.min(at))
 }
 
 /// What a candidate learned from its watch on the Lease.

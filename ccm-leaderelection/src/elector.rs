@@ -27,19 +27,14 @@ const MAX_REPORTING_INSTANCE: usize = 128;
 enum Events {
     /// Not recorded.
     Off,
-    /// A recorder of the kit's event pipeline of its own, made when the loop starts (component
-    /// `cloud-controller-manager`, instance the identity), with the elector's client.
+    /// A recorder of its own (see [`LeaderElectorBuilder::events`]), made when the loop starts.
     Own,
     /// The recorder the runner gave.
     Given(EventRecorder),
 }
 
-/// Builds a [`LeaderElector`]; created by [`LeaderElector::builder`].
-///
-/// Every setting has the reference CCM's default: lease 15 s, renew deadline 10 s, retry period
-/// 2 s, identity from [`default_identity`]; in addition the lease is released on cancellation
-/// (the reference CCM does not do that), events are recorded and no metrics are kept unless
-/// [`metrics`](Self::metrics) is given.
+/// Builds a [`LeaderElector`]; created by [`LeaderElector::builder`]. Each method gives its setting's
+/// default: the reference CCM's, except that the lease is released on cancellation.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -119,7 +114,7 @@ impl LeaderElectorBuilder {
     }
 
     /// Keep `leader_election_master_status{name}` (and the slow-path counter) up to date in
-    /// these metrics; see [`LeaderElectionMetrics::register`].
+    /// these metrics (default: none kept); see [`LeaderElectionMetrics::register`].
     pub fn metrics(mut self, metrics: LeaderElectionMetrics) -> Self {
         self.elector.metrics = metrics;
         self
@@ -189,12 +184,8 @@ impl LeaderElectorBuilder {
     /// is invalid, the identity is empty, or no default identity could be determined.
     pub fn build(self) -> Result<LeaderElector, Error> {
         let mut elector = self.elector;
-        let Timing {
-            lease_duration,
-            renew_deadline,
-            retry_period,
-        } = elector.timing;
-        let timings = [lease_duration, renew_deadline, retry_period];
+        let t = elector.timing;
+        let timings = [t.lease_duration, t.renew_deadline, t.retry_period];
         let violations = config::violations(timings, &elector.namespace, &elector.name);
         if let Some(error) = violations.into_iter().next() {
             return Err(error);
@@ -203,10 +194,7 @@ impl LeaderElectorBuilder {
             .api_timeout
             .unwrap_or_else(|| elector.timing.default_api_timeout());
         config::validate_api_timeout(elector.api_timeout, &elector.timing)?;
-        elector.identity = match self.identity {
-            Some(identity) => identity,
-            None => default_identity()?,
-        };
+        elector.identity = self.identity.map_or_else(default_identity, Ok)?;
         if elector.identity.is_empty() {
             return Err(Error::EmptyIdentity);
         }
@@ -222,11 +210,8 @@ fn truncate(s: &str, max: usize) -> &str {
     &s[..end.unwrap_or(0)]
 }
 
-/// A validated leader elector for one Lease; [`run`](Self::run) starts it.
-///
-/// It implements client-go's `tools/leaderelection` algorithm on a `coordination.k8s.io/v1`
-/// Lease, writing the same fields the same way, so that it can share a Lease with Go replicas
-/// (for example during a migration from a Go cloud controller manager).
+/// A validated leader elector for one Lease; [`run`](Self::run) starts it. It writes the Lease exactly like
+/// client-go, so that it can share it with Go replicas (e.g. while migrating from a Go CCM; see the [crate]).
 #[derive(Clone, Debug)]
 pub struct LeaderElector {
     api: Api<Lease>,
@@ -327,11 +312,10 @@ impl LeaderElector {
 
     /// Spawns the election loop on the current Tokio runtime and returns its handle.
     ///
-    /// The loop tries to acquire the lease every retry period (jittered) and, watching the Lease,
-    /// the moment the lease it observed runs out or is released; then it renews it every retry
-    /// period. It stops — and the state becomes [`LeaderState::Stopped`](crate::LeaderState::Stopped) — when leadership
-    /// is lost or `token` is cancelled; after cancellation it releases the lease if
-    /// release-on-cancel is enabled and this replica held it.
+    /// The loop tries to acquire the lease every retry period (jittered) and, watching the Lease, the moment
+    /// the lease it observed runs out or is released; then it renews it every retry period. It stops (state
+    /// [`LeaderState::Stopped`](crate::LeaderState::Stopped)) when leadership is lost or `token` is
+    /// cancelled; after a cancellation it releases the lease if release-on-cancel is on and it held it.
     ///
     /// # Panics
     ///

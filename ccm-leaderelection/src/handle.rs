@@ -86,25 +86,18 @@ pub enum StepDownReason {
 /// ```
 #[derive(Clone, Debug)]
 pub struct LeaderHealth {
-    inner: Arc<HealthInner>,
-}
-
-#[derive(Debug)]
-struct HealthInner {
     lease: String,
     limit: Duration,
-    /// `Some(instant of the last successful acquire/renew)` while leading.
-    last_renewal: Mutex<Option<Instant>>,
+    /// `Some(instant of the last successful acquire/renew)` while leading, shared by the clones.
+    last_renewal: Arc<Mutex<Option<Instant>>>,
 }
 
 impl LeaderHealth {
     pub(crate) fn new(lease: String, lease_duration: Duration, tolerance: Duration) -> Self {
         Self {
-            inner: Arc::new(HealthInner {
-                lease,
-                limit: lease_duration.saturating_add(tolerance),
-                last_renewal: Mutex::new(None),
-            }),
+            lease,
+            limit: lease_duration.saturating_add(tolerance),
+            last_renewal: Arc::default(),
         }
     }
 
@@ -120,12 +113,12 @@ impl LeaderHealth {
     /// [`Error::RenewalOverdue`] if this replica leads and has not renewed for longer than the
     /// lease duration plus the tolerance.
     pub fn check(&self) -> Result<(), Error> {
-        let elapsed = self.inner.last_renewal.lock().map(|at| at.elapsed());
+        let elapsed = self.last_renewal.lock().map(|at| at.elapsed());
         match elapsed {
-            Some(elapsed) if elapsed > self.inner.limit => Err(Error::RenewalOverdue {
-                lease: self.inner.lease.clone(),
+            Some(elapsed) if elapsed > self.limit => Err(Error::RenewalOverdue {
+                lease: self.lease.clone(),
                 elapsed,
-                limit: self.inner.limit,
+                limit: self.limit,
             }),
             _ => Ok(()),
         }
@@ -137,11 +130,11 @@ impl LeaderHealth {
     }
 
     pub(crate) fn renewed(&self, at: Instant) {
-        *self.inner.last_renewal.lock() = Some(at);
+        *self.last_renewal.lock() = Some(at);
     }
 
     pub(crate) fn not_leading(&self) {
-        *self.inner.last_renewal.lock() = None;
+        *self.last_renewal.lock() = None;
     }
 }
 
@@ -181,10 +174,9 @@ impl LeaderHandle {
     /// The reason the election stopped if it ended before this replica became leader (e.g.
     /// [`StepDownReason::Cancelled`]).
     pub async fn wait_leading(&self) -> Result<(), StepDownReason> {
-        let mut rx = self.state.clone();
         let done =
             |s: &LeaderState| matches!(s, LeaderState::Leading | LeaderState::Stopped { .. });
-        match rx.wait_for(done).await.as_deref() {
+        match self.state.clone().wait_for(done).await.as_deref() {
             Ok(LeaderState::Leading) => Ok(()),
             Ok(LeaderState::Stopped { reason }) => Err(reason.clone()),
             _ => Err(StepDownReason::Aborted),
@@ -195,9 +187,8 @@ impl LeaderHandle {
     /// soon as leadership is lost (before any release of the lease), so that leader-only work can
     /// be stopped at once. A follower resolves when it is cancelled.
     pub async fn lost(&self) -> StepDownReason {
-        let mut rx = self.state.clone();
         let stopped = |s: &LeaderState| matches!(s, LeaderState::Stopped { .. });
-        match rx.wait_for(stopped).await.as_deref() {
+        match self.state.clone().wait_for(stopped).await.as_deref() {
             Ok(LeaderState::Stopped { reason }) => reason.clone(),
             _ => StepDownReason::Aborted,
         }

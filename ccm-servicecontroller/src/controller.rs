@@ -143,8 +143,8 @@ impl ServiceController {
             .watches(&inner.services, move |event| {
                 services.service_event_key(event)
             })
-            .enqueue_all(move || all.all_keys())
-            .initial_keys(move || async move { initial.initial_keys().await })
+            .enqueue_all(move || all.keys_except(&HashSet::new()))
+            .initial_keys(move || async move { initial.keys_except(&initial.take_over().await) })
             .on_events(&inner.nodes, move |event| nodes.node_changed(event))
             .with_loop(move |shutdown| node_sync.node_sync_loop(shutdown));
         if let Some(period) = inner.config.periodic_reensure {
@@ -197,19 +197,8 @@ impl ServiceController {
 
     // ---- event routing ----
 
-    /// The keys queued on a resync (and at start, without a takeover): every Service the add handler would queue,
-    /// and every remembered Service that is gone from the cache.
-    fn all_keys(&self) -> Vec<String> {
-        self.keys_except(&HashSet::new())
-    }
-
-    /// The keys queued at start: [`all_keys`](Self::all_keys) but the Services the takeover found steady.
-    async fn initial_keys(&self) -> Vec<String> {
-        let steady = self.take_over().await;
-        self.keys_except(&steady)
-    }
-
-    /// Every Service that wants a load balancer (but those in `skip`), and every remembered Service that is gone.
+    /// The keys queued on a resync, and at start but those the takeover found steady (`skip`): every Service
+    /// that wants a load balancer, and every remembered Service that is gone from the cache.
     fn keys_except(&self, skip: &HashSet<String>) -> Vec<String> {
         let store = self.services.store();
         let remembered = self.tracker.services().into_iter().map(|(key, _)| key);
@@ -224,10 +213,9 @@ impl ServiceController {
 
     /// The key a Service event queues, if any ([`service_event_key`]).
     fn service_event_key(&self, event: &InformerEvent<Service>) -> Option<String> {
-        let extended = self.config.extended_update_fields;
         let key = service_event_key(
             &self.selector,
-            extended,
+            self.config.extended_update_fields,
             |key| self.tracker.contains(key),
             event,
         )?;
@@ -252,9 +240,10 @@ impl ServiceController {
         self.node_queue.add(key);
     }
 
-    /// The start-up takeover ([`crate::takeover`]): with [`Takeover::Compare`] and a provider that lists its load
-    /// balancers, remember every Service whose load balancer matches as synced, and return their keys (the caller
-    /// does not queue them). Any failure of the listing returns none: every Service is ensured, as in Go.
+    /// The start-up takeover ([`crate::takeover`]): with [`Takeover::Compare`](crate::Takeover::Compare) and a
+    /// provider that lists its load balancers, remember every Service whose load balancer matches as synced, and
+    /// return their keys (the caller does not queue them). Any failure of the listing returns none: every Service
+    /// is ensured, as in Go.
     async fn take_over(&self) -> HashSet<String> {
         if !takeover::compares(self.config.takeover, self.balancer.supports_listing()) {
             return HashSet::new();
@@ -542,9 +531,7 @@ impl ServiceController {
             services = keys.len(),
             "periodic re-ensure of load balancers"
         );
-        for key in keys {
-            self.queue.add(key);
-        }
+        keys.into_iter().for_each(|key| self.queue.add(key));
     }
 }
 

@@ -55,11 +55,9 @@ impl ServiceLocks {
 
     /// Hold the lock of `key` if it is free.
     pub(crate) fn try_lock(&self, key: &str) -> Option<ServiceGuard> {
-        let guard = self.of(key).try_lock_owned().ok();
-        let held = guard.is_some();
         // A failed attempt still drops through ServiceGuard, which tidies the lock up.
-        let out = self.guard(key, guard);
-        held.then_some(out)
+        let out = self.guard(key, self.of(key).try_lock_owned().ok());
+        out.guard.is_some().then_some(out)
     }
 }
 

@@ -69,13 +69,9 @@ impl ServiceSelector {
 /// Go's `needsCleanup`: the Service carries `service.kubernetes.io/load-balancer-cleanup` and is being deleted or
 /// is no longer `type: LoadBalancer`.
 pub fn needs_cleanup(service: &Service) -> bool {
-    if !has_load_balancer_finalizer(service) {
-        return false;
-    }
-    if service.metadata.deletion_timestamp.is_some() {
-        return true;
-    }
-    service_type(service) != LOAD_BALANCER_TYPE
+    has_load_balancer_finalizer(service)
+        && (service.metadata.deletion_timestamp.is_some()
+            || service_type(service) != LOAD_BALANCER_TYPE)
 }
 
 /// True if the Service's cloud load balancer must be deleted rather than ensured (the delete branch of Go's
@@ -169,17 +165,13 @@ pub fn update_reason(
     if !ports_equal_for_lb(list(&o.ports), list(&n.ports)) {
         return Some(UpdateReason::Ports);
     }
-    if o.session_affinity.as_deref().unwrap_or_default()
-        != n.session_affinity.as_deref().unwrap_or_default()
-    {
+    if text(&o.session_affinity) != text(&n.session_affinity) {
         return Some(UpdateReason::SessionAffinity);
     }
     if o.session_affinity_config != n.session_affinity_config {
         return Some(UpdateReason::SessionAffinityConfig);
     }
-    if o.load_balancer_ip.as_deref().unwrap_or_default()
-        != n.load_balancer_ip.as_deref().unwrap_or_default()
-    {
+    if text(&o.load_balancer_ip) != text(&n.load_balancer_ip) {
         return Some(UpdateReason::LoadBalancerIp);
     }
     if list(&o.external_ips) != list(&n.external_ips) {
@@ -192,9 +184,7 @@ pub fn update_reason(
     if old.metadata.uid != new.metadata.uid {
         return Some(UpdateReason::Uid);
     }
-    if o.external_traffic_policy.as_deref().unwrap_or_default()
-        != n.external_traffic_policy.as_deref().unwrap_or_default()
-    {
+    if text(&o.external_traffic_policy) != text(&n.external_traffic_policy) {
         return Some(UpdateReason::ExternalTrafficPolicy);
     }
     if o.health_check_node_port.unwrap_or(0) != n.health_check_node_port.unwrap_or(0) {
@@ -214,14 +204,18 @@ fn list<T>(value: &Option<Vec<T>>) -> &[T] {
     value.as_deref().unwrap_or_default()
 }
 
+fn text(value: &Option<String>) -> &str {
+    value.as_deref().unwrap_or_default()
+}
+
 fn ports_equal_for_lb(x: &[ServicePort], y: &[ServicePort]) -> bool {
     x.len() == y.len() && x.iter().zip(y).all(|(a, b)| port_equal_for_lb(a, b))
 }
 
 fn port_equal_for_lb(x: &ServicePort, y: &ServicePort) -> bool {
     let target = |p: &ServicePort| p.target_port.clone().unwrap_or(IntOrString::Int(0));
-    x.name.as_deref().unwrap_or_default() == y.name.as_deref().unwrap_or_default()
-        && x.protocol.as_deref().unwrap_or_default() == y.protocol.as_deref().unwrap_or_default()
+    text(&x.name) == text(&y.name)
+        && text(&x.protocol) == text(&y.protocol)
         && x.port == y.port
         && x.node_port.unwrap_or(0) == y.node_port.unwrap_or(0)
         && target(x) == target(y)
@@ -245,15 +239,11 @@ pub fn node_not_deleted(node: &Node) -> bool {
 /// Go's `nodeIncludedPredicate`: without the `node.kubernetes.io/exclude-from-external-load-balancers` label, or
 /// with a value that parses (as Go's `strconv.ParseBool`) to `false`. An unparseable value excludes the node.
 pub fn node_included(node: &Node) -> bool {
-    match node
-        .metadata
+    node.metadata
         .labels
         .as_ref()
         .and_then(|l| l.get(names::labels::EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS))
-    {
-        None => true,
-        Some(value) => parse_go_bool(value) == Some(false),
-    }
+        .is_none_or(|value| parse_go_bool(value) == Some(false))
 }
 
 /// Go's `nodeUnTaintedPredicate`: no `ToBeDeletedByClusterAutoscaler` taint.
@@ -304,10 +294,7 @@ impl NodeSet {
 /// Go's `nodesSufficientlyEqual`: the same node names with the same providerIDs. A never-synced load balancer
 /// (`None`) equals only an empty set.
 pub fn nodes_sufficiently_equal(old: Option<&NodeSet>, new: &NodeSet) -> bool {
-    match old {
-        Some(old) => old == new,
-        None => new.is_empty(),
-    }
+    old.map_or(new.is_empty(), |old| old == new)
 }
 
 /// The nodes of `nodes` in the stable node set, sorted by name.

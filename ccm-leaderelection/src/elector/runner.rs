@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::runtime::WatchStreamExt as _;
-use kube::runtime::watcher::{self, watcher};
+use kube::runtime::watcher::{self, Event, watcher};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -31,8 +31,6 @@ pub(super) fn start(elector: LeaderElector, token: CancellationToken) -> LeaderH
         elector.timing.lease_duration,
         elector.health_tolerance,
     );
-    let identity = elector.identity.clone();
-    let recorder = elector.recorder();
     let runner = Runner {
         // `build` checked that the lease duration fits `leaseDurationSeconds`.
         election: Election::new(
@@ -40,21 +38,19 @@ pub(super) fn start(elector: LeaderElector, token: CancellationToken) -> LeaderH
             elector.timing.lease_duration_seconds().unwrap_or(i32::MAX),
         ),
         lease,
+        recorder: elector.recorder(),
         elector,
         cached: None,
         maybe_holding: false,
         state: tx,
         health: health.clone(),
-        recorder,
     };
-    let fence = runner.elector.fence.clone();
-    let task = tokio::spawn(runner.run(token));
     LeaderHandle {
-        identity,
-        fence,
+        identity: runner.elector.identity.clone(),
+        fence: runner.elector.fence.clone(),
         state: rx,
         health,
-        task,
+        task: tokio::spawn(runner.run(token)),
     }
 }
 
@@ -103,10 +99,9 @@ impl Runner {
     /// client-go's `acquire`: try, then wait a jittered retry period, until we hold the lease.
     /// Returns the start instant of the successful attempt, `None` if cancelled first.
     ///
-    /// Unlike client-go, a candidate also **watches** the Lease (a watch on this one object, by field
-    /// selector `metadata.name`): every renewal is observed when it arrives instead of at the next poll, so the
-    /// local expiry clock starts when the holder last wrote (not up to 2.2 retry periods later), and the
-    /// candidate tries at the very instant the observed lease runs out, or at once when the Lease is released
+    /// Unlike client-go, a candidate also **watches** the Lease (this one object, by field selector
+    /// `metadata.name`), so it observes every renewal as it arrives ([`Election::watched`], not up to 2.2 retry
+    /// periods later) and tries the instant the observed lease runs out, or at once when the Lease is released
     /// or deleted. The jittered polls stay (client-go's cadence, and the fallback when the watch fails), and
     /// every try still reads the Lease and decides like client-go; the watch only chooses *when*.
     async fn acquire(&mut self, token: &CancellationToken) -> Option<Instant> {
@@ -129,7 +124,10 @@ impl Runner {
                         %holder,
                         "lease is held by another replica and has not yet expired"
                     );
-                    self.follow(holder);
+                    // Notifies the receivers only when the state changed.
+                    let next = LeaderState::Following { holder };
+                    self.state
+                        .send_if_modified(|state| std::mem::replace(state, next) != *state);
                 }
                 Ok(Attempt::Conflict) => {
                     tracing::debug!(lease = %self.lease, "lost the race to acquire the lease");
@@ -148,8 +146,12 @@ impl Runner {
                     () = tokio::time::sleep_until(wake_at) => break,
                     event = watch.next() => match event {
                         Some(Ok(event)) => {
-                            let Some(current) = watched_lease(event) else { continue };
-                            let spec = current.as_ref().map(spec_of);
+                            let spec = match event {
+                                Event::Apply(new) | Event::InitApply(new) => Some(spec_of(&new)),
+                                Event::Delete(_) => None,
+                                // The markers of a relist (whose objects come as applied ones).
+                                Event::Init | Event::InitDone => continue,
+                            };
                             match self.election.watched(spec.as_ref(), Instant::now()) {
                                 Wake::Now => break,
                                 Wake::At(at) => expires_at = Some(at),
@@ -176,9 +178,8 @@ impl Runner {
         }
     }
 
-    /// The watch of a candidate on the Lease (this one object only, by field selector), restarted with
-    /// backoff on errors by kube's watcher.
-    fn watch_lease(&self) -> BoxStream<'static, Result<watcher::Event<Lease>, watcher::Error>> {
+    /// The candidate's watch on the Lease, restarted with backoff on errors by kube's watcher.
+    fn watch_lease(&self) -> BoxStream<'static, Result<Event<Lease>, watcher::Error>> {
         let config =
             watcher::Config::default().fields(&format!("metadata.name={}", self.elector.name));
         watcher(self.elector.api.clone(), config)
@@ -186,18 +187,19 @@ impl Runner {
             .boxed()
     }
 
-    fn follow(&self, holder: String) {
-        // Notifies the receivers only when the state changed.
-        let next = LeaderState::Following { holder };
-        self.state
-            .send_if_modified(|state| std::mem::replace(state, next) != *state);
-    }
-
     /// client-go's `renew`: every retry period renew; give up when no attempt succeeded within
     /// the renew deadline (measured from the start of the last successful attempt), or at once
     /// when another holder is seen.
     async fn lead(&mut self, token: &CancellationToken, acquired_at: Instant) -> StepDownReason {
-        self.became_leader();
+        tracing::info!(
+            lease = %self.lease,
+            identity = %self.elector.identity,
+            "successfully acquired lease, leading"
+        );
+        self.health.renewed(Instant::now());
+        self.set_metric(true);
+        self.state.send_replace(LeaderState::Leading);
+        self.record_event("became leader");
         let timing = self.elector.timing;
         let mut last_success = acquired_at;
         loop {
@@ -251,18 +253,6 @@ impl Runner {
                 }
             }
         }
-    }
-
-    fn became_leader(&mut self) {
-        tracing::info!(
-            lease = %self.lease,
-            identity = %self.elector.identity,
-            "successfully acquired lease, leading"
-        );
-        self.health.renewed(Instant::now());
-        self.set_metric(true);
-        self.state.send_replace(LeaderState::Leading);
-        self.record_event("became leader");
     }
 
     /// Publishes the end of the election, then releases the lease after a cancellation.
@@ -339,7 +329,7 @@ impl Runner {
             let Some(current) = self.get_lease().await? else {
                 return Ok(false);
             };
-            let spec = current.spec.clone().unwrap_or_default();
+            let spec = spec_of(&current);
             let Some(released) = self.election.release_spec(&spec, Timestamp::now()) else {
                 return Ok(false);
             };
@@ -523,11 +513,8 @@ impl Runner {
     fn record_event(&self, what: &str) {
         if let Some(recorder) = &self.recorder {
             let message = format!("{} {what}", self.elector.identity);
-            let lease = match &self.cached {
-                Some(lease) => lease.object_ref(&()),
-                None => self.new_lease(None).object_ref(&()),
-            };
-            recorder.normal(&lease, EVENT_REASON, message);
+            let lease = self.cached.clone().unwrap_or_else(|| self.new_lease(None));
+            recorder.normal(&lease.object_ref(&()), EVENT_REASON, message);
         }
     }
 
@@ -547,16 +534,6 @@ impl Runner {
 enum Write {
     Create,
     Replace,
-}
-
-/// The Lease as a watch event shows it: `Some(Some(lease))` applied, `Some(None)` deleted, `None` for the
-/// markers of a relist (whose objects come as applied ones).
-fn watched_lease(event: watcher::Event<Lease>) -> Option<Option<Lease>> {
-    match event {
-        watcher::Event::Apply(lease) | watcher::Event::InitApply(lease) => Some(Some(lease)),
-        watcher::Event::Delete(_) => Some(None),
-        watcher::Event::Init | watcher::Event::InitDone => None,
-    }
 }
 
 fn spec_of(lease: &Lease) -> LeaseSpec {

@@ -10,7 +10,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::ServiceController;
 use crate::error::Error;
-use crate::hosts::HostList;
 use ccm_core::runtime::debounce::burst::run_bursts;
 
 use crate::plan::{hosts_update_failed, hosts_updated};
@@ -26,23 +25,16 @@ impl ServiceController {
         let (this, stop) = (&self, &shutdown);
         run_bursts(&self.node_queue, quiet, max, &shutdown, move |burst| async move {
             tracing::debug!(node_changes = burst.keys, waited = ?burst.started.elapsed(), "syncing load balancer hosts");
-            for key in this.sync_nodes(stop).await {
-                this.queue.add(key);
-            }
+            this.sync_nodes(stop).await.into_iter().for_each(|key| this.queue.add(key));
         })
         .await;
-    }
-
-    /// The stable node set as the node cache has it now ([`Hosts::current`](crate::hosts::Hosts::current)).
-    fn current_hosts(&self, fresh: bool) -> HostList {
-        self.hosts.current(fresh, || self.nodes.store().list())
     }
 
     /// Go: `syncNodes`: one pass over every remembered Service; returns the keys to re-ensure.
     async fn sync_nodes(&self, shutdown: &CancellationToken) -> Vec<String> {
         let started = Instant::now();
         // A pass starts from the node cache as it is now.
-        self.current_hosts(true);
+        self.hosts.current(true, || self.nodes.store().list());
         let services = self.tracker.services();
         let total = services.len();
         let retry: Vec<String> = futures::stream::iter(services)
@@ -68,15 +60,16 @@ impl ServiceController {
     }
 
     /// Go: `nodeSyncService`: update one load balancer's hosts if its node set changed; `Some(key)` to retry.
-    /// The node set is taken when the load balancer's turn comes (see [`current_hosts`](Self::current_hosts)).
+    /// The node set is taken when the load balancer's turn comes ([`Hosts::current`](crate::hosts::Hosts::current)).
     async fn node_sync_service(&self, key: String) -> Option<String> {
+        let nodes = || self.nodes.store().list();
         let (_guard, (hosts, set)) = match self.locks.try_lock(&key) {
-            Some(guard) => (guard, self.current_hosts(false)),
+            Some(guard) => (guard, self.hosts.current(false, nodes)),
             None => {
                 // An ensure of this Service is running; after it, what it sent may be newer than the last
                 // computation.
                 let guard = self.locks.lock(&key).await;
-                (guard, self.current_hosts(true))
+                (guard, self.hosts.current(true, nodes))
             }
         };
         let svc = self.tracker.cached(&key)?;
