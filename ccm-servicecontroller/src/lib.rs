@@ -6,10 +6,10 @@
 //! `k8s.io/cloud-provider/controllers/service` (same finalizer, events, metrics, queue names, retry rules and
 //! node predicates) and adds, as [`Config`] options:
 //!
-//! - work-conserving batching of node changes: a change that finds the node-sync loop idle starts a pass at
-//!   once, changes during a pass share the next one, and each load balancer gets the node set of its turn, so it
-//!   gets at most one host update per pass instead of one pass over every load balancer per node event, and never
-//!   later than in Go (an opt-in quiet period, [`Config::node_sync_debounce`], batches more);
+//! - batching of node changes: a pass starts once node changes have settled for
+//!   [`Config::node_sync_debounce`] (100 ms; `0` starts it at once when the loop is idle), changes during a pass
+//!   share the next one, and each load balancer gets the node set of its turn, so it gets at most one host update
+//!   per pass instead of one pass over every load balancer per node event;
 //! - an optional, jittered periodic re-ensure that repairs load balancers changed behind the controller's back
 //!   ([`Config::periodic_reensure`]);
 //! - claiming a named `loadBalancerClass` in addition to, or instead of, class-less Services
