@@ -312,9 +312,10 @@ mod tests {
             .returning(move || Some(instances.clone()));
         let zones: Option<Arc<dyn Zones>> = zones.map(|z| Arc::new(z) as Arc<dyn Zones>);
         provider.expect_zones().returning(move || zones.clone());
-        CloudInstances::from_provider(
+        CloudInstances::for_controller(
             &(Arc::new(provider) as Arc<dyn CloudProvider>),
             Duration::from_secs(5),
+            "test",
         )
         .expect("instances")
     }
@@ -328,9 +329,10 @@ mod tests {
         provider
             .expect_instances_v2()
             .returning(move || Some(v2.clone()));
-        CloudInstances::from_provider(
+        CloudInstances::for_controller(
             &(Arc::new(provider) as Arc<dyn CloudProvider>),
             Duration::from_secs(5),
+            "test",
         )
         .expect("instances")
     }
@@ -344,11 +346,12 @@ mod tests {
         provider.expect_instances_v2().returning(|| None);
         provider.expect_instances().returning(|| None);
         assert!(
-            CloudInstances::from_provider(
+            CloudInstances::for_controller(
                 &(Arc::new(provider) as Arc<dyn CloudProvider>),
-                Duration::from_secs(1)
+                Duration::from_secs(1),
+                "test",
             )
-            .is_none()
+            .is_err()
         );
     }
 
@@ -565,7 +568,8 @@ mod tests {
             .expect_instances_v2()
             .returning(|| Some(Arc::new(Slow)));
         let provider: Arc<dyn CloudProvider> = Arc::new(provider);
-        let cloud = CloudInstances::from_provider(&provider, Duration::from_secs(10)).unwrap();
+        let cloud =
+            CloudInstances::for_controller(&provider, Duration::from_secs(10), "test").unwrap();
         let err = cloud.metadata(&node("n", None)).await.unwrap_err();
         assert_eq!(err.cloud_kind(), Some(ErrorKind::Timeout));
         let err = cloud.exists(&node("n", None)).await.unwrap_err();

@@ -266,17 +266,11 @@ impl Inner {
         let name = node_name(node);
         let patch = Patch::Merge(serde_json::json!({ "metadata": { "labels": set } }));
         match self.nodes.patch(name, &write::patch_params(), &patch).await {
-            Ok(_) => {
-                tracing::info!(node = name, labels = ?set, "reconciled GA topology labels");
-                Ok(())
-            }
-            Err(err) if write::is_not_found(&err) => Ok(()),
-            Err(source) => Err(Error::Kube {
-                node: name.to_owned(),
-                action: "patch the labels of",
-                source,
-            }),
+            Ok(_) => tracing::info!(node = name, labels = ?set, "reconciled GA topology labels"),
+            Err(err) if write::is_not_found(&err) => {}
+            Err(err) => return Err(write::kube_err(name, "patch the labels of")(err)),
         }
+        Ok(())
     }
 
     /// Go: `UpdateNodeStatus`: refresh the addresses of every initialized node, with bounded parallelism. With a

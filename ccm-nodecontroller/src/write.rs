@@ -25,6 +25,16 @@ pub(crate) fn is_guard_failure(err: &kube::Error) -> bool {
     matches!(err, kube::Error::Api(s) if s.code == 409 || s.code == 422)
 }
 
+/// Wraps a Kubernetes API error of `action` on the node `node`.
+pub(crate) fn kube_err(node: &str, action: &'static str) -> impl FnOnce(kube::Error) -> Error {
+    let node = node.to_owned();
+    move |source| Error::Kube {
+        node,
+        action,
+        source,
+    }
+}
+
 /// Patch parameters with the node controllers' field manager.
 pub(crate) fn patch_params() -> PatchParams {
     PatchParams {
@@ -89,12 +99,7 @@ where
             Err(err) if is_guard_failure(&err) && retries < MAX_GUARD_RETRIES => {
                 retries += 1;
                 tracing::debug!(node = %name, error = %err, "node changed since it was read; re-reading");
-                let read = api.get_opt(&name).await;
-                read.map_err(|source| Error::Kube {
-                    node: name.clone(),
-                    action: "read",
-                    source,
-                })?
+                api.get_opt(&name).await.map_err(kube_err(&name, "read"))?
             }
             Err(source) if is_guard_failure(&source) => {
                 return Err(Error::Contended {
@@ -104,13 +109,7 @@ where
                     source,
                 });
             }
-            Err(source) => {
-                return Err(Error::Kube {
-                    node: name,
-                    action: target.action(),
-                    source,
-                });
-            }
+            Err(err) => return Err(kube_err(&name, target.action())(err)),
         };
     }
     Ok(Outcome { node, written })
