@@ -202,19 +202,15 @@ impl CloudNodeLifecycleController {
                 }
                 LifecycleAction::Delete => return self.delete(node).await,
                 LifecycleAction::AddShutdownTaint => {
+                    let add = |n: &Node| with_taint(n, &shutdown_taint());
                     return self
-                        .set_taints(node, "add the shutdown taint to", |n| {
-                            with_taint(n, &shutdown_taint())
-                        })
+                        .set_taints(node, "add the shutdown taint to", add)
                         .await;
                 }
                 LifecycleAction::RemoveShutdownTaint => {
+                    let remove = without_shutdown_taint_if_ready;
                     return self
-                        .set_taints(
-                            node,
-                            "remove the shutdown taint from",
-                            without_shutdown_taint_if_ready,
-                        )
+                        .set_taints(node, "remove the shutdown taint from", remove)
                         .await;
                 }
             }

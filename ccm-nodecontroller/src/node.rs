@@ -30,7 +30,7 @@ use ccm_core::runtime::informer::Store;
 use ccm_core::runtime::workers::Action;
 use ccm_core::{BoxError, InstanceLookup};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, NodeAddress};
+use k8s_openapi::api::core::v1::Node;
 use kube::Resource;
 use kube::api::{Api, Patch};
 use tokio_util::sync::CancellationToken;
@@ -322,29 +322,24 @@ impl Inner {
             .await;
     }
 
-    /// Act on the cloud's answer about a node's addresses: write them, or skip the node this round.
+    /// Act on the cloud's answer about a node's addresses: write them if they changed (Go: `updateNodeAddress`),
+    /// or skip the node this round.
     async fn sync_addresses(&self, node: &Node, answer: Result<AddressLookup, Error>) {
         let name = node_name(node);
-        match answer {
-            Ok(AddressLookup::Found(addresses)) => self.apply_addresses(node, addresses).await,
+        let addresses = match answer {
+            Ok(AddressLookup::Found(addresses)) => addresses,
             Ok(AddressLookup::Skip(reason)) => {
                 tracing::debug!(node = name, reason = %reason, "Skip sync node addresses");
+                return;
             }
-            Err(err) if is_abandoned(&err) => {}
+            Err(err) if is_abandoned(&err) => return,
             Err(err) => {
                 tracing::warn!(node = name, error = %err, "error getting instance addresses; skipping the node this round");
+                return;
             }
-        }
-    }
-
-    /// Write the cloud's addresses to the node if they changed (Go: `updateNodeAddress`).
-    async fn apply_addresses(&self, node: &Node, cloud_addresses: Vec<NodeAddress>) {
-        let name = node_name(node);
-        let result = guarded_update(&self.nodes, node.clone(), |current, _| {
-            address_step(current, &cloud_addresses)
-        })
-        .await;
-        match result {
+        };
+        let plan = |current: &Node, _: &[Target]| address_step(current, &addresses);
+        match guarded_update(&self.nodes, node.clone(), plan).await {
             Ok(outcome) if !outcome.written.is_empty() => {
                 tracing::info!(
                     node = name,

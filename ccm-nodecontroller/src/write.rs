@@ -1,7 +1,6 @@
 //! Guarded Node writes: plan from the node as last seen, patch, and on a failed guard re-read and plan again.
 
 use ccm_core::names;
-use json_patch::PatchOperation;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -43,19 +42,6 @@ pub(crate) fn patch_params() -> PatchParams {
     }
 }
 
-async fn send(
-    api: &Api<Node>,
-    name: &str,
-    target: Target,
-    ops: Vec<PatchOperation>,
-) -> Result<Node, kube::Error> {
-    let patch: Patch<()> = Patch::Json(json_patch::Patch(ops));
-    match target {
-        Target::Spec => api.patch(name, &patch_params(), &patch).await,
-        Target::Status => api.patch_status(name, &patch_params(), &patch).await,
-    }
-}
-
 /// What [`guarded_update`] ended with.
 #[derive(Debug)]
 pub(crate) struct Outcome {
@@ -90,7 +76,12 @@ where
         if ops.is_empty() || written.len() >= MAX_WRITES {
             break;
         }
-        node = match send(api, &name, target, ops).await {
+        let patch: Patch<()> = Patch::Json(json_patch::Patch(ops));
+        let sent = match target {
+            Target::Spec => api.patch(&name, &patch_params(), &patch).await,
+            Target::Status => api.patch_status(&name, &patch_params(), &patch).await,
+        };
+        node = match sent {
             Ok(updated) => {
                 written.push(target);
                 Some(updated)
