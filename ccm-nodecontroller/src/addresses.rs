@@ -1,9 +1,6 @@
-//! Node addresses: the `alpha.kubernetes.io/provided-node-ip` annotation, the filter it implies, and the merge of
-//! the cloud's addresses into `status.addresses`.
-//!
-//! Every function here is pure. The rules are those of the Go reference (`GetNodeAddressesFromNodeIP`,
-//! `ParseNodeIPAnnotation` and `updateNodeAddress`), except for change detection, which is stricter (see
-//! [`addresses_equivalent`]).
+//! Node addresses, as pure functions: the `alpha.kubernetes.io/provided-node-ip` annotation, the filter it
+//! implies, and the merge of the cloud's addresses into `status.addresses` (Go's rules, except for the stricter
+//! change detection of [`addresses_equivalent`]).
 //!
 //! ```
 //! use ccm_nodecontroller::addresses::addresses_from_node_ip;
@@ -190,11 +187,9 @@ pub fn node_addresses(node: &Node) -> &[NodeAddress] {
 }
 
 /// Whether two address lists mean the same thing: the same addresses of each type, **in the same order within a
-/// type** (the first `InternalIP` is the node's primary IP). The interleaving of different types does not matter.
-///
-/// The Go reference (`nodeAddressesChangeDetected`) compares lengths and then the last address of each type, so
-/// it misses changes among several addresses of one type (a secondary IP replaced, two IPs swapped). This rule
-/// catches those, and still does not rewrite a node when a provider merely lists types in another order.
+/// type** (the first `InternalIP` is the node's primary IP), however the types interleave. Go
+/// (`nodeAddressesChangeDetected`) compares lengths and the last address of each type, so it misses a secondary
+/// IP replaced or two IPs of one type swapped.
 ///
 /// ```
 /// use ccm_nodecontroller::addresses::addresses_equivalent;
@@ -227,8 +222,7 @@ pub enum AddressUpdate {
     Replace(Vec<NodeAddress>),
 }
 
-/// The addresses the node should have, given the cloud's (Go: `updateNodeAddress`, with stricter change
-/// detection):
+/// The addresses the node should have, given the cloud's (Go: `updateNodeAddress`):
 ///
 /// 1. no cloud addresses → [`AddressUpdate::NoCloudAddresses`];
 /// 2. if the cloud gave no `Hostname`, the node's existing `Hostname` entries (set by the kubelet) are appended;

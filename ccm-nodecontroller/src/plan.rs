@@ -29,12 +29,10 @@ use crate::error::Error;
 use crate::labels::{self, DiscardedLabel, LabelPlan};
 use crate::patch::{self, Step, Target};
 
-/// Whether an update of a cached node (`old` → `new`) gives the cloud node controller anything to do, so that the
-/// update is worth queueing: the node is (or was) tainted uninitialized, or its labels changed (the beta → GA
-/// label copy reads them). Everything else a sync of an initialized node reads is in the labels, so an update
-/// that changes none of this (a kubelet's status heartbeat, a lease-driven condition refresh, a new pod CIDR)
-/// would only wake a worker to find nothing to do. Go queues every update; adds, resyncs and retries still queue
-/// the node regardless.
+/// Whether an update of a cached node (`old` → `new`) is worth queueing: the node is (or was) tainted
+/// uninitialized, or its labels changed (all a sync of an initialized node reads, for the beta → GA copy). Other
+/// updates (a kubelet's status heartbeat, a condition refresh, a new pod CIDR) would only wake a worker to find
+/// nothing to do. Go queues every update; adds, resyncs and retries still queue the node regardless.
 ///
 /// ```
 /// use ccm_nodecontroller::plan::worth_syncing;

@@ -47,10 +47,9 @@ pub struct Config {
     /// no limit, so one hung call blocks a worker forever.
     #[educe(Default(expression = DEFAULT_CLOUD_CALL_TIMEOUT))]
     pub cloud_call_timeout: Duration,
-    /// The most nodes waiting for initialization whose metadata one bulk call asks about (default
-    /// [`DEFAULT_INITIALIZATION_BATCH`]; 0 = off, one call per node as in Go). Used only with a provider that
-    /// answers bulk calls natively: see [`crate::prefetch`]. The runtime sets 0 when
-    /// `--cloud-instance-cache-ttl` is 0.
+    /// The most nodes waiting for initialization whose metadata one bulk call asks about, with a provider that
+    /// answers bulk calls natively (default [`DEFAULT_INITIALIZATION_BATCH`]; 0 = off, one call per node as in
+    /// Go; see [`crate::prefetch`]).
     #[educe(Default(expression = DEFAULT_INITIALIZATION_BATCH))]
     pub initialization_batch: usize,
 }
