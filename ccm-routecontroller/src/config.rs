@@ -196,11 +196,9 @@ impl Config {
 }
 
 /// Parse `--cluster-cidr`: one CIDR, or a dual-stack pair separated by a comma (Go: `processCIDRs` plus the
-/// dual-stack checks of `startRouteController`).
-///
-/// Whitespace around the value and around each entry is ignored; host bits are cleared
-/// (`10.244.1.0/16` → `10.244.0.0/16`, as Go's `ParseCIDR` does). Errors: an empty value or entry, an entry that
-/// is not a CIDR, more than two CIDRs, two CIDRs of the same family.
+/// dual-stack checks of `startRouteController`). Whitespace around the value and each entry is ignored; host bits
+/// are cleared (`10.244.1.0/16` → `10.244.0.0/16`, as Go's `ParseCIDR` does). Errors: an empty value or entry, an
+/// entry that is not a CIDR, more than two CIDRs, two CIDRs of the same family.
 ///
 /// ```
 /// use ccm_routecontroller::parse_cluster_cidrs;
