@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use ccm_core::helpers::{node_name, node_provider_id};
 use ccm_core::intercept::Operation;
-use ccm_core::{CloudError, InstanceLookup, Instances, InstancesV2};
+use ccm_core::{CloudError, InstanceLookup, InstanceMetadata, Instances, InstancesV2};
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 
 use crate::error::Error;
@@ -17,7 +17,7 @@ mod api;
 use api::Api;
 pub(crate) use api::{CloudInstances, INSTANCES};
 
-pub(crate) use answers::{AddressLookup, MetadataResult, ProviderIdLookup, complete};
+pub(crate) use answers::{MetadataResult, ProviderIdLookup, complete};
 use answers::{
     both_failed, bulk_items, cloud_err, provider_id_from_instance_id, v1_metadata, v1_shutdown,
 };
@@ -83,19 +83,20 @@ impl CloudInstances {
         }
     }
 
-    /// The addresses for the periodic sync (Go: `getInstanceNodeAddresses`): V2 `instance_metadata` (there is no
-    /// address-only call), V1 addresses by providerID with a fallback by name.
-    pub(crate) async fn addresses(&self, node: &Node) -> Result<AddressLookup, Error> {
+    /// The addresses for the periodic sync (Go: `getInstanceNodeAddresses`), in `node_addresses`: V2
+    /// `instance_metadata` (there is no address-only call), V1 addresses by providerID with a fallback by name.
+    pub(crate) async fn addresses(&self, node: &Node) -> MetadataResult {
         match &self.api {
-            Api::V2(v2) => Ok(v2
+            Api::V2(v2) => v2
                 .instance_metadata(node)
                 .await
-                .map_err(cloud_err(node, Operation::InstanceMetadata))?
-                .into()),
-            Api::V1 { instances, .. } => self
-                .v1_addresses(instances, node, node_provider_id(node))
-                .await
-                .map(AddressLookup::Found),
+                .map_err(cloud_err(node, Operation::InstanceMetadata)),
+            Api::V1 { instances, .. } => {
+                let addresses = self.v1_addresses(instances, node, node_provider_id(node));
+                Ok(InstanceMetadata::new("")
+                    .with_addresses(addresses.await?)
+                    .into())
+            }
         }
     }
 
@@ -629,7 +630,9 @@ mod tests {
         let cloud = v1_cloud(inst, None);
         assert_eq!(
             cloud.addresses(&node("n", Some("fake://n"))).await.unwrap(),
-            AddressLookup::Found(vec![addr("10.1.1.1")])
+            InstanceMetadata::new("")
+                .with_addresses(vec![addr("10.1.1.1")])
+                .into()
         );
         let mut v2 = MockInstancesV2::new();
         v2.expect_instance_metadata().returning(|_| {
@@ -640,7 +643,9 @@ mod tests {
         let cloud = v2_cloud(v2);
         assert_eq!(
             cloud.addresses(&node("n", None)).await.unwrap(),
-            AddressLookup::Found(vec![addr("10.2.2.2")])
+            InstanceMetadata::new("fake://n")
+                .with_addresses(vec![addr("10.2.2.2")])
+                .into()
         );
     }
 

@@ -35,7 +35,7 @@ use kube::Resource;
 use kube::api::{Api, Patch};
 use tokio_util::sync::CancellationToken;
 
-use crate::cloud::{AddressLookup, CloudInstances, INSTANCES};
+use crate::cloud::{CloudInstances, INSTANCES, MetadataResult};
 use crate::error::Error;
 use crate::metrics::NodeMetrics;
 use crate::plan::{
@@ -317,18 +317,18 @@ impl Inner {
         };
         futures::stream::iter(list.iter().zip(answers))
             .for_each_concurrent(self.config.status_update_workers(), |(node, answer)| {
-                self.sync_addresses(node, answer.map(AddressLookup::from))
+                self.sync_addresses(node, answer)
             })
             .await;
     }
 
     /// Act on the cloud's answer about a node's addresses: write them if they changed (Go: `updateNodeAddress`),
     /// or skip the node this round.
-    async fn sync_addresses(&self, node: &Node, answer: Result<AddressLookup, Error>) {
+    async fn sync_addresses(&self, node: &Node, answer: MetadataResult) {
         let name = node_name(node);
         let addresses = match answer {
-            Ok(AddressLookup::Found(addresses)) => addresses,
-            Ok(AddressLookup::Skip(reason)) => {
+            Ok(InstanceLookup::Found(meta)) => meta.node_addresses,
+            Ok(InstanceLookup::Skip { reason }) => {
                 tracing::debug!(node = name, reason = %reason, "Skip sync node addresses");
                 return;
             }

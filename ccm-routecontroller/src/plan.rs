@@ -129,7 +129,7 @@ impl RoutePlan {
     }
 
     /// The conditions to write after the cloud calls ([`desired_network_condition`]), given the `(node, cidr)`
-/// creates that failed.
+    /// creates that failed.
     pub fn condition_writes(
         &self,
         failed_creates: &HashSet<(String, String)>,
