@@ -101,12 +101,11 @@ impl CloudNodeLifecycleController {
         })
     }
 
-    /// One pass over every cached node (Go: `MonitorNodes`), `config.concurrency` nodes at a time. With a
-    /// provider that answers bulk calls natively, every existence check of the pass is one
-    /// `instance_exists_bulk` call, and every shutdown check one `instance_shutdown_bulk` call.
-    ///
-    /// The pass's cloud calls are [`CallPriority::Low`]: when calls must wait for the cloud-call budget, they wait
-    /// behind every other controller's, so a pass never delays the initialization of a new node.
+    /// One pass over every cached node (Go: `MonitorNodes`), `config.concurrency` nodes at a time. With a provider
+    /// that answers bulk calls natively, the pass's existence checks are one `instance_exists_bulk` call and its
+    /// shutdown checks one `instance_shutdown_bulk` call. Its cloud calls are [`CallPriority::Low`]: they wait
+    /// behind every other controller's for the cloud-call budget, so a pass never delays a new node's
+    /// initialization.
     pub async fn monitor_nodes(&self) {
         let pass = async {
             // Most nodes are Ready and untainted: decided here, without a task or a probe for each.

@@ -273,9 +273,8 @@ impl Inner {
         Ok(())
     }
 
-    /// Go: `UpdateNodeStatus`: refresh the addresses of every initialized node, with bounded parallelism. With a
-    /// provider that answers bulk calls natively, the addresses of all nodes come from one
-    /// `instance_metadata_bulk` call per period instead of one call per node.
+    /// Go: `UpdateNodeStatus`: refresh the addresses of every initialized node, with bounded parallelism; from one
+    /// bulk call per period with a provider that answers them natively.
     async fn update_node_status(&self) {
         // a periodic sweep: its cloud calls wait behind initializations and other controllers' calls
         let sweep = async {
@@ -298,8 +297,8 @@ impl Inner {
         CallPriority::Low.scope(sweep).await;
     }
 
-    /// One bulk cloud call for every node, then the writes with bounded parallelism. A failed bulk call skips
-    /// the round (every node is refreshed next period); a failed item skips its node.
+    /// One `instance_metadata_bulk` call for every node, then the writes. A failed bulk call skips the round
+    /// (every node is refreshed next period); a failed item skips its node.
     async fn update_addresses_in_bulk(&self, nodes: &[Arc<Node>]) {
         if nodes.is_empty() {
             return;

@@ -82,9 +82,8 @@ impl RouteSyncMode {
 /// assert_eq!(config.cluster_cidrs().unwrap().len(), 2);
 /// ```
 ///
-/// Every field but `cluster_cidr` has a setter `with_<field>`, derived with `getset`; `with_cluster_cidr` takes
-/// any string. `Default` is derived with `educe` from the value at each field (a field without one takes its
-/// type's default).
+/// Every field but `cluster_cidr` has a setter `with_<field>` (`getset`); `with_cluster_cidr` takes any string.
+/// `Default` (`educe`) takes the default each field names.
 #[derive(Debug, Clone, PartialEq, Eq, getset::WithSetters, educe::Educe)]
 #[educe(Default)]
 #[getset(set_with = "pub")]

@@ -27,8 +27,7 @@ pub const DEFAULT_CONCURRENT_NODE_SYNCS: usize = 1;
 /// assert!(config.validate().is_ok());
 /// ```
 ///
-/// Every field has a setter `with_<field>`, derived with `getset`. `Default` is derived with `educe` from the value
-/// at each field (a field without one takes its type's default).
+/// Every field has a setter `with_<field>` (`getset`); `Default` (`educe`) takes the default each field names.
 #[derive(Debug, Clone, PartialEq, Eq, getset::WithSetters, educe::Educe)]
 #[educe(Default)]
 #[getset(set_with = "pub")]
