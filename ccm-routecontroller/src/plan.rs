@@ -157,14 +157,12 @@ pub fn node_pod_cidrs(node: &Node) -> Vec<String> {
     let Some(spec) = node.spec.as_ref() else {
         return Vec::new();
     };
-    let listed: Vec<&String> = spec.pod_cidrs.iter().flatten().collect();
-    let raw: Vec<&String> = if listed.is_empty() {
-        spec.pod_cidr.iter().collect()
-    } else {
-        listed
+    let raw = match spec.pod_cidrs.as_deref() {
+        Some(listed) if !listed.is_empty() => listed,
+        _ => spec.pod_cidr.as_slice(),
     };
     let mut seen = HashSet::new();
-    raw.into_iter()
+    raw.iter()
         .map(|c| c.trim())
         .filter(|c| !c.is_empty() && seen.insert(cidr_key(c)))
         .map(str::to_owned)
@@ -243,11 +241,10 @@ pub fn desired_network_condition(
     {
         return None;
     }
-    let transition = match current {
-        Some(c) if c.status == status => c.last_transition_time.clone(),
-        _ => None,
-    }
-    .unwrap_or_else(|| now.clone());
+    let transition = current
+        .filter(|c| c.status == status)
+        .and_then(|c| c.last_transition_time.clone())
+        .unwrap_or_else(|| now.clone());
     Some(NodeCondition {
         type_: conditions::NETWORK_UNAVAILABLE.to_owned(),
         status: status.to_owned(),
