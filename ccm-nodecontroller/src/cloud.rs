@@ -23,12 +23,10 @@ use answers::{
 };
 
 impl CloudInstances {
-    /// The metadata used to initialize a node (Go: `getInstanceMetadata`).
-    ///
-    /// V2: `instance_metadata`; metadata without a providerID for a node without one is
-    /// [`Error::MissingProviderId`]. V1: the providerID from the spec or `<provider>://<instance_id>` (a
-    /// NotImplemented `instance_id` means "no providerID"), then addresses, instance type and (if the provider has
-    /// Zones) zone, each by providerID with a fallback by node name.
+    /// The metadata used to initialize a node (Go: `getInstanceMetadata`). V2: `instance_metadata`, then
+    /// [`complete`]. V1: the providerID from the spec or `<provider>://<instance_id>` (a NotImplemented
+    /// `instance_id` means "no providerID"), then addresses, instance type and (if the provider has Zones) zone,
+    /// each by providerID with a fallback by node name.
     pub(crate) async fn metadata(&self, node: &Node) -> MetadataResult {
         match &self.api {
             Api::V2(v2) => {

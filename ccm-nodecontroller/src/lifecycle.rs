@@ -252,13 +252,10 @@ impl CloudNodeLifecycleController {
             format!("Deleting node {name} because it does not exist in the cloud provider"),
         );
         // The UID precondition keeps a node re-registered under the same name from being deleted by mistake.
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: node.metadata.uid.clone(),
-                resource_version: None,
-            }),
+        let params = DeleteParams::default().preconditions(Preconditions {
+            uid: node.metadata.uid.clone(),
             ..Default::default()
-        };
+        });
         match self.nodes.delete(name, &params).await {
             Ok(_) => {}
             Err(err) if write::is_not_found(&err) => {

@@ -30,8 +30,7 @@ pub(crate) fn cloud_err(node: &Node, operation: Operation) -> impl FnOnce(CloudE
     }
 }
 
-/// An InstancesV2 metadata answer as initialization uses it: the providerID filled in from the node's own
-/// when the provider left it empty, and an error when neither has one.
+/// An InstancesV2 metadata answer as initialization uses it: [`fill_provider_id`], or [`Error::MissingProviderId`].
 pub(crate) fn complete(node: &Node, lookup: InstanceLookup) -> MetadataResult {
     match lookup {
         InstanceLookup::Skip { reason } => Ok(InstanceLookup::Skip { reason }),
