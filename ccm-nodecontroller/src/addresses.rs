@@ -81,19 +81,11 @@ pub fn parse_ip_sloppy(value: &str) -> Option<IpAddr> {
     let mut parts = value.split('.');
     for octet in &mut octets {
         let part = parts.next()?;
-        if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+        // Digits only (`u8::from_str` would also take a sign); any number of leading zeros parses.
+        if !part.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
-        let digits = part.trim_start_matches('0');
-        if digits.len() > 3 {
-            return None;
-        }
-        let n: u16 = if digits.is_empty() {
-            0
-        } else {
-            digits.parse().ok()?
-        };
-        *octet = u8::try_from(n).ok()?;
+        *octet = part.parse().ok()?;
     }
     if parts.next().is_some() {
         return None;
