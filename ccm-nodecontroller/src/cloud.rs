@@ -89,12 +89,10 @@ impl CloudInstances {
                 .instance_metadata(node)
                 .await
                 .map_err(cloud_err(node, Operation::InstanceMetadata)),
-            Api::V1 { instances, .. } => {
-                let addresses = self.v1_addresses(instances, node, node_provider_id(node));
-                Ok(InstanceMetadata::new("")
-                    .with_addresses(addresses.await?)
-                    .into())
-            }
+            Api::V1 { instances, .. } => self
+                .v1_addresses(instances, node, node_provider_id(node))
+                .await
+                .map(|addresses| InstanceMetadata::new("").with_addresses(addresses).into()),
         }
     }
 
