@@ -57,14 +57,11 @@ pub(crate) struct Outcome {
 /// node is as wanted. After a successful write it is asked again with the server's answer; after a failed guard
 /// (409/422) it is asked again with a fresh read, at most [`MAX_GUARD_RETRIES`] times. A node that disappears
 /// ends the update without error.
-pub(crate) async fn guarded_update<F>(
+pub(crate) async fn guarded_update(
     api: &Api<Node>,
     start: Node,
-    mut plan: F,
-) -> Result<Outcome, Error>
-where
-    F: FnMut(&Node, &[Target]) -> Step,
-{
+    mut plan: impl FnMut(&Node, &[Target]) -> Step,
+) -> Result<Outcome, Error> {
     let name = ccm_core::helpers::node_name(&start).to_owned();
     let mut node = Some(start);
     let mut written = Vec::new();

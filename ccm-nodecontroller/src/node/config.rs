@@ -56,10 +56,9 @@ pub struct Config {
 impl Config {
     /// How many nodes the periodic address sync handles at once.
     pub fn status_update_workers(&self) -> usize {
-        if self.concurrent_node_status_updates == 0 {
-            self.concurrent_node_syncs
-        } else {
-            self.concurrent_node_status_updates
+        match self.concurrent_node_status_updates {
+            0 => self.concurrent_node_syncs,
+            workers => workers,
         }
     }
 
