@@ -1,7 +1,6 @@
 //! The node controllers' view of the provider's instance API: InstancesV2 when the provider has it, otherwise the
 //! V1 Instances (and Zones) API with the Go reference's fallbacks. Every call is bounded by a timeout.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use ccm_core::helpers::{node_name, node_provider_id};
@@ -240,17 +239,13 @@ impl CloudInstances {
 /// Run the by-providerID call, falling back to the by-name call on error. With no providerID only the by-name call
 /// is made (Go also tries the by-providerID call with an empty ID, which cannot succeed). Either way a failure is
 /// the by-name call's (`by_name_op`) for `node`, with the by-providerID error as context.
-async fn by_id_or_name<T, A, B>(
+async fn by_id_or_name<T>(
     node: &Node,
     by_name_op: Operation,
     provider_id: &str,
-    by_id: impl FnOnce() -> A,
-    by_name: impl FnOnce() -> B,
-) -> Result<T, Error>
-where
-    A: Future<Output = Result<T, CloudError>>,
-    B: Future<Output = Result<T, CloudError>>,
-{
+    by_id: impl AsyncFnOnce() -> Result<T, CloudError>,
+    by_name: impl AsyncFnOnce() -> Result<T, CloudError>,
+) -> Result<T, Error> {
     let answer = if provider_id.is_empty() {
         by_name().await
     } else {
