@@ -1,9 +1,6 @@
-//! Node addresses: the `alpha.kubernetes.io/provided-node-ip` annotation, the filter it implies, and the merge of
-//! the cloud's addresses into `status.addresses`.
-//!
-//! Every function here is pure. The rules are those of the Go reference (`GetNodeAddressesFromNodeIP`,
-//! `ParseNodeIPAnnotation` and `updateNodeAddress`), except for change detection, which is stricter (see
-//! [`addresses_equivalent`]).
+//! Node addresses, as pure functions: the `alpha.kubernetes.io/provided-node-ip` annotation, the filter it
+//! implies, and the merge of the cloud's addresses into `status.addresses` (Go's rules, except for the stricter
+//! change detection of [`addresses_equivalent`]).
 //!
 //! ```
 //! use ccm_nodecontroller::addresses::addresses_from_node_ip;
@@ -84,19 +81,11 @@ pub fn parse_ip_sloppy(value: &str) -> Option<IpAddr> {
     let mut parts = value.split('.');
     for octet in &mut octets {
         let part = parts.next()?;
-        if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+        // Digits only (`u8::from_str` would also take a sign); any number of leading zeros parses.
+        if !part.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
-        let digits = part.trim_start_matches('0');
-        if digits.len() > 3 {
-            return None;
-        }
-        let n: u16 = if digits.is_empty() {
-            0
-        } else {
-            digits.parse().ok()?
-        };
-        *octet = u8::try_from(n).ok()?;
+        *octet = part.parse().ok()?;
     }
     if parts.next().is_some() {
         return None;
@@ -190,11 +179,9 @@ pub fn node_addresses(node: &Node) -> &[NodeAddress] {
 }
 
 /// Whether two address lists mean the same thing: the same addresses of each type, **in the same order within a
-/// type** (the first `InternalIP` is the node's primary IP). The interleaving of different types does not matter.
-///
-/// The Go reference (`nodeAddressesChangeDetected`) compares lengths and then the last address of each type, so
-/// it misses changes among several addresses of one type (a secondary IP replaced, two IPs swapped). This rule
-/// catches those, and still does not rewrite a node when a provider merely lists types in another order.
+/// type** (the first `InternalIP` is the node's primary IP), however the types interleave. Go
+/// (`nodeAddressesChangeDetected`) compares lengths and the last address of each type, so it misses a secondary
+/// IP replaced or two IPs of one type swapped.
 ///
 /// ```
 /// use ccm_nodecontroller::addresses::addresses_equivalent;
@@ -227,8 +214,7 @@ pub enum AddressUpdate {
     Replace(Vec<NodeAddress>),
 }
 
-/// The addresses the node should have, given the cloud's (Go: `updateNodeAddress`, with stricter change
-/// detection):
+/// The addresses the node should have, given the cloud's (Go: `updateNodeAddress`):
 ///
 /// 1. no cloud addresses → [`AddressUpdate::NoCloudAddresses`];
 /// 2. if the cloud gave no `Hostname`, the node's existing `Hostname` entries (set by the kubelet) are appended;

@@ -1,12 +1,11 @@
 //! The node controllers' view of the provider's instance API: InstancesV2 when the provider has it, otherwise the
 //! V1 Instances (and Zones) API with the Go reference's fallbacks. Every call is bounded by a timeout.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use ccm_core::helpers::{node_name, node_provider_id};
 use ccm_core::intercept::Operation;
-use ccm_core::{CloudError, InstanceLookup, Instances, InstancesV2};
+use ccm_core::{CloudError, InstanceLookup, InstanceMetadata, Instances, InstancesV2};
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 
 use crate::error::Error;
@@ -17,18 +16,16 @@ mod api;
 use api::Api;
 pub(crate) use api::{CloudInstances, INSTANCES};
 
-pub(crate) use answers::{AddressLookup, MetadataResult, ProviderIdLookup, complete};
+pub(crate) use answers::{MetadataResult, ProviderIdLookup, complete};
 use answers::{
     both_failed, bulk_items, cloud_err, provider_id_from_instance_id, v1_metadata, v1_shutdown,
 };
 
 impl CloudInstances {
-    /// The metadata used to initialize a node (Go: `getInstanceMetadata`).
-    ///
-    /// V2: `instance_metadata`; metadata without a providerID for a node without one is
-    /// [`Error::MissingProviderId`]. V1: the providerID from the spec or `<provider>://<instance_id>` (a
-    /// NotImplemented `instance_id` means "no providerID"), then addresses, instance type and (if the provider has
-    /// Zones) zone, each by providerID with a fallback by node name.
+    /// The metadata used to initialize a node (Go: `getInstanceMetadata`). V2: `instance_metadata`, then
+    /// [`complete`]. V1: the providerID from the spec or `<provider>://<instance_id>` (a NotImplemented
+    /// `instance_id` means "no providerID"), then addresses, instance type and (if the provider has Zones) zone,
+    /// each by providerID with a fallback by node name.
     pub(crate) async fn metadata(&self, node: &Node) -> MetadataResult {
         match &self.api {
             Api::V2(v2) => {
@@ -83,19 +80,18 @@ impl CloudInstances {
         }
     }
 
-    /// The addresses for the periodic sync (Go: `getInstanceNodeAddresses`): V2 `instance_metadata` (there is no
-    /// address-only call), V1 addresses by providerID with a fallback by name.
-    pub(crate) async fn addresses(&self, node: &Node) -> Result<AddressLookup, Error> {
+    /// The addresses for the periodic sync (Go: `getInstanceNodeAddresses`), in `node_addresses`: V2
+    /// `instance_metadata` (there is no address-only call), V1 addresses by providerID with a fallback by name.
+    pub(crate) async fn addresses(&self, node: &Node) -> MetadataResult {
         match &self.api {
-            Api::V2(v2) => Ok(v2
+            Api::V2(v2) => v2
                 .instance_metadata(node)
                 .await
-                .map_err(cloud_err(node, Operation::InstanceMetadata))?
-                .into()),
+                .map_err(cloud_err(node, Operation::InstanceMetadata)),
             Api::V1 { instances, .. } => self
                 .v1_addresses(instances, node, node_provider_id(node))
                 .await
-                .map(AddressLookup::Found),
+                .map(|addresses| InstanceMetadata::new("").with_addresses(addresses).into()),
         }
     }
 
@@ -243,17 +239,13 @@ impl CloudInstances {
 /// Run the by-providerID call, falling back to the by-name call on error. With no providerID only the by-name call
 /// is made (Go also tries the by-providerID call with an empty ID, which cannot succeed). Either way a failure is
 /// the by-name call's (`by_name_op`) for `node`, with the by-providerID error as context.
-async fn by_id_or_name<T, A, B>(
+async fn by_id_or_name<T>(
     node: &Node,
     by_name_op: Operation,
     provider_id: &str,
-    by_id: impl FnOnce() -> A,
-    by_name: impl FnOnce() -> B,
-) -> Result<T, Error>
-where
-    A: Future<Output = Result<T, CloudError>>,
-    B: Future<Output = Result<T, CloudError>>,
-{
+    by_id: impl AsyncFnOnce() -> Result<T, CloudError>,
+    by_name: impl AsyncFnOnce() -> Result<T, CloudError>,
+) -> Result<T, Error> {
     let answer = if provider_id.is_empty() {
         by_name().await
     } else {
@@ -312,9 +304,10 @@ mod tests {
             .returning(move || Some(instances.clone()));
         let zones: Option<Arc<dyn Zones>> = zones.map(|z| Arc::new(z) as Arc<dyn Zones>);
         provider.expect_zones().returning(move || zones.clone());
-        CloudInstances::from_provider(
+        CloudInstances::for_controller(
             &(Arc::new(provider) as Arc<dyn CloudProvider>),
             Duration::from_secs(5),
+            "test",
         )
         .expect("instances")
     }
@@ -328,9 +321,10 @@ mod tests {
         provider
             .expect_instances_v2()
             .returning(move || Some(v2.clone()));
-        CloudInstances::from_provider(
+        CloudInstances::for_controller(
             &(Arc::new(provider) as Arc<dyn CloudProvider>),
             Duration::from_secs(5),
+            "test",
         )
         .expect("instances")
     }
@@ -344,11 +338,12 @@ mod tests {
         provider.expect_instances_v2().returning(|| None);
         provider.expect_instances().returning(|| None);
         assert!(
-            CloudInstances::from_provider(
+            CloudInstances::for_controller(
                 &(Arc::new(provider) as Arc<dyn CloudProvider>),
-                Duration::from_secs(1)
+                Duration::from_secs(1),
+                "test",
             )
-            .is_none()
+            .is_err()
         );
     }
 
@@ -565,7 +560,8 @@ mod tests {
             .expect_instances_v2()
             .returning(|| Some(Arc::new(Slow)));
         let provider: Arc<dyn CloudProvider> = Arc::new(provider);
-        let cloud = CloudInstances::from_provider(&provider, Duration::from_secs(10)).unwrap();
+        let cloud =
+            CloudInstances::for_controller(&provider, Duration::from_secs(10), "test").unwrap();
         let err = cloud.metadata(&node("n", None)).await.unwrap_err();
         assert_eq!(err.cloud_kind(), Some(ErrorKind::Timeout));
         let err = cloud.exists(&node("n", None)).await.unwrap_err();
@@ -625,7 +621,9 @@ mod tests {
         let cloud = v1_cloud(inst, None);
         assert_eq!(
             cloud.addresses(&node("n", Some("fake://n"))).await.unwrap(),
-            AddressLookup::Found(vec![addr("10.1.1.1")])
+            InstanceMetadata::new("")
+                .with_addresses(vec![addr("10.1.1.1")])
+                .into()
         );
         let mut v2 = MockInstancesV2::new();
         v2.expect_instance_metadata().returning(|_| {
@@ -636,7 +634,9 @@ mod tests {
         let cloud = v2_cloud(v2);
         assert_eq!(
             cloud.addresses(&node("n", None)).await.unwrap(),
-            AddressLookup::Found(vec![addr("10.2.2.2")])
+            InstanceMetadata::new("fake://n")
+                .with_addresses(vec![addr("10.2.2.2")])
+                .into()
         );
     }
 

@@ -104,16 +104,11 @@ pub fn validate_label(key: &str, value: &str) -> Result<(), String> {
 }
 
 /// The labels initialization writes, given the node's current labels and the cloud's metadata (Go:
-/// `getNodeModifiersFromCloudProvider`):
-///
-/// - a non-empty instance type → `node.kubernetes.io/instance-type` and `beta.kubernetes.io/instance-type`;
-/// - a non-empty zone → `topology.kubernetes.io/zone` and `failure-domain.beta.kubernetes.io/zone`;
-/// - a non-empty region → `topology.kubernetes.io/region` and `failure-domain.beta.kubernetes.io/region`;
-///
-/// (all overwritten), then the additional labels, except keys in a Kubernetes namespace and keys the node
-/// already has (never overwritten). Unlike Go, additional labels the API server would reject are dropped too
-/// (with a reason), so one bad label from a provider cannot block the node's initialization forever. Only labels
-/// whose value differs from the node's are in [`LabelPlan::set`].
+/// `getNodeModifiersFromCloudProvider`): the GA and beta labels ([`BETA_GA_PAIRS`]) of a non-empty zone, region
+/// and instance type (overwritten), then the additional labels, except keys in a Kubernetes namespace and keys
+/// the node already has (never overwritten). Unlike Go, additional labels the API server would reject are dropped
+/// too (with a reason), so one bad label from a provider cannot block the node's initialization forever. Only
+/// labels whose value differs from the node's are in [`LabelPlan::set`].
 pub fn plan_cloud_labels(current: &BTreeMap<String, String>, meta: &InstanceMetadata) -> LabelPlan {
     let mut desired: BTreeMap<String, String> = BTreeMap::new();
     let values = [&meta.zone, &meta.region, &meta.instance_type];

@@ -101,12 +101,11 @@ impl CloudNodeLifecycleController {
         })
     }
 
-    /// One pass over every cached node (Go: `MonitorNodes`), `config.concurrency` nodes at a time. With a
-    /// provider that answers bulk calls natively, every existence check of the pass is one
-    /// `instance_exists_bulk` call, and every shutdown check one `instance_shutdown_bulk` call.
-    ///
-    /// The pass's cloud calls are [`CallPriority::Low`]: when calls must wait for the cloud-call budget, they wait
-    /// behind every other controller's, so a pass never delays the initialization of a new node.
+    /// One pass over every cached node (Go: `MonitorNodes`), `config.concurrency` nodes at a time. With a provider
+    /// that answers bulk calls natively, the pass's existence checks are one `instance_exists_bulk` call and its
+    /// shutdown checks one `instance_shutdown_bulk` call. Its cloud calls are [`CallPriority::Low`]: they wait
+    /// behind every other controller's for the cloud-call budget, so a pass never delays a new node's
+    /// initialization.
     pub async fn monitor_nodes(&self) {
         let pass = async {
             // Most nodes are Ready and untainted: decided here, without a task or a probe for each.
@@ -202,19 +201,15 @@ impl CloudNodeLifecycleController {
                 }
                 LifecycleAction::Delete => return self.delete(node).await,
                 LifecycleAction::AddShutdownTaint => {
+                    let add = |n: &Node| with_taint(n, &shutdown_taint());
                     return self
-                        .set_taints(node, "add the shutdown taint to", |n| {
-                            with_taint(n, &shutdown_taint())
-                        })
+                        .set_taints(node, "add the shutdown taint to", add)
                         .await;
                 }
                 LifecycleAction::RemoveShutdownTaint => {
+                    let remove = without_shutdown_taint_if_ready;
                     return self
-                        .set_taints(
-                            node,
-                            "remove the shutdown taint from",
-                            without_shutdown_taint_if_ready,
-                        )
+                        .set_taints(node, "remove the shutdown taint from", remove)
                         .await;
                 }
             }
@@ -257,13 +252,10 @@ impl CloudNodeLifecycleController {
             format!("Deleting node {name} because it does not exist in the cloud provider"),
         );
         // The UID precondition keeps a node re-registered under the same name from being deleted by mistake.
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: node.metadata.uid.clone(),
-                resource_version: None,
-            }),
+        let params = DeleteParams::default().preconditions(Preconditions {
+            uid: node.metadata.uid.clone(),
             ..Default::default()
-        };
+        });
         match self.nodes.delete(name, &params).await {
             Ok(_) => {}
             Err(err) if write::is_not_found(&err) => {

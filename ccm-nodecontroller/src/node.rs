@@ -30,12 +30,12 @@ use ccm_core::runtime::informer::Store;
 use ccm_core::runtime::workers::Action;
 use ccm_core::{BoxError, InstanceLookup};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, NodeAddress};
+use k8s_openapi::api::core::v1::Node;
 use kube::Resource;
 use kube::api::{Api, Patch};
 use tokio_util::sync::CancellationToken;
 
-use crate::cloud::{AddressLookup, CloudInstances, INSTANCES};
+use crate::cloud::{CloudInstances, INSTANCES, MetadataResult};
 use crate::error::Error;
 use crate::metrics::NodeMetrics;
 use crate::plan::{
@@ -266,22 +266,15 @@ impl Inner {
         let name = node_name(node);
         let patch = Patch::Merge(serde_json::json!({ "metadata": { "labels": set } }));
         match self.nodes.patch(name, &write::patch_params(), &patch).await {
-            Ok(_) => {
-                tracing::info!(node = name, labels = ?set, "reconciled GA topology labels");
-                Ok(())
-            }
-            Err(err) if write::is_not_found(&err) => Ok(()),
-            Err(source) => Err(Error::Kube {
-                node: name.to_owned(),
-                action: "patch the labels of",
-                source,
-            }),
+            Ok(_) => tracing::info!(node = name, labels = ?set, "reconciled GA topology labels"),
+            Err(err) if write::is_not_found(&err) => {}
+            Err(err) => return Err(write::kube_err(name, "patch the labels of")(err)),
         }
+        Ok(())
     }
 
-    /// Go: `UpdateNodeStatus`: refresh the addresses of every initialized node, with bounded parallelism. With a
-    /// provider that answers bulk calls natively, the addresses of all nodes come from one
-    /// `instance_metadata_bulk` call per period instead of one call per node.
+    /// Go: `UpdateNodeStatus`: refresh the addresses of every initialized node, with bounded parallelism; from one
+    /// bulk call per period with a provider that answers them natively.
     async fn update_node_status(&self) {
         // a periodic sweep: its cloud calls wait behind initializations and other controllers' calls
         let sweep = async {
@@ -304,8 +297,8 @@ impl Inner {
         CallPriority::Low.scope(sweep).await;
     }
 
-    /// One bulk cloud call for every node, then the writes with bounded parallelism. A failed bulk call skips
-    /// the round (every node is refreshed next period); a failed item skips its node.
+    /// One `instance_metadata_bulk` call for every node, then the writes. A failed bulk call skips the round
+    /// (every node is refreshed next period); a failed item skips its node.
     async fn update_addresses_in_bulk(&self, nodes: &[Arc<Node>]) {
         if nodes.is_empty() {
             return;
@@ -323,34 +316,29 @@ impl Inner {
         };
         futures::stream::iter(list.iter().zip(answers))
             .for_each_concurrent(self.config.status_update_workers(), |(node, answer)| {
-                self.sync_addresses(node, answer.map(AddressLookup::from))
+                self.sync_addresses(node, answer)
             })
             .await;
     }
 
-    /// Act on the cloud's answer about a node's addresses: write them, or skip the node this round.
-    async fn sync_addresses(&self, node: &Node, answer: Result<AddressLookup, Error>) {
+    /// Act on the cloud's answer about a node's addresses: write them if they changed (Go: `updateNodeAddress`),
+    /// or skip the node this round.
+    async fn sync_addresses(&self, node: &Node, answer: MetadataResult) {
         let name = node_name(node);
-        match answer {
-            Ok(AddressLookup::Found(addresses)) => self.apply_addresses(node, addresses).await,
-            Ok(AddressLookup::Skip(reason)) => {
+        let addresses = match answer {
+            Ok(InstanceLookup::Found(meta)) => meta.node_addresses,
+            Ok(InstanceLookup::Skip { reason }) => {
                 tracing::debug!(node = name, reason = %reason, "Skip sync node addresses");
+                return;
             }
-            Err(err) if is_abandoned(&err) => {}
+            Err(err) if is_abandoned(&err) => return,
             Err(err) => {
                 tracing::warn!(node = name, error = %err, "error getting instance addresses; skipping the node this round");
+                return;
             }
-        }
-    }
-
-    /// Write the cloud's addresses to the node if they changed (Go: `updateNodeAddress`).
-    async fn apply_addresses(&self, node: &Node, cloud_addresses: Vec<NodeAddress>) {
-        let name = node_name(node);
-        let result = guarded_update(&self.nodes, node.clone(), |current, _| {
-            address_step(current, &cloud_addresses)
-        })
-        .await;
-        match result {
+        };
+        let plan = |current: &Node, _: &[Target]| address_step(current, &addresses);
+        match guarded_update(&self.nodes, node.clone(), plan).await {
             Ok(outcome) if !outcome.written.is_empty() => {
                 tracing::info!(
                     node = name,

@@ -59,9 +59,7 @@ fn add_field(has_parent: bool, parent: &str, field: &str, value: Value) -> Patch
     }
 }
 
-/// Operations that change the list `parent/field` from `current` to `new` (`None`: remove it): a `test` of the
-/// exact current list, then `replace` (or `remove`) it. With no current list, a `test` of the resourceVersion (if
-/// known) and an `add`.
+/// Operations that change the list `parent/field` from `current` to `new` (`None`: remove it), guarded as above.
 fn list_ops<T: serde::Serialize>(
     node: &Node,
     (parent, has_parent): (&str, bool),
@@ -107,9 +105,8 @@ pub fn without_taint(node: &Node, key: &str) -> Vec<Taint> {
         .collect()
 }
 
-/// Operations that change the node's taints from their current value to `new`: `test` the exact current list,
-/// then `replace` it (or `remove` it when `new` is empty). When the node has no taints, the operations test the
-/// resourceVersion and `add` the list. Empty when nothing changes.
+/// Guarded operations that change the node's taints to `new` (`remove` the list when `new` is empty); empty when
+/// nothing changes.
 pub fn taint_ops(node: &Node, new: Vec<Taint>) -> Vec<PatchOperation> {
     let current = taints(node);
     if current == new.as_slice() {
@@ -143,8 +140,7 @@ pub fn provider_id_op(node: &Node, provider_id: &str) -> PatchOperation {
     add_field(node.spec.is_some(), "spec", "providerID", value)
 }
 
-/// Operations for the status subresource that replace `status.addresses` with `new`: a `test` of the exact
-/// current list, then `replace`; or, with no current list, a resourceVersion `test` and an `add`.
+/// Guarded operations for the status subresource that replace `status.addresses` with `new`.
 pub fn address_ops(node: &Node, new: &[NodeAddress]) -> Vec<PatchOperation> {
     let current = crate::addresses::node_addresses(node);
     let status = ("status", node.status.is_some());

@@ -19,6 +19,7 @@
 
 use std::collections::BTreeMap;
 
+use ccm_core::helpers::{node_has_taint, node_name, node_provider_id};
 use ccm_core::runtime::informer::InformerEvent;
 use ccm_core::{InstanceMetadata, names};
 use json_patch::PatchOperation;
@@ -29,12 +30,10 @@ use crate::error::Error;
 use crate::labels::{self, DiscardedLabel, LabelPlan};
 use crate::patch::{self, Step, Target};
 
-/// Whether an update of a cached node (`old` → `new`) gives the cloud node controller anything to do, so that the
-/// update is worth queueing: the node is (or was) tainted uninitialized, or its labels changed (the beta → GA
-/// label copy reads them). Everything else a sync of an initialized node reads is in the labels, so an update
-/// that changes none of this (a kubelet's status heartbeat, a lease-driven condition refresh, a new pod CIDR)
-/// would only wake a worker to find nothing to do. Go queues every update; adds, resyncs and retries still queue
-/// the node regardless.
+/// Whether an update of a cached node (`old` → `new`) is worth queueing: the node is (or was) tainted
+/// uninitialized, or its labels changed (all a sync of an initialized node reads, for the beta → GA copy). Other
+/// updates (a kubelet's status heartbeat, a condition refresh, a new pod CIDR) would only wake a worker to find
+/// nothing to do. Go queues every update; adds, resyncs and retries still queue the node regardless.
 ///
 /// ```
 /// use ccm_nodecontroller::plan::worth_syncing;
@@ -49,8 +48,7 @@ use crate::patch::{self, Step, Target};
 /// assert!(worth_syncing(&old, &relabelled));
 /// ```
 pub fn worth_syncing(old: &Node, new: &Node) -> bool {
-    let tainted =
-        |node: &Node| ccm_core::helpers::node_has_taint(node, names::taints::UNINITIALIZED);
+    let tainted = |node: &Node| node_has_taint(node, names::taints::UNINITIALIZED);
     tainted(new) || tainted(old) || old.metadata.labels != new.metadata.labels
 }
 
@@ -58,9 +56,9 @@ pub fn worth_syncing(old: &Node, new: &Node) -> bool {
 /// that is [`worth_syncing`]; deletions and resyncs queue nothing.
 pub(crate) fn node_event_key(event: &InformerEvent<Node>) -> Option<String> {
     match event {
-        InformerEvent::Added(node) => Some(ccm_core::helpers::node_name(node).to_owned()),
+        InformerEvent::Added(node) => Some(node_name(node).to_owned()),
         InformerEvent::Updated { old, new } => {
-            worth_syncing(old, new).then(|| ccm_core::helpers::node_name(new).to_owned())
+            worth_syncing(old, new).then(|| node_name(new).to_owned())
         }
         InformerEvent::Deleted(_) | InformerEvent::Resync => None,
     }
@@ -69,7 +67,7 @@ pub(crate) fn node_event_key(event: &InformerEvent<Node>) -> Option<String> {
 /// The write that brings an initialized node's addresses in line with the cloud's (the periodic address sync):
 /// the status patch, none (still uninitialized, unchanged, or no cloud addresses), or the node-IP error.
 pub(crate) fn address_step(current: &Node, cloud_addresses: &[NodeAddress]) -> Step {
-    if ccm_core::helpers::node_has_taint(current, names::taints::UNINITIALIZED) {
+    if node_has_taint(current, names::taints::UNINITIALIZED) {
         return Ok(None);
     }
     match addresses::plan_address_update(current, cloud_addresses) {
@@ -78,7 +76,7 @@ pub(crate) fn address_step(current: &Node, cloud_addresses: &[NodeAddress]) -> S
         }
         Ok(AddressUpdate::Unchanged | AddressUpdate::NoCloudAddresses) => Ok(None),
         Err(source) => Err(Error::InvalidNodeIp {
-            node: ccm_core::helpers::node_name(current).to_owned(),
+            node: node_name(current).to_owned(),
             source,
         }),
     }
@@ -102,14 +100,14 @@ pub(crate) fn initialization_step(
     meta: &InstanceMetadata,
     written: &[Target],
 ) -> Result<InitStep, Error> {
-    if !ccm_core::helpers::node_has_taint(current, names::taints::UNINITIALIZED) {
+    if !node_has_taint(current, names::taints::UNINITIALIZED) {
         return Ok(InitStep {
             write: None,
             discarded: Vec::new(),
         });
     }
     let plan = plan_initialization(current, meta).map_err(|source| Error::InvalidNodeIp {
-        node: ccm_core::helpers::node_name(current).to_owned(),
+        node: node_name(current).to_owned(),
         source,
     })?;
     let write = if !plan.status_ops.is_empty() && !written.contains(&Target::Status) {
@@ -143,7 +141,7 @@ pub(crate) fn ga_labels(node: &Node) -> Option<BTreeMap<String, String>> {
 pub(crate) fn initialized<N: AsRef<Node>>(nodes: Vec<N>) -> Vec<N> {
     nodes
         .into_iter()
-        .filter(|n| !ccm_core::helpers::node_has_taint(n.as_ref(), names::taints::UNINITIALIZED))
+        .filter(|n| !node_has_taint(n.as_ref(), names::taints::UNINITIALIZED))
         .collect()
 }
 
@@ -176,9 +174,8 @@ pub fn plan_initialization(node: &Node, meta: &InstanceMetadata) -> Result<InitP
     if let Some(annotation) = addresses::provided_node_ip(node) {
         addresses::addresses_from_node_ip(annotation, &meta.node_addresses)?;
     }
-    let provider_id = (ccm_core::helpers::node_provider_id(node).is_empty()
-        && !meta.provider_id.is_empty())
-    .then(|| meta.provider_id.clone());
+    let provider_id = (node_provider_id(node).is_empty() && !meta.provider_id.is_empty())
+        .then(|| meta.provider_id.clone());
     let current_labels = node.metadata.labels.clone().unwrap_or_default();
     let labels = labels::plan_cloud_labels(&current_labels, meta);
 

@@ -5,14 +5,13 @@
 //! bulk calls natively ([`InstancesV2::supports_bulk`](ccm_core::InstancesV2::supports_bulk)), the first
 //! worker that needs a node's metadata asks, in one `instance_metadata_bulk` call, about that node and up to
 //! [`initialization_batch`](crate::CloudNodeConfig::initialization_batch)` - 1` other nodes that still carry the
-//! uninitialized taint. The answers wait for those nodes' own initialization, which takes its node's answer
-//! instead of asking the cloud. The other workers wait for the batch call instead of asking on their own, which
-//! is what makes it one call.
+//! uninitialized taint; the other workers wait for that call, and each node's initialization then takes its
+//! node's answer instead of asking the cloud.
 //!
 //! An answer is used once, and only within [`ANSWER_KEPT_FOR`] and for the same node name and providerID;
 //! otherwise (and for a failed bulk call or item) the node's initialization asks about it alone, as without
-//! batches. Batches are off when the setting is 0; the runtime sets 0 when `--cloud-instance-cache-ttl` is 0,
-//! the operator's way of saying that no cloud answer may be reused.
+//! batches. The runtime turns batches off (setting 0) when `--cloud-instance-cache-ttl` is 0, the operator's way
+//! of saying that no cloud answer may be reused.
 
 use std::time::Duration;
 

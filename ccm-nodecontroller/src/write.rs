@@ -1,7 +1,6 @@
 //! Guarded Node writes: plan from the node as last seen, patch, and on a failed guard re-read and plan again.
 
 use ccm_core::names;
-use json_patch::PatchOperation;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -25,24 +24,21 @@ pub(crate) fn is_guard_failure(err: &kube::Error) -> bool {
     matches!(err, kube::Error::Api(s) if s.code == 409 || s.code == 422)
 }
 
+/// Wraps a Kubernetes API error of `action` on the node `node`.
+pub(crate) fn kube_err(node: &str, action: &'static str) -> impl FnOnce(kube::Error) -> Error {
+    let node = node.to_owned();
+    move |source| Error::Kube {
+        node,
+        action,
+        source,
+    }
+}
+
 /// Patch parameters with the node controllers' field manager.
 pub(crate) fn patch_params() -> PatchParams {
     PatchParams {
         field_manager: Some(names::controllers::NODE_CONTROLLER_CLIENT.to_owned()),
         ..Default::default()
-    }
-}
-
-async fn send(
-    api: &Api<Node>,
-    name: &str,
-    target: Target,
-    ops: Vec<PatchOperation>,
-) -> Result<Node, kube::Error> {
-    let patch: Patch<()> = Patch::Json(json_patch::Patch(ops));
-    match target {
-        Target::Spec => api.patch(name, &patch_params(), &patch).await,
-        Target::Status => api.patch_status(name, &patch_params(), &patch).await,
     }
 }
 
@@ -61,14 +57,11 @@ pub(crate) struct Outcome {
 /// node is as wanted. After a successful write it is asked again with the server's answer; after a failed guard
 /// (409/422) it is asked again with a fresh read, at most [`MAX_GUARD_RETRIES`] times. A node that disappears
 /// ends the update without error.
-pub(crate) async fn guarded_update<F>(
+pub(crate) async fn guarded_update(
     api: &Api<Node>,
     start: Node,
-    mut plan: F,
-) -> Result<Outcome, Error>
-where
-    F: FnMut(&Node, &[Target]) -> Step,
-{
+    mut plan: impl FnMut(&Node, &[Target]) -> Step,
+) -> Result<Outcome, Error> {
     let name = ccm_core::helpers::node_name(&start).to_owned();
     let mut node = Some(start);
     let mut written = Vec::new();
@@ -80,7 +73,12 @@ where
         if ops.is_empty() || written.len() >= MAX_WRITES {
             break;
         }
-        node = match send(api, &name, target, ops).await {
+        let patch: Patch<()> = Patch::Json(json_patch::Patch(ops));
+        let sent = match target {
+            Target::Spec => api.patch(&name, &patch_params(), &patch).await,
+            Target::Status => api.patch_status(&name, &patch_params(), &patch).await,
+        };
+        node = match sent {
             Ok(updated) => {
                 written.push(target);
                 Some(updated)
@@ -89,12 +87,7 @@ where
             Err(err) if is_guard_failure(&err) && retries < MAX_GUARD_RETRIES => {
                 retries += 1;
                 tracing::debug!(node = %name, error = %err, "node changed since it was read; re-reading");
-                let read = api.get_opt(&name).await;
-                read.map_err(|source| Error::Kube {
-                    node: name.clone(),
-                    action: "read",
-                    source,
-                })?
+                api.get_opt(&name).await.map_err(kube_err(&name, "read"))?
             }
             Err(source) if is_guard_failure(&source) => {
                 return Err(Error::Contended {
@@ -104,13 +97,7 @@ where
                     source,
                 });
             }
-            Err(source) => {
-                return Err(Error::Kube {
-                    node: name,
-                    action: target.action(),
-                    source,
-                });
-            }
+            Err(err) => return Err(kube_err(&name, target.action())(err)),
         };
     }
     Ok(Outcome { node, written })

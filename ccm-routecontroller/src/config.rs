@@ -10,13 +10,10 @@ use crate::error::Error;
 
 /// Default of `--route-reconciliation-period` (Go: 10 s).
 pub const DEFAULT_ROUTE_RECONCILIATION_PERIOD: Duration = Duration::from_secs(10);
-/// Default of [`Config::event_debounce`]: 250 ms.
-///
-/// Long enough to batch the events one new Node produces in quick succession (the kubelet's registration, the pod
-/// CIDR written by the IPAM controller tens of milliseconds later, the first status update) and the nodes an
-/// autoscaler adds together into one pass; short enough that a new Node has its route about a quarter of a second
-/// plus one pass after it appeared, instead of up to a whole `--route-reconciliation-period` (Go's periodic mode)
-/// later.
+/// Default of [`Config::event_debounce`]: 250 ms, long enough to batch into one pass the events of one new Node
+/// (the kubelet's registration, the pod CIDR the IPAM controller writes tens of milliseconds later, the first
+/// status update) and the nodes an autoscaler adds together; short enough that a new Node has its route about a
+/// quarter of a second plus one pass after it appeared, not up to a whole `--route-reconciliation-period` (Go).
 pub const DEFAULT_EVENT_DEBOUNCE: Duration = ccm_core::runtime::debounce::DEFAULT_DEBOUNCE;
 /// Default full-resync interval of [`RouteSyncMode::EventDriven`]: 5 minutes.
 pub const DEFAULT_RESYNC_PERIOD: Duration = Duration::from_secs(5 * 60);
@@ -26,7 +23,8 @@ pub const DEFAULT_MAX_RETRY_BACKOFF: Duration = Duration::from_secs(5 * 60);
 pub const DEFAULT_MAX_CONCURRENT_ROUTE_OPERATIONS: usize = 200;
 
 /// When the controller compares the cloud's routes with the Nodes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, educe::Educe)]
+#[educe(Default)]
 #[strum(serialize_all = "kebab-case")]
 #[non_exhaustive]
 pub enum RouteSyncMode {
@@ -34,17 +32,15 @@ pub enum RouteSyncMode {
     /// whether or not anything changed. Node events are ignored. Failed passes are simply repeated next period.
     Periodic,
     /// Reconcile when Nodes are added or deleted or their pod CIDRs or addresses change (seen through the shared
-    /// Node informer): a change starts a pass [`Config::event_debounce`] (250 ms) after it, however recently the
-    /// last pass ran, and every change within that window, or during a pass, is batched into one pass. Failed
-    /// passes are retried with exponential backoff (from `route_reconciliation_period` up to
-    /// `max_retry_backoff`), and while the last pass failed, changes start a pass at most once per
-    /// `route_reconciliation_period`. A full pass runs `resync` after the last one even when nothing changed, to
-    /// repair drift made behind the controller's back.
-    ///
-    /// This corresponds to the Go gate `CloudControllerManagerWatchBasedRoutesReconciliation` (alpha in 1.35),
-    /// which has no periodic repair.
+    /// Node informer), [`Config::event_debounce`] after the change; changes during a pass share the next one.
+    /// Failed passes are retried with backoff ([`Config::route_reconciliation_period`],
+    /// [`Config::max_retry_backoff`]). A full pass runs `resync` after the last one even when nothing changed, to
+    /// repair drift made behind the controller's back; the Go gate of this mode,
+    /// `CloudControllerManagerWatchBasedRoutesReconciliation` (alpha in 1.35), has no such repair.
+    #[educe(Default)]
     EventDriven {
         /// How long after the last pass a full pass runs although nothing changed.
+        #[educe(Default(expression = DEFAULT_RESYNC_PERIOD))]
         resync: Duration,
     },
 }
@@ -72,14 +68,6 @@ impl RouteSyncMode {
     }
 }
 
-impl Default for RouteSyncMode {
-    fn default() -> Self {
-        RouteSyncMode::EventDriven {
-            resync: DEFAULT_RESYNC_PERIOD,
-        }
-    }
-}
-
 /// Settings of the route controller. `Default` gives the Go reference's flag defaults, except that the sync mode
 /// is [`RouteSyncMode::EventDriven`] (see `docs/route-controller.md`).
 ///
@@ -94,9 +82,8 @@ impl Default for RouteSyncMode {
 /// assert_eq!(config.cluster_cidrs().unwrap().len(), 2);
 /// ```
 ///
-/// Every field but `cluster_cidr` has a setter `with_<field>`, derived with `getset`; `with_cluster_cidr` takes
-/// any string. `Default` is derived with `educe` from the value at each field (a field without one takes its
-/// type's default).
+/// Every field but `cluster_cidr` has a setter `with_<field>` (`getset`); `with_cluster_cidr` takes any string.
+/// `Default` (`educe`) takes the default each field names.
 #[derive(Debug, Clone, PartialEq, Eq, getset::WithSetters, educe::Educe)]
 #[educe(Default)]
 #[getset(set_with = "pub")]
@@ -110,19 +97,19 @@ pub struct Config {
     #[getset(skip)]
     pub cluster_cidr: String,
     /// `--route-reconciliation-period` (default 10 s): the interval of [`RouteSyncMode::Periodic`]; in
-    /// [`RouteSyncMode::EventDriven`], the first retry delay after a failed pass and the minimum interval between
-    /// passes while passes fail (it never delays a reaction to a change while they succeed).
+    /// [`RouteSyncMode::EventDriven`], the first retry delay after a failed pass and, while passes fail, the
+    /// minimum interval between passes (it never delays a reaction to a change while they succeed).
     #[educe(Default(expression = DEFAULT_ROUTE_RECONCILIATION_PERIOD))]
     pub route_reconciliation_period: Duration,
-    /// How long after a relevant Node change an event-driven pass starts (default 250 ms, see
-    /// [`DEFAULT_EVENT_DEBOUNCE`]); changes within that window are batched into the same pass. It is measured
-    /// from the first change, so a steady stream of changes cannot postpone a pass. Capped at
-    /// `route_reconciliation_period`; zero starts a pass at once. Ignored in [`RouteSyncMode::Periodic`].
+    /// How long after a relevant Node change an event-driven pass starts, however recently the last pass ran
+    /// ([`DEFAULT_EVENT_DEBOUNCE`]); changes within that window share the pass. Measured from the first change, so
+    /// a steady stream of changes cannot postpone a pass. Capped at `route_reconciliation_period`; zero starts a
+    /// pass at once. Ignored in [`RouteSyncMode::Periodic`].
     #[educe(Default(expression = DEFAULT_EVENT_DEBOUNCE))]
     pub event_debounce: Duration,
     /// How passes are triggered (default [`RouteSyncMode::EventDriven`] with a 5 minute resync).
     pub sync_mode: RouteSyncMode,
-    /// The cap of the exponential retry backoff after a failed pass in event-driven mode (default 5 minutes).
+    /// The cap of the exponential retry backoff after a failed event-driven pass (default 5 minutes).
     #[educe(Default(expression = DEFAULT_MAX_RETRY_BACKOFF))]
     pub max_retry_backoff: Duration,
     /// Cloud route operations (creates and deletes together) in flight at once (default 200).
@@ -208,11 +195,9 @@ impl Config {
 }
 
 /// Parse `--cluster-cidr`: one CIDR, or a dual-stack pair separated by a comma (Go: `processCIDRs` plus the
-/// dual-stack checks of `startRouteController`).
-///
-/// Whitespace around the value and around each entry is ignored; host bits are cleared
-/// (`10.244.1.0/16` → `10.244.0.0/16`, as Go's `ParseCIDR` does). Errors: an empty value or entry, an entry that
-/// is not a CIDR, more than two CIDRs, two CIDRs of the same family.
+/// dual-stack checks of `startRouteController`). Whitespace around the value and each entry is ignored; host bits
+/// are cleared (`10.244.1.0/16` → `10.244.0.0/16`, as Go's `ParseCIDR` does). Errors: an empty value or entry, an
+/// entry that is not a CIDR, more than two CIDRs, two CIDRs of the same family.
 ///
 /// ```
 /// use ccm_routecontroller::parse_cluster_cidrs;

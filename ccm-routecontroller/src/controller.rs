@@ -37,11 +37,9 @@ pub const QUEUE_KEY: &str = "routes";
 /// How many `NetworkUnavailable` patches run at once.
 const CONDITION_WRITE_CONCURRENCY: usize = 16;
 
-/// The route controller (Go: `controllers/route.RouteController`): keeps one cloud route per Node and pod CIDR,
-/// deletes stale routes inside the cluster CIDRs, and maintains the Nodes' `NetworkUnavailable` condition.
-///
-/// Build it with [`RouteController::new`] (or through [`descriptor`](crate::descriptor) in a CCM binary) and run it
-/// with [`Controller::run`]. [`RouteController::reconcile`] runs a single pass.
+/// The route controller (Go: `controllers/route.RouteController`, see the [crate](crate) docs): build it with
+/// [`RouteController::new`] (or through [`descriptor`](crate::descriptor) in a CCM binary), run it with
+/// [`Controller::run`], or run a single pass with [`RouteController::reconcile`].
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -275,12 +273,10 @@ impl RouteController {
         }
     }
 
-    /// Merge the condition into `status.conditions` with a strategic merge patch on the status subresource.
-    ///
-    /// `NodeStatus.conditions` is a list keyed by `type` (patch strategy `merge`), so the API server replaces
-    /// only the `NetworkUnavailable` entry: the kubelet's conditions are never overwritten, and no
-    /// resourceVersion is needed (no conflicts with the kubelet's frequent heartbeats). This is the same write as
-    /// Go's `SetNodeCondition`.
+    /// Merge the condition into `status.conditions` with a strategic merge patch on the status subresource (Go:
+    /// `SetNodeCondition`): the list is keyed by `type`, so only the `NetworkUnavailable` entry is replaced, the
+    /// kubelet's conditions are never overwritten, and no resourceVersion is needed (no conflicts with the
+    /// kubelet's frequent heartbeats).
     async fn write_condition(&self, write: ConditionWrite) -> Result<(), Error> {
         let api: Api<Node> = Api::all(self.client.clone());
         let params = PatchParams {

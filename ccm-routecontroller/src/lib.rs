@@ -12,11 +12,9 @@
 //! - emits Warning `FailedToCreateRoute` events on Nodes (component `route_controller`) and counts passes in
 //!   `route_controller_route_sync_total`.
 //!
-//! Unlike the Go default, which lists every route from the cloud every 10 s forever, the default
-//! [`RouteSyncMode::EventDriven`] reconciles only when Nodes change, 250 ms after the change
-//! ([`Config::event_debounce`], which batches bursts) however recently the last pass ran, retries failures with
-//! backoff, and repairs drift with a slow full resync. The Go behaviour stays available as
-//! [`RouteSyncMode::Periodic`]. See `docs/route-controller.md`.
+//! Unlike the Go default ([`RouteSyncMode::Periodic`]: list every route from the cloud every 10 s, forever), the
+//! default [`RouteSyncMode::EventDriven`] reconciles only when Nodes change, 250 ms after the change, retries
+//! failures with backoff and repairs drift with a slow full resync. See `docs/route-controller.md`.
 //!
 //! The decisions are pure functions in [`mod@plan`] (what to delete, create and write) and [`filter`] (which Node
 //! changes matter); the kit's [`Debounced`](ccm_core::runtime::debounce::Debounced) decides when passes run;

@@ -1,9 +1,5 @@
-//! The route controller's decisions, as pure functions over Nodes, cloud routes and the cluster CIDRs.
-//!
-//! [`plan`] compares the cloud's routes with the Nodes' pod CIDRs and returns a [`RoutePlan`]: which routes to
-//! delete, which to create (and whether a create must wait for the deletes), and for which Nodes the
-//! `NetworkUnavailable` condition is managed. After the cloud calls, [`RoutePlan::condition_writes`] (built on
-//! [`desired_network_condition`]) says which conditions to write.
+//! The route controller's decisions, as pure functions over Nodes, cloud routes and the cluster CIDRs: [`plan`]
+//! before the cloud calls, [`RoutePlan::condition_writes`] after them.
 
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -132,7 +128,8 @@ impl RoutePlan {
         self.deletes.is_empty() && self.creates.is_empty()
     }
 
-    /// The conditions to write after the cloud calls, given the `(node, cidr)` creates that failed.
+    /// The conditions to write after the cloud calls ([`desired_network_condition`]), given the `(node, cidr)`
+    /// creates that failed.
     pub fn condition_writes(
         &self,
         failed_creates: &HashSet<(String, String)>,
@@ -160,14 +157,12 @@ pub fn node_pod_cidrs(node: &Node) -> Vec<String> {
     let Some(spec) = node.spec.as_ref() else {
         return Vec::new();
     };
-    let listed: Vec<&String> = spec.pod_cidrs.iter().flatten().collect();
-    let raw: Vec<&String> = if listed.is_empty() {
-        spec.pod_cidr.iter().collect()
-    } else {
-        listed
+    let raw = match spec.pod_cidrs.as_deref() {
+        Some(listed) if !listed.is_empty() => listed,
+        _ => spec.pod_cidr.as_slice(),
     };
     let mut seen = HashSet::new();
-    raw.into_iter()
+    raw.iter()
         .map(|c| c.trim())
         .filter(|c| !c.is_empty() && seen.insert(cidr_key(c)))
         .map(str::to_owned)
@@ -208,13 +203,10 @@ pub fn same_addresses(a: &[NodeAddress], b: &[NodeAddress]) -> bool {
     a.len() == b.len() && sorted(a) == sorted(b)
 }
 
-/// The `NetworkUnavailable` condition to write, or `None` when the current one already has the right status
-/// **and** reason (Go 1.36: a condition with the right status but another reason, for example a CNI's, is
-/// overwritten).
-///
-/// `routes_created` gives `False`/`RouteCreated`, otherwise `True`/`NoRouteCreated`. `lastHeartbeatTime` is
-/// `now`; `lastTransitionTime` is `now` when the status changes (or there was no condition) and is kept when only
-/// the reason changes.
+/// The `NetworkUnavailable` condition to write: `False`/`RouteCreated` if `routes_created`, else
+/// `True`/`NoRouteCreated`; `None` when the current one already has that status **and** reason (Go 1.36: a
+/// condition with the right status but another reason, for example a CNI's, is overwritten). `lastHeartbeatTime`
+/// is `now`; `lastTransitionTime` is `now` when the status changes (or there was no condition), else kept.
 ///
 /// ```
 /// use ccm_routecontroller::plan::desired_network_condition;
@@ -249,11 +241,10 @@ pub fn desired_network_condition(
     {
         return None;
     }
-    let transition = match current {
-        Some(c) if c.status == status => c.last_transition_time.clone(),
-        _ => None,
-    }
-    .unwrap_or_else(|| now.clone());
+    let transition = current
+        .filter(|c| c.status == status)
+        .and_then(|c| c.last_transition_time.clone())
+        .unwrap_or_else(|| now.clone());
     Some(NodeCondition {
         type_: conditions::NETWORK_UNAVAILABLE.to_owned(),
         status: status.to_owned(),
@@ -283,8 +274,7 @@ fn network_unavailable(node: &Node) -> Option<NodeCondition> {
 ///   create waits for the delete.
 /// - Routes whose CIDR lies in a cluster CIDR ([`is_responsible_for_route`]) are deleted if they are blackholes
 ///   or no kept pod CIDR matches them. Routes outside the cluster CIDRs are never touched.
-/// - Every Node that has pod CIDRs or is the target of a listed route gets a [`NodeRoutes`] entry for its
-///   `NetworkUnavailable` condition.
+/// - Every Node that has pod CIDRs or is the target of a listed route gets a [`NodeRoutes`] entry.
 ///
 /// ```
 /// use ccm_core::Route;

@@ -20,24 +20,6 @@ pub(crate) enum ProviderIdLookup {
 /// [`InstanceLookup::Skip`] → the node controller skips the node on purpose, as Go does for nil metadata.
 pub(crate) type MetadataResult = Result<InstanceLookup, Error>;
 
-/// The node's addresses for the periodic sync, or the provider's reason to skip the node.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum AddressLookup {
-    /// The cloud's addresses of the node.
-    Found(Vec<NodeAddress>),
-    /// The provider skips this node on purpose ([`InstanceLookup::Skip`]), for this reason.
-    Skip(String),
-}
-
-impl From<InstanceLookup> for AddressLookup {
-    fn from(lookup: InstanceLookup) -> Self {
-        match lookup {
-            InstanceLookup::Found(meta) => AddressLookup::Found(meta.node_addresses),
-            InstanceLookup::Skip { reason } => AddressLookup::Skip(reason),
-        }
-    }
-}
-
 /// Wraps a cloud error of `operation` for `node`.
 pub(crate) fn cloud_err(node: &Node, operation: Operation) -> impl FnOnce(CloudError) -> Error {
     let node = node_name(node).to_owned();
@@ -48,8 +30,7 @@ pub(crate) fn cloud_err(node: &Node, operation: Operation) -> impl FnOnce(CloudE
     }
 }
 
-/// An InstancesV2 metadata answer as initialization uses it: the providerID filled in from the node's own
-/// when the provider left it empty, and an error when neither has one.
+/// An InstancesV2 metadata answer as initialization uses it: [`fill_provider_id`], or [`Error::MissingProviderId`].
 pub(crate) fn complete(node: &Node, lookup: InstanceLookup) -> MetadataResult {
     match lookup {
         InstanceLookup::Skip { reason } => Ok(InstanceLookup::Skip { reason }),

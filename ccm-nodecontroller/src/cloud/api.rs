@@ -42,39 +42,32 @@ impl std::fmt::Debug for CloudInstances {
 }
 
 impl CloudInstances {
-    /// The instance API of `provider`, or `None` if it has neither InstancesV2 nor Instances. Every call fails
-    /// with [`CloudError::Timeout`](ccm_core::CloudError::Timeout) after `timeout`
-    /// ([`InterceptedProvider::with_call_timeout`]).
-    pub(crate) fn from_provider(
-        provider: &Arc<dyn CloudProvider>,
-        timeout: Duration,
-    ) -> Option<Self> {
-        let timed =
-            Arc::new(InterceptedProvider::new(Arc::clone(provider)).with_call_timeout(timeout));
-        let api = if let Some(v2) = Arc::clone(&timed).instances_v2() {
-            Api::V2(v2)
-        } else {
-            Api::V1 {
-                instances: Arc::clone(&timed).instances()?,
-                zones: timed.zones(),
-            }
-        };
-        Some(CloudInstances {
-            api,
-            provider_name: provider.provider_name().to_owned(),
-            timeout,
-        })
-    }
-
-    /// The instance API `controller` needs: InstancesV2 or Instances, else [`Error::InstancesUnsupported`].
+    /// The instance API `controller` needs: InstancesV2, or else Instances; neither is
+    /// [`Error::InstancesUnsupported`]. Every call fails with [`CloudError::Timeout`](ccm_core::CloudError::Timeout)
+    /// after `timeout` ([`InterceptedProvider::with_call_timeout`]).
     pub(crate) fn for_controller(
         provider: &Arc<dyn CloudProvider>,
         timeout: Duration,
         controller: &'static str,
     ) -> Result<Self, Error> {
-        Self::from_provider(provider, timeout).ok_or_else(|| Error::InstancesUnsupported {
+        let timed =
+            Arc::new(InterceptedProvider::new(Arc::clone(provider)).with_call_timeout(timeout));
+        let unsupported = || Error::InstancesUnsupported {
             provider: provider.provider_name().to_owned(),
             controller,
+        };
+        let api = if let Some(v2) = Arc::clone(&timed).instances_v2() {
+            Api::V2(v2)
+        } else {
+            Api::V1 {
+                instances: Arc::clone(&timed).instances().ok_or_else(unsupported)?,
+                zones: timed.zones(),
+            }
+        };
+        Ok(CloudInstances {
+            api,
+            provider_name: provider.provider_name().to_owned(),
+            timeout,
         })
     }
 

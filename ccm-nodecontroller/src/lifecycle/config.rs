@@ -29,8 +29,7 @@ pub const DEFAULT_CONCURRENCY: usize = 10;
 /// assert_eq!(go_compatible.node_monitor_period, Duration::from_secs(5));
 /// ```
 ///
-/// Every field has a setter `with_<field>`, derived with `getset`. `Default` is derived with `educe` from the value
-/// at each field (a field without one takes its type's default).
+/// Every field has a setter `with_<field>` (`getset`); `Default` (`educe`) takes the default each field names.
 #[derive(Debug, Clone, PartialEq, Eq, getset::WithSetters, educe::Educe)]
 #[educe(Default)]
 #[getset(set_with = "pub")]

@@ -23,14 +23,12 @@ use crate::patch::{self, shutdown_taint, with_taint};
 #[strum(parse_err_ty = ParseNodeOwnershipError, parse_err_fn = unknown_ownership)]
 #[non_exhaustive]
 pub enum NodeOwnership {
-    /// Only nodes whose `spec.providerID` starts with `<provider name>://` (the default).
-    ///
-    /// Nodes with an **empty** providerID are not owned either: with InstancesV2 the cloud node controller never
-    /// initializes a node without a providerID, so such a node was not set up by this CCM (a node of another
-    /// CCM, a bare-metal or virtual-kubelet node, or a kubelet not started with `--cloud-provider=external`), and
-    /// a lookup by name could match an unrelated instance. The only cost is with a V1 provider whose
-    /// `instance_id` is not implemented: its nodes have no providerID, so they get no lifecycle handling (Go
-    /// cannot check them either: its providerID lookup fails for them every time).
+    /// Only nodes whose `spec.providerID` starts with `<provider name>://` (the default). Not a node with an
+    /// **empty** providerID: with InstancesV2 the cloud node controller never initializes one, so it was not set up
+    /// by this CCM (another CCM's, a bare-metal or virtual-kubelet node, a kubelet without
+    /// `--cloud-provider=external`), and a lookup by name could match an unrelated instance. The only cost: the
+    /// nodes of a V1 provider without `instance_id` have no providerID, so no lifecycle handling (Go cannot check
+    /// them either: its providerID lookup fails for them every time).
     #[default]
     ProviderIdPrefix,
     /// Every node, as in Go (the reference has no ownership rule).

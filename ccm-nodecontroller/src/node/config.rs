@@ -27,8 +27,7 @@ pub const DEFAULT_CONCURRENT_NODE_SYNCS: usize = 1;
 /// assert!(config.validate().is_ok());
 /// ```
 ///
-/// Every field has a setter `with_<field>`, derived with `getset`. `Default` is derived with `educe` from the value
-/// at each field (a field without one takes its type's default).
+/// Every field has a setter `with_<field>` (`getset`); `Default` (`educe`) takes the default each field names.
 #[derive(Debug, Clone, PartialEq, Eq, getset::WithSetters, educe::Educe)]
 #[educe(Default)]
 #[getset(set_with = "pub")]
@@ -47,10 +46,9 @@ pub struct Config {
     /// no limit, so one hung call blocks a worker forever.
     #[educe(Default(expression = DEFAULT_CLOUD_CALL_TIMEOUT))]
     pub cloud_call_timeout: Duration,
-    /// The most nodes waiting for initialization whose metadata one bulk call asks about (default
-    /// [`DEFAULT_INITIALIZATION_BATCH`]; 0 = off, one call per node as in Go). Used only with a provider that
-    /// answers bulk calls natively: see [`crate::prefetch`]. The runtime sets 0 when
-    /// `--cloud-instance-cache-ttl` is 0.
+    /// The most nodes waiting for initialization whose metadata one bulk call asks about, with a provider that
+    /// answers bulk calls natively (default [`DEFAULT_INITIALIZATION_BATCH`]; 0 = off, one call per node as in
+    /// Go; see [`crate::prefetch`]).
     #[educe(Default(expression = DEFAULT_INITIALIZATION_BATCH))]
     pub initialization_batch: usize,
 }
@@ -58,10 +56,9 @@ pub struct Config {
 impl Config {
     /// How many nodes the periodic address sync handles at once.
     pub fn status_update_workers(&self) -> usize {
-        if self.concurrent_node_status_updates == 0 {
-            self.concurrent_node_syncs
-        } else {
-            self.concurrent_node_status_updates
+        match self.concurrent_node_status_updates {
+            0 => self.concurrent_node_syncs,
+            workers => workers,
         }
     }
 
