@@ -25,7 +25,7 @@ use super::vendor::VendorSpec;
 use super::{CcmStatus, RunError, StartupError};
 use crate::client::user_agent_prefix;
 use crate::controllers::ControllerCatalog;
-use crate::options::{CcmOptions, Settings, ValidationError};
+use crate::options::{CcmOptions, Settings, invalid};
 use crate::webhook::{WebhookContext, WebhookDescriptor};
 
 /// The client name (user agent suffix) of the webhooks' Kubernetes client.
@@ -332,10 +332,7 @@ impl CcmBuilder {
             None
         };
         if let Some(reason) = reason {
-            errors.push(ValidationError::Invalid {
-                setting: "cloud-provider",
-                reason,
-            });
+            errors.push(invalid("cloud-provider", reason));
         }
         // The controllers this binary knows under `options`, in start order.
         let mut descriptors = match self.default_controllers {

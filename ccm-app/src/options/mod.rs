@@ -50,6 +50,7 @@ pub use parse::{
 };
 pub(crate) use parse::{parse_go_bool, parse_operation_limit};
 pub use validate::ValidationError;
+pub(crate) use validate::invalid;
 
 /// Go's default of `--kube-api-qps` (the CCM's override of the generic 50): the limit when the flag is unset and
 /// the API server does not run API Priority and Fairness, or when only `--kube-api-burst` is set.
