@@ -13,7 +13,7 @@
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use serde_json::{Value, json};
 
-use super::{ManifestOptions, binding, ccm_account, events_rule, fill, template};
+use super::{ManifestOptions, binding, events_rule, fill, template};
 use crate::service_accounts::SERVICE_ACCOUNT_NAMESPACE;
 
 /// The prefix of the controllers' ClusterRoles (Go's bootstrap controller roles).
@@ -96,8 +96,8 @@ pub fn controller_cluster_role_bindings(options: &ManifestOptions) -> Vec<Cluste
     generated_accounts(options)
         .map(|account| {
             let name = format!("{CONTROLLER_ROLE_PREFIX}{account}");
-            let subject = (account, SERVICE_ACCOUNT_NAMESPACE);
-            binding(options, (&name, None), ("ClusterRole", &name), subject)
+            let subject = Some((account, SERVICE_ACCOUNT_NAMESPACE));
+            binding(options, (&name, None), &name, subject)
         })
         .collect()
 }
@@ -116,12 +116,11 @@ pub fn token_requester_role(options: &ManifestOptions) -> Role {
 /// The RoleBinding of the CCM's ServiceAccount to [`token_requester_role`].
 pub fn token_requester_role_binding(options: &ManifestOptions) -> RoleBinding {
     let name = token_role_name(options);
-    let namespace = Some(SERVICE_ACCOUNT_NAMESPACE);
     binding(
         options,
-        (&name, namespace),
-        ("Role", &name),
-        ccm_account(options),
+        (&name, Some(SERVICE_ACCOUNT_NAMESPACE)),
+        &name,
+        None,
     )
 }
 
