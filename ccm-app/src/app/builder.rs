@@ -400,15 +400,7 @@ impl CcmBuilder {
                 return ExitCode::from(err.exit_code());
             }
         };
-        let split_stream = match options.logging_format {
-            crate::options::LogFormat::Json => options.log_json_split_stream,
-            crate::options::LogFormat::Text => options.log_text_split_stream,
-        };
-        crate::logging::init_with_split_stream(
-            options.verbosity,
-            options.logging_format,
-            split_stream,
-        );
+        crate::logging::init(&options);
         let shutdown = CancellationToken::new();
         let signals = tokio::spawn(handle_signals(shutdown.clone()));
         let command = self.command_name.clone();

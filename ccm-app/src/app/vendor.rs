@@ -20,20 +20,18 @@ use crate::options::Settings;
 pub const VENDOR_HELP_HEADING: &str = "Cloud provider (vendor flags)";
 
 type AnyValue = Arc<dyn Any + Send + Sync>;
-type ParseArgs = fn(&ArgMatches) -> Result<AnyValue, clap::Error>;
-type ParseFile = fn(&str, &str, &str) -> Result<(Settings, AnyValue), ConfigFileError>;
 
 #[derive(Debug)]
 struct ArgsSpec {
     type_name: &'static str,
     augment: fn(Command) -> Command,
-    parse: ParseArgs,
+    parse: fn(&ArgMatches) -> Result<AnyValue, clap::Error>,
 }
 
 #[derive(Debug)]
 struct ConfigSpec {
     section: String,
-    parse: ParseFile,
+    parse: fn(&str, &str, &str) -> Result<(Settings, AnyValue), ConfigFileError>,
     default: fn() -> AnyValue,
 }
 

@@ -1,9 +1,6 @@
-//! The rules settings must follow, checked before anything starts: [`CcmOptions::validate`] and
-//! [`ValidationError`].
-//!
-//! The rules are written out here rather than declared with each setting: several span settings (the leader
-//! election timings, the TLS pair, the cloud budget), and the order in which violations are reported is part of the
-//! output.
+//! The rules settings must follow, checked before anything starts ([`CcmOptions::validate`], [`ValidationError`]),
+//! written out here rather than with each setting: several span settings (the leader election timings, the TLS
+//! pair, the cloud budget), and the order in which violations are reported is part of the output.
 
 use ccm_core::duration::format_go_duration;
 use ccm_leaderelection::Error as LeaderElectionError;
