@@ -444,7 +444,7 @@ pub fn render(options: &ManifestOptions) -> Vec<Manifest> {
             object(&token_requester_role_binding(options)),
         ])
         .collect();
-    let files = [
+    [
         (
             "serviceaccount.yaml",
             vec![object(&service_account(options))],
@@ -468,14 +468,13 @@ pub fn render(options: &ManifestOptions) -> Vec<Manifest> {
                 object(&validating_webhook_configuration(options)),
             ],
         ),
-    ];
-    files
-        .into_iter()
-        .map(|(file_name, objects)| Manifest {
-            file_name: file_name.to_owned(),
-            yaml: yaml_documents(&objects),
-        })
-        .collect()
+    ]
+    .into_iter()
+    .map(|(file_name, objects)| Manifest {
+        file_name: file_name.to_owned(),
+        yaml: yaml_documents(&objects),
+    })
+    .collect()
 }
 
 #[cfg(test)]

@@ -51,19 +51,16 @@ impl CcmOptions {
             self.cluster_name.is_empty() || !self.cluster_name.chars().any(char::is_control),
             invalid("cluster-name", "it contains control characters"),
         );
+        let always_allow = &self.authorization_always_allow_paths;
+        let always_allow = crate::auth::decide::AlwaysAllowPaths::parse(always_allow)
+            .err()
+            .map(|err| invalid("authorization-always-allow-paths", err.to_string()));
         crate::serving::PortFlags::secure(self)
             .validate()
             .into_iter()
             .chain(self.validate_serving_extras())
+            .chain(always_allow)
             .for_each(|error| check(false, error));
-        if let Err(err) =
-            crate::auth::decide::AlwaysAllowPaths::parse(&self.authorization_always_allow_paths)
-        {
-            check(
-                false,
-                invalid("authorization-always-allow-paths", err.to_string()),
-            );
-        }
         if let Some(ns) = &self.service_namespace {
             check(
                 ccm_core::syntax::dns_label(ns).is_ok(),
