@@ -293,7 +293,6 @@ settings! {
     /// and overrides the config file's `cloudApiOperationLimits`. Default: none.
     #[arg(long = "cloud-api-operation-limit", value_name = "OPERATION=QPS:BURST",
           value_parser = parse_operation_limit, help_heading = "Controllers (SDK additions)")]
-    // (explicit: a repeatable flag merged into cloudApiOperationLimits by add_operation_limits below)
     flag_only cloud_api_operation_limit: Vec<OperationLimit> => add_operation_limits,
 
     /// SDK addition: how long instance metadata answers (addresses, type, zone) are reused; concurrent identical
@@ -600,11 +599,10 @@ fn count(value: usize) -> i32 {
 /// `--cloud-api-operation-limit`: each flag adds to `cloudApiOperationLimits`, replacing the file's entry for the
 /// same operation.
 fn add_operation_limits(options: &mut CcmOptions, limits: &[OperationLimit]) {
-    for flag in limits {
-        options
-            .cloud_api_operation_limits
-            .insert(flag.operation.as_str().to_owned(), flag.limit);
-    }
+    let limits = limits
+        .iter()
+        .map(|flag| (flag.operation.as_str().to_owned(), flag.limit));
+    options.cloud_api_operation_limits.extend(limits);
 }
 
 impl CcmOptions {
@@ -623,9 +621,8 @@ impl CcmOptions {
             .with_qps(self.cloud_api_qps)
             .with_burst(self.cloud_api_burst);
         // by name, as the config file gives them: `validate` reports an unknown one
-        budget
-            .operations
-            .extend(self.cloud_api_operation_limits.clone());
+        let limits = self.cloud_api_operation_limits.clone();
+        budget.operations.extend(limits);
         budget
     }
 }
