@@ -138,10 +138,8 @@ impl ControllerCatalog {
         controllers
             .iter()
             .map(|entry| {
-                let (prefix, bare) = match entry.strip_prefix('-') {
-                    Some(bare) => ("-", bare),
-                    None => ("", entry.as_str()),
-                };
+                let bare = entry.strip_prefix('-').unwrap_or(entry);
+                let prefix = &entry[..entry.len() - bare.len()];
                 match self.aliases.get(bare) {
                     Some(canonical) => format!("{prefix}{canonical}"),
                     None => entry.clone(),

@@ -1,6 +1,5 @@
-//! The runtime's pieces, each built from its own option group by its own function: the Kubernetes clients, the
-//! provider stack (budget, interception, cache), the health checks, and leader election. [`super::builder`]'s
-//! `start` calls them in order and hands the results to the supervisor.
+//! The pieces `start` ([`super::builder`]) wires in order for the supervisor, each from its own option group: the
+//! Kubernetes clients, the provider stack (budget, interception, cache), the health checks, and leader election.
 
 use std::sync::{Arc, OnceLock};
 

@@ -43,8 +43,6 @@ struct Cli {
     settings: Settings,
 }
 
-type DescriptorFn = Arc<dyn Fn(&CcmOptions) -> ControllerDescriptor + Send + Sync>;
-
 /// The entry point of a cloud controller manager.
 ///
 /// ```no_run
@@ -91,7 +89,7 @@ pub struct CcmBuilder {
     registry: Arc<ProviderRegistry>,
     default_controllers: bool,
     #[educe(Debug(ignore))]
-    controllers: Vec<DescriptorFn>,
+    controllers: Vec<Arc<dyn Fn(&CcmOptions) -> ControllerDescriptor + Send + Sync>>,
     defaults: CcmOptions,
     command_name: String,
     version: String,
