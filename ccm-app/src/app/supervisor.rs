@@ -429,18 +429,12 @@ fn client_name(controller: &str) -> &str {
 }
 
 /// The informer scope of `--node-selector`, `--service-selector`, `--service-namespace`.
-fn scope_of(options: &CcmOptions) -> InformerScope {
+fn scope_of(o: &CcmOptions) -> InformerScope {
     let mut scope = InformerScope::all();
-    if let Some(selector) = &options.node_selector {
-        scope = scope.with_node_selector(selector.clone());
-    }
-    if let Some(selector) = &options.service_selector {
-        scope = scope.with_service_selector(selector.clone());
-    }
-    match &options.service_namespace {
-        Some(namespace) => scope.with_service_namespace(namespace.clone()),
-        None => scope,
-    }
+    scope.node_selector.clone_from(&o.node_selector);
+    scope.service_selector.clone_from(&o.service_selector);
+    scope.service_namespace.clone_from(&o.service_namespace);
+    scope
 }
 
 /// `interval` stretched by a random factor in [1, 2) (Go: `wait.Jitter(interval, 1.0)`).
