@@ -1,9 +1,6 @@
-//! `controller-rbac.yaml`: the RBAC of `--use-service-account-credentials` (ccm-app's `service_accounts` module).
-//!
-//! One ClusterRole per controller, named as Go's controller roles (`system:controller:<account>`), bound to the
-//! controller's ServiceAccount in `kube-system`; and a Role in `kube-system` that lets the CCM's own
-//! ServiceAccount create those accounts and request their tokens. Informers stay on the CCM's own identity, so
-//! the controllers' roles hold only what the controllers read directly and write.
+//! `controller-rbac.yaml`, the RBAC of `--use-service-account-credentials` (ccm-app's `service_accounts` module), as
+//! the `deploy` module describes it; the ClusterRoles are named as Go's controller roles. Informers stay on the
+//! CCM's own identity, so the controllers' roles hold only what the controllers read directly and write.
 //!
 //! `service-controller` and `route-controller` are not generated: every API server with RBAC already has
 //! `system:controller:service-controller` and `system:controller:route-controller`, bound to those accounts in

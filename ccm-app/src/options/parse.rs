@@ -66,9 +66,9 @@ pub(crate) fn parse_operation_limit(value: &str) -> Result<OperationLimit, Strin
     })
 }
 
-/// `--kube-api-qps` / `--kube-api-burst`: a number, or `auto` (the default, the flag not given): the runtime
-/// decides at start from whether the API server runs API Priority and Fairness (`crate::client::KubeApiLimits`).
-/// Written on the command line and in the config file as a number or the word `auto`.
+/// `--kube-api-qps` / `--kube-api-burst`, on the command line and in the config file: a number, or `auto` (the
+/// default, the flag not given): the runtime decides at start from whether the API server runs API Priority and
+/// Fairness (`crate::client::KubeApiLimits`).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum KubeApiLimit<T> {
     /// Not set: decided at start (no client-side limit with APF, Go's 20/30 without).
