@@ -528,16 +528,13 @@ impl CcmBuilder {
         .map_err(StartupError::Webhook)?;
         let identity = instance_name();
         let events = EventSink::new().with_metrics(&metrics);
+        let reload_client = clients.factory.client("cloud-config-reload");
         start_reload_watcher(
             reload_watch,
             stack.provider.clone(),
             &options,
             &background,
-            (
-                &events,
-                clients.factory.client("cloud-config-reload"),
-                &identity,
-            ),
+            (&events, reload_client, &identity),
             &metrics,
         );
         let informers_slot: Arc<OnceLock<SharedInformers>> = Arc::default();
