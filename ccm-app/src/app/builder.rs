@@ -43,6 +43,8 @@ struct Cli {
     settings: Settings,
 }
 
+type DescriptorFn = Arc<dyn Fn(&CcmOptions) -> ControllerDescriptor + Send + Sync>;
+
 /// The entry point of a cloud controller manager.
 ///
 /// ```no_run
@@ -89,7 +91,7 @@ pub struct CcmBuilder {
     registry: Arc<ProviderRegistry>,
     default_controllers: bool,
     #[educe(Debug(ignore))]
-    controllers: Vec<Arc<dyn Fn(&CcmOptions) -> ControllerDescriptor + Send + Sync>>,
+    controllers: Vec<DescriptorFn>,
     defaults: CcmOptions,
     command_name: String,
     version: String,

@@ -20,6 +20,7 @@ use crate::options::Settings;
 pub const VENDOR_HELP_HEADING: &str = "Cloud provider (vendor flags)";
 
 type AnyValue = Arc<dyn Any + Send + Sync>;
+type ParseFile = fn(&str, &str, &str) -> Result<(Settings, AnyValue), ConfigFileError>;
 
 #[derive(Debug)]
 struct ArgsSpec {
@@ -31,7 +32,7 @@ struct ArgsSpec {
 #[derive(Debug)]
 struct ConfigSpec {
     section: String,
-    parse: fn(&str, &str, &str) -> Result<(Settings, AnyValue), ConfigFileError>,
+    parse: ParseFile,
     default: fn() -> AnyValue,
 }
 
