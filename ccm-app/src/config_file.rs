@@ -78,16 +78,14 @@ pub enum ConfigFileError {
 
 /// Remove a trailing ` at line L, column C` (the location is reported separately).
 fn strip_location(message: &str) -> String {
-    if let Some(at) = message.rfind(" at line ") {
-        let tail = &message[at + " at line ".len()..];
-        if tail
-            .chars()
-            .all(|c| c.is_ascii_digit() || c == ',' || c == ' ' || "column".contains(c))
-        {
-            return message[..at].to_owned();
-        }
+    let location = |tail: &str| {
+        tail.chars()
+            .all(|c| c.is_ascii_digit() || ", column".contains(c))
+    };
+    match message.rsplit_once(" at line ") {
+        Some((head, tail)) if location(tail) => head.to_owned(),
+        _ => message.to_owned(),
     }
-    message.to_owned()
 }
 
 fn is_blank(yaml: &str) -> bool {
@@ -159,23 +157,16 @@ fn classify(
     }
 }
 
-/// Parse config-file YAML; `origin` (usually the file name) is named in every error. An empty document means no
-/// settings.
-///
-/// # Errors
-///
-/// [`ConfigFileError`] naming the origin, the key and, when known, the line and column.
+/// Parse config-file YAML (an empty document means no settings); a [`ConfigFileError`] names `origin` (usually the
+/// file name), the key and, when known, the line and column.
 pub fn parse_config_str(yaml: &str, origin: &str) -> Result<Settings, ConfigFileError> {
     parse_config_with_section::<serde::de::IgnoredAny>(yaml, origin, None)
         .map(|(settings, _)| settings)
 }
 
 /// Parse config-file YAML that may hold the vendor's own section under the top-level key `section`, deserialized
-/// into `T` (`None` when the file has no such section). The other keys are the runtime's settings.
-///
-/// # Errors
-///
-/// As [`parse_config_str`]; a bad key or value inside the section names the section.
+/// into `T` (`None` when the file has no such section); the other keys are the runtime's settings. Errors as
+/// [`parse_config_str`]'s; a bad key or value inside the section names the section.
 pub fn parse_config_with_section<T: DeserializeOwned>(
     yaml: &str,
     origin: &str,
@@ -275,11 +266,7 @@ impl<'de, A: MapAccess<'de>, T: DeserializeOwned> MapAccess<'de> for WithoutSect
     }
 }
 
-/// The text of the config file at `path`.
-///
-/// # Errors
-///
-/// [`ConfigFileError::Read`] if the file cannot be read.
+/// The text of the config file at `path`, or [`ConfigFileError::Read`].
 pub fn read_config_file(path: &Path) -> Result<String, ConfigFileError> {
     std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read {
         path: path.to_owned(),

@@ -83,10 +83,7 @@ fn check_name(name: &str) -> Result<(), CatalogError> {
 }
 
 impl ControllerCatalog {
-    /// The catalog of `entries`, in order: each a controller's name, its aliases and whether `*` leaves it off.
-    ///
-    /// # Errors
-    ///
+    /// The catalog of `entries`, in order: each a controller's name, its aliases and whether `*` leaves it off; a
     /// [`CatalogError`] for a duplicate or unusable name or alias.
     pub fn new<'a, S: AsRef<str> + 'a>(
         entries: impl IntoIterator<Item = (&'a str, &'a [S], bool)>,
@@ -114,11 +111,7 @@ impl ControllerCatalog {
         Ok(catalog)
     }
 
-    /// The catalog of these descriptors, in order.
-    ///
-    /// # Errors
-    ///
-    /// [`CatalogError`] for a duplicate or unusable name or alias.
+    /// The catalog of these descriptors, in order (errors as [`new`](Self::new)).
     pub fn from_descriptors(descriptors: &[ControllerDescriptor]) -> Result<Self, CatalogError> {
         Self::new(
             descriptors
@@ -145,10 +138,8 @@ impl ControllerCatalog {
         controllers
             .iter()
             .map(|entry| {
-                let (prefix, bare) = match entry.strip_prefix('-') {
-                    Some(bare) => ("-", bare),
-                    None => ("", entry.as_str()),
-                };
+                let bare = entry.strip_prefix('-').unwrap_or(entry);
+                let prefix = &entry[..entry.len() - bare.len()];
                 match self.aliases.get(bare) {
                     Some(canonical) => format!("{prefix}{canonical}"),
                     None => entry.clone(),
@@ -157,11 +148,8 @@ impl ControllerCatalog {
             .collect()
     }
 
-    /// Check that every entry (other than `*`) names a known controller or alias, with or without `-`.
-    ///
-    /// # Errors
-    ///
-    /// [`UnknownControllers`] listing every unknown name, as the Go reference reports them.
+    /// Check that every entry (other than `*`) names a known controller or alias, with or without `-`; else
+    /// [`UnknownControllers`] lists every unknown name, as the Go reference reports them.
     pub fn validate(&self, controllers: &[String]) -> Result<(), UnknownControllers> {
         let names: Vec<String> = controllers
             .iter()
@@ -176,11 +164,8 @@ impl ControllerCatalog {
         }
     }
 
-    /// The canonical names that run under `controllers`, in registration order.
-    ///
-    /// # Errors
-    ///
-    /// [`UnknownControllers`] if the list names unknown controllers.
+    /// The canonical names that run under `controllers`, in registration order ([`UnknownControllers`] if the list
+    /// names unknown controllers).
     pub fn enabled(&self, controllers: &[String]) -> Result<Vec<String>, UnknownControllers> {
         self.validate(controllers)?;
         let canonical = self.canonicalize(controllers);

@@ -19,6 +19,7 @@ use ccm_routecontroller::RouteSyncMode;
 
 use crate::options::{
     CcmOptions, NodeOwnershipOption, RouteSyncModeOption, ServiceTakeoverOption, ValidationError,
+    invalid,
 };
 
 fn count(value: i32) -> usize {
@@ -151,8 +152,8 @@ pub(crate) fn violations(options: &CcmOptions) -> Vec<(&'static str, ValidationE
         ),
         (NODE_ROUTE, route_config(options).violations()),
     ] {
-        for invalid in violations {
-            let error = match (flag(options, invalid.setting), &invalid.rule) {
+        for violation in violations {
+            let error = match (flag(options, violation.setting), &violation.rule) {
                 (Some((setting, value)), Rule::Positive) => ValidationError::NotPositive {
                     setting,
                     value: i64::from(value),
@@ -160,14 +161,8 @@ pub(crate) fn violations(options: &CcmOptions) -> Vec<(&'static str, ValidationE
                 (Some((setting, _)), Rule::NonZeroDuration) => {
                     ValidationError::ZeroDuration { setting }
                 }
-                (Some((setting, _)), _) => ValidationError::Invalid {
-                    setting,
-                    reason: invalid.to_string(),
-                },
-                (None, _) => ValidationError::Invalid {
-                    setting: "controllers",
-                    reason: format!("{controller}: {invalid}"),
-                },
+                (Some((setting, _)), _) => invalid(setting, violation.to_string()),
+                (None, _) => invalid("controllers", format!("{controller}: {violation}")),
             };
             // once only: the node controllers share --cloud-call-timeout
             if !found.iter().any(|(_, known)| *known == error) {
@@ -213,10 +208,7 @@ pub(crate) fn validate(options: &CcmOptions, enabled: &[String]) -> Vec<Validati
     if checked(names::controllers::NODE_ROUTE)
         && let Err(err) = route_config(options).cluster_cidrs()
     {
-        errors.push(ValidationError::Invalid {
-            setting: "cluster-cidr",
-            reason: err.to_string(),
-        });
+        errors.push(invalid("cluster-cidr", err.to_string()));
     }
     errors.extend(
         violations(options)

@@ -18,9 +18,6 @@
 //! ServiceAccount create those accounts and request their tokens. Admission webhooks need `WEBHOOK_FILE` as well
 //! (`webhook`): a Service in front of the webhook port and a sample `ValidatingWebhookConfiguration`.
 //!
-//! The objects are written as data, in `deploy/objects.yaml` (one template per object, read into its k8s-openapi
-//! type); the module fills in the names and lists the options decide.
-//!
 //! ```
 //! use ccm_app::deploy::{ManifestOptions, render};
 //!
@@ -267,7 +264,8 @@ pub fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
     }
 }
 
-/// The objects of the manifests as data: one template per object (see the file's header).
+/// The objects of the manifests as data: one template per object, read into its k8s-openapi type, with the names
+/// and lists the options decide filled in (see the file's header).
 const OBJECTS: &str = include_str!("deploy/objects.yaml");
 
 /// The template `key` of `objects.yaml` as JSON, its `$key` strings not yet filled in.
@@ -309,18 +307,19 @@ fn events_rule() -> PolicyRule {
     serde_json::from_value(template("eventsRule")).expect("eventsRule is a PolicyRule")
 }
 
-/// The binding `name` (in `namespace`; `None`: a ClusterRoleBinding) of the ServiceAccount `subject` (name,
-/// namespace) to the `role_kind` (`Role` or `ClusterRole`) named `role`.
+/// The binding `name` of the ServiceAccount `subject` (name, namespace; `None`: the CCM's own): in `namespace`, a
+/// RoleBinding to the Role `role` there; without one, a ClusterRoleBinding to the ClusterRole `role`.
 fn binding<K: DeserializeOwned>(
     options: &ManifestOptions,
     (name, namespace): (&str, Option<&str>),
-    (role_kind, role): (&str, &str),
-    (subject, subject_namespace): (&str, &str),
+    role: &str,
+    subject: Option<(&str, &str)>,
 ) -> K {
+    let (subject, subject_namespace) = subject.unwrap_or((&options.name, &options.namespace));
     let values = json!({
         "bindingName": name,
         "bindingNamespace": namespace,
-        "roleKind": role_kind,
+        "roleKind": if namespace.is_some() { "Role" } else { "ClusterRole" },
         "roleName": role,
         "subjectName": subject,
         "subjectNamespace": subject_namespace,
@@ -338,20 +337,10 @@ pub fn cluster_role(options: &ManifestOptions) -> ClusterRole {
     fill(options, "clusterRole", Value::Null)
 }
 
-/// The ServiceAccount of the CCM itself as a binding's subject (name, namespace).
-fn ccm_account(options: &ManifestOptions) -> (&str, &str) {
-    (&options.name, &options.namespace)
-}
-
 /// The ClusterRoleBinding of the ServiceAccount.
 pub fn cluster_role_binding(options: &ManifestOptions) -> ClusterRoleBinding {
     let name = &options.cluster_role_name;
-    binding(
-        options,
-        (name, None),
-        ("ClusterRole", name),
-        ccm_account(options),
-    )
+    binding(options, (name, None), name, None)
 }
 
 /// The Role on the Lease.
@@ -366,12 +355,11 @@ fn lease_role_name(options: &ManifestOptions) -> String {
 /// The RoleBinding of the ServiceAccount to the Lease Role.
 pub fn lease_role_binding(options: &ManifestOptions) -> RoleBinding {
     let name = lease_role_name(options);
-    let namespace = Some(options.lease_namespace.as_str());
     binding(
         options,
-        (&name, namespace),
-        ("Role", &name),
-        ccm_account(options),
+        (&name, Some(&options.lease_namespace)),
+        &name,
+        None,
     )
 }
 
@@ -380,8 +368,12 @@ pub fn lease_role_binding(options: &ManifestOptions) -> RoleBinding {
 pub fn authentication_reader_binding(options: &ManifestOptions) -> RoleBinding {
     let name = format!("{}:authentication-reader", options.name);
     let namespace = Some(AUTHENTICATION_CONFIGMAP_NAMESPACE);
-    let role = ("Role", AUTHENTICATION_READER_ROLE);
-    binding(options, (&name, namespace), role, ccm_account(options))
+    binding(
+        options,
+        (&name, namespace),
+        AUTHENTICATION_READER_ROLE,
+        None,
+    )
 }
 
 /// The common arguments, then `options.args`.
@@ -452,7 +444,7 @@ pub fn render(options: &ManifestOptions) -> Vec<Manifest> {
             object(&token_requester_role_binding(options)),
         ])
         .collect();
-    let files = [
+    [
         (
             "serviceaccount.yaml",
             vec![object(&service_account(options))],
@@ -476,14 +468,13 @@ pub fn render(options: &ManifestOptions) -> Vec<Manifest> {
                 object(&validating_webhook_configuration(options)),
             ],
         ),
-    ];
-    files
-        .into_iter()
-        .map(|(file_name, objects)| Manifest {
-            file_name: file_name.to_owned(),
-            yaml: yaml_documents(&objects),
-        })
-        .collect()
+    ]
+    .into_iter()
+    .map(|(file_name, objects)| Manifest {
+        file_name: file_name.to_owned(),
+        yaml: yaml_documents(&objects),
+    })
+    .collect()
 }
 
 #[cfg(test)]

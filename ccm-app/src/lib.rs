@@ -61,13 +61,12 @@
 //! - the four standard controllers ([`CcmBuilder::with_default_controllers`]) and its own
 //!   ([`CcmBuilder::register_controller`], [`CcmBuilder::register_controller_with`]), selected with `--controllers`
 //!   under Go's rules;
-//! - its own flags and config-file section, handed to the async provider factory
-//!   ([`CcmBuilder::with_vendor_args`], [`CcmBuilder::with_vendor_config`]), and its defaults for the runtime's
-//!   settings ([`CcmBuilder::with_defaults`], [`CcmBuilder::with_default_provider`]);
-//! - admission webhooks served on their own HTTPS port ([`CcmBuilder::register_webhook`], [`webhook`]);
-//! - health checks on `/healthz`, `/livez` and `/readyz` ([`CcmBuilder::with_health_check`]);
-//! - reloading the provider's configuration without a restart (the provider's reload hook, called when
-//!   `--cloud-config` changes);
+//! - its own flags and config-file section, handed to the async provider factory ([`CcmBuilder::with_vendor_args`],
+//!   [`CcmBuilder::with_vendor_config`]), and its defaults for the runtime's settings ([`CcmBuilder::with_defaults`],
+//!   [`CcmBuilder::with_default_provider`]);
+//! - admission webhooks on their own HTTPS port ([`CcmBuilder::register_webhook`], [`webhook`]), health checks on
+//!   `/healthz`, `/livez` and `/readyz` ([`CcmBuilder::with_health_check`]), and the provider's reload hook, called
+//!   when `--cloud-config` changes (no restart);
 //! - embedding and tests: [`CcmBuilder::parse_args`], [`CcmBuilder::start`] and the [`RunningCcm`] it returns
 //!   (status, admin address, metrics), [`CcmBuilder::with_client`];
 //! - the manifests of a deployment ([`deploy`]) and the JSON schema of the config file ([`config_schema_json`]).

@@ -6,7 +6,7 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::fmt::writer::MakeWriterExt;
 
-use crate::options::LogFormat;
+use crate::options::{CcmOptions, LogFormat};
 
 /// Dependencies that are noisy at debug level; kept at `warn` unless `-v` is 8 or more.
 const QUIET_TARGETS: &[&str] = &[
@@ -35,16 +35,20 @@ pub fn filter_directive(verbosity: u8) -> String {
     directive
 }
 
-/// Install the global subscriber. `RUST_LOG`, when set and valid, replaces the `-v` mapping. Returns `false` if a
-/// subscriber was already installed (for example by a test harness or the vendor's `main`), which is kept. With `split_stream` (`--log-json-split-stream` / `--log-text-split-stream`) info, debug and trace
-/// lines go to standard output while warnings and errors stay on standard error.
-pub fn init_with_split_stream(verbosity: u8, format: LogFormat, split_stream: bool) -> bool {
+/// Install the global subscriber of `-v`, `--logging-format` and the split-stream flag of that format. `RUST_LOG`,
+/// when set and valid, replaces the `-v` mapping. Returns `false` if a subscriber was already installed (for example
+/// by a test harness or the vendor's `main`), which is kept.
+pub fn init(options: &CcmOptions) -> bool {
     use tracing_subscriber::fmt::writer::BoxMakeWriter;
+    let split_stream = match options.logging_format {
+        LogFormat::Json => options.log_json_split_stream,
+        LogFormat::Text => options.log_text_split_stream,
+    };
     let filter = std::env::var("RUST_LOG")
         .ok()
         .filter(|v| !v.trim().is_empty())
         .and_then(|v| EnvFilter::try_new(v).ok())
-        .unwrap_or_else(|| EnvFilter::new(filter_directive(verbosity)));
+        .unwrap_or_else(|| EnvFilter::new(filter_directive(options.verbosity)));
     let writer = if split_stream {
         BoxMakeWriter::new(split(std::io::stdout, std::io::stderr))
     } else {
@@ -54,7 +58,7 @@ pub fn init_with_split_stream(verbosity: u8, format: LogFormat, split_stream: bo
         .with_env_filter(filter)
         .with_ansi(!split_stream && std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(writer);
-    let result = match format {
+    let result = match options.logging_format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
         LogFormat::Text => builder.try_init(),
     };

@@ -8,8 +8,7 @@
 //! moment (mid-swap, deleted) is waited for; nothing is reloaded until every watched file reads.
 //!
 //! The decisions are pure functions ([`decide`], [`verdict`], [`event_of`]); [`run_watcher`] is the thin loop
-//! around them. Each outcome is logged, counted in `cloud_provider_config_reloads_total{result}` and recorded as
-//! an Event on the CCM's Pod (`$POD_NAME` in `$POD_NAMESPACE`), or on the leader-election Lease without them.
+//! around them, and [`observer`] logs, counts and records (as an Event, [`involved_object`]) each outcome.
 
 use std::collections::BTreeMap;
 use std::future::Future;

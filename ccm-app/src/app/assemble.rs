@@ -1,6 +1,5 @@
-//! The runtime's pieces, each built from its own option group by its own function: the Kubernetes clients, the
-//! provider stack (budget, interception, cache), the health checks, and leader election. [`super::builder`]'s
-//! `start` calls them in order and hands the results to the supervisor.
+//! The pieces `start` ([`super::builder`]) wires in order for the supervisor, each from its own option group: the
+//! Kubernetes clients, the provider stack (budget, interception, cache), the health checks, and leader election.
 
 use std::sync::{Arc, OnceLock};
 
@@ -20,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::{RunError, StartupError};
 use crate::client::{ClientFactory, KubeApiLimits, base_client, kube_config};
 use crate::health::{Endpoint, HealthChecks};
-use crate::options::{CcmOptions, ValidationError};
+use crate::options::{CcmOptions, invalid};
 use crate::service_accounts::without_credentials;
 
 /// The clients of the process: the factory of the named clients (its limits decided, its metrics not yet
@@ -87,12 +86,7 @@ pub(super) fn provider_stack(
     let budget = options.cloud_budget();
     tracing::info!(budget = %budget.describe(), "cloud-call budget");
     let limiter = RateLimitInterceptor::new(&budget, cloud_calls.clone())
-        .map_err(|e| {
-            StartupError::Invalid(vec![ValidationError::Invalid {
-                setting: "cloud-api-qps",
-                reason: e.to_string(),
-            }])
-        })?
+        .map_err(|e| StartupError::Invalid(vec![invalid("cloud-api-qps", e.to_string())]))?
         .with_metrics(metrics);
     // In front of the budget: an answer from the cache costs no budget and is not counted as a cloud call.
     let instance_cache =

@@ -25,7 +25,7 @@ use super::vendor::VendorSpec;
 use super::{CcmStatus, RunError, StartupError};
 use crate::client::user_agent_prefix;
 use crate::controllers::ControllerCatalog;
-use crate::options::{CcmOptions, Settings, ValidationError};
+use crate::options::{CcmOptions, Settings, invalid};
 use crate::webhook::{WebhookContext, WebhookDescriptor};
 
 /// The client name (user agent suffix) of the webhooks' Kubernetes client.
@@ -332,10 +332,7 @@ impl CcmBuilder {
             None
         };
         if let Some(reason) = reason {
-            errors.push(ValidationError::Invalid {
-                setting: "cloud-provider",
-                reason,
-            });
+            errors.push(invalid("cloud-provider", reason));
         }
         // The controllers this binary knows under `options`, in start order.
         let mut descriptors = match self.default_controllers {
@@ -403,15 +400,7 @@ impl CcmBuilder {
                 return ExitCode::from(err.exit_code());
             }
         };
-        let split_stream = match options.logging_format {
-            crate::options::LogFormat::Json => options.log_json_split_stream,
-            crate::options::LogFormat::Text => options.log_text_split_stream,
-        };
-        crate::logging::init_with_split_stream(
-            options.verbosity,
-            options.logging_format,
-            split_stream,
-        );
+        crate::logging::init(&options);
         let shutdown = CancellationToken::new();
         let signals = tokio::spawn(handle_signals(shutdown.clone()));
         let command = self.command_name.clone();
@@ -486,13 +475,8 @@ impl CcmBuilder {
         let (status_tx, status_rx) = watch::channel(CcmStatus::Starting);
 
         let agent_prefix = user_agent_prefix(&self.command_name, &self.version);
-        let mut clients = assemble::clients(
-            &options,
-            self.client,
-            self.service_account_connection,
-            &agent_prefix,
-        )
-        .await?;
+        let (client, connection) = (self.client, self.service_account_connection);
+        let mut clients = assemble::clients(&options, client, connection, &agent_prefix).await?;
         // With `--leader-elect`, no controller write, Event write or cloud call is sent unless the lease was
         // confirmed recently (see `ccm_core::fence`); without it the fence is always open.
         let fence = if options.leader_elect {
@@ -541,16 +525,13 @@ impl CcmBuilder {
         .map_err(StartupError::Webhook)?;
         let identity = instance_name();
         let events = EventSink::new().with_metrics(&metrics);
+        let reload_client = clients.factory.client("cloud-config-reload");
         start_reload_watcher(
             reload_watch,
             stack.provider.clone(),
             &options,
             &background,
-            (
-                &events,
-                clients.factory.client("cloud-config-reload"),
-                &identity,
-            ),
+            (&events, reload_client, &identity),
             &metrics,
         );
         let informers_slot: Arc<OnceLock<SharedInformers>> = Arc::default();

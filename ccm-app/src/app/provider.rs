@@ -93,13 +93,8 @@ pub(super) fn start_reload_watcher(
         );
         return;
     }
-    let regarding = involved_object(
-        pod_from_env(),
-        (
-            &options.leader_elect_resource_namespace,
-            &options.leader_elect_resource_name,
-        ),
-    );
+    let ns = &options.leader_elect_resource_namespace;
+    let regarding = involved_object(pod_from_env(), (ns, &options.leader_elect_resource_name));
     let recorder = events.recorder(
         events_client,
         names::components::CLOUD_CONTROLLER_MANAGER,

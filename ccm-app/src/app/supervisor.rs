@@ -243,17 +243,11 @@ impl Supervisor {
         let _ = self.informers_slot.set(informers.clone());
         // Answers kept from before this term may be stale; from now on Node events invalidate them.
         self.stack.instance_cache.clear();
-        tokio::spawn(
-            self.stack
-                .instance_cache
-                .clone()
-                .run_invalidator(informers.nodes().clone(), informers_token.clone()),
-        );
+        let (cache, nodes) = (self.stack.instance_cache.clone(), informers.nodes().clone());
+        tokio::spawn(cache.run_invalidator(nodes, informers_token.clone()));
 
-        let init = InitializeContext::new(
-            self.clients.factory.client("cloud-provider"),
-            controllers.clone(),
-        );
+        let provider_client = self.clients.factory.client("cloud-provider");
+        let init = InitializeContext::new(provider_client, controllers.clone());
         if let Err(err) = guarded!(self.stack.provider.initialize(init)) {
             return Outcome::Failed(RunError::Initialize(err));
         }
@@ -429,18 +423,12 @@ fn client_name(controller: &str) -> &str {
 }
 
 /// The informer scope of `--node-selector`, `--service-selector`, `--service-namespace`.
-fn scope_of(options: &CcmOptions) -> InformerScope {
+fn scope_of(o: &CcmOptions) -> InformerScope {
     let mut scope = InformerScope::all();
-    if let Some(selector) = &options.node_selector {
-        scope = scope.with_node_selector(selector.clone());
-    }
-    if let Some(selector) = &options.service_selector {
-        scope = scope.with_service_selector(selector.clone());
-    }
-    match &options.service_namespace {
-        Some(namespace) => scope.with_service_namespace(namespace.clone()),
-        None => scope,
-    }
+    scope.node_selector.clone_from(&o.node_selector);
+    scope.service_selector.clone_from(&o.service_selector);
+    scope.service_namespace.clone_from(&o.service_namespace);
+    scope
 }
 
 /// `interval` stretched by a random factor in [1, 2) (Go: `wait.Jitter(interval, 1.0)`).

@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 
 use super::StartupError;
 use crate::config_file::{
-    ConfigFileError, config_schema_json, parse_config_with_section, read_config_file,
+    ConfigFileError, parse_config_str, parse_config_with_section, read_config_file,
 };
 use crate::options::Settings;
 
@@ -20,14 +20,13 @@ use crate::options::Settings;
 pub const VENDOR_HELP_HEADING: &str = "Cloud provider (vendor flags)";
 
 type AnyValue = Arc<dyn Any + Send + Sync>;
-type ParseArgs = fn(&ArgMatches) -> Result<AnyValue, clap::Error>;
 type ParseFile = fn(&str, &str, &str) -> Result<(Settings, AnyValue), ConfigFileError>;
 
 #[derive(Debug)]
 struct ArgsSpec {
     type_name: &'static str,
     augment: fn(Command) -> Command,
-    parse: ParseArgs,
+    parse: fn(&ArgMatches) -> Result<AnyValue, clap::Error>,
 }
 
 #[derive(Debug)]
@@ -100,12 +99,8 @@ impl VendorSpec {
             }
         }
         if let Some(spec) = &self.config {
-            let schema: serde_json::Value =
-                serde_json::from_str(&config_schema_json()).unwrap_or_default();
-            let taken = schema
-                .get("properties")
-                .and_then(|p| p.get(&spec.section))
-                .is_some();
+            let schema = schemars::schema_for!(Settings);
+            let taken = schema.as_value()["properties"].get(&spec.section).is_some();
             if taken || spec.section.is_empty() {
                 clashes.push(format!(
                     "the vendor config section {:?} is the name of a runtime setting (or empty); choose another, \
@@ -128,7 +123,7 @@ impl VendorSpec {
         let text = read_config_file(path)?;
         let origin = path.display().to_string();
         match &self.config {
-            None => crate::config_file::parse_config_str(&text, &origin).map(|s| (s, None)),
+            None => parse_config_str(&text, &origin).map(|s| (s, None)),
             Some(spec) => (spec.parse)(&text, &origin, &spec.section).map(|(s, v)| (s, Some(v))),
         }
     }

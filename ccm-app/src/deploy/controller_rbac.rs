@@ -1,9 +1,6 @@
-//! `controller-rbac.yaml`: the RBAC of `--use-service-account-credentials` (ccm-app's `service_accounts` module).
-//!
-//! One ClusterRole per controller, named as Go's controller roles (`system:controller:<account>`), bound to the
-//! controller's ServiceAccount in `kube-system`; and a Role in `kube-system` that lets the CCM's own
-//! ServiceAccount create those accounts and request their tokens. Informers stay on the CCM's own identity, so
-//! the controllers' roles hold only what the controllers read directly and write.
+//! `controller-rbac.yaml`, the RBAC of `--use-service-account-credentials` (ccm-app's `service_accounts` module), as
+//! the `deploy` module describes it; the ClusterRoles are named as Go's controller roles. Informers stay on the
+//! CCM's own identity, so the controllers' roles hold only what the controllers read directly and write.
 //!
 //! `service-controller` and `route-controller` are not generated: every API server with RBAC already has
 //! `system:controller:service-controller` and `system:controller:route-controller`, bound to those accounts in
@@ -13,7 +10,7 @@
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use serde_json::{Value, json};
 
-use super::{ManifestOptions, binding, ccm_account, events_rule, fill, template};
+use super::{ManifestOptions, binding, events_rule, fill, template};
 use crate::service_accounts::SERVICE_ACCOUNT_NAMESPACE;
 
 /// The prefix of the controllers' ClusterRoles (Go's bootstrap controller roles).
@@ -96,8 +93,8 @@ pub fn controller_cluster_role_bindings(options: &ManifestOptions) -> Vec<Cluste
     generated_accounts(options)
         .map(|account| {
             let name = format!("{CONTROLLER_ROLE_PREFIX}{account}");
-            let subject = (account, SERVICE_ACCOUNT_NAMESPACE);
-            binding(options, (&name, None), ("ClusterRole", &name), subject)
+            let subject = Some((account, SERVICE_ACCOUNT_NAMESPACE));
+            binding(options, (&name, None), &name, subject)
         })
         .collect()
 }
@@ -116,12 +113,11 @@ pub fn token_requester_role(options: &ManifestOptions) -> Role {
 /// The RoleBinding of the CCM's ServiceAccount to [`token_requester_role`].
 pub fn token_requester_role_binding(options: &ManifestOptions) -> RoleBinding {
     let name = token_role_name(options);
-    let namespace = Some(SERVICE_ACCOUNT_NAMESPACE);
     binding(
         options,
-        (&name, namespace),
-        ("Role", &name),
-        ccm_account(options),
+        (&name, Some(SERVICE_ACCOUNT_NAMESPACE)),
+        &name,
+        None,
     )
 }
 

@@ -1,6 +1,5 @@
-//! The machinery behind the settings table in `options/mod.rs`: the `settings!` macro, which turns one declaration
-//! per setting into [`Settings`](super::Settings) and [`CcmOptions`](super::CcmOptions), and [`SettingValue`], the
-//! conversion between a setting's flag/file value and its resolved value.
+//! The machinery behind the settings table in `options/mod.rs`: the `settings!` macro, which turns it into
+//! [`Settings`](super::Settings) and [`CcmOptions`](super::CcmOptions), and the conversions of [`SettingValue`].
 
 use std::time::Duration;
 
@@ -51,9 +50,8 @@ impl SettingValue<Vec<String>> for Vec<String> {
 
 /// Declares every setting once and derives from the declarations:
 ///
-/// - [`Settings`](super::Settings): one `Option<Raw>` field per setting, carrying the declaration's doc comment
-///   (the `--help` text and the schema description) and its `#[arg]`/`#[serde]` attributes; the macro adds
-///   `#[serde(skip_serializing_if = "Option::is_none")]`;
+/// - [`Settings`](super::Settings): one `Option<Raw>` field per setting with the declaration's doc comment and
+///   `#[arg]`/`#[serde]` attributes, plus `#[serde(skip_serializing_if = "Option::is_none")]`;
 /// - [`CcmOptions`](super::CcmOptions): one resolved field per setting, and its `Default`;
 /// - `CcmOptions::apply` (a value given in the file or on the command line replaces the current one, as given or
 ///   through [`SettingValue::from_raw`]) and `CcmOptions::to_settings` (every setting, as it is or through

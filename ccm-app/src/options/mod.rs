@@ -1,17 +1,13 @@
 //! Settings: the command-line flags, the config file, and the resolved, validated [`CcmOptions`].
 //!
-//! Every setting is declared once, in the table below: its doc comment (the `--help` text and the JSON schema's
-//! description), its clap and serde attributes (flag name and config-file key), the type of its resolved value in
-//! [`CcmOptions`] (and, after `as`, the type its flag and config-file key are read as, when that differs), and its
-//! default. From the table follow [`Settings`], whose fields are all optional and which is parsed both from the
-//! command line (clap, Go flag names) and from the YAML config file given with `--config` (camelCase keys, unknown
-//! keys rejected); [`CcmOptions`] and its `Default` (the Go reference's defaults); [`CcmOptions::apply`], which
-//! overrides the settings a [`Settings`] sets; and [`CcmOptions::to_settings`], what `/configz` serves. Adding a
-//! setting is one declaration; [`CcmOptions::validate`] (`validate.rs`) holds the rules, and the controllers read
-//! the resolved values in ccm-app's `defaults` module.
-//!
-//! The effective options are `CcmOptions::default()`, overridden by the file, overridden by flags given explicitly
-//! on the command line.
+//! Every setting is declared once, in the table below (the forms: `settings!` in `define.rs`): its doc comment,
+//! ending with "Default: ...", is the `--help` text and the JSON schema's description; `#[arg]` gives flag name,
+//! value name, parser and help heading; `#[serde]` only renames a config-file key. From the table follow
+//! [`Settings`], all optional, parsed both from the command line (Go flag names) and from the YAML `--config` file
+//! (camelCase keys, unknown keys rejected); [`CcmOptions`] with the Go reference's defaults; [`CcmOptions::apply`];
+//! and [`CcmOptions::to_settings`], what `/configz` serves. [`CcmOptions::validate`] (`validate.rs`) holds the
+//! rules; the controllers read the resolved values in ccm-app's `defaults` module. The effective options are
+//! `CcmOptions::default()`, overridden by the file, overridden by flags given explicitly on the command line.
 //!
 //! ```
 //! use ccm_app::options::{CcmOptions, KubeApiLimit, Settings};
@@ -50,6 +46,7 @@ pub use parse::{
 };
 pub(crate) use parse::{parse_go_bool, parse_operation_limit};
 pub use validate::ValidationError;
+pub(crate) use validate::invalid;
 
 /// Go's default of `--kube-api-qps` (the CCM's override of the generic 50): the limit when the flag is unset and
 /// the API server does not run API Priority and Fairness, or when only `--kube-api-burst` is set.
@@ -57,9 +54,6 @@ pub(crate) const DEFAULT_KUBE_API_QPS: f32 = 20.0;
 /// Go's default of `--kube-api-burst` (the CCM's override of the generic 100), used as [`DEFAULT_KUBE_API_QPS`].
 pub(crate) const DEFAULT_KUBE_API_BURST: i32 = 30;
 
-// One declaration per setting (the forms: `settings!` in `define.rs`), in the order of `--help`, the schema and
-// `/configz`: the doc comment, ending with "Default: ...", is the --help text and the schema description;
-// `#[arg]` gives flag name, value name, parser and help heading; `#[serde]` only renames a config-file key.
 settings! {
     // ---- cloud provider ----
     /// The provider to use (the name it is registered under). Required unless the binary sets a default.
@@ -299,7 +293,6 @@ settings! {
     /// and overrides the config file's `cloudApiOperationLimits`. Default: none.
     #[arg(long = "cloud-api-operation-limit", value_name = "OPERATION=QPS:BURST",
           value_parser = parse_operation_limit, help_heading = "Controllers (SDK additions)")]
-    // (explicit: a repeatable flag merged into cloudApiOperationLimits by add_operation_limits below)
     flag_only cloud_api_operation_limit: Vec<OperationLimit> => add_operation_limits,
 
     /// SDK addition: how long instance metadata answers (addresses, type, zone) are reused; concurrent identical
@@ -606,11 +599,10 @@ fn count(value: usize) -> i32 {
 /// `--cloud-api-operation-limit`: each flag adds to `cloudApiOperationLimits`, replacing the file's entry for the
 /// same operation.
 fn add_operation_limits(options: &mut CcmOptions, limits: &[OperationLimit]) {
-    for flag in limits {
-        options
-            .cloud_api_operation_limits
-            .insert(flag.operation.as_str().to_owned(), flag.limit);
-    }
+    let limits = limits
+        .iter()
+        .map(|flag| (flag.operation.as_str().to_owned(), flag.limit));
+    options.cloud_api_operation_limits.extend(limits);
 }
 
 impl CcmOptions {
@@ -629,9 +621,8 @@ impl CcmOptions {
             .with_qps(self.cloud_api_qps)
             .with_burst(self.cloud_api_burst);
         // by name, as the config file gives them: `validate` reports an unknown one
-        budget
-            .operations
-            .extend(self.cloud_api_operation_limits.clone());
+        let limits = self.cloud_api_operation_limits.clone();
+        budget.operations.extend(limits);
         budget
     }
 }

@@ -8,11 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Parse a boolean the way Go's `strconv.ParseBool` does (`1`, `t`, `T`, `TRUE`, `true`, `True`, and the
-/// `0`/`f`/`false` forms).
-///
-/// # Errors
-///
-/// A message naming the accepted values.
+/// `0`/`f`/`false` forms); the error names the accepted values.
 pub(crate) fn parse_go_bool(value: &str) -> Result<bool, String> {
     ccm_servicecontroller::predicates::parse_go_bool(value).ok_or_else(|| {
         format!(
@@ -31,11 +27,8 @@ pub struct OperationLimit {
     pub limit: OperationBudget,
 }
 
-/// Parse `OPERATION=QPS:BURST` or `OPERATION=QPS` (burst = QPS rounded up, at least 1).
-///
-/// # Errors
-///
-/// A message saying what is wrong: the shape, an unknown operation, or a rate or burst that is not a number.
+/// Parse `OPERATION=QPS:BURST` or `OPERATION=QPS` (burst = QPS rounded up, at least 1); the error says what is
+/// wrong: the shape, an unknown operation, or a rate or burst that is not a number.
 pub(crate) fn parse_operation_limit(value: &str) -> Result<OperationLimit, String> {
     let shape = || {
         format!(
@@ -73,9 +66,9 @@ pub(crate) fn parse_operation_limit(value: &str) -> Result<OperationLimit, Strin
     })
 }
 
-/// `--kube-api-qps` / `--kube-api-burst`: a number, or `auto` (the default, the flag not given): the runtime
-/// decides at start from whether the API server runs API Priority and Fairness (`crate::client::KubeApiLimits`).
-/// Written on the command line and in the config file as a number or the word `auto`.
+/// `--kube-api-qps` / `--kube-api-burst`, on the command line and in the config file: a number, or `auto` (the
+/// default, the flag not given): the runtime decides at start from whether the API server runs API Priority and
+/// Fairness (`crate::client::KubeApiLimits`).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum KubeApiLimit<T> {
     /// Not set: decided at start (no client-side limit with APF, Go's 20/30 without).

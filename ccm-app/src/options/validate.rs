@@ -1,9 +1,6 @@
-//! The rules settings must follow, checked before anything starts: [`CcmOptions::validate`] and
-//! [`ValidationError`].
-//!
-//! The rules are written out here rather than declared with each setting: several span settings (the leader
-//! election timings, the TLS pair, the cloud budget), and the order in which violations are reported is part of the
-//! output.
+//! The rules settings must follow, checked before anything starts ([`CcmOptions::validate`], [`ValidationError`]),
+//! written out here rather than with each setting: several span settings (the leader election timings, the TLS
+//! pair, the cloud budget), and the order in which violations are reported is part of the output.
 
 use ccm_core::duration::format_go_duration;
 use ccm_leaderelection::Error as LeaderElectionError;
@@ -34,10 +31,10 @@ impl CcmOptions {
         );
         check(
             self.kube_api_qps.value().is_none_or(f32::is_finite),
-            ValidationError::Invalid {
-                setting: "kube-api-qps",
-                reason: format!("{} is not a number", self.kube_api_qps),
-            },
+            invalid(
+                "kube-api-qps",
+                format!("{} is not a number", self.kube_api_qps),
+            ),
         );
         // A flag out of range is reported whether or not its controller runs, as Go does; the controllers'
         // other rules are checked for the enabled ones only (`crate::defaults::validate`).
@@ -52,34 +49,25 @@ impl CcmOptions {
         );
         check(
             self.cluster_name.is_empty() || !self.cluster_name.chars().any(char::is_control),
-            ValidationError::Invalid {
-                setting: "cluster-name",
-                reason: "it contains control characters".to_owned(),
-            },
+            invalid("cluster-name", "it contains control characters"),
         );
+        let always_allow = &self.authorization_always_allow_paths;
+        let always_allow = crate::auth::decide::AlwaysAllowPaths::parse(always_allow)
+            .err()
+            .map(|err| invalid("authorization-always-allow-paths", err.to_string()));
         crate::serving::PortFlags::secure(self)
             .validate()
             .into_iter()
             .chain(self.validate_serving_extras())
+            .chain(always_allow)
             .for_each(|error| check(false, error));
-        if let Err(err) =
-            crate::auth::decide::AlwaysAllowPaths::parse(&self.authorization_always_allow_paths)
-        {
-            check(
-                false,
-                ValidationError::Invalid {
-                    setting: "authorization-always-allow-paths",
-                    reason: err.to_string(),
-                },
-            );
-        }
         if let Some(ns) = &self.service_namespace {
             check(
                 ccm_core::syntax::dns_label(ns).is_ok(),
-                ValidationError::Invalid {
-                    setting: "service-namespace",
-                    reason: format!("{ns:?} is not a valid namespace name (a DNS-1123 label)"),
-                },
+                invalid(
+                    "service-namespace",
+                    format!("{ns:?} is not a valid namespace name (a DNS-1123 label)"),
+                ),
             );
         }
         for (setting, selector) in [
@@ -89,24 +77,15 @@ impl CcmOptions {
             if let Some(selector) = selector {
                 check(
                     !selector.chars().any(char::is_control),
-                    ValidationError::Invalid {
-                        setting,
-                        reason: format!("{selector:?} contains control characters"),
-                    },
+                    invalid(setting, format!("{selector:?} contains control characters")),
                 );
             }
         }
         if let Some(reason) = uid_headers_problem(&self.requestheader_uid_headers) {
-            errors.push(ValidationError::Invalid {
-                setting: "requestheader-uid-headers",
-                reason,
-            });
+            errors.push(invalid("requestheader-uid-headers", reason));
         }
         if let Err(err) = self.cloud_budget().validate() {
-            errors.push(ValidationError::Invalid {
-                setting: "cloud-api-qps",
-                reason: err.to_string(),
-            });
+            errors.push(invalid("cloud-api-qps", err.to_string()));
         }
         if self.leader_elect {
             errors.extend(self.validate_leader_election());
@@ -117,14 +96,14 @@ impl CcmOptions {
     /// The webhook port, HTTP/2, the logging buffers and leader migration.
     fn validate_serving_extras(&self) -> Vec<ValidationError> {
         let mut errors = crate::serving::PortFlags::webhook(self).validate();
-        if self.webhook_secure_port != 0 && self.webhook_secure_port == self.secure_port {
-            errors.push(ValidationError::Invalid {
-                setting: "webhook-secure-port",
-                reason: format!(
-                    "{} cannot be the same value as --secure-port; choose another port, or 0 to serve no webhooks",
-                    self.webhook_secure_port
+        let port = self.webhook_secure_port;
+        if port != 0 && port == self.secure_port {
+            errors.push(invalid(
+                "webhook-secure-port",
+                format!(
+                    "{port} cannot be the same value as --secure-port; choose another port, or 0 to serve no webhooks"
                 ),
-            });
+            ));
         }
         if self.http2_max_streams_per_connection < 0 {
             errors.push(ValidationError::Negative {
@@ -137,17 +116,14 @@ impl CcmOptions {
             ("log-text-info-buffer-size", &self.log_text_info_buffer_size),
         ] {
             if let Err(reason) = super::migration::parse_buffer_size(value) {
-                errors.push(ValidationError::Invalid { setting, reason });
+                errors.push(invalid(setting, reason));
             }
         }
         if self.enable_leader_migration
             && let Some(path) = &self.leader_migration_config
             && let Err(reason) = super::migration::check_config_file(path)
         {
-            errors.push(ValidationError::Invalid {
-                setting: "leader-migration-config",
-                reason,
-            });
+            errors.push(invalid("leader-migration-config", reason));
         }
         errors
     }
@@ -155,13 +131,13 @@ impl CcmOptions {
     fn validate_leader_election(&self) -> Vec<ValidationError> {
         let mut errors = Vec::new();
         if self.leader_elect_resource_lock != "leases" {
-            errors.push(ValidationError::Invalid {
-                setting: "leader-elect-resource-lock",
-                reason: format!(
+            errors.push(invalid(
+                "leader-elect-resource-lock",
+                format!(
                     "{:?} is not supported; the resource lock must be \"leases\"",
                     self.leader_elect_resource_lock
                 ),
-            });
+            ));
         }
         // The rules live in ccm-leaderelection; this names the flags.
         let go = format_go_duration;
@@ -217,7 +193,7 @@ impl CcmOptions {
                 ),
                 other => ("leader-elect-lease-duration", other.to_string()),
             };
-            errors.push(ValidationError::Invalid { setting, reason });
+            errors.push(invalid(setting, reason));
         }
         errors
     }
@@ -263,6 +239,14 @@ pub enum ValidationError {
     /// `--controllers` names unknown controllers.
     #[error(transparent)]
     UnknownControllers(#[from] crate::controllers::UnknownControllers),
+}
+
+/// [`ValidationError::Invalid`] of the flag `setting`.
+pub(crate) fn invalid(setting: &'static str, reason: impl Into<String>) -> ValidationError {
+    ValidationError::Invalid {
+        setting,
+        reason: reason.into(),
+    }
 }
 
 /// What is wrong with `--requestheader-uid-headers`, as Go checks it: no blank entry, and when set it must include
