@@ -475,8 +475,13 @@ impl CcmBuilder {
         let (status_tx, status_rx) = watch::channel(CcmStatus::Starting);
 
         let agent_prefix = user_agent_prefix(&self.command_name, &self.version);
-        let (client, connection) = (self.client, self.service_account_connection);
-        let mut clients = assemble::clients(&options, client, connection, &agent_prefix).await?;
+        let mut clients = assemble::clients(
+            &options,
+            self.client,
+            self.service_account_connection,
+            &agent_prefix,
+        )
+        .await?;
         // With `--leader-elect`, no controller write, Event write or cloud call is sent unless the lease was
         // confirmed recently (see `ccm_core::fence`); without it the fence is always open.
         let fence = if options.leader_elect {

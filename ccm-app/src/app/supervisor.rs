@@ -243,8 +243,12 @@ impl Supervisor {
         let _ = self.informers_slot.set(informers.clone());
         // Answers kept from before this term may be stale; from now on Node events invalidate them.
         self.stack.instance_cache.clear();
-        let (cache, nodes) = (self.stack.instance_cache.clone(), informers.nodes().clone());
-        tokio::spawn(cache.run_invalidator(nodes, informers_token.clone()));
+        tokio::spawn(
+            self.stack
+                .instance_cache
+                .clone()
+                .run_invalidator(informers.nodes().clone(), informers_token.clone()),
+        );
 
         let provider_client = self.clients.factory.client("cloud-provider");
         let init = InitializeContext::new(provider_client, controllers.clone());
