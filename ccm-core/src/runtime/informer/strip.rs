@@ -1,14 +1,15 @@
 //! What the shared informers keep of each Node and Service: everything a controller of the SDK reads, and nothing
 //! large that none reads. The shape is defined once, by [`CachedNode`] and [`CachedService`], into which the
 //! informers decode the API's JSON, skipping what is not kept while parsing (serde passes over an unknown field
-//! without building it); [`strip_node`] and [`strip_service`] reduce an object already in memory by the same types.
+//! without building it; only a Node spec's two small deprecated fields are built, then dropped); [`strip_node`] and
+//! [`strip_service`] reduce an object already in memory by the same types.
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 
 use k8s_openapi::api::core::v1::{
     Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Service, ServiceSpec,
-    ServiceStatus, Taint,
+    ServiceStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::Resource;
@@ -162,19 +163,6 @@ impl From<WireMeta> for ObjectMeta {
 }
 
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct WireNodeSpec {
-    #[serde(rename = "podCIDR")]
-    pod_cidr: Option<String>,
-    #[serde(rename = "podCIDRs")]
-    pod_cidrs: Option<Vec<String>>,
-    #[serde(rename = "providerID")]
-    provider_id: Option<String>,
-    taints: Option<Vec<Taint>>,
-    unschedulable: Option<bool>,
-}
-
-#[derive(Deserialize)]
 struct WireNodeStatus {
     addresses: Option<Vec<NodeAddress>>,
     conditions: Option<Vec<NodeCondition>>,
@@ -199,7 +187,7 @@ struct WireNodeInfo {
 struct WireNode {
     #[serde(default)]
     metadata: Option<WireMeta>,
-    spec: Option<WireNodeSpec>,
+    spec: Option<NodeSpec>,
     status: Option<WireNodeStatus>,
 }
 
@@ -217,12 +205,9 @@ impl<'de> Deserialize<'de> for CachedNode {
         Ok(CachedNode(Node {
             metadata: wire.metadata.map(ObjectMeta::from).unwrap_or_default(),
             spec: wire.spec.map(|spec| NodeSpec {
-                pod_cidr: spec.pod_cidr,
-                pod_cidrs: spec.pod_cidrs,
-                provider_id: spec.provider_id,
-                taints: spec.taints,
-                unschedulable: spec.unschedulable,
-                ..Default::default()
+                config_source: None,
+                external_id: None,
+                ..spec
             }),
             status: wire.status.map(|status| NodeStatus {
                 addresses: status.addresses,
