@@ -245,12 +245,8 @@ impl RateLimitInterceptor {
                 Family::default(),
             ),
         };
-        for priority in CallPriority::ALL {
-            let _ = metrics
-                .waiting
-                .get_or_create(&labels(&[("priority", priority.as_str())]));
-        }
         let _ = self.shared.metrics.set(metrics);
+        // sets the rate and every priority's waiting gauge, so each series shows from the start
         self.shared
             .report(&mut self.shared.state.lock(), Instant::now());
         self
