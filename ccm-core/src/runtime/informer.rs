@@ -5,10 +5,8 @@
 //! object to the handlers registered with [`Informer::on_event`], so controllers can apply the Go reference's
 //! update filters (`needsUpdate(old, new)`, ...).
 //!
-//! The [`SharedInformers`] do not cache whole objects: they decode each Node as a [`CachedNode`] and each Service
-//! as a [`CachedService`], which leaves out what no controller reads (`managedFields`, the last-applied JSON, a
-//! node's image list, volumes, capacity, ...) while the JSON is parsed, so it is never built. [`strip_node`] and
-//! [`strip_service`] list what the cache keeps; read an object from the API for anything else.
+//! The [`SharedInformers`] cache less than whole objects ([`CachedNode`], [`CachedService`]; [`strip_node`] and
+//! [`strip_service`] list what is kept): read an object from the API for anything else.
 //!
 //! ```no_run
 //! use ccm_core::runtime::informer::{Informer, InformerEvent};
@@ -446,8 +444,8 @@ impl InformerScope {
     }
 }
 
-/// The informers every controller shares, one for Nodes and one for Services, caching stripped objects
-/// ([`CachedNode`], [`CachedService`]; [`strip_node`] and [`strip_service`] say what is kept).
+/// The informers every controller shares, one for Nodes and one for Services, caching stripped objects (see the
+/// [module documentation](self)).
 #[derive(Clone, Debug)]
 pub struct SharedInformers {
     nodes: Informer<Node>,

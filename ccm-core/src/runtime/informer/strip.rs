@@ -21,10 +21,9 @@ use crate::names::annotations::LAST_APPLIED_CONFIGURATION;
 /// applied JSON with `stripped, <length> bytes, fingerprint <16 hex digits>`.
 pub const STRIPPED_VALUE_PREFIX: &str = "stripped, ";
 
-/// Reduce a Node to what the shared cache holds. The informer never holds more: it decodes every Node of its
-/// list and watch straight into this shape ([`CachedNode`]), so what is stripped is never allocated (the
-/// `managedFields` of a heartbeating node are half its JSON). This function applies the same reduction to a
-/// Node already in memory, for tests and tools that compare a cached Node with a whole one.
+/// Reduce a Node already in memory to what the shared cache holds (the informer decodes it so, as a
+/// [`CachedNode`]: the `managedFields` of a heartbeating node, half its JSON, are never built), for tests and tools
+/// that compare a cached Node with a whole one.
 ///
 /// | part | kept | stripped |
 /// |---|---|---|
