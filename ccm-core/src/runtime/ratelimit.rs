@@ -62,11 +62,6 @@ impl TokenBucket {
         self.qps
     }
 
-    /// The capacity.
-    pub fn burst(&self) -> u32 {
-        self.burst as u32
-    }
-
     fn refill(&mut self, now: Instant) {
         let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
         self.last = self.last.max(now);
@@ -110,6 +105,12 @@ impl TokenBucket {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl TokenBucket {
+        fn burst(&self) -> u32 {
+            self.burst as u32
+        }
+    }
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

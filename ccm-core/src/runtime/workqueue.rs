@@ -408,11 +408,6 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
         self.inner.notify.notify_one();
     }
 
-    /// Whether [`shut_down`](Self::shut_down) was called.
-    pub fn is_shutting_down(&self) -> bool {
-        self.lock().shutting_down
-    }
-
     /// Items queued and not yet handed out.
     pub fn len(&self) -> usize {
         self.lock().queue.len()
@@ -651,5 +646,13 @@ mod tests {
             q.get().await.unwrap().key().clone(),
         ];
         assert_eq!(order, ["a", "b", "c"]);
+    }
+}
+
+#[cfg(test)]
+impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
+    /// Whether [`shut_down`](Self::shut_down) was called.
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.lock().shutting_down
     }
 }
