@@ -3,11 +3,8 @@
 //! - An item added several times before a worker takes it is processed once ("dirty" set).
 //! - An item is never handed to two workers at once: one added while being processed is queued again when the
 //!   worker drops the [`WorkItem`] it was given.
-//! - Delayed adds wait in a delay queue inside the queue itself: no task is spawned per delayed item, and nothing
-//!   outlives [`WorkQueue::shut_down`].
-//! - [`WorkQueue::add_after`] keeps only the earliest pending deadline per item.
-//! - [`WorkQueue::add_rate_limited`] asks the queue's [`ItemExponentialBackoff`] how long to wait;
-//!   [`WorkQueue::forget`] resets the item's failure count.
+//! - Delayed adds ([`WorkQueue::add_after`], [`WorkQueue::add_rate_limited`]) wait in a delay queue inside the
+//!   queue itself: no task is spawned per delayed item, and nothing outlives [`WorkQueue::shut_down`].
 //!
 //! ```no_run
 //! use std::time::Duration;

@@ -1,10 +1,7 @@
-//! Inline event handlers: code that reacts to an informer's events from within the informer's own task, for
-//! reactions that are quick and never wait (queue a key, drop a cache entry).
-//!
-//! A task fed through a channel would wake up per event; with 1,000 heartbeating nodes that is twenty wake-ups a
-//! second per consumer, most of which find nothing to do. A handler runs where the event is made, in the order of
-//! registration, and never lags (so it never misses an event; it sees [`InformerEvent::Resync`] only from the
-//! periodic resync).
+//! Inline event handlers ([`Informer::on_event`](super::Informer::on_event)). A task fed through a channel would
+//! wake up per event (with 1,000 heartbeating nodes, twenty times a second per consumer, mostly for nothing); a
+//! handler runs where the event is made, in the order of registration, and never lags (so it never misses an
+//! event; it sees [`InformerEvent::Resync`] only from the periodic resync).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, Weak};
