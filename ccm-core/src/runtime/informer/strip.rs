@@ -70,7 +70,7 @@ pub const STRIPPED_VALUE_PREFIX: &str = "stripped, ";
 /// assert_eq!(status.images, None);
 /// ```
 pub fn strip_node(node: &mut Node) {
-    *node = reduce::<CachedNode, _>(node).0;
+    *node = reduce::<CachedNode, _>(node);
 }
 
 /// Reduce a Service to what the shared cache holds: everything but `metadata.managedFields`, with the value of
@@ -80,24 +80,24 @@ pub fn strip_node(node: &mut Node) {
 /// most of them (Go's `needsUpdate`), and the provider gets the cached Service in every LoadBalancer call and may
 /// read any of its own annotations.
 pub fn strip_service(service: &mut Service) {
-    *service = reduce::<CachedService, _>(service).0;
+    *service = reduce::<CachedService, _>(service);
 }
 
 /// `object` decoded as the cache decodes it. Serializing a k8s-openapi object gives JSON of its own schema, which
 /// the cached shapes read without fail (they require nothing); should that ever fail, the object is only cleared of
 /// its managed fields rather than lost.
-fn reduce<C, K>(object: &K) -> C
+fn reduce<C, K>(object: &K) -> K
 where
-    C: for<'de> Deserialize<'de> + From<K>,
+    C: for<'de> Deserialize<'de> + Into<K>,
     K: serde::Serialize + Clone + Resource,
 {
     match serde_json::to_value(object).and_then(serde_json::from_value::<C>) {
-        Ok(cached) => cached,
+        Ok(cached) => cached.into(),
         Err(err) => {
             tracing::error!(error = %err, "could not reduce an object to its cached shape; dropping its managed fields only");
             let mut copy = object.clone();
             copy.meta_mut().managed_fields = None;
-            C::from(copy)
+            copy
         }
     }
 }
@@ -237,18 +237,12 @@ impl<'de> Deserialize<'de> for CachedService {
 }
 
 /// The cached shapes are watched under their kinds' names (the API is that of `Node` and `Service`), and convert
-/// to and from the objects they wrap.
+/// into the objects they wrap.
 macro_rules! resource_as {
     ($cached:ident, $kind:ty) => {
         impl From<$cached> for $kind {
             fn from(cached: $cached) -> $kind {
                 cached.0
-            }
-        }
-
-        impl From<$kind> for $cached {
-            fn from(object: $kind) -> $cached {
-                $cached(object)
             }
         }
 
