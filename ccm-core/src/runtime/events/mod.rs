@@ -79,13 +79,13 @@ struct SinkInner {
     correlator: Mutex<Correlator>,
     lanes: Mutex<HashMap<String, Arc<Lane>>>,
     progress: Arc<Notify>,
-    metrics: Option<EventMetrics>,
 }
 
 /// The process-wide Event pipeline: one correlator, and one background writer per component. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct EventSink {
     inner: Arc<SinkInner>,
+    metrics: Option<EventMetrics>,
 }
 
 impl std::fmt::Debug for EventSink {
@@ -102,20 +102,13 @@ impl EventSink {
         Self::default()
     }
 
-    fn build(metrics: Option<EventMetrics>) -> Self {
-        let inner = SinkInner {
-            metrics,
-            ..SinkInner::default()
-        };
-        EventSink {
-            inner: Arc::new(inner),
-        }
-    }
-
     /// The same sink, counting into `ccm_events_total` and `ccm_events_backlog` in `registry` (before any
     /// recorder is made).
     pub fn with_metrics(self, registry: &crate::runtime::metrics::SharedRegistry) -> Self {
-        Self::build(Some(EventMetrics::register(registry)))
+        EventSink {
+            metrics: Some(EventMetrics::register(registry)),
+            ..Self::default()
+        }
     }
 
     /// The same sink, counting into the metrics of `other` (if it has any): several sinks of one process share
@@ -131,12 +124,15 @@ impl EventSink {
     /// # drop(leader_election);
     /// ```
     pub fn sharing_metrics(self, other: &EventSink) -> Self {
-        Self::build(other.inner.metrics.clone())
+        EventSink {
+            metrics: other.metrics.clone(),
+            ..Self::default()
+        }
     }
 
     /// The metrics, if registered.
     pub fn metrics(&self) -> Option<&EventMetrics> {
-        self.inner.metrics.as_ref()
+        self.metrics.as_ref()
     }
 
     /// A recorder for `component` (for example `service-controller`) from the replica `instance`. Events of a
@@ -155,7 +151,7 @@ impl EventSink {
                     component,
                     client,
                     self.inner.progress.clone(),
-                    self.inner.metrics.clone(),
+                    self.metrics.clone(),
                 ));
                 if let Ok(handle) = tokio::runtime::Handle::try_current() {
                     handle.spawn(lane.clone().run());
