@@ -130,17 +130,12 @@ impl Scheduler {
 
     /// The first waiting call, by priority then arrival, that nothing of its own blocks at `now`.
     fn first_eligible(&mut self, now: Instant) -> Option<(usize, usize)> {
-        let Scheduler {
-            queues,
-            holds,
-            operations,
-            ..
-        } = self;
-        for (p, queue) in queues.iter().enumerate() {
+        for (p, queue) in self.queues.iter().enumerate() {
             for (i, waiter) in queue.iter().enumerate() {
-                let held = holds.get(&waiter.operation.capability());
+                let held = self.holds.get(&waiter.operation.capability());
                 let blocked = held.is_some_and(|until| *until > now)
-                    || operations
+                    || self
+                        .operations
                         .get_mut(&waiter.operation)
                         .is_some_and(|bucket| !has_token(bucket, now));
                 if !blocked {
@@ -197,19 +192,13 @@ impl Scheduler {
         if let Some(adaptive) = &mut self.adaptive {
             provider = provider.max(now + adaptive.wait(now));
         }
-        let Scheduler {
-            queues,
-            holds,
-            operations,
-            ..
-        } = self;
         let mut best: Option<Instant> = None;
-        for waiter in queues.iter().flatten() {
+        for waiter in self.queues.iter().flatten() {
             let mut at = now;
-            if let Some(until) = holds.get(&waiter.operation.capability()) {
+            if let Some(until) = self.holds.get(&waiter.operation.capability()) {
                 at = at.max(*until);
             }
-            if let Some(bucket) = operations.get_mut(&waiter.operation) {
+            if let Some(bucket) = self.operations.get_mut(&waiter.operation) {
                 at = at.max(now + token_wait(bucket.tokens(now), bucket.qps()));
             }
             best = Some(best.map_or(at, |b| b.min(at)));
