@@ -183,13 +183,8 @@ impl Lane {
         }
     }
 
-    async fn write(
-        &self,
-        Pending {
-            mut event,
-            mut create,
-        }: Pending,
-    ) {
+    async fn write(&self, pending: Pending) {
+        let (mut event, mut create) = (pending.event, pending.create);
         let namespace = event.metadata.namespace.clone().unwrap_or_default();
         let name = event.metadata.name.clone().unwrap_or_default();
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
