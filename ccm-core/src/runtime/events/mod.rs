@@ -147,12 +147,7 @@ impl EventSink {
         let lane = lanes
             .entry(component.to_owned())
             .or_insert_with(|| {
-                let lane = Arc::new(Lane::new(
-                    component,
-                    client,
-                    self.inner.progress.clone(),
-                    self.metrics.clone(),
-                ));
+                let lane = Arc::new(Lane::new(component, client, self));
                 if let Ok(handle) = tokio::runtime::Handle::try_current() {
                     handle.spawn(lane.clone().run());
                 } else {

@@ -11,9 +11,9 @@ use kube::api::{Patch, PatchParams, PostParams};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use super::DEFAULT_BACKLOG;
 use super::correlator::Correlated;
 use super::metrics::{EventMetrics, Outcome};
+use super::{DEFAULT_BACKLOG, EventSink};
 
 /// How often a write that failed for a passing reason (429, 5xx, connection) is tried before the event is given
 /// up (client-go tries 12 times, 10 s apart; a shorter series keeps the backlog moving when the API server is
@@ -52,19 +52,15 @@ pub(super) struct Lane {
 }
 
 impl Lane {
-    pub(super) fn new(
-        component: &str,
-        client: kube::Client,
-        progress: Arc<Notify>,
-        metrics: Option<EventMetrics>,
-    ) -> Self {
+    /// A lane of `sink`, reporting its progress and metrics there.
+    pub(super) fn new(component: &str, client: kube::Client, sink: &EventSink) -> Self {
         Lane {
             component: component.to_owned(),
             client,
             state: Mutex::new(State::default()),
             wake: Notify::new(),
-            progress,
-            metrics,
+            progress: sink.inner.progress.clone(),
+            metrics: sink.metrics.clone(),
         }
     }
 
