@@ -326,19 +326,14 @@ where
 
     /// List and watch until `shutdown` is cancelled, re-listing with backoff after errors.
     pub async fn run(self, shutdown: CancellationToken) {
-        let mut stream = (self.inner.source)();
+        let mut stream = std::pin::pin!((self.inner.source)().take_until(shutdown.cancelled()));
         let mut init_keys: Option<HashSet<String>> = None;
-        loop {
-            let next = tokio::select! {
-                _ = shutdown.cancelled() => break,
-                next = stream.next() => next,
-            };
+        while let Some(next) = stream.next().await {
             match next {
-                None => break,
-                Some(Err(err)) => {
+                Err(err) => {
                     tracing::warn!(kind = %K::kind(&Default::default()), error = %err, "watch failed; retrying with backoff");
                 }
-                Some(Ok(event)) => self.apply(event, &mut init_keys),
+                Ok(event) => self.apply(event, &mut init_keys),
             }
         }
     }
