@@ -235,7 +235,7 @@ where
 
     /// An informer that decodes the objects of `api` as `W` and caches them as `W` converts into `K`: the way to
     /// cache less than whole objects without building what is dropped (client-go's `SetTransform` runs after
-    /// decoding). The [`SharedInformers`] watch [`CachedNode`] and [`CachedService`]. Not started.
+    /// decoding), as the [`SharedInformers`] do. Not started.
     ///
     /// ```no_run
     /// use ccm_core::runtime::informer::{CachedNode, Informer};

@@ -34,9 +34,8 @@ use super::metrics::WorkqueueMetrics;
 use super::ratelimit::TokenBucket;
 
 /// How long an item waits before it is retried: per-item exponential backoff, `base × 2^failures` capped at `max`
-/// (Go's `ItemExponentialFailureRateLimiter`), and, with [`with_overall_limit`](Self::with_overall_limit), at
-/// least the wait for a token of a bucket shared by all items (Go's `MaxOfRateLimiter` over both, as in
-/// [`default_controller_rate_limiter`]).
+/// (Go's `ItemExponentialFailureRateLimiter`), or longer with [`with_overall_limit`](Self::with_overall_limit)
+/// (Go's `MaxOfRateLimiter`, as in [`default_controller_rate_limiter`]).
 #[derive(Debug)]
 pub struct ItemExponentialBackoff<K> {
     base: Duration,

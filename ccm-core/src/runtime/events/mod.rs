@@ -5,8 +5,7 @@
 //!   `firstTimestamp` and `lastTimestamp`, Go's reasons and messages, named `<object>.<nanoseconds in hex>` in the
 //!   object's namespace (`default` for Nodes). Every tool that reads `kubectl get events` sees them as Go's.
 //! - **Correlated like client-go** ([`correlator`]): a repeat raises the `count` of one object (a PATCH) instead of
-//!   making another; ten distinct messages of one reason combine; each source and object may burst 25 events, then
-//!   one per five minutes.
+//!   making another, similar events combine, and each source and object has a spam filter.
 //! - **Non-blocking**: [`EventRecorder::normal`] and [`EventRecorder::warning`] return at once. One writer task per
 //!   component writes the backlog in order; a repeat of an event still waiting merges into it, so a burst of
 //!   identical emissions is one object and one write. The backlog is bounded ([`DEFAULT_BACKLOG`] per component);
