@@ -431,6 +431,13 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
 mod tests {
     use super::*;
 
+    impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
+        /// Whether [`shut_down`](Self::shut_down) was called (for the tests of other modules too).
+        pub(crate) fn is_shutting_down(&self) -> bool {
+            self.lock().shutting_down
+        }
+    }
+
     fn queue() -> WorkQueue<String> {
         WorkQueue::new(
             "test",
@@ -638,13 +645,5 @@ mod tests {
             q.get().await.unwrap().key().clone(),
         ];
         assert_eq!(order, ["a", "b", "c"]);
-    }
-}
-
-#[cfg(test)]
-impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
-    /// Whether [`shut_down`](Self::shut_down) was called.
-    pub(crate) fn is_shutting_down(&self) -> bool {
-        self.lock().shutting_down
     }
 }
