@@ -213,16 +213,12 @@ impl Lane {
                 tracing::debug!(component = %self.component, event = %name, %error, "event not written");
                 return;
             }
-            let status = match &error {
-                kube::Error::Api(status) => Some(status.code),
-                _ => None,
-            };
-            match status {
+            match &error {
                 // Created meanwhile (a retried create that had gone through): update it instead.
-                Some(409) if create => create = false,
+                kube::Error::Api(status) if status.code == 409 && create => create = false,
                 // Expired or deleted: create it again with the count so far, as client-go does.
-                Some(404) if !create => create = true,
-                Some(code) if code != 429 && code < 500 => {
+                kube::Error::Api(status) if status.code == 404 && !create => create = true,
+                kube::Error::Api(status) if status.code != 429 && status.code < 500 => {
                     self.count(Outcome::Failed);
                     tracing::warn!(component = %self.component, event = %name, %error, "could not write event");
                     return;
