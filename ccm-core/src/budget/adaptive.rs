@@ -281,8 +281,7 @@ impl AdaptiveRate {
         }
     }
 
-    /// How long from `now` until a call may go (zero while open or when a token is there), at the current
-    /// limit.
+    /// How long from `now` until a call may go at the current limit (zero while open or with a token there).
     pub fn wait(&mut self, now: Instant) -> Duration {
         self.advance(now);
         self.limit

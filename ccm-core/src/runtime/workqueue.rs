@@ -73,8 +73,7 @@ impl<K> ItemExponentialBackoff<K> {
 }
 
 impl<K: Eq + Hash + Clone> ItemExponentialBackoff<K> {
-    /// The delay before `item` is retried now; records one more failure (and takes a token of the overall
-    /// bucket).
+    /// The delay before `item` is retried now; records one more failure (and takes an overall-bucket token).
     pub fn when(&self, item: &K) -> Duration {
         let mut failures = self.failures.lock();
         let count = failures.entry(item.clone()).or_insert(0);
