@@ -41,28 +41,25 @@ pub struct InvalidSetting {
 }
 
 impl InvalidSetting {
+    fn new(setting: &'static str, rule: Rule) -> Self {
+        InvalidSetting { setting, rule }
+    }
+
     /// `Some` when the count `value` of `setting` is 0.
     pub fn positive(setting: &'static str, value: usize) -> Option<Self> {
-        (value == 0).then_some(InvalidSetting {
-            setting,
-            rule: Rule::Positive,
-        })
+        (value == 0).then_some(Self::new(setting, Rule::Positive))
     }
 
     /// `Some` when the period `value` of `setting` is zero.
     pub fn non_zero(setting: &'static str, value: Duration) -> Option<Self> {
-        value.is_zero().then_some(InvalidSetting {
-            setting,
-            rule: Rule::NonZeroDuration,
-        })
+        value
+            .is_zero()
+            .then_some(Self::new(setting, Rule::NonZeroDuration))
     }
 
     /// `setting` breaks a rule `reason` explains; `reason` names the setting (it is the whole message).
     pub fn other(setting: &'static str, reason: impl Into<String>) -> Self {
-        InvalidSetting {
-            setting,
-            rule: Rule::Other(reason.into()),
-        }
+        Self::new(setting, Rule::Other(reason.into()))
     }
 
     /// `<setting> <rule>`, or the reason alone for [`Rule::Other`].

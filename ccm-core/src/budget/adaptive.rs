@@ -56,6 +56,14 @@ use tokio::time::Instant;
 /// Tokens within this of a whole token count as one (float rounding of refills at timer ticks).
 pub(crate) const EPSILON: f64 = 1e-6;
 
+/// How long until `tokens`, refilled at `rate` per second, make a whole token (zero if they do).
+pub(crate) fn token_wait(tokens: f64, rate: f64) -> Duration {
+    if tokens >= 1.0 - EPSILON {
+        return Duration::ZERO;
+    }
+    Duration::try_from_secs_f64((1.0 - tokens) / rate).unwrap_or(Duration::MAX)
+}
+
 /// Tuning of [`AdaptiveRate`]. `Default` gives the values the runtime uses.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -273,16 +281,11 @@ impl AdaptiveRate {
         }
     }
 
-    /// How long from `now` until a call may go (zero while open or when a token is there), at the current
-    /// limit.
+    /// How long from `now` until a call may go at the current limit (zero while open or with a token there).
     pub fn wait(&mut self, now: Instant) -> Duration {
         self.advance(now);
-        match self.limit {
-            Some(limit) if self.tokens < 1.0 - EPSILON => {
-                Duration::try_from_secs_f64((1.0 - self.tokens) / limit).unwrap_or(Duration::MAX)
-            }
-            _ => Duration::ZERO,
-        }
+        self.limit
+            .map_or(Duration::ZERO, |limit| token_wait(self.tokens, limit))
     }
 
     /// The cloud accepted a call at `now` (any answer but a congestion signal).

@@ -132,23 +132,22 @@ impl CloudBudget {
     }
     /// A short description for logs: `adaptive, no hard cap`, `adaptive, hard cap 45/s (burst 40)`, `none`, ...
     pub fn describe(&self) -> String {
+        if !self.adaptive && !self.is_limited() && self.operations.is_empty() {
+            return "none".to_owned();
+        }
+        let mode = if self.adaptive {
+            "adaptive"
+        } else {
+            "not adaptive"
+        };
         let cap = if self.is_limited() {
             format!("hard cap {}/s (burst {})", self.qps, self.burst)
         } else {
             "no hard cap".to_owned()
         };
-        let ops = if self.operations.is_empty() {
-            String::new()
-        } else {
-            format!(", {} operation limits", self.operations.len())
-        };
-        match (
-            self.adaptive,
-            self.is_limited() || !self.operations.is_empty(),
-        ) {
-            (false, false) => "none".to_owned(),
-            (true, _) => format!("adaptive, {cap}{ops}"),
-            (false, true) => format!("not adaptive, {cap}{ops}"),
+        match self.operations.len() {
+            0 => format!("{mode}, {cap}"),
+            n => format!("{mode}, {cap}, {n} operation limits"),
         }
     }
 }
@@ -219,5 +218,30 @@ mod tests {
         assert_eq!(budget.burst, 100);
         assert_eq!(budget.operations[Operation::ListRoutes.as_str()].burst, 1);
         assert!(serde_json::from_str::<CloudBudget>(r#"{"qsp": 5}"#).is_err());
+    }
+
+    #[test]
+    fn descriptions() {
+        let op = |b: CloudBudget| b.with_operation(Operation::ListRoutes, 1.0, 1);
+        let capped = || CloudBudget::default().with_qps(45.0).with_burst(40);
+        for (budget, text) in [
+            (CloudBudget::default(), "adaptive, no hard cap"),
+            (capped(), "adaptive, hard cap 45/s (burst 40)"),
+            (
+                op(capped()),
+                "adaptive, hard cap 45/s (burst 40), 1 operation limits",
+            ),
+            (CloudBudget::unlimited(), "none"),
+            (
+                op(CloudBudget::unlimited()),
+                "not adaptive, no hard cap, 1 operation limits",
+            ),
+            (
+                capped().with_adaptive(false),
+                "not adaptive, hard cap 45/s (burst 40)",
+            ),
+        ] {
+            assert_eq!(budget.describe(), text);
+        }
     }
 }

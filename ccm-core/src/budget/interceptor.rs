@@ -245,12 +245,8 @@ impl RateLimitInterceptor {
                 Family::default(),
             ),
         };
-        for priority in CallPriority::ALL {
-            let _ = metrics
-                .waiting
-                .get_or_create(&labels(&[("priority", priority.as_str())]));
-        }
         let _ = self.shared.metrics.set(metrics);
+        // sets the rate and every priority's waiting gauge, so each series shows from the start
         self.shared
             .report(&mut self.shared.state.lock(), Instant::now());
         self
@@ -274,12 +270,9 @@ impl ProviderInterceptor for RateLimitInterceptor {
         let arrived = Instant::now();
         let (id, waiting) = {
             let mut state = self.shared.state.lock();
-            let admitted = if self.shared.shutdown.is_cancelled() {
-                None
-            } else {
-                state.scheduler.arrive(operation, priority, arrived)
-            };
-            let Some((id, grants)) = admitted else {
+            let admitted = (!self.shared.shutdown.is_cancelled())
+                .then(|| state.scheduler.arrive(operation, priority, arrived));
+            let Some(Some((id, grants))) = admitted else {
                 drop(state);
                 tracing::debug!(%operation, target = call.target, "cloud call refused: shutting down");
                 return Err(abandoned(call));

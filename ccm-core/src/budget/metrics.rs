@@ -7,7 +7,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
 use crate::error::CloudError;
-use crate::intercept::{CallInfo, Operation, ProviderInterceptor};
+use crate::intercept::{CallInfo, ProviderInterceptor};
 use crate::runtime::metrics::{Labels, SharedRegistry, labels};
 
 /// Per-operation cloud-call metrics (an SDK addition; the Go framework has none):
@@ -47,12 +47,6 @@ impl CloudCallMetrics {
             ),
         }
     }
-
-    /// Calls of `operation` with `result` (`success` or `error`) so far.
-    pub fn requests(&self, operation: Operation, result: &str) -> u64 {
-        let labels = labels(&[("operation", operation.as_str()), ("result", result)]);
-        self.requests.get_or_create(&labels).get()
-    }
 }
 
 pub(super) fn latency_histogram() -> Histogram {
@@ -80,6 +74,14 @@ impl ProviderInterceptor for CloudCallMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::intercept::Operation;
+
+    impl CloudCallMetrics {
+        fn requests(&self, operation: Operation, result: &str) -> u64 {
+            let labels = labels(&[("operation", operation.as_str()), ("result", result)]);
+            self.requests.get_or_create(&labels).get()
+        }
+    }
 
     fn call(op: Operation) -> CallInfo<'static> {
         CallInfo::new(op, "n1")

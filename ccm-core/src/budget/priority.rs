@@ -11,9 +11,8 @@ tokio::task_local! {
 /// How urgent a cloud call is: who goes first when calls must wait for the cloud-call budget.
 ///
 /// The budget sits in the provider middleware and sees only an [`Operation`](crate::intercept::Operation), not
-/// who made the call. A controller says how urgent its calls are by running the code that makes them inside
-/// [`CallPriority::scope`]; the budget reads the priority of the task the call runs in
-/// ([`CallPriority::current`]).
+/// who made the call: a controller runs the code that makes its calls inside [`CallPriority::scope`], and the
+/// budget reads the priority of the task the call runs in ([`CallPriority::current`]).
 ///
 /// Waiting calls are served strictly by class, and in arrival order within a class: a call never waits behind a
 /// call of a lower class. The class only matters while calls wait; with no limit in force every call goes at

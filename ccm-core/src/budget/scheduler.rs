@@ -10,16 +10,15 @@
 //!   class (the [`Capability`] the operation belongs to: instances, load balancers, routes, ...) goes before that
 //!   time.
 //!
-//! Waiting calls are served strictly by [`CallPriority`], and in arrival order within a priority. A call that is
-//! blocked only by something of its own (its class's hold or its operation's bucket) does not block the calls
-//! behind it.
+//! Waiting calls are served as [`CallPriority`] says; one blocked only by something of its own (its class's hold
+//! or its operation's bucket) does not block the calls behind it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::adaptive::{AdaptiveRate, AimdConfig, EPSILON};
+use super::adaptive::{AdaptiveRate, AimdConfig, EPSILON, token_wait};
 use super::{CallPriority, CloudBudget};
 use crate::intercept::{Capability, Operation};
 use crate::runtime::ratelimit::TokenBucket;
@@ -71,14 +70,6 @@ pub(crate) struct Scheduler {
 
 fn has_token(bucket: &mut TokenBucket, now: Instant) -> bool {
     bucket.tokens(now) >= 1.0 - EPSILON
-}
-
-fn token_wait(bucket: &mut TokenBucket, now: Instant) -> Duration {
-    let tokens = bucket.tokens(now);
-    if tokens >= 1.0 - EPSILON {
-        return Duration::ZERO;
-    }
-    Duration::try_from_secs_f64((1.0 - tokens) / bucket.qps()).unwrap_or(Duration::MAX)
 }
 
 impl Scheduler {
@@ -139,17 +130,12 @@ impl Scheduler {
 
     /// The first waiting call, by priority then arrival, that nothing of its own blocks at `now`.
     fn first_eligible(&mut self, now: Instant) -> Option<(usize, usize)> {
-        let Scheduler {
-            queues,
-            holds,
-            operations,
-            ..
-        } = self;
-        for (p, queue) in queues.iter().enumerate() {
+        for (p, queue) in self.queues.iter().enumerate() {
             for (i, waiter) in queue.iter().enumerate() {
-                let held = holds.get(&waiter.operation.capability());
+                let held = self.holds.get(&waiter.operation.capability());
                 let blocked = held.is_some_and(|until| *until > now)
-                    || operations
+                    || self
+                        .operations
                         .get_mut(&waiter.operation)
                         .is_some_and(|bucket| !has_token(bucket, now));
                 if !blocked {
@@ -201,25 +187,19 @@ impl Scheduler {
         }
         let mut provider = now;
         if let Some(cap) = &mut self.cap {
-            provider = provider.max(now + token_wait(cap, now));
+            provider = provider.max(now + token_wait(cap.tokens(now), cap.qps()));
         }
         if let Some(adaptive) = &mut self.adaptive {
             provider = provider.max(now + adaptive.wait(now));
         }
-        let Scheduler {
-            queues,
-            holds,
-            operations,
-            ..
-        } = self;
         let mut best: Option<Instant> = None;
-        for waiter in queues.iter().flatten() {
+        for waiter in self.queues.iter().flatten() {
             let mut at = now;
-            if let Some(until) = holds.get(&waiter.operation.capability()) {
+            if let Some(until) = self.holds.get(&waiter.operation.capability()) {
                 at = at.max(*until);
             }
-            if let Some(bucket) = operations.get_mut(&waiter.operation) {
-                at = at.max(now + token_wait(bucket, now));
+            if let Some(bucket) = self.operations.get_mut(&waiter.operation) {
+                at = at.max(now + token_wait(bucket.tokens(now), bucket.qps()));
             }
             best = Some(best.map_or(at, |b| b.min(at)));
             if at <= provider {

@@ -7,10 +7,9 @@
 //!
 //! 1. waits until every informer it uses has synced (or returns at once if shutdown comes first);
 //! 2. registers the event handlers ([`watches`](Controller::watches), [`on_events`](Controller::on_events))
-//!    inline in the informers' tasks, then queues every key of [`enqueue_all`](Controller::enqueue_all) (by
-//!    default every object in the first watched informer's cache). That covers the events of the initial list,
-//!    which are skipped (a change the handlers saw only queues a key already queued). An
-//!    [`InformerEvent::Resync`] queues every key again;
+//!    inline in the informers' tasks, then queues every key of [`enqueue_all`](Controller::enqueue_all): that
+//!    covers the events of the initial list, which are skipped (a change the handlers saw only queues a key
+//!    already queued);
 //! 3. runs the [`workers`](Controller::workers) over the queue with [`run_workers`] (retry decision, panic
 //!    guard, `workqueue_*` metrics) and the side loops ([`with_loop`](Controller::with_loop): periodic passes
 //!    with [`every`](crate::runtime::every::every), debounced ones with
@@ -139,9 +138,8 @@ impl Controller {
     }
 
     /// Queue the key `map` returns for each event of `informer` (`None`: the event needs no reconcile);
-    /// [`InformerEvent::Resync`] queues every key of [`enqueue_all`](Self::enqueue_all) instead. Unless
-    /// `enqueue_all` is set, the first watched informer's cache gives the keys (its objects' names, or
-    /// `namespace/name`). `map` runs inline in the informer's task: it must be quick and never block.
+    /// [`InformerEvent::Resync`] queues every key of [`enqueue_all`](Self::enqueue_all) instead. `map` runs
+    /// inline in the informer's task: it must be quick and never block.
     pub fn watches<K, M>(mut self, informer: &Informer<K>, map: M) -> Self
     where
         K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -181,8 +179,8 @@ impl Controller {
         self.waits_for(informer)
     }
 
-    /// The keys queued at start and on every [`InformerEvent::Resync`] (default: every object of the first
-    /// watched informer's cache).
+    /// The keys queued at start and on every [`InformerEvent::Resync`] (default: the cache keys, `name` or
+    /// `namespace/name`, of the first watched informer).
     pub fn enqueue_all(mut self, keys: impl Fn() -> Vec<String> + Send + Sync + 'static) -> Self {
         self.enqueue_all = Some(Arc::new(keys));
         self

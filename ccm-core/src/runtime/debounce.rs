@@ -143,17 +143,12 @@ impl Debounced {
         self.queue.add(self.key);
         let mut resync_at: Option<Instant> = None;
         loop {
-            let resync = async {
-                match resync_at {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
+            let resync = tokio::time::sleep_until(resync_at.unwrap_or_else(Instant::now));
             let item = tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break,
                 item = self.queue.get() => item,
-                _ = resync => {
+                () = resync, if resync_at.is_some() => {
                     resync_at = None;
                     tracing::debug!(queue = %self.key, "periodic full resync");
                     self.queue.add(self.key);

@@ -8,9 +8,8 @@
 //! | [`Sliding`](Timing::Sliding) | `period` after the previous pass **ended** | `wait.Until`, `wait.JitterUntil(.., sliding=true)` |
 //! | [`NonSliding`](Timing::NonSliding) | `period` after the previous pass **started** (at once if the pass took longer) | `wait.NonSlidingUntil` |
 //!
-//! A positive `jitter` lengthens each period by a random fraction of up to `jitter × period`, drawn again for
-//! every period (Go's `wait.Jitter`). The first pass starts at once, or after one (jittered) period with
-//! [`Every::after_first_period`]. Shutdown is checked before every pass and stops the wait at once; a pass in
+//! The jitter is drawn again for every period (Go's `wait.Jitter`); the first pass starts at once (see
+//! [`Every::after_first_period`]). Shutdown is checked before every pass and stops the wait at once; a pass in
 //! progress at shutdown is dropped at its next await point (a pass is a full sweep that the next start repeats).
 //!
 //! ```no_run
@@ -49,8 +48,8 @@ pub struct Every {
     first_after_period: bool,
 }
 
-/// Passes every `period`, each period lengthened by up to `jitter × period` (0 for none; a negative or
-/// non-finite `jitter` counts as 0), measured as `timing` says.
+/// Passes every `period`, each period lengthened by a random part of up to `jitter × period` (0 for none; a
+/// negative or non-finite `jitter` counts as 0), measured as `timing` says.
 pub fn every(period: Duration, jitter: f64, timing: Timing) -> Every {
     Every {
         period,

@@ -5,10 +5,8 @@
 //! object to the handlers registered with [`Informer::on_event`], so controllers can apply the Go reference's
 //! update filters (`needsUpdate(old, new)`, ...).
 //!
-//! The [`SharedInformers`] do not cache whole objects: they decode each Node as a [`CachedNode`] and each Service
-//! as a [`CachedService`], which leaves out what no controller reads (`managedFields`, the last-applied JSON, a
-//! node's image list, volumes, capacity, ...) while the JSON is parsed, so it is never built. [`strip_node`] and
-//! [`strip_service`] list what the cache keeps; read an object from the API for anything else.
+//! The [`SharedInformers`] cache less than whole objects ([`CachedNode`], [`CachedService`]; [`strip_node`] and
+//! [`strip_service`] list what is kept): read an object from the API for anything else.
 //!
 //! ```no_run
 //! use ccm_core::runtime::informer::{Informer, InformerEvent};
@@ -237,7 +235,7 @@ where
 
     /// An informer that decodes the objects of `api` as `W` and caches them as `W` converts into `K`: the way to
     /// cache less than whole objects without building what is dropped (client-go's `SetTransform` runs after
-    /// decoding). The [`SharedInformers`] watch [`CachedNode`] and [`CachedService`]. Not started.
+    /// decoding), as the [`SharedInformers`] do. Not started.
     ///
     /// ```no_run
     /// use ccm_core::runtime::informer::{CachedNode, Informer};
@@ -328,19 +326,14 @@ where
 
     /// List and watch until `shutdown` is cancelled, re-listing with backoff after errors.
     pub async fn run(self, shutdown: CancellationToken) {
-        let mut stream = (self.inner.source)();
+        let mut stream = std::pin::pin!((self.inner.source)().take_until(shutdown.cancelled()));
         let mut init_keys: Option<HashSet<String>> = None;
-        loop {
-            let next = tokio::select! {
-                _ = shutdown.cancelled() => break,
-                next = stream.next() => next,
-            };
+        while let Some(next) = stream.next().await {
             match next {
-                None => break,
-                Some(Err(err)) => {
+                Err(err) => {
                     tracing::warn!(kind = %K::kind(&Default::default()), error = %err, "watch failed; retrying with backoff");
                 }
-                Some(Ok(event)) => self.apply(event, &mut init_keys),
+                Ok(event) => self.apply(event, &mut init_keys),
             }
         }
     }
@@ -446,8 +439,8 @@ impl InformerScope {
     }
 }
 
-/// The informers every controller shares, one for Nodes and one for Services, caching stripped objects
-/// ([`CachedNode`], [`CachedService`]; [`strip_node`] and [`strip_service`] say what is kept).
+/// The informers every controller shares, one for Nodes and one for Services, caching stripped objects (see the
+/// [module documentation](self)).
 #[derive(Clone, Debug)]
 pub struct SharedInformers {
     nodes: Informer<Node>,

@@ -9,8 +9,6 @@
 //!   only ever uses `try_take` never delays a caller that uses `reserve`: this is how lower-priority traffic
 //!   (Events) shares a budget with the writes a controller needs.
 //!
-//! The bucket is pure: every method takes the current time, so tests drive it without a clock.
-//!
 //! ```
 //! use std::time::Duration;
 //! use ccm_core::runtime::ratelimit::TokenBucket;
@@ -31,7 +29,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// A token bucket. Not synchronised: wrap it in a `Mutex` to share it.
+/// A token bucket, pure (every method takes the current time, so tests drive it without a clock) and not
+/// synchronised: wrap it in a `Mutex` to share it.
 #[derive(Debug, Clone)]
 pub struct TokenBucket {
     qps: f64,
@@ -60,11 +59,6 @@ impl TokenBucket {
     /// The refill rate in tokens per second.
     pub fn qps(&self) -> f64 {
         self.qps
-    }
-
-    /// The capacity.
-    pub fn burst(&self) -> u32 {
-        self.burst as u32
     }
 
     fn refill(&mut self, now: Instant) {
@@ -110,6 +104,12 @@ impl TokenBucket {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl TokenBucket {
+        fn burst(&self) -> u32 {
+            self.burst as u32
+        }
+    }
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

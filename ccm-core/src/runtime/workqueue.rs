@@ -3,11 +3,8 @@
 //! - An item added several times before a worker takes it is processed once ("dirty" set).
 //! - An item is never handed to two workers at once: one added while being processed is queued again when the
 //!   worker drops the [`WorkItem`] it was given.
-//! - Delayed adds wait in a delay queue inside the queue itself: no task is spawned per delayed item, and nothing
-//!   outlives [`WorkQueue::shut_down`].
-//! - [`WorkQueue::add_after`] keeps only the earliest pending deadline per item.
-//! - [`WorkQueue::add_rate_limited`] asks the queue's [`ItemExponentialBackoff`] how long to wait;
-//!   [`WorkQueue::forget`] resets the item's failure count.
+//! - Delayed adds ([`WorkQueue::add_after`], [`WorkQueue::add_rate_limited`]) wait in a delay queue inside the
+//!   queue itself: no task is spawned per delayed item, and nothing outlives [`WorkQueue::shut_down`].
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -37,9 +34,8 @@ use super::metrics::WorkqueueMetrics;
 use super::ratelimit::TokenBucket;
 
 /// How long an item waits before it is retried: per-item exponential backoff, `base × 2^failures` capped at `max`
-/// (Go's `ItemExponentialFailureRateLimiter`), and, with [`with_overall_limit`](Self::with_overall_limit), at
-/// least the wait for a token of a bucket shared by all items (Go's `MaxOfRateLimiter` over both, as in
-/// [`default_controller_rate_limiter`]).
+/// (Go's `ItemExponentialFailureRateLimiter`), or longer with [`with_overall_limit`](Self::with_overall_limit)
+/// (Go's `MaxOfRateLimiter`, as in [`default_controller_rate_limiter`]).
 #[derive(Debug)]
 pub struct ItemExponentialBackoff<K> {
     base: Duration,
@@ -77,8 +73,7 @@ impl<K> ItemExponentialBackoff<K> {
 }
 
 impl<K: Eq + Hash + Clone> ItemExponentialBackoff<K> {
-    /// The delay before `item` is retried now; records one more failure (and takes a token of the overall
-    /// bucket).
+    /// The delay before `item` is retried now; records one more failure (and takes an overall-bucket token).
     pub fn when(&self, item: &K) -> Duration {
         let mut failures = self.failures.lock();
         let count = failures.entry(item.clone()).or_insert(0);
@@ -368,14 +363,10 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
                 }
                 state.delayed.first_key_value().map(|((at, _), _)| *at)
             };
-            match next_deadline {
-                Some(at) => {
-                    tokio::select! {
-                        () = &mut notified => {}
-                        () = tokio::time::sleep_until(at) => {}
-                    }
-                }
-                None => notified.await,
+            let sleep = tokio::time::sleep_until(next_deadline.unwrap_or_else(Instant::now));
+            tokio::select! {
+                () = &mut notified => {}
+                () = sleep, if next_deadline.is_some() => {}
             }
         }
     }
@@ -408,11 +399,6 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
         self.inner.notify.notify_one();
     }
 
-    /// Whether [`shut_down`](Self::shut_down) was called.
-    pub fn is_shutting_down(&self) -> bool {
-        self.lock().shutting_down
-    }
-
     /// Items queued and not yet handed out.
     pub fn len(&self) -> usize {
         self.lock().queue.len()
@@ -443,6 +429,13 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
+        /// Whether [`shut_down`](Self::shut_down) was called (for the tests of other modules too).
+        pub(crate) fn is_shutting_down(&self) -> bool {
+            self.lock().shutting_down
+        }
+    }
 
     fn queue() -> WorkQueue<String> {
         WorkQueue::new(

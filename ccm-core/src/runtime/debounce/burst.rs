@@ -32,11 +32,8 @@ pub struct Burst {
     pub started: Instant,
 }
 
-/// Wait for the next burst of node keys on `queue`; `None` once the queue is shut down.
-///
-/// `previous` is when the previous pass started: with a positive `quiet`, the next pass starts no earlier than
-/// `previous + max_delay` (see the [module documentation](self)). With a zero `quiet` it returns as soon as there
-/// is a key, with every key already queued.
+/// Wait for the next burst of node keys on `queue` (see the [module documentation](self); `previous` is when the
+/// previous pass started); `None` once the queue is shut down.
 pub async fn next_burst(
     queue: &WorkQueue<String>,
     quiet: Duration,

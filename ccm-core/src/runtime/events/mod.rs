@@ -5,8 +5,7 @@
 //!   `firstTimestamp` and `lastTimestamp`, Go's reasons and messages, named `<object>.<nanoseconds in hex>` in the
 //!   object's namespace (`default` for Nodes). Every tool that reads `kubectl get events` sees them as Go's.
 //! - **Correlated like client-go** ([`correlator`]): a repeat raises the `count` of one object (a PATCH) instead of
-//!   making another; ten distinct messages of one reason combine; each source and object may burst 25 events, then
-//!   one per five minutes.
+//!   making another, similar events combine, and each source and object has a spam filter.
 //! - **Non-blocking**: [`EventRecorder::normal`] and [`EventRecorder::warning`] return at once. One writer task per
 //!   component writes the backlog in order; a repeat of an event still waiting merges into it, so a burst of
 //!   identical emissions is one object and one write. The backlog is bounded ([`DEFAULT_BACKLOG`] per component);
@@ -79,13 +78,13 @@ struct SinkInner {
     correlator: Mutex<Correlator>,
     lanes: Mutex<HashMap<String, Arc<Lane>>>,
     progress: Arc<Notify>,
-    metrics: Option<EventMetrics>,
 }
 
 /// The process-wide Event pipeline: one correlator, and one background writer per component. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct EventSink {
     inner: Arc<SinkInner>,
+    metrics: Option<EventMetrics>,
 }
 
 impl std::fmt::Debug for EventSink {
@@ -102,20 +101,13 @@ impl EventSink {
         Self::default()
     }
 
-    fn build(metrics: Option<EventMetrics>) -> Self {
-        let inner = SinkInner {
-            metrics,
-            ..SinkInner::default()
-        };
-        EventSink {
-            inner: Arc::new(inner),
-        }
-    }
-
     /// The same sink, counting into `ccm_events_total` and `ccm_events_backlog` in `registry` (before any
     /// recorder is made).
     pub fn with_metrics(self, registry: &crate::runtime::metrics::SharedRegistry) -> Self {
-        Self::build(Some(EventMetrics::register(registry)))
+        EventSink {
+            metrics: Some(EventMetrics::register(registry)),
+            ..Self::default()
+        }
     }
 
     /// The same sink, counting into the metrics of `other` (if it has any): several sinks of one process share
@@ -131,12 +123,15 @@ impl EventSink {
     /// # drop(leader_election);
     /// ```
     pub fn sharing_metrics(self, other: &EventSink) -> Self {
-        Self::build(other.inner.metrics.clone())
+        EventSink {
+            metrics: other.metrics.clone(),
+            ..Self::default()
+        }
     }
 
     /// The metrics, if registered.
     pub fn metrics(&self) -> Option<&EventMetrics> {
-        self.inner.metrics.as_ref()
+        self.metrics.as_ref()
     }
 
     /// A recorder for `component` (for example `service-controller`) from the replica `instance`. Events of a
@@ -151,12 +146,7 @@ impl EventSink {
         let lane = lanes
             .entry(component.to_owned())
             .or_insert_with(|| {
-                let lane = Arc::new(Lane::new(
-                    component,
-                    client,
-                    self.inner.progress.clone(),
-                    self.inner.metrics.clone(),
-                ));
+                let lane = Arc::new(Lane::new(component, client, self));
                 if let Ok(handle) = tokio::runtime::Handle::try_current() {
                     handle.spawn(lane.clone().run());
                 } else {

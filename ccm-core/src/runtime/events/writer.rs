@@ -11,9 +11,9 @@ use kube::api::{Patch, PatchParams, PostParams};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use super::DEFAULT_BACKLOG;
 use super::correlator::Correlated;
 use super::metrics::{EventMetrics, Outcome};
+use super::{DEFAULT_BACKLOG, EventSink};
 
 /// How often a write that failed for a passing reason (429, 5xx, connection) is tried before the event is given
 /// up (client-go tries 12 times, 10 s apart; a shorter series keeps the backlog moving when the API server is
@@ -52,19 +52,15 @@ pub(super) struct Lane {
 }
 
 impl Lane {
-    pub(super) fn new(
-        component: &str,
-        client: kube::Client,
-        progress: Arc<Notify>,
-        metrics: Option<EventMetrics>,
-    ) -> Self {
+    /// A lane of `sink`, reporting its progress and metrics there.
+    pub(super) fn new(component: &str, client: kube::Client, sink: &EventSink) -> Self {
         Lane {
             component: component.to_owned(),
             client,
             state: Mutex::new(State::default()),
             wake: Notify::new(),
-            progress,
-            metrics,
+            progress: sink.inner.progress.clone(),
+            metrics: sink.metrics.clone(),
         }
     }
 
@@ -183,13 +179,8 @@ impl Lane {
         }
     }
 
-    async fn write(
-        &self,
-        Pending {
-            mut event,
-            mut create,
-        }: Pending,
-    ) {
+    async fn write(&self, pending: Pending) {
+        let (mut event, mut create) = (pending.event, pending.create);
         let namespace = event.metadata.namespace.clone().unwrap_or_default();
         let name = event.metadata.name.clone().unwrap_or_default();
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
@@ -222,16 +213,12 @@ impl Lane {
                 tracing::debug!(component = %self.component, event = %name, %error, "event not written");
                 return;
             }
-            let status = match &error {
-                kube::Error::Api(status) => Some(status.code),
-                _ => None,
-            };
-            match status {
+            match &error {
                 // Created meanwhile (a retried create that had gone through): update it instead.
-                Some(409) if create => create = false,
+                kube::Error::Api(status) if status.code == 409 && create => create = false,
                 // Expired or deleted: create it again with the count so far, as client-go does.
-                Some(404) if !create => create = true,
-                Some(code) if code != 429 && code < 500 => {
+                kube::Error::Api(status) if status.code == 404 && !create => create = true,
+                kube::Error::Api(status) if status.code != 429 && status.code < 500 => {
                     self.count(Outcome::Failed);
                     tracing::warn!(component = %self.component, event = %name, %error, "could not write event");
                     return;

@@ -1,10 +1,7 @@
-//! Inline event handlers: code that reacts to an informer's events from within the informer's own task, for
-//! reactions that are quick and never wait (queue a key, drop a cache entry).
-//!
-//! A task fed through a channel would wake up per event; with 1,000 heartbeating nodes that is twenty wake-ups a
-//! second per consumer, most of which find nothing to do. A handler runs where the event is made, in the order of
-//! registration, and never lags (so it never misses an event; it sees [`InformerEvent::Resync`] only from the
-//! periodic resync).
+//! Inline event handlers ([`Informer::on_event`](super::Informer::on_event)). A task fed through a channel would
+//! wake up per event (with 1,000 heartbeating nodes, twenty times a second per consumer, mostly for nothing); a
+//! handler runs where the event is made, in the order of registration, and never lags (so it never misses an
+//! event; it sees [`InformerEvent::Resync`] only from the periodic resync).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, Weak};
@@ -50,11 +47,14 @@ impl<K: 'static> Handlers<K> {
         self.update(|list| list.push((id, Arc::new(handler))));
         let handlers: Weak<Self> = Arc::downgrade(self);
         HandlerRegistration {
-            remove: Some(Box::new(move || {
-                if let Some(handlers) = handlers.upgrade() {
-                    handlers.update(|list| list.retain(|(other, _)| *other != id));
-                }
-            })),
+            _remove: scopeguard::guard(
+                (),
+                Box::new(move |()| {
+                    if let Some(handlers) = handlers.upgrade() {
+                        handlers.update(|list| list.retain(|(other, _)| *other != id));
+                    }
+                }),
+            ),
         }
     }
 
@@ -64,30 +64,18 @@ impl<K: 'static> Handlers<K> {
         change(&mut next);
         *list = Arc::new(next);
     }
-
-    #[cfg(test)]
-    pub(super) fn len(&self) -> usize {
-        self.list.read().unwrap_or_else(|e| e.into_inner()).len()
-    }
 }
 
 /// A registered handler ([`Informer::on_event`](super::Informer::on_event)): dropping it removes the handler.
+#[derive(Debug)]
 #[must_use = "dropping the registration removes the handler at once"]
 pub struct HandlerRegistration {
-    remove: Option<Box<dyn FnOnce() + Send + Sync>>,
+    _remove: scopeguard::ScopeGuard<(), Box<dyn FnOnce(()) + Send + Sync>>,
 }
 
-impl std::fmt::Debug for HandlerRegistration {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HandlerRegistration")
-            .finish_non_exhaustive()
-    }
-}
-
-impl Drop for HandlerRegistration {
-    fn drop(&mut self) {
-        if let Some(remove) = self.remove.take() {
-            remove();
-        }
+#[cfg(test)]
+impl<K> Handlers<K> {
+    pub(super) fn len(&self) -> usize {
+        self.list.read().unwrap_or_else(|e| e.into_inner()).len()
     }
 }

@@ -1,14 +1,15 @@
 //! What the shared informers keep of each Node and Service: everything a controller of the SDK reads, and nothing
 //! large that none reads. The shape is defined once, by [`CachedNode`] and [`CachedService`], into which the
 //! informers decode the API's JSON, skipping what is not kept while parsing (serde passes over an unknown field
-//! without building it); [`strip_node`] and [`strip_service`] reduce an object already in memory by the same types.
+//! without building it; only a Node spec's two small deprecated fields are built, then dropped); [`strip_node`] and
+//! [`strip_service`] reduce an object already in memory by the same types.
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 
 use k8s_openapi::api::core::v1::{
     Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Service, ServiceSpec,
-    ServiceStatus, Taint,
+    ServiceStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::Resource;
@@ -20,10 +21,9 @@ use crate::names::annotations::LAST_APPLIED_CONFIGURATION;
 /// applied JSON with `stripped, <length> bytes, fingerprint <16 hex digits>`.
 pub const STRIPPED_VALUE_PREFIX: &str = "stripped, ";
 
-/// Reduce a Node to what the shared cache holds. The informer never holds more: it decodes every Node of its
-/// list and watch straight into this shape ([`CachedNode`]), so what is stripped is never allocated (the
-/// `managedFields` of a heartbeating node are half its JSON). This function applies the same reduction to a
-/// Node already in memory, for tests and tools that compare a cached Node with a whole one.
+/// Reduce a Node already in memory to what the shared cache holds (the informer decodes it so, as a
+/// [`CachedNode`]: the `managedFields` of a heartbeating node, half its JSON, are never built), for tests and tools
+/// that compare a cached Node with a whole one.
 ///
 /// | part | kept | stripped |
 /// |---|---|---|
@@ -70,7 +70,7 @@ pub const STRIPPED_VALUE_PREFIX: &str = "stripped, ";
 /// assert_eq!(status.images, None);
 /// ```
 pub fn strip_node(node: &mut Node) {
-    *node = reduce::<CachedNode, _>(node).0;
+    *node = reduce::<CachedNode, _>(node);
 }
 
 /// Reduce a Service to what the shared cache holds: everything but `metadata.managedFields`, with the value of
@@ -80,24 +80,24 @@ pub fn strip_node(node: &mut Node) {
 /// most of them (Go's `needsUpdate`), and the provider gets the cached Service in every LoadBalancer call and may
 /// read any of its own annotations.
 pub fn strip_service(service: &mut Service) {
-    *service = reduce::<CachedService, _>(service).0;
+    *service = reduce::<CachedService, _>(service);
 }
 
 /// `object` decoded as the cache decodes it. Serializing a k8s-openapi object gives JSON of its own schema, which
 /// the cached shapes read without fail (they require nothing); should that ever fail, the object is only cleared of
 /// its managed fields rather than lost.
-fn reduce<C, K>(object: &K) -> C
+fn reduce<C, K>(object: &K) -> K
 where
-    C: for<'de> Deserialize<'de> + From<K>,
+    C: for<'de> Deserialize<'de> + Into<K>,
     K: serde::Serialize + Clone + Resource,
 {
     match serde_json::to_value(object).and_then(serde_json::from_value::<C>) {
-        Ok(cached) => cached,
+        Ok(cached) => cached.into(),
         Err(err) => {
             tracing::error!(error = %err, "could not reduce an object to its cached shape; dropping its managed fields only");
             let mut copy = object.clone();
             copy.meta_mut().managed_fields = None;
-            C::from(copy)
+            copy
         }
     }
 }
@@ -162,19 +162,6 @@ impl From<WireMeta> for ObjectMeta {
 }
 
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct WireNodeSpec {
-    #[serde(rename = "podCIDR")]
-    pod_cidr: Option<String>,
-    #[serde(rename = "podCIDRs")]
-    pod_cidrs: Option<Vec<String>>,
-    #[serde(rename = "providerID")]
-    provider_id: Option<String>,
-    taints: Option<Vec<Taint>>,
-    unschedulable: Option<bool>,
-}
-
-#[derive(Deserialize)]
 struct WireNodeStatus {
     addresses: Option<Vec<NodeAddress>>,
     conditions: Option<Vec<NodeCondition>>,
@@ -199,7 +186,7 @@ struct WireNodeInfo {
 struct WireNode {
     #[serde(default)]
     metadata: Option<WireMeta>,
-    spec: Option<WireNodeSpec>,
+    spec: Option<NodeSpec>,
     status: Option<WireNodeStatus>,
 }
 
@@ -217,12 +204,9 @@ impl<'de> Deserialize<'de> for CachedNode {
         Ok(CachedNode(Node {
             metadata: wire.metadata.map(ObjectMeta::from).unwrap_or_default(),
             spec: wire.spec.map(|spec| NodeSpec {
-                pod_cidr: spec.pod_cidr,
-                pod_cidrs: spec.pod_cidrs,
-                provider_id: spec.provider_id,
-                taints: spec.taints,
-                unschedulable: spec.unschedulable,
-                ..Default::default()
+                config_source: None,
+                external_id: None,
+                ..spec
             }),
             status: wire.status.map(|status| NodeStatus {
                 addresses: status.addresses,
@@ -253,18 +237,12 @@ impl<'de> Deserialize<'de> for CachedService {
 }
 
 /// The cached shapes are watched under their kinds' names (the API is that of `Node` and `Service`), and convert
-/// to and from the objects they wrap.
+/// into the objects they wrap.
 macro_rules! resource_as {
     ($cached:ident, $kind:ty) => {
         impl From<$cached> for $kind {
             fn from(cached: $cached) -> $kind {
                 cached.0
-            }
-        }
-
-        impl From<$kind> for $cached {
-            fn from(object: $kind) -> $cached {
-                $cached(object)
             }
         }
 
