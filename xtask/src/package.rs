@@ -48,12 +48,17 @@ pub fn cargo_args(args: &PackageArgs) -> Vec<String> {
 /// # Errors
 /// If `cargo package` fails (missing metadata, a file outside the package, a package that does not build).
 pub async fn run(args: &PackageArgs, interrupt: &Interrupt) -> anyhow::Result<()> {
-    if let Some(home) = cargo_home() {
-        for stale in overlay_extractions(&home.join("registry").join("src"))? {
-            std::fs::remove_dir_all(&stale).with_context(|| {
-                format!("removing the stale package sources {}", stale.display())
-            })?;
-        }
+    let mut stale = match cargo_home() {
+        Some(home) => overlay_extractions(&home.join("registry").join("src"))?,
+        None => Vec::new(),
+    };
+    let fingerprints = crate::paths::target_dir()
+        .join("debug")
+        .join(".fingerprint");
+    stale.extend(overlay_builds(&fingerprints, &members()?)?);
+    for stale in stale {
+        std::fs::remove_dir_all(&stale)
+            .with_context(|| format!("removing the stale package build {}", stale.display()))?;
     }
     let mut command = process::cargo();
     command.args(cargo_args(args));
@@ -95,6 +100,72 @@ pub fn overlay_extractions(registry_src: &Path) -> anyhow::Result<Vec<PathBuf>> 
     }
     found.sort();
     Ok(found)
+}
+
+/// The members of the workspace, as listed in its `Cargo.toml` (each directory is named after its package).
+///
+/// # Errors
+/// If the workspace's `Cargo.toml` cannot be read.
+pub fn members() -> anyhow::Result<Vec<String>> {
+    let path = crate::paths::workspace_root().join("Cargo.toml");
+    let workspace =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(workspace
+        .lines()
+        .skip_while(|line| !line.starts_with("members"))
+        .skip(1)
+        .take_while(|line| !line.starts_with(']'))
+        .map(|line| {
+            line.trim()
+                .trim_end_matches(',')
+                .trim_matches('"')
+                .to_owned()
+        })
+        .collect())
+}
+
+/// The fingerprints under `fingerprints` (`<target>/debug/.fingerprint`) of workspace members built from the
+/// overlay registry while verifying: `<member>-<hash>` whose dep-info names no `.rs` file, which is how cargo
+/// tracks a registry package (its sources are taken as immutable, so it is never rebuilt once built). Without
+/// removing them, a later run at the same path would verify a crate against its dependencies' old builds and
+/// report, for example, an item removed since as missing.
+///
+/// # Errors
+/// If `fingerprints` exists but cannot be listed.
+pub fn overlay_builds(fingerprints: &Path, members: &[String]) -> anyhow::Result<Vec<PathBuf>> {
+    let entries = match std::fs::read_dir(fingerprints) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(err) => return Err(err).with_context(|| format!("listing {}", fingerprints.display())),
+    };
+    let mut found = Vec::new();
+    for entry in entries {
+        let entry = entry.with_context(|| format!("listing {}", fingerprints.display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let member = name
+            .rsplit_once('-')
+            .is_some_and(|(package, _hash)| members.iter().any(|m| m == package));
+        if member && tracks_no_source(&entry.path()) {
+            found.push(entry.path());
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Whether a fingerprint directory has a dep-info file (`dep-*`) and none of them names a `.rs` file.
+fn tracks_no_source(dir: &Path) -> bool {
+    let dep_infos: Vec<Vec<u8>> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|file| file.file_name().to_string_lossy().starts_with("dep-"))
+        .filter_map(|file| std::fs::read(file.path()).ok())
+        .collect();
+    !dep_infos.is_empty()
+        && !dep_infos
+            .iter()
+            .any(|info| info.windows(3).any(|w| w == b".rs"))
 }
 
 #[cfg(test)]
@@ -152,18 +223,40 @@ mod tests {
     }
 
     #[test]
+    fn only_the_members_built_from_the_overlay_are_stale() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        assert!(
+            overlay_builds(&dir.path().join("absent"), &[])
+                .unwrap()
+                .is_empty()
+        );
+        let fingerprint = |name: &str, dep_info: &[u8]| {
+            std::fs::create_dir_all(dir.path().join(name)).unwrap();
+            std::fs::write(dir.path().join(name).join("dep-lib-x"), dep_info).unwrap();
+        };
+        let registry = b"\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00";
+        let path = b"\x01\x00\x00\x00\x01\x00\x00\x00\x00\x0asrc/lib.rs";
+        fingerprint("ccm-core-e50f4c4b9680d6b5", registry);
+        fingerprint("ccm-core-24adcbc2b5aeaa73", path);
+        fingerprint("tokio-0123456789abcdef", registry);
+        fingerprint("ccm-provider-fake-fedcba9876543210", registry);
+        std::fs::create_dir_all(dir.path().join("ccm-app-00112233aabbccdd")).unwrap();
+        let members = ["ccm-core".to_owned(), "ccm-provider-fake".to_owned()];
+        assert_eq!(
+            overlay_builds(dir.path(), &members).unwrap(),
+            [
+                dir.path().join("ccm-core-e50f4c4b9680d6b5"),
+                dir.path().join("ccm-provider-fake-fedcba9876543210")
+            ]
+        );
+    }
+
+    #[test]
     fn unpublished_members_are_the_ones_marked_so() {
         let root = crate::paths::workspace_root();
-        let workspace = std::fs::read_to_string(root.join("Cargo.toml")).expect("Cargo.toml");
-        let members: Vec<&str> = workspace
-            .lines()
-            .skip_while(|line| !line.starts_with("members"))
-            .skip(1)
-            .take_while(|line| !line.starts_with(']'))
-            .map(|line| line.trim().trim_end_matches(',').trim_matches('"'))
-            .collect();
+        let members = members().expect("the workspace's members");
         assert!(members.len() > UNPUBLISHED.len(), "{members:?}");
-        for member in members {
+        for member in members.iter().map(String::as_str) {
             let manifest =
                 std::fs::read_to_string(root.join(member).join("Cargo.toml")).expect("manifest");
             let unpublished = manifest
