@@ -56,7 +56,7 @@ impl SettingValue<Vec<String>> for Vec<String> {
 /// - `CcmOptions::apply` (a value given in the file or on the command line replaces the current one, as given or
 ///   through [`SettingValue::from_raw`]) and `CcmOptions::to_settings` (every setting, as it is or through
 ///   [`SettingValue::to_raw`]);
-/// - for tests, `Settings::sample(n)`: every field set, from [`Sample`].
+/// - for tests, `Settings::sample(n)`: every field set, from the test-only `samples::Sample` trait.
 ///
 /// A declaration is one of
 ///
