@@ -363,10 +363,14 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<K> {
                 }
                 state.delayed.first_key_value().map(|((at, _), _)| *at)
             };
-            let sleep = tokio::time::sleep_until(next_deadline.unwrap_or_else(Instant::now));
-            tokio::select! {
-                () = &mut notified => {}
-                () = sleep, if next_deadline.is_some() => {}
+            match next_deadline {
+                Some(at) => {
+                    tokio::select! {
+                        () = &mut notified => {}
+                        () = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => notified.await,
             }
         }
     }
