@@ -17,7 +17,8 @@ use std::process::ExitCode;
 
 /// jemalloc instead of the system allocator: the informers replace every cached Node several times while nodes
 /// initialize, and glibc's malloc keeps more of the freed memory resident (peak RSS at 10,000 nodes 89 MiB against
-/// 100 MiB; docs/benchmarks.md, "10,000 nodes: where the memory goes").
+/// 100 MiB; docs/benchmarks.md, "10,000 nodes: where the memory goes"). The workspace's `.cargo/config.toml` gives
+/// it one arena (`JEMALLOC_SYS_WITH_MALLOC_CONF`): 69 MiB against 82 with the default four per core.
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

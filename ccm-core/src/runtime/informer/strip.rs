@@ -206,11 +206,12 @@ impl<'de> Deserialize<'de> for CachedNode {
             spec: wire.spec.map(|spec| NodeSpec {
                 config_source: None,
                 external_id: None,
+                taints: spec.taints.map(exact),
                 ..spec
             }),
             status: wire.status.map(|status| NodeStatus {
-                addresses: status.addresses,
-                conditions: status.conditions,
+                addresses: status.addresses.map(exact),
+                conditions: status.conditions.map(exact),
                 node_info: status.node_info.map(|info| NodeSystemInfo {
                     architecture: info.architecture,
                     boot_id: info.boot_id,
@@ -223,6 +224,13 @@ impl<'de> Deserialize<'de> for CachedNode {
             }),
         }))
     }
+}
+
+/// A decoded list without the spare capacity its growth left (five conditions take room for eight): the cache
+/// keeps every Node for the process's life, so the spare room would be a third of what its lists cost.
+fn exact<T>(mut list: Vec<T>) -> Vec<T> {
+    list.shrink_to_fit();
+    list
 }
 
 impl<'de> Deserialize<'de> for CachedService {
@@ -458,6 +466,31 @@ mod tests {
         assert_eq!(cached.0.metadata.managed_fields, None);
         assert_eq!(<CachedNode as Resource>::plural(&()), "nodes");
         assert_eq!(<CachedService as Resource>::kind(&()), "Service");
+    }
+
+    #[test]
+    fn decoded_lists_hold_no_spare_room() {
+        let mut wire: Value = serde_json::from_str(NODE).unwrap();
+        wire["spec"]["taints"] =
+            json!([{"key": "a", "effect": "NoSchedule"}, {"key": "b", "effect": "NoSchedule"}]);
+        let CachedNode(node) = serde_json::from_value(wire).unwrap();
+        let (spec, status) = (node.spec.unwrap(), node.status.unwrap());
+        let lists = [
+            ("taints", spec.taints.map(|l| (l.len(), l.capacity()))),
+            (
+                "addresses",
+                status.addresses.map(|l| (l.len(), l.capacity())),
+            ),
+            (
+                "conditions",
+                status.conditions.map(|l| (l.len(), l.capacity())),
+            ),
+        ];
+        for (name, list) in lists {
+            let (len, capacity) = list.unwrap_or_else(|| panic!("the fixture has {name}"));
+            assert!(len > 1, "{name}: the fixture has several");
+            assert_eq!(capacity, len, "{name}");
+        }
     }
 
     #[test]
