@@ -31,6 +31,23 @@ use tokio_util::sync::CancellationToken;
 /// The contents of every watched file by path; `None`: it cannot be read now.
 pub type Snapshot = BTreeMap<PathBuf, Option<Vec<u8>>>;
 
+/// What the watcher keeps of a [`Snapshot`] between reads: each file's SHA-256, not its contents (a cloud config
+/// may be large, and the contents in force live in the provider).
+pub type Digests = BTreeMap<PathBuf, Option<[u8; 32]>>;
+
+/// The SHA-256 of each file in `snapshot`.
+pub fn digests(snapshot: &Snapshot) -> Digests {
+    let sha256 = |bytes: &Vec<u8>| {
+        let mut digest = [0; 32];
+        digest.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref());
+        digest
+    };
+    snapshot
+        .iter()
+        .map(|(path, contents)| (path.clone(), contents.as_ref().map(sha256)))
+        .collect()
+}
+
 /// What to do after reading the watched files.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
@@ -45,9 +62,9 @@ pub enum Step {
 }
 
 /// Decide what to do with the `current` contents, given the contents in force (`applied`) and the last rejected
-/// ones.
-pub fn decide(applied: &Snapshot, rejected: Option<&Snapshot>, current: &Snapshot) -> Step {
-    let paths = |keep: &dyn Fn(&PathBuf, &Option<Vec<u8>>) -> bool| -> Vec<PathBuf> {
+/// ones (each file by its digest).
+pub fn decide(applied: &Digests, rejected: Option<&Digests>, current: &Digests) -> Step {
+    let paths = |keep: &dyn Fn(&PathBuf, &Option<[u8; 32]>) -> bool| -> Vec<PathBuf> {
         current
             .iter()
             .filter(|(p, c)| keep(p, c))
@@ -195,8 +212,9 @@ where
     R: Fn() -> F + Send,
     F: Future<Output = Snapshot> + Send,
 {
-    let mut applied = initial;
-    let mut rejected: Option<Snapshot> = None;
+    let mut applied = digests(&initial);
+    drop(initial);
+    let mut rejected: Option<Digests> = None;
     let mut ticks = tokio::time::interval_at(
         tokio::time::Instant::now() + watcher.interval,
         watcher.interval,
@@ -209,7 +227,8 @@ where
             _ = ticks.tick() => {}
         }
         let current = (watcher.read)().await;
-        match decide(&applied, rejected.as_ref(), &current) {
+        let now = digests(&current);
+        match decide(&applied, rejected.as_ref(), &now) {
             Step::Unchanged | Step::AlreadyRejected => {}
             Step::Unreadable(paths) => {
                 tracing::debug!(files = ?paths, "watched cloud configuration files cannot be read now; waiting");
@@ -230,8 +249,8 @@ where
                 };
                 let verdict = verdict(&result);
                 match verdict {
-                    Verdict::Applied => (applied, rejected) = (current, None),
-                    _ => rejected = Some(current),
+                    Verdict::Applied => (applied, rejected) = (now, None),
+                    _ => rejected = Some(now),
                 }
                 (watcher.observe)(&Reloaded { changed, verdict });
             }

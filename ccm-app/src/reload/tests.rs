@@ -13,11 +13,15 @@ impl ReloadMetrics {
     }
 }
 
-fn snap(entries: &[(&str, Option<&str>)]) -> Snapshot {
+fn files(entries: &[(&str, Option<&str>)]) -> Snapshot {
     entries
         .iter()
         .map(|(p, c)| (PathBuf::from(p), c.map(|c| c.as_bytes().to_vec())))
         .collect()
+}
+
+fn snap(entries: &[(&str, Option<&str>)]) -> Digests {
+    digests(&files(entries))
 }
 
 #[test]
@@ -158,7 +162,7 @@ impl CloudProvider for Recording {
 #[tokio::test(start_paused = true)]
 async fn the_watcher_reloads_at_the_next_tick_and_does_not_repeat_a_rejection() {
     let provider = Arc::new(Recording::default());
-    let files = Arc::new(Mutex::new(snap(&[
+    let files = Arc::new(Mutex::new(self::files(&[
         ("/cfg", Some("a")),
         ("/token", Some("t")),
     ])));
