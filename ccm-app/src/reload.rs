@@ -1,6 +1,6 @@
 //! Reloading the provider's configuration without a restart: the runtime polls `--cloud-config` and the files the
 //! provider declared ([`ProviderSettings::watch_file`](ccm_core::ProviderSettings::watch_file)) every
-//! `--cloud-config-reload-interval`, comparing their contents, and hands a change to
+//! `--cloud-config-reload-interval`, comparing their contents (by SHA-256, [`digests`]), and hands a change to
 //! [`ccm_core::CloudProvider::reload`].
 //!
 //! Reading the contents (rather than watching inodes) sees every kind of update: an edited file, a replaced file,
