@@ -206,14 +206,14 @@ pub async fn read_files(paths: &[PathBuf]) -> Snapshot {
     snapshot
 }
 
-/// Poll the files every `interval` from `initial` (the contents the provider was created with) until `shutdown`.
-pub async fn run_watcher<R, F>(watcher: Watcher<R>, initial: Snapshot, shutdown: CancellationToken)
+/// Poll the files every `interval` from `initial` (the digests of the contents the provider was created with) until
+/// `shutdown`.
+pub async fn run_watcher<R, F>(watcher: Watcher<R>, initial: Digests, shutdown: CancellationToken)
 where
     R: Fn() -> F + Send,
     F: Future<Output = Snapshot> + Send,
 {
-    let mut applied = digests(&initial);
-    drop(initial);
+    let mut applied = initial;
     let mut rejected: Option<Digests> = None;
     let mut ticks = tokio::time::interval_at(
         tokio::time::Instant::now() + watcher.interval,

@@ -16,15 +16,15 @@ use ccm_core::vendor::VendorSettings;
 use super::RunError;
 use crate::options::CcmOptions;
 use crate::reload::{
-    ReloadMetrics, Snapshot, Watcher, involved_object, observer, pod_from_env, read_files,
+    Digests, ReloadMetrics, Watcher, digests, involved_object, observer, pod_from_env, read_files,
     run_watcher,
 };
 
-/// The files to watch for reload and their contents when the provider was created.
+/// The files to watch for reload and the digests of their contents when the provider was created.
 pub(super) struct ReloadWatch {
     cloud_config: Option<PathBuf>,
     paths: Vec<PathBuf>,
-    initial: Snapshot,
+    initial: Digests,
 }
 
 /// Await the factory of `--cloud-provider` with the resolved settings.
@@ -69,7 +69,7 @@ pub(super) async fn create_provider(
         ReloadWatch {
             cloud_config: options.cloud_config.clone(),
             paths,
-            initial,
+            initial: digests(&initial),
         },
     ))
 }

@@ -182,7 +182,7 @@ async fn the_watcher_reloads_at_the_next_tick_and_does_not_repeat_a_rejection() 
     };
     let shutdown = CancellationToken::new();
     let start = tokio::time::Instant::now();
-    let initial = files.lock().unwrap().clone();
+    let initial = digests(&files.lock().unwrap());
     let task = tokio::spawn(run_watcher(watcher, initial, shutdown.clone()));
     let set_cfg = |text: Option<&str>| {
         files
