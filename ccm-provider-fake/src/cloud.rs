@@ -1,6 +1,6 @@
 //! [`FakeCloud`]: the shared in-memory state and the knobs tests turn.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -25,6 +25,23 @@ pub const DEFAULT_CLUSTER: &str = "kubernetes";
 
 /// The default load-balancer IP pool (TEST-NET-3, documentation addresses).
 pub const DEFAULT_LOAD_BALANCER_IP_POOL: &str = "203.0.113.0/24";
+
+/// How many calls the call log ([`FakeCloud::calls`]) keeps: the most recent ones. The log used to keep every
+/// call, so a reference CCM over 10,000 nodes grew by one entry per node every address-sync period, for as long
+/// as it ran. [`FakeCloud::call_count`] counts every call.
+pub const CALL_LOG_LIMIT: usize = 10_000;
+
+/// How many `create` and `update` calls [`FakeCloud::load_balancer_calls`] keeps, the most recent ones (each holds
+/// the call's hosts, up to one per node).
+pub const LOAD_BALANCER_CALL_LOG_LIMIT: usize = 1_000;
+
+/// Append `item`, dropping the oldest entries beyond `limit`.
+pub(crate) fn push_bounded<T>(log: &mut VecDeque<T>, item: T, limit: usize) {
+    if log.len() >= limit {
+        log.pop_front();
+    }
+    log.push_back(item);
+}
 
 /// A port of a fake load balancer, copied from the Service's `spec.ports`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,12 +124,15 @@ pub(crate) struct State {
     pub(crate) lb_cursor: usize,
     pub(crate) ip_mode: Option<String>,
     pub(crate) load_balancers: BTreeMap<String, FakeLoadBalancer>,
-    pub(crate) lb_calls: Vec<LoadBalancerCall>,
+    pub(crate) lb_calls: VecDeque<LoadBalancerCall>,
     /// cluster → destination CIDR → route.
     pub(crate) routes: BTreeMap<String, BTreeMap<String, Route>>,
     /// cluster name → master address.
     pub(crate) clusters: Vec<(String, String)>,
-    pub(crate) calls: Vec<Call>,
+    /// The most recent [`CALL_LOG_LIMIT`] calls.
+    pub(crate) calls: VecDeque<Call>,
+    /// Every call since the last clear, per operation (exact, however long the log grew).
+    pub(crate) call_counts: BTreeMap<Operation, usize>,
     pub(crate) faults: FaultTable,
     pub(crate) quota: Option<Quota>,
     pub(crate) throttled: usize,
@@ -123,6 +143,12 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// Log `call`, forgetting the oldest beyond [`CALL_LOG_LIMIT`], and count it.
+    fn log_call(&mut self, call: Call) {
+        *self.call_counts.entry(call.op).or_default() += 1;
+        push_bounded(&mut self.calls, call, CALL_LOG_LIMIT);
+    }
+
     fn new(provider_name: &str) -> Self {
         State {
             provider_name: provider_name.to_owned(),
@@ -136,10 +162,11 @@ impl State {
             lb_cursor: 0,
             ip_mode: None,
             load_balancers: BTreeMap::new(),
-            lb_calls: Vec::new(),
+            lb_calls: VecDeque::new(),
             routes: BTreeMap::new(),
             clusters: Vec::new(),
-            calls: Vec::new(),
+            calls: VecDeque::new(),
+            call_counts: BTreeMap::new(),
             faults: FaultTable::default(),
             quota: None,
             throttled: 0,
@@ -447,10 +474,11 @@ impl FakeCloud {
         removed
     }
 
-    /// Every `create` and `update` call with the hosts it carried, in order, including calls that failed (like
-    /// the call log; cleared by [`clear_calls`](Self::clear_calls)).
+    /// The `create` and `update` calls with the hosts they carried, in order, including calls that failed (like
+    /// the call log): all of them, or the most recent [`LOAD_BALANCER_CALL_LOG_LIMIT`] once there were more;
+    /// cleared by [`clear_calls`](Self::clear_calls).
     pub fn load_balancer_calls(&self) -> Vec<LoadBalancerCall> {
-        self.lock().lb_calls.clone()
+        self.lock().lb_calls.iter().cloned().collect()
     }
 
     /// Use another pool for new load-balancer IPs; allocation restarts at its first address. Existing load
@@ -537,23 +565,26 @@ impl FakeCloud {
 
     // ----- call log -----
 
-    /// Every call received, in order. A call is logged when it arrives, before its latency and fault.
+    /// The calls received, in order: all of them, or the most recent [`CALL_LOG_LIMIT`] once there were more (a
+    /// CCM that runs for days must not keep every call it ever made; [`call_count`](Self::call_count) stays exact).
+    /// A call is logged when it arrives, before its latency and fault.
     pub fn calls(&self) -> Vec<Call> {
-        self.lock().calls.clone()
+        self.lock().calls.iter().cloned().collect()
     }
 
-    /// The operations of the calls, in order (the Go fake's `Calls`, whose names are their
+    /// The operations of the logged calls ([`calls`](Self::calls)), in order (the Go fake's `Calls`, whose names are their
     /// [`as_str`](Operation::as_str)).
     pub fn call_ops(&self) -> Vec<Operation> {
         self.lock().calls.iter().map(|c| c.op).collect()
     }
 
-    /// How many calls of `op` were received.
+    /// How many calls of `op` were received since creation or the last [`clear_calls`](Self::clear_calls):
+    /// exact, also beyond what the log keeps.
     pub fn call_count(&self, op: Operation) -> usize {
-        self.lock().calls.iter().filter(|c| c.op == op).count()
+        self.lock().call_counts.get(&op).copied().unwrap_or(0)
     }
 
-    /// The targets of the calls of `op`, in order.
+    /// The targets of the logged calls of `op` ([`calls`](Self::calls)), in order.
     pub fn call_targets(&self, op: Operation) -> Vec<String> {
         self.lock()
             .calls
@@ -595,6 +626,7 @@ impl FakeCloud {
     pub fn clear_calls(&self) {
         let mut st = self.lock();
         st.calls.clear();
+        st.call_counts.clear();
         st.lb_calls.clear();
         st.throttled = 0;
     }
@@ -698,7 +730,7 @@ impl FakeCloud {
     pub(crate) async fn begin(&self, op: Operation, target: &str) -> Result<(), CloudError> {
         let (latency, throttled, random_error) = {
             let mut st = self.lock();
-            st.calls.push(Call::new(op, target));
+            st.log_call(Call::new(op, target));
             let throttled = match st.quota.as_mut() {
                 Some(quota) if op != Operation::Initialize => match quota.try_take() {
                     Ok(()) => None,
@@ -754,6 +786,44 @@ pub(crate) fn sorted_unique(mut names: Vec<String>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_call_log_keeps_the_most_recent_calls_and_counts_every_one() {
+        let cloud = FakeCloud::new();
+        let total = CALL_LOG_LIMIT + 5;
+        for i in 0..total {
+            cloud
+                .begin(Operation::InstanceMetadata, &format!("node-{i}"))
+                .await
+                .unwrap();
+        }
+        cloud
+            .begin(Operation::InstanceExists, "last")
+            .await
+            .unwrap();
+        let calls = cloud.calls();
+        assert_eq!(calls.len(), CALL_LOG_LIMIT);
+        assert_eq!(calls[0].target, "node-6", "the oldest six were forgotten");
+        assert_eq!(
+            calls.last(),
+            Some(&Call::new(Operation::InstanceExists, "last"))
+        );
+        assert_eq!(cloud.call_count(Operation::InstanceMetadata), total);
+        assert_eq!(cloud.call_count(Operation::InstanceExists), 1);
+        assert_eq!(cloud.call_count(Operation::EnsureLoadBalancer), 0);
+        cloud.clear_calls();
+        assert!(cloud.calls().is_empty());
+        assert_eq!(cloud.call_count(Operation::InstanceMetadata), 0);
+    }
+
+    #[test]
+    fn a_bounded_log_drops_from_the_front() {
+        let mut log = VecDeque::new();
+        for i in 0..5 {
+            push_bounded(&mut log, i, 3);
+        }
+        assert_eq!(log, [2, 3, 4]);
+    }
 
     fn ips(pool: &str, in_use: &[&str], cursor: usize) -> Option<(String, usize)> {
         let pool: IpNet = pool.parse().unwrap();

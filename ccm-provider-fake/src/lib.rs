@@ -8,8 +8,8 @@
 //! - [`FakeCloud`] holds instances ([`FakeInstance`]), load balancers ([`FakeLoadBalancer`]), routes and
 //!   clusters behind one mutex: clones are cheap and share state, and changes made at run time (an instance
 //!   removed or shut down, a fault injected) are seen by the next call;
-//! - every call is logged ([`Call`], naming its [`Operation`], whose names are the one table of operation
-//!   names of ccm-core); errors can be injected per operation
+//! - every call is counted and logged ([`Call`], naming its [`Operation`], whose names are the one table of
+//!   operation names of ccm-core; the log keeps the most recent [`CALL_LOG_LIMIT`]); errors can be injected per operation
 //!   ([`Fault`], [`Times`], [`InjectedError`], including the retry-after error) and answers delayed
 //!   ([`FakeCloud::set_latency`], honouring paused tokio time), and an API quota can be enforced
 //!   ([`FakeCloud::set_quota`], answering [`CloudError::Throttled`](ccm_core::CloudError::Throttled) beyond it);
@@ -73,8 +73,8 @@ pub use ccm_core::intercept::Capability;
 /// are set for. Their names (`create`, `instance-exists`, ...) are the ones inventories use.
 pub use ccm_core::intercept::Operation;
 pub use cloud::{
-    DEFAULT_CLUSTER, DEFAULT_LOAD_BALANCER_IP_POOL, FakeCloud, FakeLoadBalancer, FakePort,
-    PROVIDER_NAME,
+    CALL_LOG_LIMIT, DEFAULT_CLUSTER, DEFAULT_LOAD_BALANCER_IP_POOL, FakeCloud, FakeLoadBalancer,
+    FakePort, LOAD_BALANCER_CALL_LOG_LIMIT, PROVIDER_NAME,
 };
 pub use fault::{Call, Fault, InjectedError, LoadBalancerCall, Times};
 pub use instance::FakeInstance;

@@ -19,7 +19,10 @@ use ccm_core::{
 };
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service};
 
-use crate::cloud::{FakeCloud, FakeLoadBalancer, FakePort, State, sorted_unique};
+use crate::cloud::{
+    FakeCloud, FakeLoadBalancer, FakePort, LOAD_BALANCER_CALL_LOG_LIMIT, State, push_bounded,
+    sorted_unique,
+};
 use crate::fault::LoadBalancerCall;
 use crate::instance::FakeInstance;
 
@@ -412,11 +415,16 @@ fn requested_ip(key: &str, service: &Service) -> Result<Option<IpAddr>, CloudErr
 impl FakeCloud {
     /// Remember a `create`/`update` call with its hosts (before its latency and fault, like the call log).
     fn record_lb_call(&self, op: Operation, service: &str, hosts: &[String]) {
-        self.lock().lb_calls.push(LoadBalancerCall {
+        let call = LoadBalancerCall {
             op,
             service: service.to_owned(),
             hosts: hosts.to_vec(),
-        });
+        };
+        push_bounded(
+            &mut self.lock().lb_calls,
+            call,
+            LOAD_BALANCER_CALL_LOG_LIMIT,
+        );
     }
 
     /// Create or update the load balancer of `service` (under the state lock; no awaits).
