@@ -572,8 +572,8 @@ impl FakeCloud {
         self.lock().calls.iter().cloned().collect()
     }
 
-    /// The operations of the logged calls ([`calls`](Self::calls)), in order (the Go fake's `Calls`, whose names are their
-    /// [`as_str`](Operation::as_str)).
+    /// The operations of the logged calls ([`calls`](Self::calls)), in order (the Go fake's `Calls`, whose names
+    /// are their [`as_str`](Operation::as_str)).
     pub fn call_ops(&self) -> Vec<Operation> {
         self.lock().calls.iter().map(|c| c.op).collect()
     }

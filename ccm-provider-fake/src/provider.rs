@@ -690,3 +690,33 @@ impl Routes for FakeCloud {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_load_balancer_call_log_keeps_the_most_recent_calls() {
+        let cloud = FakeCloud::new();
+        let hosts = vec!["node-a".to_owned()];
+        for i in 0..LOAD_BALANCER_CALL_LOG_LIMIT + 2 {
+            cloud.record_lb_call(
+                Operation::UpdateLoadBalancer,
+                &format!("default/svc-{i}"),
+                &hosts,
+            );
+        }
+        let calls = cloud.load_balancer_calls();
+        assert_eq!(calls.len(), LOAD_BALANCER_CALL_LOG_LIMIT);
+        assert_eq!(
+            calls[0].service, "default/svc-2",
+            "the oldest two were forgotten"
+        );
+        assert_eq!(
+            calls.last().map(|c| c.service.as_str()),
+            Some(format!("default/svc-{}", LOAD_BALANCER_CALL_LOG_LIMIT + 1).as_str())
+        );
+        cloud.clear_calls();
+        assert!(cloud.load_balancer_calls().is_empty());
+    }
+}
