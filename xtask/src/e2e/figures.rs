@@ -116,13 +116,15 @@ pub fn whole_periods(length: Duration, period: Duration) -> bool {
     !period.is_zero() && length >= period && length.as_nanos().is_multiple_of(period.as_nanos())
 }
 
-/// A goal of the steady state, from issue 15.
+/// A goal of the steady state (issue 15; issue 24 lowered the CPU goal from half of Go's to a third).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Goal {
     /// Rust's figure must be 0 (whatever Go's).
     Zero,
     /// Rust's figure must be at most `factor` times Go's.
     AtMostOfGo(f64),
+    /// Rust's figure must be at most one `n`-th of Go's (`n` > 0), shown as `≤ 1/n × Go`.
+    AtMostPartOfGo(u32),
 }
 
 /// Whether a goal was met.
@@ -154,6 +156,7 @@ impl Goal {
         match (self, rust, go) {
             (Goal::Zero, Some(rust), _) => verdict(rust == 0.0),
             (Goal::AtMostOfGo(factor), Some(rust), Some(go)) => verdict(rust <= factor * go),
+            (Goal::AtMostPartOfGo(n), Some(rust), Some(go)) => verdict(rust * f64::from(n) <= go),
             _ => Verdict::Unknown,
         }
     }
@@ -164,6 +167,7 @@ impl Goal {
             Goal::Zero => "0".to_owned(),
             Goal::AtMostOfGo(1.0) => "≤ Go".to_owned(),
             Goal::AtMostOfGo(factor) => format!("≤ {factor} × Go"),
+            Goal::AtMostPartOfGo(n) => format!("≤ 1/{n} × Go"),
         }
     }
 }
@@ -208,7 +212,7 @@ pub fn table(rust: Option<&Window>, go: Option<&Window>, period: Duration) -> Ta
             |w| w.cpu_seconds,
             2,
             true,
-            Some(Goal::AtMostOfGo(0.5)),
+            Some(Goal::AtMostPartOfGo(3)),
         ),
         (
             "peak RSS (MiB)",
@@ -405,6 +409,11 @@ mod tests {
         assert_eq!(same.check(Some(0.0), Some(0.0)), Verdict::Met);
         assert_eq!(same.label(), "≤ Go");
         assert_eq!(half.label(), "≤ 0.5 × Go");
+        let third = Goal::AtMostPartOfGo(3);
+        assert_eq!(third.check(Some(1.0), Some(3.0)), Verdict::Met);
+        assert_eq!(third.check(Some(1.01), Some(3.0)), Verdict::Missed);
+        assert_eq!(third.check(None, Some(3.0)), Verdict::Unknown);
+        assert_eq!(third.label(), "≤ 1/3 × Go");
         assert_eq!(Goal::Zero.label(), "0");
         assert_eq!(ratio(Some(1.0), Some(4.0)), "0.25");
         assert_eq!(ratio(Some(1.0), Some(0.0)), "n/a");
@@ -451,7 +460,7 @@ mod tests {
                 "1.50",
                 "6.00",
                 "0.25",
-                "≤ 0.5 × Go",
+                "≤ 1/3 × Go",
                 "yes"
             ]
         );

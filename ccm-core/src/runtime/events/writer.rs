@@ -24,7 +24,9 @@ const MAX_RETRY: Duration = Duration::from_secs(10);
 
 /// One write waiting in the backlog.
 struct Pending {
-    event: Event,
+    /// The Event as JSON: one allocation (536 bytes for a node's `Synced` event), where an `Event` value is 1,000
+    /// bytes inline and a dozen strings besides; decoded again when it is written.
+    event: Box<[u8]>,
     /// The object does not exist yet on the server (as far as we know).
     create: bool,
 }
@@ -32,10 +34,10 @@ struct Pending {
 #[derive(Default)]
 struct State {
     order: VecDeque<String>,
-    /// Boxed: an `Event` is about a kilobyte, and a hash table keeps room for up to twice its entries (and
-    /// both tables while it grows), so inline entries made a full backlog of 4,096 cost ~12 MB at its peak;
-    /// boxed, the table is 32 bytes a slot (docs/benchmarks.md, "Memory").
-    pending: HashMap<String, Box<Pending>>,
+    /// 48 bytes a slot: the name and the [`Pending`] JSON's pointer (a hash table keeps room for up to twice its
+    /// entries, and both tables while it grows, so inline `Event` values made a full backlog cost ~12 MB at its
+    /// peak; docs/benchmarks.md, "Memory").
+    pending: HashMap<String, Pending>,
     /// The writer holds an event it took from the backlog.
     busy: bool,
     closed: bool,
@@ -90,6 +92,14 @@ impl Lane {
         let Some(name) = event.metadata.name.clone() else {
             return;
         };
+        let event = match serde_json::to_vec(&event) {
+            Ok(json) => json.into_boxed_slice(),
+            Err(error) => {
+                self.count(Outcome::Failed);
+                tracing::warn!(component = %self.component, event = %name, %error, "could not encode event");
+                return;
+            }
+        };
         let mut state = self.state.lock();
         if state.closed {
             self.count(Outcome::Dropped);
@@ -108,9 +118,7 @@ impl Lane {
             return;
         }
         state.order.push_back(name.clone());
-        state
-            .pending
-            .insert(name, Box::new(Pending { event, create }));
+        state.pending.insert(name, Pending { event, create });
         self.set_backlog(&state);
         drop(state);
         self.wake.notify_one();
@@ -170,7 +178,7 @@ impl Lane {
             };
             match next {
                 Some(pending) => {
-                    self.write(*pending).await;
+                    self.write(pending).await;
                     self.state.lock().busy = false;
                     self.progress.notify_waiters();
                 }
@@ -180,7 +188,15 @@ impl Lane {
     }
 
     async fn write(&self, pending: Pending) {
-        let (mut event, mut create) = (pending.event, pending.create);
+        let mut create = pending.create;
+        let mut event: Event = match serde_json::from_slice(&pending.event) {
+            Ok(event) => event,
+            Err(error) => {
+                self.count(Outcome::Failed);
+                tracing::warn!(component = %self.component, %error, "could not decode a queued event");
+                return;
+            }
+        };
         let namespace = event.metadata.namespace.clone().unwrap_or_default();
         let name = event.metadata.name.clone().unwrap_or_default();
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
