@@ -134,7 +134,8 @@ pub async fn run_status(
 }
 
 /// Sends `signal` (e.g. `INT`, `KILL`) to every process of process group `pgid`.
-fn signal_group(pgid: u32, signal: &str) {
+/// Sends `signal` (a `kill -s` name) to every process of the group `pgid`; a group that is gone is no error.
+pub fn signal_group(pgid: u32, signal: &str) {
     let result = std::process::Command::new("sh")
         .args(["-c", "kill -s \"$1\" -- -\"$2\" 2>/dev/null", "sh"])
         .arg(signal)

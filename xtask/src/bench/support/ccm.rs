@@ -1,5 +1,7 @@
-//! A CCM under test: its command line, its process (log to a file, stopped with SIGTERM, killed by a watchdog
-//! if xtask dies) and its `/metrics` endpoint.
+//! A CCM under test: its command line, its process (in a process group of its own, log to a file, stopped with
+//! SIGTERM, killed by a watchdog if xtask dies) and its `/metrics` endpoint. Signals go to the whole group, so a
+//! `--rust-ccm` wrapper that starts the CCM as its child (a profiler, a script that does not `exec`) is stopped
+//! with everything it started.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -86,10 +88,11 @@ pub struct CcmProcess {
 }
 
 /// What the watchdog runs: it ignores Ctrl-C and hang-ups, waits until its stdin (a pipe held by
-/// xtask) closes, then kills process `$1` if `/proc/$1/exe` is still `$2` (never a reused pid).
+/// xtask) closes, then kills process `$1` and its process group if `/proc/$1/exe` is still `$2`
+/// (never a reused pid).
 const WATCHDOG_SCRIPT: &str = r#"trap '' INT HUP
 while read -r _; do :; done
-if [ "$(readlink "/proc/$1/exe" 2>/dev/null)" = "$2" ]; then kill -KILL "$1" 2>/dev/null; fi"#;
+if [ "$(readlink "/proc/$1/exe" 2>/dev/null)" = "$2" ]; then kill -KILL -- "-$1" "$1" 2>/dev/null; fi"#;
 
 /// A small `sh` that kills a child process once xtask is gone: xtask holds the write end of the
 /// watchdog's stdin, and the kernel closes it when xtask exits for any reason, SIGKILL included.
@@ -151,6 +154,7 @@ impl CcmProcess {
             .stdin(Stdio::null())
             .stdout(Stdio::from(file))
             .stderr(Stdio::from(err_file))
+            .process_group(0)
             .kill_on_drop(true);
         let shown = process::display_command(&command);
         eprintln!("+ {shown} > {}", log.display());
@@ -177,7 +181,8 @@ impl CcmProcess {
         &self.log
     }
 
-    /// Sends `signal` (a `kill -s` name: `STOP`, `CONT`, `TERM`, `KILL`) unless it has exited.
+    /// Sends `signal` (a `kill -s` name: `STOP`, `CONT`, `TERM`, `KILL`) to its process group unless it has
+    /// exited.
     ///
     /// # Errors
     /// If `kill` cannot be run or fails for a running process.
@@ -186,7 +191,7 @@ impl CcmProcess {
             return Ok(());
         }
         let status = tokio::process::Command::new("kill")
-            .args(["-s", signal, &self.pid.to_string()])
+            .args(["-s", signal, "--", &format!("-{}", self.pid)])
             .status()
             .await
             .context("running kill")?;
@@ -232,12 +237,14 @@ impl CcmProcess {
         self.metrics.scrape().await
     }
 
-    /// SIGTERM, then SIGKILL after a grace period.
+    /// SIGTERM to its process group, then SIGKILL after a grace period; whatever else of the group is left
+    /// once the CCM has exited is killed.
     ///
     /// # Errors
     /// If the process cannot be signalled or waited for.
     pub async fn stop(mut self) -> anyhow::Result<()> {
         let stopped = self.terminate().await;
+        process::signal_group(self.pid, "KILL");
         if let Some(watchdog) = self.watchdog.take() {
             watchdog.dismiss().await;
         }
@@ -249,7 +256,7 @@ impl CcmProcess {
             return Ok(());
         }
         let sent = tokio::process::Command::new("kill")
-            .args(["-TERM", &self.pid.to_string()])
+            .args(["-TERM", "--", &format!("-{}", self.pid)])
             .status()
             .await
             .context("running kill")?;
@@ -477,6 +484,51 @@ mod tests {
             "the child is still running"
         );
         child.kill().await.expect("cleanup");
+    }
+
+    /// Whether process `pid` is gone (or a zombie waiting for its new parent to reap it).
+    fn gone(pid: &str) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_or(true, |stat| stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
+    }
+
+    #[tokio::test]
+    async fn stop_ends_what_a_wrapper_started() {
+        // A wrapper that starts the CCM as its child and does not forward SIGTERM (as a profiler's script may):
+        // the child must not outlive the benchmark.
+        let dir = std::env::temp_dir().join(format!("xtask-bench-group-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let wrapper = dir.join("wrapper.sh");
+        std::fs::write(
+            &wrapper,
+            "#!/bin/sh\nsleep 600 &\necho $! > \"$(dirname \"$0\")/child.pid\"\nwait\n",
+        )
+        .expect("write the wrapper");
+        std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+        let process = CcmProcess::start(&wrapper, &spec(Implementation::Rust), &dir.join("ccm.log"))
+            .expect("start the wrapper");
+        let pid_file = dir.join("child.pid");
+        let mut child = String::new();
+        for _ in 0..100 {
+            child = std::fs::read_to_string(&pid_file).unwrap_or_default().trim().to_owned();
+            if !child.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(!child.is_empty() && !gone(&child), "the wrapper's child runs");
+        process.stop().await.expect("stop");
+        let mut ended = false;
+        for _ in 0..100 {
+            ended = gone(&child);
+            if ended {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(ended, "the wrapper's child {child} was stopped with it");
+        std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 
     #[test]
