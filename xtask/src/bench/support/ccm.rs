@@ -488,8 +488,11 @@ mod tests {
 
     /// Whether process `pid` is gone (or a zombie waiting for its new parent to reap it).
     fn gone(pid: &str) -> bool {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map_or(true, |stat| stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+            stat.rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+        })
     }
 
     #[tokio::test]
@@ -504,20 +507,30 @@ mod tests {
             "#!/bin/sh\nsleep 600 &\necho $! > \"$(dirname \"$0\")/child.pid\"\nwait\n",
         )
         .expect("write the wrapper");
-        std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .expect("chmod");
-        let process = CcmProcess::start(&wrapper, &spec(Implementation::Rust), &dir.join("ccm.log"))
-            .expect("start the wrapper");
+        std::fs::set_permissions(
+            &wrapper,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .expect("chmod");
+        let process =
+            CcmProcess::start(&wrapper, &spec(Implementation::Rust), &dir.join("ccm.log"))
+                .expect("start the wrapper");
         let pid_file = dir.join("child.pid");
         let mut child = String::new();
         for _ in 0..100 {
-            child = std::fs::read_to_string(&pid_file).unwrap_or_default().trim().to_owned();
+            child = std::fs::read_to_string(&pid_file)
+                .unwrap_or_default()
+                .trim()
+                .to_owned();
             if !child.is_empty() {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert!(!child.is_empty() && !gone(&child), "the wrapper's child runs");
+        assert!(
+            !child.is_empty() && !gone(&child),
+            "the wrapper's child runs"
+        );
         process.stop().await.expect("stop");
         let mut ended = false;
         for _ in 0..100 {
