@@ -92,7 +92,7 @@ pub struct CcmProcess {
 /// (never a reused pid).
 const WATCHDOG_SCRIPT: &str = r#"trap '' INT HUP
 while read -r _; do :; done
-if [ "$(readlink "/proc/$1/exe" 2>/dev/null)" = "$2" ]; then kill -KILL -- "-$1" "$1" 2>/dev/null; fi"#;
+if [ "$(readlink "/proc/$1/exe" 2>/dev/null)" = "$2" ]; then kill -s KILL "$1" 2>/dev/null; kill -s KILL -- "-$1" 2>/dev/null; fi"#;
 
 /// A small `sh` that kills a child process once xtask is gone: xtask holds the write end of the
 /// watchdog's stdin, and the kernel closes it when xtask exits for any reason, SIGKILL included.
