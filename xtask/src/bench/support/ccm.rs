@@ -196,7 +196,7 @@ impl CcmProcess {
             .await
             .context("running kill")?;
         if !status.success() && self.child.try_wait()?.is_none() {
-            bail!("kill -s {signal} {} failed with {status}", self.pid);
+            bail!("kill -s {signal} -- -{} failed with {status}", self.pid);
         }
         Ok(())
     }
@@ -255,12 +255,7 @@ impl CcmProcess {
         if self.child.try_wait()?.is_some() {
             return Ok(());
         }
-        let sent = tokio::process::Command::new("kill")
-            .args(["-TERM", "--", &format!("-{}", self.pid)])
-            .status()
-            .await
-            .context("running kill")?;
-        if sent.success()
+        if self.signal("TERM").await.is_ok()
             && tokio::time::timeout(STOP_GRACE, self.child.wait())
                 .await
                 .is_ok()
