@@ -62,7 +62,7 @@ use crate::helpers::{node_condition_status, node_name, node_provider_id};
 use crate::intercept::Operation;
 use crate::names;
 use crate::provider::{InstancesV2, one_by_one};
-use crate::runtime::informer::{Informer, InformerEvent};
+use crate::runtime::informer::{InformerEvent, NodeInformer};
 use crate::runtime::metrics::{Labels, SharedRegistry, labels};
 use crate::types::InstanceLookup;
 
@@ -261,7 +261,7 @@ impl InstanceCache {
     /// Invalidate from Node events until `shutdown` (which events: see the [module docs](self)).
     pub async fn run_invalidator(
         self: Arc<Self>,
-        nodes: Informer<Node>,
+        nodes: NodeInformer,
         shutdown: CancellationToken,
     ) {
         // inline in the informer's task: a heartbeat costs a comparison, not a task wake-up
@@ -770,7 +770,7 @@ mod tests {
             }),
             "default",
         );
-        let informer: Informer<Node> =
+        let informer: NodeInformer =
             Informer::new(Api::all(client), kube::runtime::watcher::Config::default());
         let token = CancellationToken::new();
         let task = tokio::spawn(

@@ -2,7 +2,7 @@
 //! providerIDs and node conditions.
 
 use ipnet::IpNet;
-use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
+use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service, Taint};
 
 use crate::names;
 
@@ -219,40 +219,113 @@ pub enum ConditionStatus {
     Unknown,
 }
 
-/// The status of the node's condition of type `condition_type`.
-pub fn node_condition_status(node: &Node, condition_type: &str) -> ConditionStatus {
-    let status = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == condition_type))
-        .map(|c| c.status.as_str());
-    match status {
-        Some("True") => ConditionStatus::True,
-        Some("False") => ConditionStatus::False,
-        _ => ConditionStatus::Unknown,
+impl ConditionStatus {
+    /// The status a condition's `status` string spells (`True`, `False`; anything else is `Unknown`).
+    pub fn parse(status: Option<&str>) -> ConditionStatus {
+        match status {
+            Some("True") => ConditionStatus::True,
+            Some("False") => ConditionStatus::False,
+            _ => ConditionStatus::Unknown,
+        }
     }
 }
 
-/// True if the node has a taint with this key (any value or effect).
+/// The few fields of a Node that the SDK's per-node decisions over the whole cache read (which nodes a lifecycle
+/// pass looks at, which join a batched initialization), from a `Node` or straight from the Node store's
+/// [`CompactNode`](crate::runtime::informer::CompactNode), so a pass over every cached Node makes a `Node` only
+/// of those it acts on ([`Store::select`](crate::runtime::informer::Store::select)).
+///
+/// ```
+/// use ccm_core::helpers::{ConditionStatus, NodeFields};
+/// use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
+///
+/// let node = Node {
+///     spec: Some(NodeSpec {
+///         provider_id: Some("fake://a".into()),
+///         taints: Some(vec![Taint { key: "example.com/t".into(), effect: "NoSchedule".into(), ..Default::default() }]),
+///         ..Default::default()
+///     }),
+///     ..Default::default()
+/// };
+/// assert_eq!(node.provider_id(), "fake://a");
+/// assert!(node.has_taint("example.com/t"));
+/// assert_eq!(node.condition_status("Ready"), ConditionStatus::Unknown);
+/// ```
+pub trait NodeFields {
+    /// `metadata.name`, or `""`.
+    fn name(&self) -> &str;
+    /// `spec.providerID`, or `""`.
+    fn provider_id(&self) -> &str;
+    /// `spec.taints` (none when absent).
+    fn taints(&self) -> &[Taint];
+    /// The status of the condition of type `condition_type`.
+    fn condition_status(&self, condition_type: &str) -> ConditionStatus;
+    /// True if a taint has this key (any value or effect).
+    fn has_taint(&self, key: &str) -> bool {
+        self.taints().iter().any(|t| t.key == key)
+    }
+}
+
+impl NodeFields for Node {
+    fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+    fn provider_id(&self) -> &str {
+        self.spec
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .unwrap_or_default()
+    }
+    fn taints(&self) -> &[Taint] {
+        self.spec
+            .as_ref()
+            .and_then(|s| s.taints.as_deref())
+            .unwrap_or_default()
+    }
+    fn condition_status(&self, condition_type: &str) -> ConditionStatus {
+        let status = self
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == condition_type))
+            .map(|c| c.status.as_str());
+        ConditionStatus::parse(status)
+    }
+}
+
+impl<N: NodeFields + ?Sized> NodeFields for std::sync::Arc<N> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn provider_id(&self) -> &str {
+        (**self).provider_id()
+    }
+    fn taints(&self) -> &[Taint] {
+        (**self).taints()
+    }
+    fn condition_status(&self, condition_type: &str) -> ConditionStatus {
+        (**self).condition_status(condition_type)
+    }
+}
+
+/// The status of the node's condition of type `condition_type` ([`NodeFields::condition_status`]).
+pub fn node_condition_status(node: &Node, condition_type: &str) -> ConditionStatus {
+    node.condition_status(condition_type)
+}
+
+/// True if the node has a taint with this key, any value or effect ([`NodeFields::has_taint`]).
 pub fn node_has_taint(node: &Node, key: &str) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| t.iter().any(|t| t.key == key))
+    node.has_taint(key)
 }
 
-/// The node's `spec.providerID`, or `""`.
+/// The node's `spec.providerID`, or `""` ([`NodeFields::provider_id`]).
 pub fn node_provider_id(node: &Node) -> &str {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.provider_id.as_deref())
-        .unwrap_or_default()
+    NodeFields::provider_id(node)
 }
 
-/// The node's name, or `""`.
+/// The node's name, or `""` ([`NodeFields::name`]).
 pub fn node_name(node: &Node) -> &str {
-    node.metadata.name.as_deref().unwrap_or_default()
+    NodeFields::name(node)
 }
 
 #[cfg(test)]

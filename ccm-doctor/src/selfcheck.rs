@@ -26,13 +26,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ccm_core::BoxError;
+use ccm_core::helpers::NodeFields;
 use ccm_core::names::taints;
 use ccm_core::runtime::Controller as Kit;
 use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
 use ccm_core::runtime::every::{Timing, every};
-use ccm_core::runtime::informer::{Informer, Store};
+use ccm_core::runtime::informer::{NodeInformer, NodeStore};
 use ccm_core::runtime::metrics::SharedRegistry;
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio_util::sync::CancellationToken;
@@ -148,8 +148,8 @@ pub struct CheckSummary {
 
 /// The self-check controller.
 pub struct NodeBootstrapSelfCheck {
-    store: Store<Node>,
-    informer: Option<Informer<Node>>,
+    store: NodeStore,
+    informer: Option<NodeInformer>,
     metrics: SelfCheckMetrics,
     config: SelfCheckConfig,
     clock: Clock,
@@ -190,7 +190,7 @@ impl NodeBootstrapSelfCheck {
     /// assert!(registry.encode().contains("cloud_controller_manager_nodes_waiting_for_initialization 0"));
     /// ```
     pub fn from_store(
-        store: Store<Node>,
+        store: NodeStore,
         registry: &SharedRegistry,
         config: SelfCheckConfig,
     ) -> Self {
@@ -215,7 +215,10 @@ impl NodeBootstrapSelfCheck {
     /// the previous check.
     pub fn check_once(&mut self) -> CheckSummary {
         let now = (self.clock)();
-        let nodes = self.store.list();
+        // (read from the compact cache: only the nodes that still carry the taint are made again)
+        let nodes = self
+            .store
+            .select(|node| node.has_taint(taints::UNINITIALIZED));
         let waiting = waiting_nodes(nodes.iter().map(|n| n.as_ref()), now);
         let over: Vec<String> = waiting
             .iter()
@@ -287,7 +290,7 @@ pub fn descriptor(config: SelfCheckConfig) -> ControllerDescriptor {
 mod tests {
     use super::*;
     use ccm_core::runtime::informer::StoreWriter;
-    use k8s_openapi::api::core::v1::{NodeSpec, Taint};
+    use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
     fn node(name: &str, created: Timestamp, tainted: bool) -> Node {

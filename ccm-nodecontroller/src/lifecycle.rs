@@ -25,7 +25,7 @@ use ccm_core::runtime::Controller as Kit;
 use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
 use ccm_core::runtime::events::EventRecorder;
 use ccm_core::runtime::every::{Timing, every};
-use ccm_core::runtime::informer::Informer;
+use ccm_core::runtime::informer::NodeInformer;
 use ccm_core::{BoxError, ErrorKind, names};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
@@ -70,7 +70,7 @@ pub fn descriptor(config: Config) -> ControllerDescriptor {
 /// The cloud node lifecycle controller (Go: `CloudNodeLifecycleController`).
 pub struct CloudNodeLifecycleController {
     nodes: Api<Node>,
-    informer: Informer<Node>,
+    informer: NodeInformer,
     cloud: CloudInstances,
     recorder: EventRecorder,
     config: Config,
@@ -110,13 +110,11 @@ impl CloudNodeLifecycleController {
         let pass = async {
             // Most nodes are Ready and untainted: decided here, without a task or a probe for each.
             let provider = self.cloud.provider_name();
+            // (read from the compact cache: only these nodes are made again)
             let nodes: Vec<Arc<Node>> = self
                 .informer
                 .store()
-                .list()
-                .into_iter()
-                .filter(|node| needs_attention(node, &self.config, provider))
-                .collect();
+                .select(|node| needs_attention(node, &self.config, provider));
             if nodes.is_empty() {
                 return;
             }

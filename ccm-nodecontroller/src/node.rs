@@ -26,7 +26,7 @@ use ccm_core::runtime::Controller as Kit;
 use ccm_core::runtime::controller::{Controller, ControllerContext, ControllerDescriptor};
 use ccm_core::runtime::events::{EventRecorder, EventType};
 use ccm_core::runtime::every::{Timing, every};
-use ccm_core::runtime::informer::Store;
+use ccm_core::runtime::informer::{NodeInformer, NodeStore};
 use ccm_core::runtime::workers::Action;
 use ccm_core::{BoxError, InstanceLookup};
 use futures::StreamExt;
@@ -39,7 +39,7 @@ use crate::cloud::{CloudInstances, INSTANCES, MetadataResult};
 use crate::error::Error;
 use crate::metrics::NodeMetrics;
 use crate::plan::{
-    address_step, ga_labels, initialization_step, initialized, node_event_key, warning_reason,
+    address_step, ga_labels, initialization_step, is_initialized, node_event_key, warning_reason,
 };
 use crate::prefetch::Prefetcher;
 use crate::write::{self, Target, guarded_update};
@@ -74,7 +74,7 @@ pub fn descriptor(config: Config) -> ControllerDescriptor {
 
 struct Inner {
     nodes: Api<Node>,
-    store: Store<Node>,
+    store: NodeStore,
     cloud: CloudInstances,
     recorder: EventRecorder,
     metrics: NodeMetrics,
@@ -88,7 +88,7 @@ struct Inner {
 /// The cloud node controller (Go: `CloudNodeController`).
 pub struct CloudNodeController {
     inner: Arc<Inner>,
-    informer: ccm_core::runtime::informer::Informer<Node>,
+    informer: NodeInformer,
     kit: Kit,
 }
 
@@ -279,11 +279,12 @@ impl Inner {
         // a periodic sweep: its cloud calls wait behind initializations and other controllers' calls
         let sweep = async {
             let start = Instant::now();
-            let nodes = initialized(self.store.list());
+            // (read from the compact cache: the nodes still waiting for initialization are not made again)
+            let nodes = self.store.select(is_initialized);
             let count = nodes.len();
             let bulk = self.cloud.supports_bulk();
             if bulk {
-                self.update_addresses_in_bulk(&nodes).await;
+                self.update_addresses_in_bulk(nodes).await;
             } else {
                 futures::stream::iter(nodes)
                     .for_each_concurrent(self.config.status_update_workers(), |node| async move {
@@ -299,11 +300,12 @@ impl Inner {
 
     /// One `instance_metadata_bulk` call for every node, then the writes. A failed bulk call skips the round
     /// (every node is refreshed next period); a failed item skips its node.
-    async fn update_addresses_in_bulk(&self, nodes: &[Arc<Node>]) {
+    async fn update_addresses_in_bulk(&self, nodes: Vec<Arc<Node>>) {
         if nodes.is_empty() {
             return;
         }
-        let list: Vec<Node> = nodes.iter().map(|n| Node::clone(n)).collect();
+        // each Node was made for this read of the cache, so it is moved, not copied
+        let list: Vec<Node> = nodes.into_iter().map(Arc::unwrap_or_clone).collect();
         let answers = match self.cloud.metadata_bulk(&list).await {
             Ok(answers) => answers,
             Err(err) => {

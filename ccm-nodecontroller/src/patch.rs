@@ -90,10 +90,7 @@ fn list_ops<T: serde::Serialize>(
 
 /// The node's taints.
 pub fn taints(node: &Node) -> &[Taint] {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_deref())
-        .unwrap_or_default()
+    ccm_core::helpers::NodeFields::taints(node)
 }
 
 /// The node's taints without any taint whose key is `key` (whatever its value or effect).
@@ -163,7 +160,11 @@ fn matches_key_and_effect(a: &Taint, b: &Taint) -> bool {
 /// The taints after adding `taint` (Go: `AddOrUpdateTaintOnNode`): a taint with the same key and effect is
 /// replaced unless it is identical; `None` when nothing changes.
 pub fn with_taint(node: &Node, taint: &Taint) -> Option<Vec<Taint>> {
-    let current = taints(node);
+    taints_with(taints(node), taint)
+}
+
+/// [`with_taint`] of a node whose taints are `current`.
+pub(crate) fn taints_with(current: &[Taint], taint: &Taint) -> Option<Vec<Taint>> {
     if !current.iter().any(|t| matches_key_and_effect(t, taint)) {
         return Some(current.iter().chain([taint]).cloned().collect());
     }

@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use ccm_core::helpers::{node_has_taint, node_name, node_provider_id};
+use ccm_core::helpers::{NodeFields, node_has_taint, node_name, node_provider_id};
 use ccm_core::runtime::informer::InformerEvent;
 use ccm_core::{InstanceMetadata, names};
 use json_patch::PatchOperation;
@@ -137,12 +137,9 @@ pub(crate) fn ga_labels(node: &Node) -> Option<BTreeMap<String, String>> {
     (!set.is_empty()).then_some(set)
 }
 
-/// The nodes the periodic address sync refreshes: those initialized already.
-pub(crate) fn initialized<N: AsRef<Node>>(nodes: Vec<N>) -> Vec<N> {
-    nodes
-        .into_iter()
-        .filter(|n| !node_has_taint(n.as_ref(), names::taints::UNINITIALIZED))
-        .collect()
+/// Whether the periodic address sync refreshes `node`: it is initialized already.
+pub(crate) fn is_initialized(node: &impl NodeFields) -> bool {
+    !node.has_taint(names::taints::UNINITIALIZED)
 }
 
 /// Everything initialization writes for one node.
@@ -597,11 +594,10 @@ mod tests {
         );
         let mut ready = node.clone();
         ready.spec = None;
-        let nodes = vec![std::sync::Arc::new(node), std::sync::Arc::new(ready)];
-        assert_eq!(
-            super::initialized(nodes).len(),
-            1,
+        assert!(
+            !super::is_initialized(&node),
             "the tainted node waits for its initialization"
         );
+        assert!(super::is_initialized(&ready));
     }
 }

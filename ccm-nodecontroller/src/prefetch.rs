@@ -16,7 +16,7 @@
 use std::time::Duration;
 
 use ccm_core::InstanceLookup;
-use ccm_core::runtime::informer::Store;
+use ccm_core::runtime::informer::NodeStore;
 use k8s_openapi::api::core::v1::Node;
 
 use crate::cloud::CloudInstances;
@@ -47,7 +47,7 @@ impl Prefetcher {
         &self,
         cloud: &CloudInstances,
         node: &Node,
-        store: &Store<Node>,
+        store: &NodeStore,
         limit: usize,
     ) -> Option<InstanceLookup> {
         let mut batches = self.batches.lock().await;
@@ -59,7 +59,13 @@ impl Prefetcher {
         if !batches.may_ask(node, limit) {
             return None;
         }
-        let waiting = store.list();
+        // the candidates, read from the compact cache: only the nodes of the batch are made again
+        let mut room = limit.saturating_sub(1);
+        let waiting = store.select(|other| {
+            let joins = room > 0 && batches.would_join(node, other, now);
+            room -= usize::from(joins);
+            joins
+        });
         let batch = batches.start(node, waiting.iter().map(AsRef::as_ref), now, limit);
         if batch.is_empty() {
             return None;

@@ -9,7 +9,7 @@ use ccm_core::runtime::Controller as Kit;
 use ccm_core::runtime::controller::{Controller, ControllerContext};
 use ccm_core::runtime::debounce::Debounced;
 use ccm_core::runtime::events::EventRecorder;
-use ccm_core::runtime::informer::Informer;
+use ccm_core::runtime::informer::NodeInformer;
 use ccm_core::{BoxError, Routes};
 use futures::StreamExt;
 use futures::future::join_all;
@@ -61,7 +61,7 @@ const CONDITION_WRITE_CONCURRENCY: usize = 16;
 pub struct RouteController {
     client: kube::Client,
     routes: Arc<dyn Routes>,
-    nodes: Informer<Node>,
+    nodes: NodeInformer,
     cluster_name: String,
     cluster_cidrs: Vec<IpNet>,
     config: Config,

@@ -12,7 +12,7 @@ use ccm_core::runtime::Controller as Kit;
 use ccm_core::runtime::controller::{Controller, ControllerContext};
 use ccm_core::runtime::events::EventRecorder;
 use ccm_core::runtime::every::{Timing, every};
-use ccm_core::runtime::informer::{Informer, InformerEvent};
+use ccm_core::runtime::informer::{Informer, InformerEvent, NodeInformer};
 use ccm_core::runtime::workers::Action;
 use ccm_core::runtime::workqueue::{ItemExponentialBackoff, WorkQueue};
 use ccm_core::{BoxError, CloudError, LoadBalancer};
@@ -65,7 +65,7 @@ pub struct ServiceController {
     balancer: Arc<dyn LoadBalancer>,
     provider: String,
     cluster_name: String,
-    nodes: Informer<Node>,
+    nodes: NodeInformer,
     services: Informer<Service>,
     recorder: EventRecorder,
     metrics: ServiceMetrics,
@@ -434,7 +434,8 @@ impl ServiceController {
         }
         self.tracker
             .set_synced(key, NodeSet::from_nodes(hosts.iter().map(AsRef::as_ref)));
-        let hosts: Vec<Node> = hosts.iter().map(|n| (**n).clone()).collect();
+        // each Node was made for this read of the cache, so it is moved, not copied
+        let hosts: Vec<Node> = hosts.into_iter().map(Arc::unwrap_or_clone).collect();
         self.balancer
             .ensure_load_balancer(&self.cluster_name, svc, &hosts)
             .await

@@ -147,7 +147,7 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<Tagger>) -> Result<Action, CloudErr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ccm_core::runtime::informer::{InformerScope, SharedInformers, StoreWriter};
+    use ccm_core::runtime::informer::{InformerScope, NodeStore, SharedInformers, StoreWriter};
     use ccm_core::runtime::metrics::SharedRegistry;
     use ccm_provider_fake::FakeInstance;
     use k8s_openapi::api::core::v1::NodeSpec;
@@ -257,7 +257,7 @@ mod tests {
     /// a key whose Node is gone from the cache is done without a call).
     struct Keyed {
         context: Arc<Tagger>,
-        nodes: Store<Node>,
+        nodes: NodeStore,
     }
 
     impl Keyed {

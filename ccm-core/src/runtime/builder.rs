@@ -52,7 +52,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::BoxError;
 use crate::runtime::controller::Controller as RunnableController;
-use crate::runtime::informer::{HandlerRegistration, Informer, InformerEvent, key_of};
+use crate::runtime::informer::{HandlerRegistration, Informer, InformerEvent, Slot, key_of};
 use crate::runtime::metrics::WorkqueueMetrics;
 use crate::runtime::workers::{Action, run_workers};
 use crate::runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
@@ -126,8 +126,9 @@ impl Controller {
 
     /// Wait for `informer`'s cache before starting (implied by [`watches`](Self::watches) and
     /// [`on_events`](Self::on_events)).
-    pub fn waits_for<K>(mut self, informer: &Informer<K>) -> Self
+    pub fn waits_for<K, S>(mut self, informer: &Informer<K, S>) -> Self
     where
+        S: Slot<K>,
         K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::DynamicType: Default,
     {
@@ -140,8 +141,9 @@ impl Controller {
     /// Queue the key `map` returns for each event of `informer` (`None`: the event needs no reconcile);
     /// [`InformerEvent::Resync`] queues every key of [`enqueue_all`](Self::enqueue_all) instead. `map` runs
     /// inline in the informer's task: it must be quick and never block.
-    pub fn watches<K, M>(mut self, informer: &Informer<K>, map: M) -> Self
+    pub fn watches<K, S, M>(mut self, informer: &Informer<K, S>, map: M) -> Self
     where
+        S: Slot<K>,
         K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::DynamicType: Default,
         M: Fn(&InformerEvent<K>) -> Option<String> + Send + Sync + 'static,
@@ -167,8 +169,9 @@ impl Controller {
     /// Hand every event of `informer` to `handler` once started (for events that feed another loop, such as a
     /// debounced pass's [`trigger`](crate::runtime::debounce::Debounced::trigger)); inline in the informer's task,
     /// so quick and never blocking.
-    pub fn on_events<K, H>(mut self, informer: &Informer<K>, handler: H) -> Self
+    pub fn on_events<K, S, H>(mut self, informer: &Informer<K, S>, handler: H) -> Self
     where
+        S: Slot<K>,
         K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::DynamicType: Default,
         H: Fn(&InformerEvent<K>) + Send + Sync + 'static,
@@ -253,9 +256,9 @@ impl Controller {
     /// [`boxed`](Self::boxed), handing `reconcile` each key's object from `informer`'s cache (kube-runtime's
     /// shape); a key whose object is gone is done without a call (to act on deletions, take keys and keep your
     /// own memory).
-    pub fn boxed_objects<K, C, F, Fut, E>(
+    pub fn boxed_objects<K, S, C, F, Fut, E>(
         self,
-        informer: &Informer<K>,
+        informer: &Informer<K, S>,
         context: Arc<C>,
         reconcile: F,
     ) -> Box<dyn RunnableController>
@@ -266,6 +269,7 @@ impl Controller {
         F: Fn(Arc<K>, Arc<C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: StdError + Send + 'static,
+        S: Slot<K>,
     {
         let store = informer.store();
         self.boxed(context, move |key: String, context| match store.get(&key) {

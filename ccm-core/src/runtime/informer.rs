@@ -6,7 +6,9 @@
 //! update filters (`needsUpdate(old, new)`, ...).
 //!
 //! The [`SharedInformers`] cache less than whole objects ([`CachedNode`], [`CachedService`]; [`strip_node`] and
-//! [`strip_service`] list what is kept): read an object from the API for anything else.
+//! [`strip_service`] list what is kept): read an object from the API for anything else. The Node informer is a
+//! [`NodeInformer`], whose store keeps each Node as a [`CompactNode`] and makes a `Node` of it again on each read
+//! ([`Store::select`] reads the compact form and makes only the Nodes it keeps).
 //!
 //! ```no_run
 //! use ccm_core::runtime::informer::{Informer, InformerEvent};
@@ -31,6 +33,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
+use std::marker::PhantomData;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use futures::StreamExt;
@@ -44,9 +47,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::helpers::object_key;
 
+mod compact;
 mod handlers;
 mod strip;
 
+pub use compact::{CompactNode, Slot};
 pub use handlers::HandlerRegistration;
 
 pub use strip::{CachedNode, CachedService, STRIPPED_VALUE_PREFIX, strip_node, strip_service};
@@ -74,55 +79,55 @@ pub enum InformerEvent<K> {
     Resync,
 }
 
-/// A read-only view of an informer's cache. Cheap to clone.
-pub struct Store<K> {
-    objects: Arc<RwLock<HashMap<String, Arc<K>>>>,
+/// The shared Node informer: its store keeps each Node as a [`CompactNode`].
+pub type NodeInformer = Informer<Node, CompactNode>;
+
+/// The shared Node informer's store ([`NodeInformer`]).
+pub type NodeStore = Store<Node, CompactNode>;
+
+/// A read-only view of an informer's cache, which keeps each object of kind `K` as an `S` ([`Slot`]: the object
+/// itself by default, a [`CompactNode`] in the shared Node informer's [`NodeStore`]). Cheap to clone.
+pub struct Store<K, S = Arc<K>> {
+    objects: Arc<RwLock<HashMap<String, S>>>,
+    kind: PhantomData<fn() -> K>,
 }
 
-impl<K> Clone for Store<K> {
+impl<K, S> Clone for Store<K, S> {
     fn clone(&self) -> Self {
         Store {
             objects: self.objects.clone(),
+            kind: PhantomData,
         }
     }
 }
 
-impl<K> Debug for Store<K> {
+impl<K, S> Debug for Store<K, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").field("len", &self.len()).finish()
     }
 }
 
-impl<K> Default for Store<K> {
+impl<K, S> Default for Store<K, S> {
     fn default() -> Self {
         Store {
             objects: Arc::new(RwLock::new(HashMap::new())),
+            kind: PhantomData,
         }
     }
 }
 
-impl<K> Store<K> {
+impl<K, S> Store<K, S> {
     /// An empty store that stays empty (use a [`StoreWriter`] to fill one).
     pub fn new() -> Self {
         Self::default()
     }
 
-    fn read(&self) -> RwLockReadGuard<'_, HashMap<String, Arc<K>>> {
+    fn read(&self) -> RwLockReadGuard<'_, HashMap<String, S>> {
         self.objects.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, HashMap<String, Arc<K>>> {
+    fn write(&self) -> RwLockWriteGuard<'_, HashMap<String, S>> {
         self.objects.write().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The object with key `namespace/name` (or `name` for cluster-scoped kinds).
-    pub fn get(&self, key: &str) -> Option<Arc<K>> {
-        self.read().get(key).cloned()
-    }
-
-    /// Every cached object, in no particular order.
-    pub fn list(&self) -> Vec<Arc<K>> {
-        self.read().values().cloned().collect()
     }
 
     /// Every cached key.
@@ -141,6 +146,47 @@ impl<K> Store<K> {
     }
 }
 
+impl<K, S: Slot<K>> Store<K, S> {
+    /// The object with key `namespace/name` (or `name` for cluster-scoped kinds).
+    pub fn get(&self, key: &str) -> Option<Arc<K>> {
+        self.read().get(key).map(S::unpack)
+    }
+
+    /// Every cached object, in no particular order.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.read().values().map(S::unpack).collect()
+    }
+
+    /// The cached objects whose slot `keep` accepts, in no particular order: for a pass over the whole cache that
+    /// acts on few objects. In a [`NodeStore`], `keep` reads each [`CompactNode`] (through
+    /// [`NodeFields`](crate::helpers::NodeFields)) and only the Nodes it keeps are made again.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use ccm_core::helpers::NodeFields;
+    /// use ccm_core::runtime::informer::{CompactNode, StoreWriter};
+    /// use k8s_openapi::api::core::v1::{Node, NodeSpec};
+    ///
+    /// let writer: StoreWriter<Node, CompactNode> = StoreWriter::new();
+    /// for (name, id) in [("a", "fake://a"), ("b", "")] {
+    ///     let mut node = Node::default();
+    ///     node.metadata.name = Some(name.into());
+    ///     node.spec = Some(NodeSpec { provider_id: Some(id.into()), ..Default::default() });
+    ///     writer.insert(name.into(), Arc::new(node));
+    /// }
+    /// let without_id = writer.store().select(|node| node.provider_id().is_empty());
+    /// assert_eq!(without_id.len(), 1);
+    /// assert_eq!(without_id[0].metadata.name.as_deref(), Some("b"));
+    /// ```
+    pub fn select(&self, mut keep: impl FnMut(&S) -> bool) -> Vec<Arc<K>> {
+        self.read()
+            .values()
+            .filter(|slot| keep(slot))
+            .map(S::unpack)
+            .collect()
+    }
+}
+
 /// The writing side of a [`Store`] (as kube-runtime's `Writer`): the informer owns one, and tests of code that
 /// reads a store make one. Readers only ever get the [`Store`].
 ///
@@ -155,11 +201,11 @@ impl<K> Store<K> {
 /// writer.remove("a");
 /// assert!(store.is_empty());
 /// ```
-pub struct StoreWriter<K> {
-    store: Store<K>,
+pub struct StoreWriter<K, S = Arc<K>> {
+    store: Store<K, S>,
 }
 
-impl<K> Debug for StoreWriter<K> {
+impl<K, S> Debug for StoreWriter<K, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StoreWriter")
             .field("len", &self.store.len())
@@ -167,7 +213,7 @@ impl<K> Debug for StoreWriter<K> {
     }
 }
 
-impl<K> Default for StoreWriter<K> {
+impl<K, S> Default for StoreWriter<K, S> {
     fn default() -> Self {
         StoreWriter {
             store: Store::default(),
@@ -175,25 +221,32 @@ impl<K> Default for StoreWriter<K> {
     }
 }
 
-impl<K> StoreWriter<K> {
+impl<K, S: Slot<K>> StoreWriter<K, S> {
     /// A writer over a new, empty store.
     pub fn new() -> Self {
         Self::default()
     }
 
     /// The read-only view of the store this writes to.
-    pub fn store(&self) -> Store<K> {
+    pub fn store(&self) -> Store<K, S> {
         self.store.clone()
     }
 
     /// Insert or replace the object under `key`, returning the previous one.
     pub fn insert(&self, key: String, object: Arc<K>) -> Option<Arc<K>> {
-        self.store.write().insert(key, object)
+        self.replace(key, &object).as_ref().map(S::unpack)
     }
 
     /// Remove the object under `key`, returning it.
     pub fn remove(&self, key: &str) -> Option<Arc<K>> {
-        self.store.write().remove(key)
+        self.store.write().remove(key).as_ref().map(S::unpack)
+    }
+
+    /// Keep `object` under `key`, returning what was kept before (from which the new slot shares what is equal).
+    fn replace(&self, key: String, object: &Arc<K>) -> Option<S> {
+        let mut objects = self.store.write();
+        let slot = S::pack(object, objects.get(&key));
+        objects.insert(key, slot)
     }
 }
 
@@ -201,20 +254,28 @@ impl<K> StoreWriter<K> {
 type Source<K> =
     Box<dyn Fn() -> BoxStream<'static, watcher::Result<watcher::Event<K>>> + Send + Sync>;
 
-struct Inner<K: Resource + Clone> {
+struct Inner<K: Resource + Clone, S> {
     source: Source<K>,
     handlers: Arc<handlers::Handlers<K>>,
-    store: StoreWriter<K>,
+    store: StoreWriter<K, S>,
     synced: watch::Sender<bool>,
 }
 
-/// A shared list-watch cache of one resource kind. Cheap to clone; clones share the cache.
-#[derive(Clone)]
-pub struct Informer<K: Resource + Clone> {
-    inner: Arc<Inner<K>>,
+/// A shared list-watch cache of one resource kind, which keeps each object as an `S` ([`Slot`]: by default the
+/// object itself). Cheap to clone; clones share the cache.
+pub struct Informer<K: Resource + Clone, S = Arc<K>> {
+    inner: Arc<Inner<K, S>>,
 }
 
-impl<K: Resource + Clone> Debug for Informer<K> {
+impl<K: Resource + Clone, S> Clone for Informer<K, S> {
+    fn clone(&self) -> Self {
+        Informer {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<K: Resource + Clone, S> Debug for Informer<K, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Informer")
             .field("store", &self.inner.store)
@@ -222,10 +283,11 @@ impl<K: Resource + Clone> Debug for Informer<K> {
     }
 }
 
-impl<K> Informer<K>
+impl<K, S> Informer<K, S>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default,
+    S: Slot<K>,
 {
     /// An informer over `api` with the watch settings `config` (label or field selectors) that caches whole
     /// objects. Not started.
@@ -268,7 +330,7 @@ where
     }
 
     /// The cache.
-    pub fn store(&self) -> Store<K> {
+    pub fn store(&self) -> Store<K, S> {
         self.inner.store.store()
     }
 
@@ -375,9 +437,10 @@ where
 
     fn upsert(&self, key: String, obj: K) {
         let new = Arc::new(obj);
-        match self.inner.store.insert(key, new.clone()) {
+        match self.inner.store.replace(key, &new) {
             None => self.emit(InformerEvent::Added(new)),
-            Some(old) if old.meta().resource_version != new.meta().resource_version => {
+            Some(old) if old.resource_version() != new.meta().resource_version.as_deref() => {
+                let old = old.unpack();
                 self.emit(InformerEvent::Updated { old, new });
             }
             Some(_) => {}
@@ -443,7 +506,7 @@ impl InformerScope {
 /// [module documentation](self)).
 #[derive(Clone, Debug)]
 pub struct SharedInformers {
-    nodes: Informer<Node>,
+    nodes: NodeInformer,
     services: Informer<Service>,
 }
 
@@ -479,7 +542,7 @@ impl SharedInformers {
     }
 
     /// The Node informer.
-    pub fn nodes(&self) -> &Informer<Node> {
+    pub fn nodes(&self) -> &NodeInformer {
         &self.nodes
     }
 
@@ -507,10 +570,11 @@ pub(crate) mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-    impl<K> Informer<K>
+    impl<K, S> Informer<K, S>
     where
         K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::DynamicType: Default,
+        S: Slot<K>,
     {
         /// Send `event` to the handlers as if the watch had produced it (the cache is not changed); for this
         /// crate's tests of code that consumes informer events.
@@ -540,13 +604,13 @@ pub(crate) mod tests {
         }
     }
 
-    fn informer() -> Informer<Node> {
+    fn informer() -> NodeInformer {
         offline_informer()
     }
 
     /// Every event `inf` hands its handlers from now on, while the registration is kept.
     fn collect(
-        inf: &Informer<Node>,
+        inf: &NodeInformer,
     ) -> (
         HandlerRegistration,
         Arc<std::sync::Mutex<Vec<InformerEvent<Node>>>>,
@@ -558,7 +622,7 @@ pub(crate) mod tests {
     }
 
     /// A Node informer whose client reaches nothing: its tests apply events directly.
-    pub(crate) fn offline_informer() -> Informer<Node> {
+    pub(crate) fn offline_informer() -> NodeInformer {
         Informer::new(Api::all(offline_client()), watcher::Config::default())
     }
 
@@ -623,8 +687,9 @@ pub(crate) mod tests {
             }
         }
         assert_eq!(seen, 4);
-        // the plain constructor keeps whole objects
-        let whole = informer();
+        // the plain constructor with the default slot keeps whole objects
+        let whole: Informer<Node> =
+            Informer::new(Api::all(offline_client()), watcher::Config::default());
         whole.apply(watcher::Event::Apply(bulky("a", "1")), &mut init);
         assert!(!is_stripped(&whole.store().get("a").unwrap()));
     }

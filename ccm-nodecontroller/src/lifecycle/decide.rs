@@ -1,13 +1,13 @@
 //! The lifecycle controller's decisions: which nodes it owns, and what to do next for one node given what the
 //! cloud answered so far. Pure functions, no I/O.
 
-use ccm_core::helpers::{ConditionStatus, node_condition_status, node_has_taint, node_provider_id};
+use ccm_core::helpers::{ConditionStatus, NodeFields};
 use ccm_core::{ErrorKind, names};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use strum::{Display, EnumString, IntoStaticStr};
 
 use super::Config;
-use crate::patch::{self, shutdown_taint, with_taint};
+use crate::patch::{self, shutdown_taint};
 
 /// Which nodes the lifecycle controller may taint, untaint and delete. Written and parsed (`Display`, `FromStr`)
 /// with its flag spelling, [`as_str`](Self::as_str).
@@ -105,10 +105,11 @@ pub struct Probe {
 /// assert!(!is_owned(&Node::default(), NodeOwnership::ProviderIdPrefix, "fake"));
 /// assert!(is_owned(&Node::default(), NodeOwnership::AllNodes, "fake"));
 /// ```
-pub fn is_owned(node: &Node, ownership: NodeOwnership, provider_name: &str) -> bool {
+pub fn is_owned(node: &impl NodeFields, ownership: NodeOwnership, provider_name: &str) -> bool {
     match ownership {
         NodeOwnership::AllNodes => true,
-        NodeOwnership::ProviderIdPrefix => node_provider_id(node)
+        NodeOwnership::ProviderIdPrefix => node
+            .provider_id()
             .strip_prefix(provider_name)
             .is_some_and(|rest| rest.starts_with("://")),
     }
@@ -122,13 +123,19 @@ pub fn is_owned(node: &Node, ownership: NodeOwnership, provider_name: &str) -> b
 /// - NotReady or Unknown → check existence; gone → delete; a failed check → nothing (never "gone");
 /// - exists → check shutdown; shut down → add the taint unless it is already there; a failed or negative check
 ///   → nothing (the taint is never removed while the node is not Ready).
-pub fn decide(node: &Node, config: &Config, provider_name: &str, probe: &Probe) -> LifecycleAction {
+pub fn decide(
+    node: &impl NodeFields,
+    config: &Config,
+    provider_name: &str,
+    probe: &Probe,
+) -> LifecycleAction {
     if !is_owned(node, config.ownership, provider_name) {
         return LifecycleAction::Skip(SkipReason::NotOwned);
     }
-    if node_condition_status(node, names::conditions::READY) == ConditionStatus::True {
+    if node.condition_status(names::conditions::READY) == ConditionStatus::True {
         // every Ready node, every period: no allocation (`without_matching_taint` only when there is one)
-        let shut_down = patch::taints(node)
+        let shut_down = node
+            .taints()
             .iter()
             .any(|t| t.key == names::taints::SHUTDOWN && t.effect == patch::NO_SCHEDULE);
         return if shut_down {
@@ -137,7 +144,7 @@ pub fn decide(node: &Node, config: &Config, provider_name: &str, probe: &Probe) 
             LifecycleAction::Nothing
         };
     }
-    if config.protect_initializing_nodes && node_has_taint(node, names::taints::UNINITIALIZED) {
+    if config.protect_initializing_nodes && node.has_taint(names::taints::UNINITIALIZED) {
         return LifecycleAction::Skip(SkipReason::Initializing);
     }
     match probe.exists {
@@ -146,7 +153,7 @@ pub fn decide(node: &Node, config: &Config, provider_name: &str, probe: &Probe) 
         Some(Ok(false)) => LifecycleAction::Delete,
         Some(Ok(true)) => match probe.shutdown {
             None => LifecycleAction::CheckShutdown,
-            Some(Ok(true)) if with_taint(node, &shutdown_taint()).is_some() => {
+            Some(Ok(true)) if patch::taints_with(node.taints(), &shutdown_taint()).is_some() => {
                 LifecycleAction::AddShutdownTaint
             }
             Some(_) => LifecycleAction::Nothing,
@@ -156,7 +163,11 @@ pub fn decide(node: &Node, config: &Config, provider_name: &str, probe: &Probe) 
 
 /// Whether the pass must look at the node at all: most nodes are Ready and untainted, which is decided without
 /// a task or a probe for each.
-pub(crate) fn needs_attention(node: &Node, config: &Config, provider_name: &str) -> bool {
+pub(crate) fn needs_attention(
+    node: &impl NodeFields,
+    config: &Config,
+    provider_name: &str,
+) -> bool {
     let action = decide(node, config, provider_name, &Probe::default());
     !matches!(action, LifecycleAction::Nothing | LifecycleAction::Skip(_))
 }
@@ -197,7 +208,7 @@ impl Probe {
 /// The taints of `node` without the shutdown taint, only while the node is still Ready (re-checked on every
 /// re-read); `None` when there is nothing to remove.
 pub(crate) fn without_shutdown_taint_if_ready(node: &Node) -> Option<Vec<Taint>> {
-    let ready = node_condition_status(node, names::conditions::READY) == ConditionStatus::True;
+    let ready = node.condition_status(names::conditions::READY) == ConditionStatus::True;
     ready
         .then(|| patch::without_matching_taint(node, &shutdown_taint()))
         .flatten()

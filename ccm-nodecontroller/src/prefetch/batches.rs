@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use ccm_core::helpers::{node_has_taint, node_name, node_provider_id};
+use ccm_core::helpers::{NodeFields, node_name, node_provider_id};
 use ccm_core::{InstanceLookup, names};
 use k8s_openapi::api::core::v1::Node;
 
@@ -20,22 +20,35 @@ pub(crate) fn select_batch<'a>(
     now: Instant,
     limit: usize,
 ) -> Vec<&'a Node> {
-    let recent = |name: &str| {
-        asked
-            .get(name)
-            .is_some_and(|at| now.saturating_duration_since(*at) < ANSWER_KEPT_FOR)
-    };
     let name = node_name(node);
-    if limit == 0 || recent(name) {
+    if limit == 0 || recent(asked, name, now) {
         return Vec::new();
     }
-    let others = waiting.into_iter().filter(|other| {
-        let other_name = node_name(other);
-        other_name != name
-            && node_has_taint(other, names::taints::UNINITIALIZED)
-            && !recent(other_name)
-    });
+    let others = waiting
+        .into_iter()
+        .filter(|other| joins(name, *other, asked, now));
     std::iter::once(node).chain(others).take(limit).collect()
+}
+
+/// Whether a batch started at `now` for the node `name` asks about `other` too: another node, still waiting for
+/// initialization, that no batch asked about recently.
+pub(crate) fn joins(
+    name: &str,
+    other: &impl NodeFields,
+    asked: &HashMap<String, Instant>,
+    now: Instant,
+) -> bool {
+    let other_name = other.name();
+    other_name != name
+        && other.has_taint(names::taints::UNINITIALIZED)
+        && !recent(asked, other_name, now)
+}
+
+/// Whether a batch asked about `name` within [`ANSWER_KEPT_FOR`] before `now`.
+fn recent(asked: &HashMap<String, Instant>, name: &str, now: Instant) -> bool {
+    asked
+        .get(name)
+        .is_some_and(|at| now.saturating_duration_since(*at) < ANSWER_KEPT_FOR)
 }
 
 /// A batch's answer for one node, waiting for that node's initialization.
@@ -75,6 +88,12 @@ impl Batches {
     /// be listed).
     pub(crate) fn may_ask(&self, node: &Node, limit: usize) -> bool {
         limit > 0 && !self.asked.contains_key(node_name(node))
+    }
+
+    /// Whether a batch started at `now` for `node` would ask about `other` ([`joins`]): to pick the candidates
+    /// from the node cache without making a Node of each.
+    pub(crate) fn would_join(&self, node: &Node, other: &impl NodeFields, now: Instant) -> bool {
+        joins(node_name(node), other, &self.asked, now)
     }
 
     /// Start a batch at `now`: the nodes [`select_batch`] picks from `waiting`, each marked as asked about.
@@ -277,7 +296,7 @@ mod tests {
             }
             for other in batch.iter().skip(1) {
                 proptest::prop_assert!(node_name(other) != first.to_string());
-                proptest::prop_assert!(node_has_taint(other, names::taints::UNINITIALIZED));
+                proptest::prop_assert!(other.has_taint(names::taints::UNINITIALIZED));
                 proptest::prop_assert!(!recent(node_name(other)));
             }
         }

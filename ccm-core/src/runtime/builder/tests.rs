@@ -10,7 +10,7 @@ use crate::runtime::informer::tests::{node, offline_informer};
 
 type Seen = Arc<Mutex<Vec<String>>>;
 
-fn list(informer: &Informer<Node>, names: &[&str]) {
+fn list(informer: &crate::runtime::informer::NodeInformer, names: &[&str]) {
     let mut events = vec![watcher::Event::Init];
     events.extend(
         names
