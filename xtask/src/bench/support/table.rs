@@ -67,11 +67,11 @@ pub fn ratio(value: Option<f64>, per: usize) -> String {
     }
 }
 
-/// Peak RSS in MiB, or `n/a`.
+/// Peak RSS in MiB with one decimal (a ratio near a goal such as ⅓ needs it), or `n/a`.
 pub fn mib(stats: &ProcStats) -> String {
     stats.peak_rss_kib.map_or_else(
         || "n/a".to_owned(),
-        |kib| format!("{:.0}", kib as f64 / 1024.0),
+        |kib| format!("{:.1}", kib as f64 / 1024.0),
     )
 }
 
@@ -110,7 +110,7 @@ mod tests {
             peak_rss_kib: Some(95_744),
             cpu_seconds: Some(12.34),
         };
-        assert_eq!(mib(&stats), "94");
+        assert_eq!(mib(&stats), "93.5");
         assert_eq!(cpu(&stats), "12.3");
         assert_eq!(mib(&ProcStats::default()), "n/a");
         assert_eq!(cpu(&ProcStats::default()), "n/a");
