@@ -689,6 +689,7 @@ mod tests {
                 repeat: 1,
                 rust_args: Vec::new(),
                 go_args: Vec::new(),
+                no_warm_up: false,
             },
         }
     }

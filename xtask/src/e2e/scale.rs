@@ -115,6 +115,7 @@ fn common_args(args: &E2eArgs) -> CommonArgs {
         repeat: 1,
         rust_args: Vec::new(),
         go_args: Vec::new(),
+        no_warm_up: true,
     }
 }
 
