@@ -689,7 +689,6 @@ mod tests {
                 repeat: 1,
                 rust_args: Vec::new(),
                 go_args: Vec::new(),
-                no_warm_up: false,
             },
         }
     }

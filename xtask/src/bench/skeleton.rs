@@ -134,24 +134,6 @@ pub async fn run<B: Benchmark>(benchmark: &B, interrupt: &Interrupt) -> anyhow::
     eprintln!("{environment}");
 
     let runs = support::run_matrix(common, benchmark.workers());
-    if let Some(spec) = support::warm_up(common, &runs) {
-        eprintln!(
-            "\n== warm-up run, not in the tables (--no-warm-up skips it): {}",
-            benchmark.describe_run(&spec)
-        );
-        let run = Run {
-            spec,
-            common,
-            binaries: &binaries,
-            inventory: &inventory,
-            out: &out,
-        };
-        match run_once(benchmark, &run, interrupt).await {
-            Err(err) if err.is::<Interrupted>() => return Err(err),
-            Err(err) => eprintln!("warm-up run failed (the measured runs go on): {err:#}"),
-            Ok(measured) => eprintln!("{}", benchmark.describe_result(&measured)),
-        }
-    }
     let mut results: Vec<(RunSpec, anyhow::Result<B::Measured>)> = Vec::new();
     for (index, spec) in runs.iter().enumerate() {
         eprintln!(
@@ -241,7 +223,6 @@ mod tests {
             repeat: 2,
             rust_args: vec!["--v=2".to_owned()],
             go_args: Vec::new(),
-            no_warm_up: false,
         };
         let spec = RunSpec {
             implementation: Implementation::Rust,

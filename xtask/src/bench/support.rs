@@ -21,9 +21,7 @@ pub mod table;
 pub use binaries::{BenchBinaries, environment_summary, output_dir, prepare};
 pub use ccm::{CcmProcess, CcmSpec, free_port};
 pub use cluster::Cluster;
-pub use matrix::{
-    CommonArgs, DEFAULT_LIMITS, Implementation, LimitMode, RunSpec, run_matrix, warm_up,
-};
+pub use matrix::{CommonArgs, DEFAULT_LIMITS, Implementation, LimitMode, RunSpec, run_matrix};
 pub use objects::{Tracker, create_all, pause};
 pub use procfs::{ProcStats, load_average};
 pub use table::{Table, cpu, mib, ratio, secs};

@@ -141,17 +141,6 @@ pub async fn run(args: &TakeoverArgs, interrupt: &Interrupt) -> anyhow::Result<(
     let environment = support::environment_summary(&binaries, &args.common).await;
     eprintln!("{environment}");
     let runs = support::run_matrix(&args.common, &[1]);
-    if let Some(spec) = support::warm_up(&args.common, &runs) {
-        eprintln!(
-            "\n== warm-up run, not in the table (--no-warm-up skips it): {} CCM",
-            spec.implementation.label()
-        );
-        match run_once(args, &binaries, &out, &spec, interrupt).await {
-            Err(err) if err.is::<Interrupted>() => return Err(err),
-            Err(err) => eprintln!("warm-up run failed (the measured runs go on): {err:#}"),
-            Ok(_) => eprintln!("warm-up run done"),
-        }
-    }
     let mut results: Vec<(RunSpec, anyhow::Result<Measured>)> = Vec::new();
     for (index, spec) in runs.iter().enumerate() {
         eprintln!(

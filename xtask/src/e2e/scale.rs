@@ -115,7 +115,6 @@ fn common_args(args: &E2eArgs) -> CommonArgs {
         repeat: 1,
         rust_args: Vec::new(),
         go_args: Vec::new(),
-        no_warm_up: true,
     }
 }
 

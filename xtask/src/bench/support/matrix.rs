@@ -103,10 +103,6 @@ pub struct CommonArgs {
     /// One more flag for the Go CCM in every run (repeatable); the table names it.
     #[arg(long = "go-arg", value_name = "FLAG", allow_hyphen_values = true)]
     pub go_args: Vec<String>,
-    /// Skip the warm-up run. By default the first run of the matrix is run once more before it and left out
-    /// of the tables: the first run after the machine was idle is slower, whichever CCM it is.
-    #[arg(long)]
-    pub no_warm_up: bool,
 }
 
 impl CommonArgs {
@@ -240,16 +236,6 @@ pub fn run_matrix(common: &CommonArgs, workers: &[u64]) -> Vec<RunSpec> {
     runs
 }
 
-/// The run that comes before `runs` and is not reported: the first of them again, as round 0 (label `…-r0`);
-/// `None` with `--no-warm-up` or no runs. At 10,000 nodes the first run of an invocation took 4–14 s longer
-/// than the same CCM's later runs, whichever CCM went first (docs/benchmarks.md, "Method").
-pub fn warm_up(common: &CommonArgs, runs: &[RunSpec]) -> Option<RunSpec> {
-    if common.no_warm_up {
-        return None;
-    }
-    runs.first().map(|first| RunSpec { round: 0, ..*first })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,7 +262,6 @@ mod tests {
             repeat: 1,
             rust_args: Vec::new(),
             go_args: Vec::new(),
-            no_warm_up: false,
         }
     }
 
@@ -359,25 +344,5 @@ mod tests {
         assert_eq!(c.row_label(&spec), "Go");
         c.repeat = 3;
         assert_eq!(c.row_label(&spec), "Go #2");
-    }
-
-    #[test]
-    fn the_warm_up_is_the_first_run_again_as_round_zero_unless_skipped() {
-        let mut c = common();
-        c.implementations = vec![Implementation::Go, Implementation::Rust];
-        let runs = run_matrix(&c, &[10]);
-        let warm = warm_up(&c, &runs).expect("on by default");
-        assert_eq!(
-            warm,
-            RunSpec {
-                round: 0,
-                ..runs[0]
-            }
-        );
-        assert_eq!(warm.implementation, Implementation::Go);
-        assert_eq!(warm.label(), "go-explicit-w10-r0");
-        assert!(warm_up(&c, &[]).is_none());
-        c.no_warm_up = true;
-        assert!(warm_up(&c, &runs).is_none());
     }
 }
