@@ -1,5 +1,7 @@
 //! The leadership fence in the cloud interception layer: a closed fence refuses every call before it reaches
 //! the provider, even when an interceptor waited across the moment the fence closed.
+//! Also the Event backlog's bounds (discarded at a lost lease, full at a burst), which need a writer that never
+//! finishes a write.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -207,4 +209,42 @@ async fn discarding_the_event_backlog_counts_every_dropped_event() {
     recorder.normal(&ObjectReference::default(), "X", "y");
     assert_eq!(sink.waiting(), 0);
     assert_eq!(sink.discard(), 0, "nothing left");
+}
+
+#[tokio::test]
+async fn a_full_backlog_drops_new_events_and_counts_them_but_still_merges_repeats() {
+    use ccm_core::runtime::events::metrics::Outcome;
+    use ccm_core::runtime::events::{DEFAULT_BACKLOG, EventSink};
+    use k8s_openapi::api::core::v1::ObjectReference;
+
+    let sink = EventSink::new().with_metrics(&ccm_core::runtime::metrics::SharedRegistry::new());
+    let component = ccm_core::names::components::CLOUD_NODE_CONTROLLER;
+    let recorder = sink.recorder(hanging_client(), component, None);
+    let node = |i: usize| ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Node".into()),
+        name: Some(format!("node-{i}")),
+        uid: Some(format!("uid-{i}")),
+        ..ObjectReference::default()
+    };
+    // One more than fits, and the writer takes one to write (it never returns): ten are dropped.
+    let emitted = DEFAULT_BACKLOG + 11;
+    for i in 0..emitted {
+        recorder.normal(&node(i), "Synced", "Node synced successfully");
+        // Let the writer take its first event, so that what waits is exactly the backlog.
+        tokio::task::yield_now().await;
+    }
+    let metrics = sink.metrics().expect("metrics");
+    let dropped = metrics.total(component, Outcome::Dropped);
+    assert_eq!(
+        sink.waiting(),
+        DEFAULT_BACKLOG,
+        "the backlog is full, the one in flight not counted"
+    );
+    assert_eq!(dropped, 10, "what did not fit is dropped and counted");
+    // A repeat of an event that waits merges into it: no room needed.
+    recorder.normal(&node(1), "Synced", "Node synced successfully");
+    assert_eq!(metrics.total(component, Outcome::Merged), 1);
+    assert_eq!(metrics.total(component, Outcome::Dropped), 10);
+    assert_eq!(sink.waiting(), DEFAULT_BACKLOG);
 }

@@ -319,7 +319,6 @@ fn truncate(mut message: String) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::metrics::Outcome;
     use super::*;
 
     #[test]
@@ -335,49 +334,5 @@ mod tests {
     fn event_types_are_go_strings() {
         assert_eq!(EventType::Normal.as_str(), "Normal");
         assert_eq!(EventType::Warning.as_str(), "Warning");
-    }
-
-    /// A client whose requests never get an answer: the writer stays busy with its first event.
-    fn hanging_client() -> kube::Client {
-        let service = tower::service_fn(|_request: http::Request<kube::client::Body>| {
-            std::future::pending::<
-                Result<http::Response<kube::client::Body>, std::convert::Infallible>,
-            >()
-        });
-        kube::Client::new(service, "default")
-    }
-
-    #[tokio::test]
-    async fn a_full_backlog_drops_new_events_and_counts_them_but_still_merges_repeats() {
-        let sink = EventSink::new().with_metrics(&crate::runtime::metrics::SharedRegistry::new());
-        let component = crate::names::components::CLOUD_NODE_CONTROLLER;
-        let recorder = sink.recorder(hanging_client(), component, None);
-        let node = |i: usize| ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Node".into()),
-            name: Some(format!("node-{i}")),
-            uid: Some(format!("uid-{i}")),
-            ..ObjectReference::default()
-        };
-        // One more than fits, and the writer takes one to write (it never returns): ten are dropped.
-        let emitted = DEFAULT_BACKLOG + 11;
-        for i in 0..emitted {
-            recorder.normal(&node(i), "Synced", "Node synced successfully");
-            // Let the writer take its first event, so that what waits is exactly the backlog.
-            tokio::task::yield_now().await;
-        }
-        let metrics = sink.metrics().expect("metrics");
-        let dropped = metrics.total(component, Outcome::Dropped);
-        assert_eq!(
-            sink.waiting(),
-            DEFAULT_BACKLOG,
-            "the backlog is full, the one in flight not counted"
-        );
-        assert_eq!(dropped, 10, "what did not fit is dropped and counted");
-        // A repeat of an event that waits merges into it: no room needed.
-        recorder.normal(&node(1), "Synced", "Node synced successfully");
-        assert_eq!(metrics.total(component, Outcome::Merged), 1);
-        assert_eq!(metrics.total(component, Outcome::Dropped), 10);
-        assert_eq!(sink.waiting(), DEFAULT_BACKLOG);
     }
 }
