@@ -542,7 +542,9 @@ async fn empty_status_from_ensure_is_an_error() {
     );
     h.wait_ingress("web").await;
     assert_eq!(h.fake.call_count(Operation::EnsureLoadBalancer), 3);
-    assert!(h.events("web", "EnsuredLoadBalancer").await.len() == 1);
+    // The Event is written in the background, after the status: wait for it, then count it.
+    h.wait_event("web", "EnsuredLoadBalancer").await;
+    assert_eq!(h.events("web", "EnsuredLoadBalancer").await.len(), 1);
     h.finish().await;
 }
 
